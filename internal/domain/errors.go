@@ -1,0 +1,110 @@
+// Package domain holds changeflow's vocabulary: the error model, the request,
+// binding and batch state enums and the transition table. It imports no
+// driver, client or net/http, so every other package can depend on it.
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable outcome carried in every API envelope. Clients
+// branch on it ("what should I do next"), so codes are stable names, never
+// free text.
+type Code string
+
+// Error codes of SPEC §3.1. Each maps to exactly one HTTP status in
+// httpapi's table; a code not listed there is a 500.
+const (
+	CodeOK                  Code = "OK"
+	CodeAccepted            Code = "ACCEPTED"
+	CodeDuplicateSubmit     Code = "DUPLICATE_SUBMIT"
+	CodeInvalidArgument     Code = "INVALID_ARGUMENT"
+	CodeUnauthenticated     Code = "UNAUTHENTICATED"
+	CodeAccessDenied        Code = "ACCESS_DENIED"
+	CodeTargetNotOpen       Code = "TARGET_NOT_OPEN"
+	CodeNotFound            Code = "NOT_FOUND"
+	CodeMethodNotAllowed    Code = "METHOD_NOT_ALLOWED"
+	CodeRequestInProgress   Code = "REQUEST_IN_PROGRESS"
+	CodeAlreadyInEffect     Code = "ALREADY_IN_EFFECT"
+	CodeIdempotencyReused   Code = "IDEMPOTENCY_KEY_REUSED"
+	CodeIdempotencyInFlight Code = "IDEMPOTENCY_IN_FLIGHT"
+	CodeRateLimited         Code = "RATE_LIMITED"
+	CodeRetryLater          Code = "RETRY_LATER"
+	CodeInternal            Code = "INTERNAL_ERROR"
+)
+
+// GenericMessage is the only message a client ever sees for a server-side
+// failure: the cause stays in the log (R-ERR-1).
+const GenericMessage = "Something went wrong on our side. Please try again later."
+
+// AccessDeniedMessage is the fixed 403 message, so a rejected caller cannot
+// learn which permission the route needs (R-AUTH-1).
+const AccessDeniedMessage = "Access denied"
+
+// Error is the one typed error of the system. Message is safe to show to a
+// user; Detail is for the log only and never leaves the process.
+type Error struct {
+	Code    Code
+	Message string
+	Detail  string
+	Err     error
+}
+
+// Error returns the log-side text: code, detail and cause. It is never what
+// the client sees (that is Message).
+func (e *Error) Error() string {
+	s := string(e.Code)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	} else if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap exposes the cause to errors.Is / errors.As.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds a client-facing error: msg is shown to the user, the detail
+// (formatted from format and args, %w honoured) goes to the log.
+func Errorf(code Code, msg, format string, args ...any) *Error {
+	cause := fmt.Errorf(format, args...)
+	return &Error{Code: code, Message: msg, Detail: cause.Error(), Err: errors.Unwrap(cause)}
+}
+
+// E builds a client-facing error whose user message is also its detail.
+func E(code Code, msg string) *Error { return &Error{Code: code, Message: msg} }
+
+// Internal wraps an unexpected failure; the client sees GenericMessage.
+func Internal(detail string, err error) *Error {
+	return &Error{Code: CodeInternal, Message: GenericMessage, Detail: detail, Err: err}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or
+// CodeInternal for anything unknown (an unknown error is a server error).
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// Sentinel errors that stores and services return; edges translate them.
+var (
+	// ErrNotFound: the named row or resource does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrPreempted: a guarded write matched no row because the state it
+	// expected was changed elsewhere (I6). Callers re-read; never retry blind.
+	ErrPreempted = errors.New("preempted: state changed concurrently")
+	// ErrDuplicate: a unique constraint said "already there" (I4). Stores
+	// usually turn it into an answer (false, winner) rather than return it.
+	ErrDuplicate = errors.New("duplicate key")
+	// ErrBusy: the database asked us to come back later (lock wait timeout,
+	// SQLITE_BUSY). Rounds treat it as "try next round".
+	ErrBusy = errors.New("database busy")
+)
