@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"changeflow/internal/domain"
+)
+
+// Envelope is the shape of every JSON response except the legacy endpoints
+// and /metrics (SPEC §3): clients branch on Code, show Message, read Data.
+type Envelope struct {
+	Code    domain.Code `json:"code"`
+	Message string      `json:"message"`
+	Data    any         `json:"data"`
+}
+
+// statusOf is the one table from error code to HTTP status (R-ERR-1). A code
+// that is not here is a server error: unknown must never look like success
+// or like the client's fault.
+var statusOf = map[domain.Code]int{
+	domain.CodeOK:                  http.StatusOK,
+	domain.CodeAccepted:            http.StatusAccepted,
+	domain.CodeDuplicateSubmit:     http.StatusAccepted,
+	domain.CodeInvalidArgument:     http.StatusBadRequest,
+	domain.CodeUnauthenticated:     http.StatusUnauthorized,
+	domain.CodeAccessDenied:        http.StatusForbidden,
+	domain.CodeTargetNotOpen:       http.StatusForbidden,
+	domain.CodeNotFound:            http.StatusNotFound,
+	domain.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,
+	domain.CodeRequestInProgress:   http.StatusConflict,
+	domain.CodeAlreadyInEffect:     http.StatusConflict,
+	domain.CodeIdempotencyReused:   http.StatusUnprocessableEntity,
+	domain.CodeIdempotencyInFlight: http.StatusConflict,
+	domain.CodeRateLimited:         http.StatusTooManyRequests,
+	domain.CodeRetryLater:          http.StatusServiceUnavailable,
+	domain.CodeInternal:            http.StatusInternalServerError,
+}
+
+// StatusOf returns the HTTP status for code, 500 for an unknown code.
+func StatusOf(code domain.Code) int {
+	if s, ok := statusOf[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// writeJSON encodes v with status. An encoding failure can only be logged:
+// the header is already out.
+func writeJSON(w http.ResponseWriter, logger *slog.Logger, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		logger.Warn("write response", "err", err)
+	}
+}
+
+// respond writes a success envelope with the status that belongs to code.
+func respond(w http.ResponseWriter, logger *slog.Logger, code domain.Code, data any) {
+	writeJSON(w, logger, StatusOf(code), Envelope{Code: code, Message: "", Data: data})
+}
+
+// writeError maps err onto the envelope and logs it at the level its class
+// deserves: client errors at warn with the detail, server errors at error
+// with the cause, and the client of a server error sees only the generic
+// message (R-ERR-1). An error that is not a *domain.Error is a server error
+// whatever its text says, so no driver or upstream message can leak.
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		de = domain.Internal("unclassified error", err)
+	}
+	status := StatusOf(de.Code)
+	msg := de.Message
+	attrs := []any{"code", de.Code, "status", status, "method", r.Method, "path", r.URL.Path, "err", err.Error()}
+	if status == http.StatusInternalServerError {
+		// Unexpected failures only: RETRY_LATER (503) is a deliberate
+		// answer whose message tells the user what to do.
+		msg = domain.GenericMessage
+		logger.Error("request failed", attrs...)
+	} else {
+		logger.Warn("request rejected", attrs...)
+	}
+	if de.Code == domain.CodeAccessDenied {
+		// Fixed text whatever the cause, so a rejected caller cannot learn
+		// which permission the route needs.
+		msg = domain.AccessDeniedMessage
+	}
+	writeJSON(w, logger, status, Envelope{Code: de.Code, Message: msg, Data: nil})
+}

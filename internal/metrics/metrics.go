@@ -1,0 +1,147 @@
+// Package metrics owns changeflow's Prometheus registry and the guarded
+// recorders every other package goes through. The rules of R-MET-1 live
+// here once: a recorder never panics into its caller, never blocks a
+// request on its own failure, and never emits an empty, invalid or
+// unbounded label value.
+package metrics
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// MaxLabelLen bounds every label value (R-MET-1: truncate to 128).
+const MaxLabelLen = 128
+
+// Metrics is the process's registry plus the HTTP series. It is created in
+// the composition root and passed down; there is no global registry, so
+// tests can build as many as they like.
+type Metrics struct {
+	Registry *prometheus.Registry
+	logger   *slog.Logger
+
+	httpReceived  *prometheus.CounterVec
+	httpCompleted *prometheus.CounterVec
+	httpSucceeded *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+}
+
+// New builds a registry with the Go and process collectors and the HTTP
+// series. version is exported as changeflow_build_info.
+func New(logger *slog.Logger, version string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m := &Metrics{
+		Registry: reg,
+		logger:   logger,
+		// route is the registered pattern, never the raw path, so the
+		// series count is bounded by the number of routes.
+		httpReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changeflow_http_requests_received_total",
+			Help: "HTTP requests received, counted on arrival, by route pattern.",
+		}, []string{"route", "method"}),
+		httpCompleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changeflow_http_requests_total",
+			Help: "HTTP requests completed, by route pattern and status code.",
+		}, []string{"route", "method", "code"}),
+		httpSucceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "changeflow_http_requests_succeeded_total",
+			Help: "HTTP requests completed with a 2xx status, counted after completion.",
+		}, []string{"route", "method"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "changeflow_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method"}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "changeflow_build_info",
+		Help:        "Build information; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	info.Set(1)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, info)
+	return m
+}
+
+// Register adds collectors that other packages own (workflow, rate
+// limiter). A registration error is returned, not panicked, so a duplicate
+// name fails start-up with a message instead of crashing.
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.Registry.Register(c); err != nil {
+			return fmt.Errorf("register metric: %w", err)
+		}
+	}
+	return nil
+}
+
+// RequestReceived counts a request on arrival.
+func (m *Metrics) RequestReceived(route, method string) {
+	m.guard("http_requests_received", func() {
+		r, ok1 := Label(route)
+		me, ok2 := Label(method)
+		if !ok1 || !ok2 {
+			return
+		}
+		m.httpReceived.WithLabelValues(r, me).Inc()
+	})
+}
+
+// RequestCompleted records status and latency after the handler returned;
+// only 2xx responses count as succeeded.
+func (m *Metrics) RequestCompleted(route, method string, status int, d time.Duration) {
+	m.guard("http_requests", func() {
+		r, ok1 := Label(route)
+		me, ok2 := Label(method)
+		if !ok1 || !ok2 {
+			return
+		}
+		m.httpCompleted.WithLabelValues(r, me, strconv.Itoa(status)).Inc()
+		m.httpDuration.WithLabelValues(r, me).Observe(d.Seconds())
+		if status >= 200 && status < 300 {
+			m.httpSucceeded.WithLabelValues(r, me).Inc()
+		}
+	})
+}
+
+// guard runs a metric write so that nothing it does (a panic in a
+// collector, a label mismatch) reaches the business path: the failure is
+// logged and the request goes on.
+func (m *Metrics) guard(name string, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.logger.Error("metric failed; request continues", "metric", name, "panic", fmt.Sprint(v))
+		}
+	}()
+	f()
+}
+
+// Label normalizes a label value: trimmed, valid UTF-8, at most
+// MaxLabelLen bytes (cut on a rune boundary). It reports false for a value
+// that is empty after trimming or not valid UTF-8, and the caller then
+// skips the emission rather than guessing.
+func Label(v string) (string, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || !utf8.ValidString(v) {
+		return "", false
+	}
+	if len(v) > MaxLabelLen {
+		cut := MaxLabelLen
+		for cut > 0 && !utf8.RuneStart(v[cut]) {
+			cut--
+		}
+		v = v[:cut]
+	}
+	return v, true
+}

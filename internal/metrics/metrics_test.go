@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestLabel(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"plain value kept", "GET /healthz", "GET /healthz", true},
+		{"surrounding space trimmed", "  apply ", "apply", true},
+		{"empty skipped", "", "", false},
+		{"whitespace only skipped", " \t ", "", false},
+		{"invalid utf-8 skipped", "a\xffb", "", false},
+		{"long value truncated to 128 bytes", strings.Repeat("x", 300), strings.Repeat("x", 128), true},
+		{"truncation keeps whole runes", strings.Repeat("x", 127) + "é", strings.Repeat("x", 127), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Label(tt.in)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("Label(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestRequestCompletedCountsSucceededOnlyFor2xx(t *testing.T) {
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	m.RequestCompleted("GET /x", "GET", 200, time.Millisecond)
+	m.RequestCompleted("GET /x", "GET", 204, time.Millisecond)
+	m.RequestCompleted("GET /x", "GET", 403, time.Millisecond)
+	m.RequestCompleted("GET /x", "GET", 500, time.Millisecond)
+	if got := testutil.ToFloat64(m.httpSucceeded.WithLabelValues("GET /x", "GET")); got != 2 {
+		t.Fatalf("succeeded = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.httpCompleted.WithLabelValues("GET /x", "GET", "403")); got != 1 {
+		t.Fatalf("completed{403} = %v, want 1", got)
+	}
+}
+
+func TestInvalidLabelSkipsEmission(t *testing.T) {
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	m.RequestReceived("", "GET")
+	m.RequestCompleted("  ", "GET", 200, time.Millisecond)
+	if n := testutil.CollectAndCount(m.httpReceived); n != 0 {
+		t.Fatalf("received series = %d, want 0", n)
+	}
+	if n := testutil.CollectAndCount(m.httpCompleted); n != 0 {
+		t.Fatalf("completed series = %d, want 0", n)
+	}
+}
+
+func TestGuardSwallowsPanics(t *testing.T) {
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	m.guard("boom", func() { panic("collector exploded") }) // must not panic
+}
