@@ -1,0 +1,159 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// etcdSource reads one key prefix of an etcd cluster. Keys map to dotted
+// configuration keys by their path below the prefix: with prefix
+// /changeflow, /changeflow/workflow/approveFirst is workflow.approveFirst
+// (a dotted last segment, /changeflow/workflow.approveFirst, maps the same
+// way). Values are text, parsed like environment values.
+type etcdSource struct {
+	cli     *clientv3.Client
+	prefix  string        // without trailing "/"
+	timeout time.Duration // per Get
+	rev     atomic.Int64  // header revision of the last successful Get
+	fresh   atomic.Bool   // the last Get succeeded and no watch broke since
+}
+
+// connectEtcd creates the client when config.etcd.endpoints is set by the
+// layers below etcd (defaults, file, env, overlay); etcd cannot configure
+// its own connection. The client dials lazily, so this never blocks.
+func (m *Manager) connectEtcd(b base) error {
+	mg, err := merge(b.defaults, b.file, b.env, b.overlay)
+	if err != nil {
+		return err
+	}
+	s, err := m.b.build(mg, m.opts.Now())
+	if err != nil {
+		// The full build reports the same error with the etcd layer added.
+		return nil
+	}
+	endpoints, _ := s.List(KeyEtcdEndpoints)
+	if len(endpoints) == 0 {
+		return nil
+	}
+	prefix, _ := s.String(KeyEtcdPrefix)
+	timeout, _ := s.Duration(KeyEtcdDialTimeout)
+	user, _ := s.String(KeyEtcdUsername)
+	pass, _ := s.String(KeyEtcdPassword)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          timeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: timeout,
+		Username:             user,
+		Password:             pass,
+		// The client's own zap logging would bypass slog; its errors reach
+		// us through Get and Watch, which we log.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client for %v: %w", endpoints, err)
+	}
+	m.etcd = &etcdSource{cli: cli, prefix: prefix, timeout: timeout}
+	m.log.Info("config: etcd config center", "endpoints", endpoints, "prefix", prefix+"/")
+	return nil
+}
+
+// fetch reads every key under the prefix, bounded by the dial timeout so an
+// unreachable cluster cannot hang Load or Reload.
+func (e *etcdSource) fetch(ctx context.Context, km *keymap) (layer, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, e.prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		e.fresh.Store(false)
+		return layer{}, fmt.Errorf("etcd get %s/: %w", e.prefix, err)
+	}
+	flat := make(map[string]any, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		rel := strings.Trim(strings.TrimPrefix(string(kv.Key), e.prefix+"/"), "/")
+		if rel == "" {
+			continue
+		}
+		flat[strings.ReplaceAll(rel, "/", ".")] = string(kv.Value)
+	}
+	l := newLayer(SourceEtcd, flat, km, false)
+	for k := range l.values {
+		if strings.HasPrefix(k, "config.etcd.") {
+			delete(l.values, k)
+			l.unknown = append(l.unknown, "etcd: "+k+" (config.etcd.* cannot come from etcd)")
+		}
+	}
+	e.rev.Store(resp.Header.Revision)
+	e.fresh.Store(true)
+	return l, nil
+}
+
+func (e *etcdSource) close() error {
+	// Close reports the cancellation of our own watches; that is not a
+	// failure.
+	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("close etcd client: %w", err)
+	}
+	return nil
+}
+
+// etcdLoop keeps the etcd layer current: while the last Get failed it
+// retries (through Reload) with capped exponential backoff; once fresh it
+// watches the prefix from the next revision and turns every event into a
+// debounced reload. A broken watch (compaction, cluster loss) marks the
+// layer stale so the next round re-reads everything before watching again.
+func (m *Manager) etcdLoop(ctx context.Context) {
+	defer m.wg.Done()
+	const first, most = 250 * time.Millisecond, 30 * time.Second
+	backoff := first
+	wait := func() bool {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(backoff*2, most)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		if !m.etcd.fresh.Load() {
+			_ = m.Reload(ctx) // logs its own failures
+			if !m.etcd.fresh.Load() {
+				if !wait() {
+					return
+				}
+				continue
+			}
+		}
+		backoff = first
+		rev := m.etcd.rev.Load()
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wc := m.etcd.cli.Watch(wctx, m.etcd.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range wc {
+			if err := resp.Err(); err != nil {
+				m.log.Warn("config: etcd watch broke; re-reading", "prefix", m.etcd.prefix+"/", "err", err)
+				break
+			}
+			if len(resp.Events) > 0 {
+				m.kick()
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.etcd.fresh.Store(false)
+		if !wait() {
+			return
+		}
+	}
+}

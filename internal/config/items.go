@@ -1,0 +1,205 @@
+package config
+
+import (
+	"time"
+)
+
+// Unit shorthands for the table below.
+const (
+	ms     = time.Millisecond
+	sec    = time.Second
+	minute = time.Minute
+	hr     = time.Hour
+)
+
+// itemTable is every flat item, in documentation order. It is a function,
+// not a package variable, so nothing global is mutable; instanceID is the
+// computed default of instance.id (host name + pid), injected so tests are
+// deterministic.
+//
+// Minimums: SPEC §5 says counts and durations are "clamped to ≥ 0". Where 0
+// would panic (a ticker), spin, or silently disable a safety mechanism, the
+// lower bound is higher and documented in the row (1ms for intervals, 1s for
+// leases, 1m for idempotency records).
+func itemTable(instanceID string) []item {
+	restart, hot := true, false
+	it := []item{
+		// server.* — read once when the listener starts.
+		{key: KeyServerListen, typ: "host:port", def: "127.0.0.1:8080", restart: true,
+			fallback: "missing/empty/not host:port → 127.0.0.1:8080",
+			why:      "a loopback default never exposes the service more widely than intended", resolve: resolveListen},
+		durItem(KeyServerReadHeaderTimeout, 5*sec, 1*sec, sec, restart, "0 would mean no header deadline (slow-loris); at least 1s"),
+		durItem(KeyServerReadTimeout, 30*sec, 0, sec, restart, "0 = no deadline (net/http); negative is meaningless"),
+		durItem(KeyServerWriteTimeout, 60*sec, 0, sec, restart, "0 = no deadline (net/http); negative is meaningless"),
+		durItem(KeyServerIdleTimeout, 120*sec, 0, sec, restart, "0 = use readTimeout (net/http)"),
+		durItem(KeyServerShutdownTimeout, 30*sec, 0, sec, restart, "how long in-flight requests may drain; 0 = stop at once"),
+
+		// database.* — the pool is opened once.
+		{key: KeyDatabaseDriver, typ: "sqlite | mysql (case-insensitive)", def: "sqlite", restart: true,
+			fallback: "missing/empty → sqlite; anything else → startup error (reload: old snapshot kept)",
+			why:      "guessing a database would write to the wrong store; the program must not start", resolve: resolveDriver},
+		{key: KeyDatabaseDSN, typ: "string (secret: password masked)", def: defaultSQLiteDSN, restart: true, noLayer: true,
+			fallback: "missing/empty with sqlite → the default DSN under ./var; missing/empty with mysql → startup error",
+			why:      "an empty MySQL DSN would connect to a local default server with unknown data", resolve: resolveDSN},
+		intItem(KeyDatabaseMaxOpenConns, 10, 1, 10000, restart, "0 would mean unlimited in database/sql and can exhaust MySQL max_connections"),
+		intItem(KeyDatabaseMaxIdleConns, 5, 0, 10000, restart, "0 = no idle pool, only slower"),
+		durItem(KeyDatabaseConnMaxLifetime, 30*minute, 0, sec, restart, "0 = connections live forever (database/sql)"),
+		durItem(KeyDatabaseConnMaxIdleTime, 5*minute, 0, sec, restart, "0 = idle connections are never closed (database/sql)"),
+
+		// External systems.
+		urlItem(KeyGitLabBaseURL, "a half-parsed URL fails later and less clearly; unset is an explicit state"),
+		{key: KeyGitLabProjects, typ: "list of project ids or paths (YAML list, or comma-separated)", restart: true,
+			fallback: "missing/empty → none; malformed entries (not a positive id or group/project path) dropped with reason",
+			why:      "one bad entry must not hide the good ones", resolve: resolveProjects},
+		urlItem(KeyApprovalBaseURL, "see gitlab.baseURL"),
+		intItem(KeyApprovalMaxRetries, 3, 0, 100, hot, "negative would skip the call entirely (seed §3.3)"),
+		durItem(KeyApprovalBackoff, 500*ms, 0, ms, hot, "negative would be a negative sleep (seed §3.3)"),
+		boolItem(KeyApprovalCheckItemsEnabled, false, hot, "the client-library approver is the verified path; a typo must not switch approvers"),
+		urlItem(KeyPermissionBaseURL, "unset: every permission check fails, which denies (R-AUTH-1)"),
+		urlItem(KeyOIDCIssuer, "unset: bearer tokens cannot be verified, so they authenticate nobody"),
+		stringItem(KeyIdentityDirectoryFile, "", restart, "missing/empty → unset (no directory: only canonical accounts resolve)",
+			"an untrusted identity skips metrics rather than guessing (R-ID-1)"),
+
+		// Instance and process.
+		{key: KeyInstanceID, typ: "string (no whitespace)", def: instanceID, restart: true,
+			fallback: "missing/empty/containing whitespace → host name + \"-\" + pid",
+			why:      "two instances sharing an id would steal each other's leases; the computed id is unique per process", resolve: resolveInstanceID},
+		durItem(KeyInstanceHeartbeatInterval, 10*sec, 1*ms, sec, hot, "0 would spin; liveAfter must exceed it (else both fall back)"),
+		durItem(KeyInstanceLiveAfter, 30*sec, 1*ms, sec, hot, "≤ heartbeatInterval would declare live instances dead: both fall back to defaults"),
+		boolItem(KeySimEmbedded, false, restart, "simulators in a production process would answer for real systems"),
+		{key: KeyLogLevel, typ: "debug | info | warn | error (case-insensitive)", def: "info",
+			fallback: "missing/empty/unknown → info",
+			why:      "info keeps fall-back warnings visible without debug volume", resolve: resolveLogLevel},
+
+		// The config center itself: only defaults/file/env/overlay may set these.
+		{key: KeyEtcdEndpoints, typ: "list of URLs or host:port", restart: true,
+			fallback: "missing/empty → no config center; blank entries dropped",
+			why:      "etcd is optional; without endpoints the file and env are the whole configuration", resolve: resolveEndpoints},
+		{key: KeyEtcdPrefix, typ: "string (key prefix, no trailing /)", def: "/changeflow", restart: true,
+			fallback: "missing/empty → /changeflow; a trailing / is removed",
+			why:      "keys are read from <prefix>/…; the / boundary keeps /changeflow-staging out", resolve: resolvePrefix},
+		durItem(KeyEtcdDialTimeout, 5*sec, 100*ms, sec, restart, "bounds how long startup waits for an unreachable etcd"),
+		stringItem(KeyEtcdUsername, "", restart, "missing/empty → no authentication", "etcd auth is optional"),
+		secretItem(KeyEtcdPassword, restart, "missing/empty → no authentication", "etcd auth is optional"),
+
+		// Rate limiting (R-RL-1, R-RL-2).
+		durItem(KeyRateLimitWindow, 60*sec, 1*ms, sec, hot, "a zero window would divide Retry-After by zero; limits themselves fail open"),
+		{key: KeyRateLimitTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (the peer address is the client); malformed entries dropped with reason",
+			why: "trusting a malformed entry could let clients forge X-Forwarded-For", resolve: resolveProxies},
+		boolItem(KeyRateLimitGlobalEnabled, false, hot, "per-instance limiting is the verified path (seed); the global quota is opt-in"),
+
+		// Access windows (R-ACC-1).
+		{key: KeyAccessTimezone, typ: "IANA zone name, e.g. Europe/Berlin", def: "UTC",
+			fallback: "missing/empty → UTC; unknown zone (or \"Local\") → every window is outside",
+			why:      "a window read in the wrong zone would open a restricted resource at the wrong hours", resolve: resolveTimezone},
+
+		// Workflow.
+		boolItem(KeyWorkflowApproveFirst, false, hot, "enabling an unverified path by a typo; the legacy flow is the default (seed §3.3)"),
+		intItem(KeyWorkflowWorkers, 4, 1, 256, restart, "0 workers would accept work that never runs"),
+		intItem(KeyWorkflowQueueSize, 100, 1, 100000, restart, "a full queue persists the rejection (R-LRO-1); at least 1 slot"),
+		durItem(KeyWorkflowLeaseDuration, 30*sec, 1*sec, sec, hot, "a tiny lease lets another instance take over work still running"),
+
+		// Reconciliation (R-WF-11).
+		durItem(KeyReconcileInterval, 1*minute, 1*ms, sec, hot, "0 would spin"),
+		durItem(KeyReconcileMinAge, 2*minute, 0, sec, hot, "minAge ≥ maxAge would be an empty window: both fall back to defaults"),
+		durItem(KeyReconcileMaxAge, 24*hr, 0, sec, hot, "see minAge"),
+
+		// Batching (R-WF-10).
+		durItem(KeyBatchInterval, 30*sec, 1*ms, sec, hot, "0 would spin"),
+		intItem(KeyBatchMaxRequests, 50, 1, 1000, hot, "0 would claim nothing; a huge batch makes one MR nobody can review"),
+		intItem(KeyBatchMaxSplitDepth, 3, 0, 10, hot, "bounds how often a failed batch is bisected"),
+		durItem(KeyBatchTimeout, 30*minute, 1*sec, sec, hot, "a batch in flight longer than this is settled"),
+
+		// Idempotency (R-IDEM-1).
+		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
+		durItem(KeyIdempotencyCleanupInterval, 10*minute, 1*ms, sec, hot, "0 would spin"),
+
+		// Circuit breaker (R-EXT-1).
+		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),
+		durItem(KeyBreakerOpenFor, 30*sec, 1*ms, sec, hot, "0 would never fail fast"),
+	}
+	it = append(it, pollingItems(PollingPipeline, 5*sec, 12, 30*sec, 1*hr)...)
+	it = append(it, pollingItems(PollingRebase, 2*sec, 10, 10*sec, 10*minute)...)
+	return it
+}
+
+// pollingItems are one polling tier (R-WF-7): shortAttempts polls every
+// shortInterval, then every longInterval until timeout.
+func pollingItems(tier string, short time.Duration, attempts int64, long, timeout time.Duration) []item {
+	p := "polling." + tier + "."
+	return []item{
+		durItem(p+"shortInterval", short, 1*ms, sec, false, "0 would spin"),
+		intItem(p+"shortAttempts", attempts, 0, 1000, false, "0 = go straight to the long interval"),
+		durItem(p+"longInterval", long, 1*ms, sec, false, "0 would spin"),
+		durItem(p+"timeout", timeout, 1*ms, sec, false, "the outcome becomes 'timed out' (KEEP_WAITING), never 'processing' forever"),
+	}
+}
+
+func secretItem(key string, restart bool, fallback, why string) item {
+	it := stringItem(key, "", restart, fallback, why)
+	it.secret = true
+	it.typ = "string (secret, masked)"
+	return it
+}
+
+// familyDoc documents a key family in the generated docs table.
+type familyDoc struct {
+	key, typ, def, fallback, why string
+	restart                      bool
+}
+
+// familyDocs lists the families for docs/configuration.md in the same shape
+// as items.
+func familyDocs() []familyDoc {
+	return []familyDoc{
+		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; others: none",
+			fallback: "missing/empty/≤ 0/non-numeric → 0 = no limiting", why: "a broken threshold must not block legitimate traffic (seed §3.3)"},
+		{key: "targets.<key>.title", typ: "string", def: "the target key", fallback: "missing/empty → the key", why: "display only"},
+		{key: "targets.<key>.file", typ: "repo-relative path", def: "bindings/<key>.yaml",
+			fallback: "missing/empty/absolute/containing .. → bindings/<key>.yaml", why: "an MR must never touch a file outside the repository"},
+		{key: "targets.<key>.accessMode", typ: "OPEN | TEST_WINDOW | CLOSED (trimmed, case-insensitive)", def: "TEST_WINDOW",
+			fallback: "missing/empty → TEST_WINDOW; unknown → CLOSED", why: "a typo must never open a restricted resource (seed §3.3)"},
+		{key: "targets.<key>.window.start", typ: "daily HH:MM[:SS], or local date-time YYYY-MM-DDTHH:MM[:SS] / date YYYY-MM-DD, in access.timezone", def: "none",
+			fallback: "missing/malformed → outside the window", why: "a window read wrongly must close, not open (seed §3.3)"},
+		{key: "targets.<key>.window.end", typ: "same form as window.start (exclusive)", def: "none",
+			fallback: "missing/malformed/forms differ/not after start → outside the window", why: "see window.start"},
+		{key: "targets.<key>.batching", typ: "boolean", def: "true",
+			fallback: "missing/empty/malformed → true", why: "batching only changes how many MRs are opened, never who gets access; true is the path the local run exercises"},
+		{key: "targets.<key>.maxDays", typ: "integer (days)", def: "30",
+			fallback: "missing/empty/non-numeric → 30; < 1 → 1; > 3650 → 3650", why: "0 or negative would grant bindings that expire before they apply"},
+		{key: "authz.routes.<route>.rules", typ: "list of rule codes", def: "ops routes: ops.read/ops.write + admin; others: none",
+			fallback: "missing/empty → empty = deny; blank entries dropped", why: "missing rules must never mean unauthorized access (seed §3.3)"},
+		{key: "gitlab.tokens.<name>", typ: "string (secret, masked)", def: "none",
+			fallback: "missing/empty → no token (the adapter reports it unset)", why: "a blank token would call GitLab anonymously", restart: true},
+		{key: "callbacks.tokens.<name>", typ: "string (secret, masked); names approval, deploy, gitlab", def: "none",
+			fallback: "missing/empty → reject every callback", why: "an unauthenticated callback could approve or validate anything"},
+		{key: "http.timeout.<dependency>", typ: "duration (bare integer = seconds)", def: "gitlab 10s, approval 5s, permission 2s, oidc 5s; others 10s",
+			fallback: "missing/empty/malformed → the dependency's default; < 1ms → 1ms", why: "every outbound call has a deadline (R-EXT-1); 0 would mean none"},
+	}
+}
+
+// defaultBuckets, defaultRoutes and defaultHTTPTimeouts seed the families
+// in the defaults layer, so they appear in Effective() with source
+// "default" and can be overridden per entry.
+func defaultBuckets() map[string]any { return map[string]any{BucketApply: 10} }
+
+func defaultRoutes() map[string]any {
+	read := []any{"ops.read", "admin"}
+	write := []any{"ops.write", "admin"}
+	return map[string]any{
+		RouteOpsRequestGet:       read,
+		RouteOpsRequestRetrigger: write,
+		RouteOpsBatchesGet:       read,
+		RouteOpsBatchSettle:      write,
+		RouteOpsRoundsRun:        write,
+		RouteOpsReconcileRun:     write,
+		RouteOpsConfigGet:        read,
+	}
+}
+
+func defaultHTTPTimeouts() map[string]time.Duration {
+	return map[string]time.Duration{"gitlab": 10 * sec, "approval": 5 * sec, "permission": 2 * sec, "oidc": 5 * sec}
+}
+
+// fallbackHTTPTimeout is the deadline of a dependency nobody configured.
+const fallbackHTTPTimeout = 10 * time.Second

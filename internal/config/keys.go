@@ -1,0 +1,116 @@
+package config
+
+// Keys of the flat (non-family) items, for the generic accessors
+// (Snapshot.Duration, Int, Bool, String, List) and for Overlay maps.
+// Keys are camelCase and matched case-insensitively in every source.
+const (
+	KeyServerListen            = "server.listen"
+	KeyServerReadHeaderTimeout = "server.readHeaderTimeout"
+	KeyServerReadTimeout       = "server.readTimeout"
+	KeyServerWriteTimeout      = "server.writeTimeout"
+	KeyServerIdleTimeout       = "server.idleTimeout"
+	KeyServerShutdownTimeout   = "server.shutdownTimeout"
+
+	KeyDatabaseDriver          = "database.driver"
+	KeyDatabaseDSN             = "database.dsn"
+	KeyDatabaseMaxOpenConns    = "database.maxOpenConns"
+	KeyDatabaseMaxIdleConns    = "database.maxIdleConns"
+	KeyDatabaseConnMaxLifetime = "database.connMaxLifetime"
+	KeyDatabaseConnMaxIdleTime = "database.connMaxIdleTime"
+
+	KeyGitLabBaseURL  = "gitlab.baseURL"
+	KeyGitLabProjects = "gitlab.projects"
+
+	KeyApprovalBaseURL           = "approval.baseURL"
+	KeyApprovalMaxRetries        = "approval.maxRetries"
+	KeyApprovalBackoff           = "approval.backoffMs"
+	KeyApprovalCheckItemsEnabled = "approval.checkItems.enabled"
+	KeyPermissionBaseURL         = "permission.baseURL"
+	KeyOIDCIssuer                = "oidc.issuer"
+	KeyIdentityDirectoryFile     = "identity.directoryFile"
+
+	KeyInstanceID                = "instance.id"
+	KeyInstanceHeartbeatInterval = "instance.heartbeatInterval"
+	KeyInstanceLiveAfter         = "instance.liveAfter"
+	KeySimEmbedded               = "sim.embedded"
+	KeyLogLevel                  = "log.level"
+
+	KeyEtcdEndpoints   = "config.etcd.endpoints"
+	KeyEtcdPrefix      = "config.etcd.prefix"
+	KeyEtcdDialTimeout = "config.etcd.dialTimeout"
+	KeyEtcdUsername    = "config.etcd.username"
+	KeyEtcdPassword    = "config.etcd.password"
+
+	KeyRateLimitWindow         = "ratelimit.window"
+	KeyRateLimitTrustedProxies = "ratelimit.trustedProxies"
+	KeyRateLimitGlobalEnabled  = "ratelimit.global.enabled"
+	KeyAccessTimezone          = "access.timezone"
+
+	KeyWorkflowApproveFirst  = "workflow.approveFirst"
+	KeyWorkflowWorkers       = "workflow.workers"
+	KeyWorkflowQueueSize     = "workflow.queueSize"
+	KeyWorkflowLeaseDuration = "workflow.leaseDuration"
+
+	KeyReconcileInterval = "reconcile.interval"
+	KeyReconcileMinAge   = "reconcile.minAge"
+	KeyReconcileMaxAge   = "reconcile.maxAge"
+
+	KeyBatchInterval      = "batch.interval"
+	KeyBatchMaxRequests   = "batch.maxRequests"
+	KeyBatchMaxSplitDepth = "batch.maxSplitDepth"
+	KeyBatchTimeout       = "batch.timeout"
+
+	KeyIdempotencyTTL             = "idempotency.ttl"
+	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
+
+	KeyBreakerFailures = "breaker.failures"
+	KeyBreakerOpenFor  = "breaker.openFor"
+)
+
+// Polling tiers (R-WF-7). Each tier has the four keys
+// polling.<tier>.{shortInterval,shortAttempts,longInterval,timeout}.
+const (
+	PollingPipeline = "pipeline"
+	PollingRebase   = "rebase"
+)
+
+// Callback token names (SPEC §3.2). They are always listed by Effective(),
+// so a missing one is visible as "reject every callback".
+const (
+	CallbackApproval = "approval"
+	CallbackDeploy   = "deploy"
+	CallbackGitLab   = "gitlab"
+)
+
+// Default rate-limit bucket and the authorization route names that have
+// built-in rule codes (SPEC §3.3). httpapi registers its routes under these
+// names; any other route name has no rules unless configured, i.e. deny.
+const (
+	BucketApply = "apply"
+
+	RouteOpsRequestGet       = "ops-request-get"
+	RouteOpsRequestRetrigger = "ops-request-retrigger"
+	RouteOpsBatchesGet       = "ops-batches-get"
+	RouteOpsBatchSettle      = "ops-batch-settle"
+	RouteOpsRoundsRun        = "ops-rounds-run"
+	RouteOpsReconcileRun     = "ops-reconcile-run"
+	RouteOpsConfigGet        = "ops-config-get"
+)
+
+// Families: keys with a free segment (target key, bucket, route, token name,
+// dependency). Their fixed parts are matched case-insensitively; the free
+// segment keeps its spelling for targets (target keys are identifiers users
+// see) and is lower-cased for the others (they are names in code).
+const (
+	famTargets   = "targets"
+	famRateLimit = "ratelimit"
+	famRoutes    = "authz.routes"
+	famGitLabTok = "gitlab.tokens"
+	famCallbacks = "callbacks.tokens"
+	famHTTP      = "http.timeout"
+)
+
+// targetFields are the keys under targets.<key>, canonical spelling.
+func targetFields() []string {
+	return []string{"title", "file", "accessMode", "window.start", "window.end", "batching", "maxDays"}
+}

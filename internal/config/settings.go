@@ -1,0 +1,221 @@
+package config
+
+import (
+	"time"
+)
+
+// The grouped views below read several items at once for the package that
+// owns them. They carry no Resolutions; use Snapshot.Resolution(key) or the
+// generic accessors when the reason matters.
+
+// Server is server.*: read once when the listener starts.
+type Server struct {
+	Listen            string
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	ShutdownTimeout   time.Duration
+}
+
+// Server returns server.*.
+func (s *Snapshot) Server() Server {
+	return Server{
+		Listen:            s.str(KeyServerListen),
+		ReadHeaderTimeout: s.dur(KeyServerReadHeaderTimeout),
+		ReadTimeout:       s.dur(KeyServerReadTimeout),
+		WriteTimeout:      s.dur(KeyServerWriteTimeout),
+		IdleTimeout:       s.dur(KeyServerIdleTimeout),
+		ShutdownTimeout:   s.dur(KeyServerShutdownTimeout),
+	}
+}
+
+// Database is database.*: the pool is opened once.
+type Database struct {
+	// Driver is DriverSQLite or DriverMySQL.
+	Driver string
+	// DSN is in clear; never log it (Resolution.Value is the masked form).
+	DSN             string
+	MaxOpenConns    int
+	MaxIdleConns    int
+	ConnMaxLifetime time.Duration
+	ConnMaxIdleTime time.Duration
+}
+
+// Database returns database.*.
+func (s *Snapshot) Database() Database {
+	return Database{
+		Driver:          s.str(KeyDatabaseDriver),
+		DSN:             s.str(KeyDatabaseDSN),
+		MaxOpenConns:    s.num(KeyDatabaseMaxOpenConns),
+		MaxIdleConns:    s.num(KeyDatabaseMaxIdleConns),
+		ConnMaxLifetime: s.dur(KeyDatabaseConnMaxLifetime),
+		ConnMaxIdleTime: s.dur(KeyDatabaseConnMaxIdleTime),
+	}
+}
+
+// Workflow is workflow.*.
+type Workflow struct {
+	// ApproveFirst selects the approve-first flow; false (the default and
+	// the fallback) is the legacy flow.
+	ApproveFirst  bool
+	Workers       int
+	QueueSize     int
+	LeaseDuration time.Duration
+}
+
+// Workflow returns workflow.*.
+func (s *Snapshot) Workflow() Workflow {
+	return Workflow{
+		ApproveFirst:  s.flag(KeyWorkflowApproveFirst),
+		Workers:       s.num(KeyWorkflowWorkers),
+		QueueSize:     s.num(KeyWorkflowQueueSize),
+		LeaseDuration: s.dur(KeyWorkflowLeaseDuration),
+	}
+}
+
+// Approval is approval.*.
+type Approval struct {
+	BaseURL    string
+	MaxRetries int
+	Backoff    time.Duration
+	// CheckItems selects the direct-HTTP approver that sends check items
+	// (R-WF-8); false is the client-library approver.
+	CheckItems bool
+}
+
+// Approval returns approval.*.
+func (s *Snapshot) Approval() Approval {
+	return Approval{
+		BaseURL:    s.str(KeyApprovalBaseURL),
+		MaxRetries: s.num(KeyApprovalMaxRetries),
+		Backoff:    s.dur(KeyApprovalBackoff),
+		CheckItems: s.flag(KeyApprovalCheckItemsEnabled),
+	}
+}
+
+// Reconcile is reconcile.*: the sliding window [now-MaxAge, now-MinAge].
+type Reconcile struct {
+	Interval time.Duration
+	MinAge   time.Duration
+	MaxAge   time.Duration
+}
+
+// Reconcile returns reconcile.*; MinAge < MaxAge always holds.
+func (s *Snapshot) Reconcile() Reconcile {
+	return Reconcile{Interval: s.dur(KeyReconcileInterval), MinAge: s.dur(KeyReconcileMinAge), MaxAge: s.dur(KeyReconcileMaxAge)}
+}
+
+// Batch is batch.*.
+type Batch struct {
+	Interval      time.Duration
+	MaxRequests   int
+	MaxSplitDepth int
+	Timeout       time.Duration
+}
+
+// Batch returns batch.*.
+func (s *Snapshot) Batch() Batch {
+	return Batch{
+		Interval:      s.dur(KeyBatchInterval),
+		MaxRequests:   s.num(KeyBatchMaxRequests),
+		MaxSplitDepth: s.num(KeyBatchMaxSplitDepth),
+		Timeout:       s.dur(KeyBatchTimeout),
+	}
+}
+
+// PollingTier is one polling.<tier>.* group (R-WF-7): ShortAttempts polls
+// every ShortInterval, then every LongInterval until Timeout.
+type PollingTier struct {
+	ShortInterval time.Duration
+	ShortAttempts int
+	LongInterval  time.Duration
+	Timeout       time.Duration
+}
+
+// Polling returns polling.<tier>.* for PollingPipeline or PollingRebase; an
+// unknown tier gets the pipeline tier.
+func (s *Snapshot) Polling(tier string) PollingTier {
+	if tier != PollingRebase {
+		tier = PollingPipeline
+	}
+	p := "polling." + tier + "."
+	return PollingTier{
+		ShortInterval: s.dur(p + "shortInterval"),
+		ShortAttempts: s.num(p + "shortAttempts"),
+		LongInterval:  s.dur(p + "longInterval"),
+		Timeout:       s.dur(p + "timeout"),
+	}
+}
+
+// Idempotency is idempotency.*.
+type Idempotency struct {
+	TTL             time.Duration
+	CleanupInterval time.Duration
+}
+
+// Idempotency returns idempotency.*.
+func (s *Snapshot) Idempotency() Idempotency {
+	return Idempotency{TTL: s.dur(KeyIdempotencyTTL), CleanupInterval: s.dur(KeyIdempotencyCleanupInterval)}
+}
+
+// Breaker is breaker.*: open after Failures consecutive failures, for
+// OpenFor.
+type Breaker struct {
+	Failures int
+	OpenFor  time.Duration
+}
+
+// Breaker returns breaker.*.
+func (s *Snapshot) Breaker() Breaker {
+	return Breaker{Failures: s.num(KeyBreakerFailures), OpenFor: s.dur(KeyBreakerOpenFor)}
+}
+
+// Instance is instance.* and the global rate-limit switch that uses it
+// (R-RL-2).
+type Instance struct {
+	ID                string
+	HeartbeatInterval time.Duration
+	// LiveAfter: an instance whose last heartbeat is older is not counted
+	// as live. Always greater than HeartbeatInterval.
+	LiveAfter          time.Duration
+	GlobalRateLimiting bool
+}
+
+// Instance returns instance.* and ratelimit.global.enabled.
+func (s *Snapshot) Instance() Instance {
+	return Instance{
+		ID:                 s.str(KeyInstanceID),
+		HeartbeatInterval:  s.dur(KeyInstanceHeartbeatInterval),
+		LiveAfter:          s.dur(KeyInstanceLiveAfter),
+		GlobalRateLimiting: s.flag(KeyRateLimitGlobalEnabled),
+	}
+}
+
+// Endpoints are the external systems' addresses; "" means not configured.
+type Endpoints struct {
+	GitLab        string
+	Approval      string
+	Permission    string
+	OIDCIssuer    string
+	DirectoryFile string
+	// SimEmbedded says serve starts the simulators in-process.
+	SimEmbedded bool
+}
+
+// Endpoints returns the external systems' addresses.
+func (s *Snapshot) Endpoints() Endpoints {
+	return Endpoints{
+		GitLab:        s.str(KeyGitLabBaseURL),
+		Approval:      s.str(KeyApprovalBaseURL),
+		Permission:    s.str(KeyPermissionBaseURL),
+		OIDCIssuer:    s.str(KeyOIDCIssuer),
+		DirectoryFile: s.str(KeyIdentityDirectoryFile),
+		SimEmbedded:   s.flag(KeySimEmbedded),
+	}
+}
+
+func (s *Snapshot) str(key string) string        { v, _ := s.String(key); return v }
+func (s *Snapshot) dur(key string) time.Duration { v, _ := s.Duration(key); return v }
+func (s *Snapshot) num(key string) int           { v, _ := s.Int(key); return v }
+func (s *Snapshot) flag(key string) bool         { v, _ := s.Bool(key); return v }

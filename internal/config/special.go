@@ -1,0 +1,240 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	// Zone data is embedded so access.timezone means the same on every
+	// host, including minimal containers without /usr/share/zoneinfo
+	// (R-ACC-1: never the host's idea of time). Costs ~450 KB of binary.
+	_ "time/tzdata"
+)
+
+// ErrInvalid marks a configuration the program must not run on: an
+// unreadable or unparsable file, or an unusable deployment key such as
+// database.driver. Load returns it at startup; Reload returns it and keeps
+// the last good snapshot.
+var ErrInvalid = errors.New("invalid configuration")
+
+// defaultSQLiteDSN is the embedded default database: WAL for concurrent
+// readers, a busy timeout instead of SQLITE_BUSY, foreign keys on, and
+// BEGIN IMMEDIATE so write transactions take the lock up front.
+const defaultSQLiteDSN = "file:var/changeflow.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+
+// Database drivers.
+const (
+	DriverSQLite = "sqlite"
+	DriverMySQL  = "mysql"
+)
+
+func resolveDriver(it *item, r raw, _ map[string]any) result {
+	if !r.set {
+		return result{val: DriverSQLite, text: DriverSQLite, reason: reasonBuiltin}
+	}
+	if isBlank(r.v) {
+		return result{val: DriverSQLite, text: DriverSQLite, fellBack: true, reason: fellBack("empty → default sqlite")}
+	}
+	s := strings.ToLower(strings.TrimSpace(text(r.v)))
+	switch s {
+	case DriverSQLite, DriverMySQL:
+		return result{val: s, text: s, reason: builtinOr(r)}
+	}
+	return result{err: fmt.Errorf("%w: %s %s (from %s) is not sqlite or mysql", ErrInvalid, it.key, quoted(text(r.v)), r.source)}
+}
+
+func resolveDSN(it *item, r raw, done map[string]any) result {
+	driver, _ := done[KeyDatabaseDriver].(string)
+	if !r.set || isBlank(r.v) {
+		if driver == DriverMySQL {
+			return result{err: fmt.Errorf("%w: %s is empty but database.driver is mysql", ErrInvalid, it.key)}
+		}
+		if !r.set {
+			return result{val: defaultSQLiteDSN, text: defaultSQLiteDSN, reason: reasonBuiltin + " (sqlite)"}
+		}
+		return result{val: defaultSQLiteDSN, text: defaultSQLiteDSN, fellBack: true, reason: fellBack("empty → default sqlite DSN")}
+	}
+	s := strings.TrimSpace(text(r.v))
+	return result{val: s, text: maskDSN(s), reason: builtinOr(r)}
+}
+
+func resolveLogLevel(it *item, r raw, _ map[string]any) result {
+	ok := func(l slog.Level, reason string, fb bool) result {
+		return result{val: l, text: strings.ToLower(l.String()), fellBack: fb, reason: reason}
+	}
+	if !r.set {
+		return ok(slog.LevelInfo, reasonBuiltin, false)
+	}
+	if isBlank(r.v) {
+		return ok(slog.LevelInfo, fellBack("empty → info"), true)
+	}
+	switch strings.ToLower(strings.TrimSpace(text(r.v))) {
+	case "debug":
+		return ok(slog.LevelDebug, builtinOr(r), false)
+	case "info":
+		return ok(slog.LevelInfo, builtinOr(r), false)
+	case "warn", "warning":
+		return ok(slog.LevelWarn, builtinOr(r), false)
+	case "error":
+		return ok(slog.LevelError, builtinOr(r), false)
+	}
+	return ok(slog.LevelInfo, fellBack("value %s unknown → info", quoted(text(r.v))), true)
+}
+
+func resolveInstanceID(it *item, r raw, _ map[string]any) result {
+	if !r.set {
+		return result{val: it.def, text: it.def, reason: reasonBuiltin + " (host name + pid)"}
+	}
+	if isBlank(r.v) {
+		return result{val: it.def, text: it.def, fellBack: true, reason: fellBack("empty → default %s", it.def)}
+	}
+	s := strings.TrimSpace(text(r.v))
+	if strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		return result{val: it.def, text: it.def, fellBack: true, reason: fellBack("value %s contains whitespace → default %s", quoted(s), it.def)}
+	}
+	return result{val: s, text: s, reason: builtinOr(r)}
+}
+
+// listResult builds the result of a list item whose bad entries are
+// dropped: the good ones stay, and the reason names each dropped entry.
+func listResult(r raw, good []string, dropped []string, blanks int, val any) result {
+	res := result{val: val, text: strings.Join(good, ", "), reason: builtinOr(r)}
+	var why []string
+	if blanks > 0 {
+		why = append(why, fmt.Sprintf("%d blank entr%s", blanks, plural(blanks, "y", "ies")))
+	}
+	why = append(why, dropped...)
+	if len(why) > 0 {
+		res.fellBack = true
+		res.reason = fellBack("dropped %s", strings.Join(why, "; "))
+	}
+	return res
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// projectPath is a GitLab namespace/project path: at least one "/", segments
+// of letters, digits, _ . -.
+func projectPath() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$`)
+}
+
+func resolveProjects(it *item, r raw, _ map[string]any) result {
+	if !r.set || isBlank(r.v) {
+		return result{val: []string{}, text: "", reason: emptyListReason(r, "none")}
+	}
+	entries, blanks := parseList(r.v)
+	re := projectPath()
+	good, dropped := []string{}, []string(nil)
+	for _, e := range entries {
+		if n, err := strconv.ParseInt(e, 10, 64); err == nil {
+			if n > 0 {
+				good = append(good, strconv.FormatInt(n, 10))
+				continue
+			}
+			dropped = append(dropped, quoted(e)+" (not a positive project id)")
+			continue
+		}
+		if re.MatchString(e) && !strings.Contains(e, "..") {
+			good = append(good, e)
+			continue
+		}
+		dropped = append(dropped, quoted(e)+" (not a project id or group/project path)")
+	}
+	return listResult(r, good, dropped, blanks, good)
+}
+
+// emptyListReason is the reason of a list that is missing or empty: the
+// built-in default when nobody set it, else a fall-back to "what".
+func emptyListReason(r raw, what string) string {
+	if !r.set || r.source == SourceDefault {
+		return reasonBuiltin + " (" + what + ")"
+	}
+	return fellBack("empty → %s", what)
+}
+
+func resolveEndpoints(it *item, r raw, _ map[string]any) result {
+	if !r.set || isBlank(r.v) {
+		return result{val: []string{}, text: "", reason: emptyListReason(r, "no config center")}
+	}
+	entries, blanks := parseList(r.v)
+	if entries == nil {
+		entries = []string{}
+	}
+	return listResult(r, entries, nil, blanks, entries)
+}
+
+func resolvePrefix(it *item, r raw, _ map[string]any) result {
+	if !r.set {
+		return result{val: it.def, text: it.def, reason: reasonBuiltin}
+	}
+	if isBlank(r.v) {
+		return result{val: it.def, text: it.def, fellBack: true, reason: fellBack("empty → default %s", it.def)}
+	}
+	s := strings.TrimRight(strings.TrimSpace(text(r.v)), "/")
+	return result{val: s, text: s, reason: builtinOr(r)}
+}
+
+func resolveProxies(it *item, r raw, _ map[string]any) result {
+	if !r.set || isBlank(r.v) {
+		return result{val: []netip.Prefix{}, text: "", reason: emptyListReason(r, "none: the peer address is the client")}
+	}
+	entries, blanks := parseList(r.v)
+	var good []string
+	var dropped []string
+	prefixes := []netip.Prefix{}
+	for _, e := range entries {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			p = p.Masked()
+			prefixes = append(prefixes, p)
+			good = append(good, p.String())
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil {
+			a = a.Unmap()
+			p := netip.PrefixFrom(a, a.BitLen())
+			prefixes = append(prefixes, p)
+			good = append(good, p.String())
+			continue
+		}
+		dropped = append(dropped, quoted(e)+" (not an IP or CIDR)")
+	}
+	return listResult(r, good, dropped, blanks, prefixes)
+}
+
+// resolveTimezone loads the zone windows are read in. "Local" is refused:
+// R-ACC-1 says one fixed zone, never the host's, so the same file means the
+// same hours on every instance. An unknown zone yields a nil location, which
+// Target.Open treats as "outside every window".
+func resolveTimezone(it *item, r raw, _ map[string]any) result {
+	if !r.set {
+		return result{val: time.UTC, text: "UTC", reason: reasonBuiltin}
+	}
+	if isBlank(r.v) {
+		return result{val: time.UTC, text: "UTC", fellBack: true, reason: fellBack("empty → default UTC")}
+	}
+	s := strings.TrimSpace(text(r.v))
+	if strings.EqualFold(s, "local") {
+		return result{val: (*time.Location)(nil), text: s + " (refused)", fellBack: true,
+			reason: fellBack("value %s is the host's zone → every window is outside", quoted(s))}
+	}
+	if strings.EqualFold(s, "utc") {
+		return result{val: time.UTC, text: "UTC", reason: builtinOr(r)}
+	}
+	loc, err := time.LoadLocation(s)
+	if err != nil {
+		return result{val: (*time.Location)(nil), text: s + " (unknown)", fellBack: true,
+			reason: fellBack("zone %s unknown → every window is outside", quoted(s))}
+	}
+	return result{val: loc, text: loc.String(), reason: builtinOr(r)}
+}
