@@ -83,7 +83,7 @@ func (e *etcdSource) fetch(ctx context.Context, km *keymap) (layer, error) {
 		}
 		flat[strings.ReplaceAll(rel, "/", ".")] = string(kv.Value)
 	}
-	l := newLayer(SourceEtcd, flat, km, false)
+	l := newLayer(SourceEtcd, flat, km)
 	for k := range l.values {
 		if strings.HasPrefix(k, "config.etcd.") {
 			delete(l.values, k)

@@ -56,6 +56,7 @@ func quoted(s string) string {
 }
 
 // text turns any layer value into the string an operator would have typed.
+// Scalar items reject what is not a scalar by failing to parse this text.
 // YAML gives ints, floats, bools, lists and timestamps; env and etcd give
 // strings; all go through the same parsers as text.
 func text(v any) string {
@@ -84,7 +85,9 @@ func text(v any) string {
 		for _, e := range x {
 			parts = append(parts, text(e))
 		}
-		return strings.Join(parts, ", ")
+		// Brackets keep a list from passing as the scalar inside it:
+		// accessMode: [OPEN] is malformed (→ CLOSED), not OPEN.
+		return "[" + strings.Join(parts, ", ") + "]"
 	case map[string]any:
 		return "{…}"
 	default:

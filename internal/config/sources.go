@@ -32,20 +32,24 @@ type layer struct {
 	unknown  []string // keys no item knows, as the source spelled them
 }
 
-// newLayer canonicalizes a flat map read from a source. allowDeclare is
-// false for env and etcd, whose bare "targets.<key>" would otherwise replace
-// a whole target declared in the file.
-func newLayer(source string, flat map[string]any, km *keymap, allowDeclare bool) layer {
+// newLayer canonicalizes a flat map read from a source. A target named
+// with no fields (`legacy-ftp: {}`), or only with misspelled ones, is still
+// declared: it exists with every field at its fallback (TEST_WINDOW, so
+// restricted), and the misspelling is reported as unknown.
+func newLayer(source string, flat map[string]any, km *keymap) layer {
 	l := layer{source: source, values: map[string]any{}}
 	for _, k := range sortedKeys(flat) {
 		canon, declare, ok := km.canonical(k)
 		switch {
-		case ok && declare != "" && allowDeclare && isBlank(flat[k]):
+		case ok && declare != "" && isBlank(flat[k]):
 			l.declared = append(l.declared, declare)
 		case ok && declare == "":
 			l.values[canon] = flat[k]
 		default:
 			l.unknown = append(l.unknown, source+": "+k)
+			if parts := strings.Split(k, "."); len(parts) >= 3 && strings.EqualFold(parts[0], famTargets) {
+				l.declared = append(l.declared, parts[1])
+			}
 		}
 	}
 	return l
@@ -93,7 +97,7 @@ func readFileLayer(path string, km *keymap) (layer, error) {
 	if err := k.Load(confmap.Provider(m, ""), nil); err != nil {
 		return layer{}, fmt.Errorf("%w: load %s: %w", ErrInvalid, path, err)
 	}
-	return newLayer(SourceFile, k.All(), km, true), nil
+	return newLayer(SourceFile, k.All(), km), nil
 }
 
 // envLayer reads CHANGEFLOW_* variables through koanf's env provider.
@@ -131,7 +135,7 @@ func envLayer(environ []string, getenv func(string) string, km *keymap, items []
 	if err := k.Load(p, nil); err != nil {
 		return layer{}, fmt.Errorf("read environment: %w", err)
 	}
-	l := newLayer(SourceEnv, k.All(), km, false)
+	l := newLayer(SourceEnv, k.All(), km)
 	sort.Strings(unknown)
 	l.unknown = append(unknown, l.unknown...)
 	return l, nil
@@ -147,7 +151,7 @@ func overlayLayer(overlay map[string]any, km *keymap) (layer, error) {
 	if err := k.Load(confmap.Provider(overlay, "."), nil); err != nil {
 		return layer{}, fmt.Errorf("load overlay: %w", err)
 	}
-	return newLayer(SourceOverlay, k.All(), km, true), nil
+	return newLayer(SourceOverlay, k.All(), km), nil
 }
 
 // merged is the result of layering: values by canonical key, the source of

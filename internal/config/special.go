@@ -87,7 +87,7 @@ func resolveLogLevel(it *item, r raw, _ map[string]any) result {
 }
 
 func resolveInstanceID(it *item, r raw, _ map[string]any) result {
-	if !r.set {
+	if !r.set || r.source == SourceDefault {
 		return result{val: it.def, text: it.def, reason: reasonBuiltin + " (host name + pid)"}
 	}
 	if isBlank(r.v) {
@@ -131,7 +131,7 @@ func projectPath() *regexp.Regexp {
 
 func resolveProjects(it *item, r raw, _ map[string]any) result {
 	if !r.set || isBlank(r.v) {
-		return result{val: []string{}, text: "", reason: emptyListReason(r, "none")}
+		return emptyList(r, "none", []string{})
 	}
 	entries, blanks := parseList(r.v)
 	re := projectPath()
@@ -154,18 +154,18 @@ func resolveProjects(it *item, r raw, _ map[string]any) result {
 	return listResult(r, good, dropped, blanks, good)
 }
 
-// emptyListReason is the reason of a list that is missing or empty: the
-// built-in default when nobody set it, else a fall-back to "what".
-func emptyListReason(r raw, what string) string {
+// emptyList is the result of a list that is missing or empty: the built-in
+// default when nobody set it, else a fall-back to "what".
+func emptyList(r raw, what string, val any) result {
 	if !r.set || r.source == SourceDefault {
-		return reasonBuiltin + " (" + what + ")"
+		return result{val: val, reason: reasonBuiltin + " (" + what + ")"}
 	}
-	return fellBack("empty → %s", what)
+	return result{val: val, fellBack: true, reason: fellBack("empty → %s", what)}
 }
 
 func resolveEndpoints(it *item, r raw, _ map[string]any) result {
 	if !r.set || isBlank(r.v) {
-		return result{val: []string{}, text: "", reason: emptyListReason(r, "no config center")}
+		return emptyList(r, "no config center", []string{})
 	}
 	entries, blanks := parseList(r.v)
 	if entries == nil {
@@ -187,7 +187,7 @@ func resolvePrefix(it *item, r raw, _ map[string]any) result {
 
 func resolveProxies(it *item, r raw, _ map[string]any) result {
 	if !r.set || isBlank(r.v) {
-		return result{val: []netip.Prefix{}, text: "", reason: emptyListReason(r, "none: the peer address is the client")}
+		return emptyList(r, "none: the peer address is the client", []netip.Prefix{})
 	}
 	entries, blanks := parseList(r.v)
 	var good []string
