@@ -1,0 +1,141 @@
+// Package store is changeflow's storage edge: database/sql over SQLite (the
+// embedded default, one instance) and MariaDB/MySQL (production, several
+// instances sharing one database).
+//
+// The schema lives in versioned migrations per dialect (migrations/), applied
+// by Migrate. The two dialects share the "?" placeholder and almost all SQL;
+// the differences sit in one small hook, Dialect. Driver errors are
+// translated at this edge onto the domain sentinels (domain.ErrDuplicate,
+// ErrPreempted, ErrBusy, ErrNotFound), so callers never import a driver.
+//
+// Named operations (ClaimWaiting, AdmitRequest, …) are added to Store by the
+// packages' owners; docs/storage.md explains every table and index.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/pressly/goose/v3"
+)
+
+// Store is a handle on one migrated (or to-be-migrated) database. It is safe
+// for concurrent use; Close it once.
+type Store struct {
+	db       *sql.DB
+	dialect  Dialect
+	opts     options
+	provider *goose.Provider
+}
+
+// options are the tunables of Open; the zero value of each field means
+// "the documented default".
+type options struct {
+	maxOpenConns       int
+	logger             *slog.Logger
+	migrateLockTimeout time.Duration
+	lockWaitTimeout    time.Duration
+}
+
+// Option tunes Open.
+type Option func(*options)
+
+// WithMaxOpenConns caps the connection pool. Defaults: 8 for an SQLite file
+// (readers run in parallel under WAL, writers queue on the database lock),
+// 1 for an in-memory SQLite database (each connection would otherwise see
+// its own empty database), 20 for MariaDB (three instances stay far below
+// the server's default max_connections of 151; at least 2, since Migrate
+// pins one connection for its lock while goose uses another).
+func WithMaxOpenConns(n int) Option { return func(o *options) { o.maxOpenConns = n } }
+
+// WithLogger receives the migration log (one line per applied file).
+// Default: discarded — Migrate returns the applied versions for the caller
+// to log.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMigrateLockTimeout bounds how long Migrate waits for another instance
+// that is migrating the same database. Default 2 minutes.
+func WithMigrateLockTimeout(d time.Duration) Option {
+	return func(o *options) { o.migrateLockTimeout = d }
+}
+
+// WithLockWaitTimeout sets MariaDB's session innodb_lock_wait_timeout
+// (whole seconds, at least 1). Default 10 s instead of the server's 50 s: a
+// request-path transaction that waits that long has already lost its
+// caller, and a quick 1205 (domain.ErrBusy) lets rounds "try next round".
+// Claim transactions may lower it further per statement. Ignored on SQLite,
+// whose wait is busy_timeout in the DSN.
+func WithLockWaitTimeout(d time.Duration) Option {
+	return func(o *options) { o.lockWaitTimeout = d }
+}
+
+// Open connects to the database driver names (DriverSQLite or DriverMySQL)
+// at dsn, enforcing the connection settings the store relies on (see
+// sqliteDSN and mysqlConfig), and checks it answers. It does not migrate.
+func Open(ctx context.Context, driver, dsn string, opts ...Option) (*Store, error) {
+	o := options{
+		logger:             slog.New(slog.DiscardHandler),
+		migrateLockTimeout: 2 * time.Minute,
+		lockWaitTimeout:    10 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+
+	var (
+		db  *sql.DB
+		err error
+	)
+	switch driver {
+	case DriverSQLite:
+		db, err = openSQLite(dsn, o)
+	case DriverMySQL:
+		db, err = openMySQL(dsn, o)
+	default:
+		return nil, fmt.Errorf("open store: unknown driver %q (want %q or %q)", driver, DriverSQLite, DriverMySQL)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{db: db, dialect: Dialect{name: driver}, opts: o}
+	if err := s.Ping(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if s.provider, err = s.newProvider(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
+}
+
+// DB returns the connection pool, for named operations and tests.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Dialect returns the SQL dialect hook of this store's database.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Ping checks that the database answers (GET /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping %s: %w", s.dialect.name, translate(err))
+	}
+	return nil
+}
+
+// Close closes the connection pool. In-flight transactions fail.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", s.dialect.name, err)
+	}
+	return nil
+}
+
+// migrationFS returns the migration files of the store's dialect.
+func (s *Store) migrationFS() (fs.FS, error) {
+	return fs.Sub(migrationFiles, "migrations/"+s.dialect.name)
+}

@@ -1,0 +1,74 @@
+package storetest_test
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+func TestEachRunsEveryDriverOnAMigratedDatabase(t *testing.T) {
+	var ran []string
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ran = append(ran, s.Dialect().Name())
+		_, _, pending, err := s.MigrationStatus(t.Context())
+		require.NoError(t, err)
+		require.False(t, pending)
+	})
+	require.Contains(t, ran, store.DriverSQLite)
+	if os.Getenv(storetest.EnvMySQLDSN) != "" {
+		require.Contains(t, ran, store.DriverMySQL)
+	}
+}
+
+func TestDatabasesAreIsolated(t *testing.T) {
+	for _, driver := range storetest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			a := storetest.Open(t, driver)
+			b := storetest.Open(t, driver)
+			_, err := a.DB().ExecContext(t.Context(), "INSERT INTO gitlab_event (event_uuid, kind) VALUES ('u', 'k')")
+			require.NoError(t, err)
+			var n int
+			require.NoError(t, b.DB().QueryRowContext(t.Context(), "SELECT COUNT(*) FROM gitlab_event").Scan(&n))
+			require.Zero(t, n)
+		})
+	}
+}
+
+// TestRequireServicesFailsInsteadOfSkipping runs this test binary again
+// without a MariaDB DSN and with CHANGEFLOW_TEST_REQUIRE_SERVICES=1: the
+// MariaDB subtest must fail, not skip.
+func TestRequireServicesFailsInsteadOfSkipping(t *testing.T) {
+	if os.Getenv("STORETEST_CHILD") == "1" {
+		storetest.Each(t, func(*testing.T, *store.Store) {})
+		return
+	}
+	for _, tt := range []struct {
+		name    string
+		require string
+		wantErr bool
+	}{
+		{"required services fail", "1", true},
+		{"optional services skip", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestRequireServicesFailsInsteadOfSkipping$", "-test.v")
+			cmd.Env = append(os.Environ(),
+				"STORETEST_CHILD=1",
+				storetest.EnvMySQLDSN+"=",
+				storetest.EnvRequireServices+"="+tt.require)
+			out, err := cmd.CombinedOutput()
+			if tt.wantErr {
+				require.Error(t, err, "%s", out)
+				require.Contains(t, string(out), "--- FAIL: TestRequireServicesFailsInsteadOfSkipping/mysql")
+			} else {
+				require.NoError(t, err, "%s", out)
+				require.Contains(t, string(out), "--- SKIP: TestRequireServicesFailsInsteadOfSkipping/mysql")
+			}
+		})
+	}
+}

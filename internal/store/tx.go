@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// InTx runs fn in one transaction: it commits when fn returns nil and rolls
+// back when fn returns an error or panics (the panic continues after the
+// rollback). Errors come back translated (domain.ErrDuplicate, ErrBusy, …)
+// with the driver error still in the chain.
+//
+// A failed statement inside fn does not doom the transaction on either
+// driver — a duplicate key can be caught and the transaction committed
+// (seed §3.4). opts may be nil. On SQLite the isolation level is ignored
+// (every transaction is serializable) and a read-only transaction begins
+// DEFERRED, so it does not take the write lock.
+func (s *Store) InTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", translate(err))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			return errors.Join(translate(err), fmt.Errorf("rollback: %w", rbErr))
+		}
+		return translate(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", translate(err))
+	}
+	return nil
+}
