@@ -30,11 +30,11 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 				status := tw.Status()
 				if v := recover(); v != nil {
 					logger.Info("http request", "id", id, "method", r.Method, "path", r.URL.Path,
-						"status", http.StatusInternalServerError, "duration", time.Since(start))
+						"status", http.StatusInternalServerError, "ms", millis(time.Since(start)))
 					panic(v)
 				}
 				logger.Info("http request", "id", id, "method", r.Method, "path", r.URL.Path,
-					"status", status, "bytes", tw.bytes, "duration", time.Since(start))
+					"status", status, "bytes", tw.bytes, "ms", millis(time.Since(start)))
 			}()
 			next.ServeHTTP(tw, r)
 		})
@@ -58,3 +58,7 @@ func newRequestID() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms (Go 1.24+)
 	return hex.EncodeToString(b[:])
 }
+
+// millis renders a duration as fractional milliseconds, the unit people
+// read latency in; slog would otherwise print integer nanoseconds.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

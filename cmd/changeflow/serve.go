@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"changeflow/internal/config"
+	"changeflow/internal/httpapi"
+	"changeflow/internal/metrics"
+	"changeflow/internal/store"
+)
+
+// runServe is the composition root: configuration, storage, metrics and
+// the HTTP server are built here, explicitly, and torn down in reverse on
+// cancellation (SIGINT/SIGTERM in main).
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	flags, err := parseCommon("serve", args, stderr)
+	if err != nil {
+		return err
+	}
+	env, err := setUp(ctx, flags, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	logger, cfg, st := env.logger, env.cfg, env.store
+
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if len(applied) > 0 {
+		logger.Info("migrations applied", "versions", applied)
+	}
+
+	if err := cfg.Watch(ctx); err != nil {
+		return fmt.Errorf("watch configuration: %w", err)
+	}
+
+	m := metrics.New(logger, version)
+	handler := httpapi.NewServer(httpapi.Deps{
+		Logger:  logger,
+		Metrics: m,
+		Ready:   st,
+		Version: version,
+	})
+
+	sc := cfg.Current().Server()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: sc.ReadHeaderTimeout,
+		ReadTimeout:       sc.ReadTimeout,
+		WriteTimeout:      sc.WriteTimeout,
+		IdleTimeout:       sc.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", sc.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", sc.Listen, err)
+	}
+	// The address line goes to stdout so scripts and tests that listen on
+	// port 0 can find the server; everything else is structured logs.
+	fmt.Fprintf(stdout, "changeflow: serving on http://%s\n", ln.Addr())
+	logger.Info("serving", "addr", ln.Addr().String(), "version", version,
+		"instance", cfg.Current().Instance().ID)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Graceful shutdown: stop accepting, let in-flight requests finish
+	// within server.shutdownTimeout, then close the rest. The context is
+	// fresh because ctx is already cancelled.
+	timeout := cfg.Current().Server().ShutdownTimeout
+	logger.Info("shutting down", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("graceful shutdown incomplete; closing connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// environment is what every command that touches the database sets up.
+type environment struct {
+	logger *slog.Logger
+	cfg    *config.Manager
+	store  *store.Store
+}
+
+func (e *environment) close() {
+	if e.store != nil {
+		if err := e.store.Close(); err != nil {
+			e.logger.Warn("close database", "err", err)
+		}
+	}
+	if e.cfg != nil {
+		if err := e.cfg.Close(); err != nil {
+			e.logger.Warn("close configuration", "err", err)
+		}
+	}
+}
+
+// setUp loads configuration (preparing the local profile when asked),
+// builds the logger whose level follows log.level across reloads, and
+// opens the database.
+func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, stderr io.Writer) (*environment, error) {
+	level := new(slog.LevelVar)
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	file := flags.configFile
+	if flags.local && file == "" {
+		f, err := prepareLocal(localDir)
+		if err != nil {
+			return nil, fmt.Errorf("prepare local profile: %w", err)
+		}
+		file = f
+	}
+	if file == "" {
+		file = getenv("CHANGEFLOW_CONFIG")
+	}
+	cfg, err := config.Load(ctx, config.Options{File: file, Getenv: getenv, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("load configuration: %w", err)
+	}
+	env := &environment{logger: logger, cfg: cfg}
+	lv, _ := cfg.Current().LogLevel()
+	level.Set(lv)
+	cfg.Subscribe(func(_, s *config.Snapshot) {
+		lv, _ := s.LogLevel()
+		level.Set(lv)
+	})
+
+	db := cfg.Current().Database()
+	st, err := store.Open(ctx, db.Driver, db.DSN,
+		store.WithLogger(logger), store.WithMaxOpenConns(db.MaxOpenConns))
+	if err != nil {
+		env.close()
+		return nil, fmt.Errorf("open %s database %s: %w", db.Driver, store.RedactDSN(db.Driver, db.DSN), err)
+	}
+	env.store = st
+	return env, nil
+}
