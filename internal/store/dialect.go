@@ -151,14 +151,12 @@ func (d Dialect) tableExistsQuery() string {
 
 // MySQL/MariaDB server error numbers that carry a meaning for us.
 const (
-	mysqlErrDupKey           = 1022 // ER_DUP_KEY: "Can't write; duplicate key in table"
-	mysqlErrDupEntry         = 1062 // ER_DUP_ENTRY
-	mysqlErrDupEntryWithKey  = 1586 // ER_DUP_ENTRY_WITH_KEY_NAME
-	mysqlErrRecordChanged    = 1020 // "Record has changed since last read" (innodb_snapshot_isolation=ON)
-	mysqlErrLockWaitTimeout  = 1205 // ER_LOCK_WAIT_TIMEOUT
-	mysqlErrLockDeadlock     = 1213 // ER_LOCK_DEADLOCK: InnoDB already rolled the transaction back
-	mysqlErrConstraintFailed = 4025 // MariaDB ER_CONSTRAINT_FAILED (CHECK)
-	mysqlErrCheckViolated    = 3819 // MySQL 8 ER_CHECK_CONSTRAINT_VIOLATED
+	mysqlErrDupKey          = 1022 // ER_DUP_KEY: "Can't write; duplicate key in table"
+	mysqlErrDupEntry        = 1062 // ER_DUP_ENTRY
+	mysqlErrDupEntryWithKey = 1586 // ER_DUP_ENTRY_WITH_KEY_NAME
+	mysqlErrRecordChanged   = 1020 // "Record has changed since last read" (innodb_snapshot_isolation=ON)
+	mysqlErrLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
+	mysqlErrLockDeadlock    = 1213 // ER_LOCK_DEADLOCK: InnoDB already rolled the transaction back
 )
 
 // SQLite result codes. Connections run with extended result codes on, so a
@@ -169,7 +167,6 @@ const (
 	sqlitePrimaryMask       = 0xff
 	sqliteConstraintUnique  = sqlite3.SQLITE_CONSTRAINT_UNIQUE     // 2067
 	sqliteConstraintPrimary = sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY // 1555
-	sqliteConstraintCheck   = sqlite3.SQLITE_CONSTRAINT_CHECK      // 275
 	sqliteBusy              = sqlite3.SQLITE_BUSY                  // 5
 	sqliteLocked            = sqlite3.SQLITE_LOCKED                // 6
 )
@@ -229,19 +226,4 @@ func classify(err error) error {
 		}
 	}
 	return nil
-}
-
-// isCheckViolation reports whether err is a CHECK constraint failure. No
-// sentinel exists for it: writing an unknown enum value is a bug (a 500),
-// and tests use this to tell it from other failures.
-func isCheckViolation(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == mysqlErrConstraintFailed || me.Number == mysqlErrCheckViolated
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqliteConstraintCheck
-	}
-	return false
 }

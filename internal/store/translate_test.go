@@ -54,8 +54,8 @@ func TestTranslate(t *testing.T) {
 }
 
 func TestIsCheckViolation(t *testing.T) {
-	require.True(t, isCheckViolation(&mysql.MySQLError{Number: 4025}))
-	require.True(t, isCheckViolation(fmt.Errorf("x: %w", &mysql.MySQLError{Number: 3819})))
-	require.False(t, isCheckViolation(&mysql.MySQLError{Number: 1062}))
-	require.False(t, isCheckViolation(errors.New("CHECK constraint failed")))
+	require.True(t, IsCheckViolation(&mysql.MySQLError{Number: 4025}))
+	require.True(t, IsCheckViolation(fmt.Errorf("x: %w", &mysql.MySQLError{Number: 3819})))
+	require.False(t, IsCheckViolation(&mysql.MySQLError{Number: 1062}))
+	require.False(t, IsCheckViolation(errors.New("CHECK constraint failed")))
 }
