@@ -71,6 +71,13 @@ func TestActiveSlotCannotBeWritten(t *testing.T) {
 		err = exec(t, db, "UPDATE merge_batch SET active_slot = ? WHERE project_id = ?", 3, 3)
 		require.Error(t, err, "update of the generated column")
 		require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch WHERE active_slot IS NOT NULL"))
+
+		// Writing NULL cannot free a held slot: SQLite refuses it, MariaDB
+		// accepts NULL (and DEFAULT) silently and keeps the computed value.
+		require.NoError(t, insertBatch(t, db, 3, batchRunning))
+		_ = exec(t, db, "UPDATE merge_batch SET active_slot = NULL WHERE project_id = ? AND status = ?", 3, batchRunning)
+		require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM merge_batch WHERE active_slot = ?", 3))
+		require.ErrorIs(t, insertBatch(t, db, 3, batchRunning), domain.ErrDuplicate)
 	})
 }
 
