@@ -41,10 +41,14 @@ func durItem(key string, def, minimum time.Duration, unit time.Duration, restart
 	if unit == time.Millisecond {
 		unitName = "milliseconds"
 	}
+	clamp := fmt.Sprintf("negative or below %s → %s", fmtDur(minimum), fmtDur(minimum))
+	if minimum == 0 {
+		clamp = "negative → 0"
+	}
 	return item{
 		key: key, typ: "duration (bare integer = " + unitName + ")", def: fmtDur(def),
 		min: int64(minimum), unit: unit, restart: restart,
-		fallback: fmt.Sprintf("missing/empty/malformed → %s; negative or below %s → clamped to %s", fmtDur(def), fmtDur(minimum), fmtDur(minimum)),
+		fallback: fmt.Sprintf("missing/empty/malformed → %s; %s", fmtDur(def), clamp),
 		why:      why, resolve: resolveDuration,
 	}
 }
@@ -79,6 +83,9 @@ func resolveDuration(it *item, r raw, _ map[string]any) result {
 
 func intItem(key string, def, minimum, maximum int64, restart bool, why string) item {
 	fb := fmt.Sprintf("missing/empty/non-numeric → %d; negative or below %d → %d", def, minimum, minimum)
+	if minimum == 0 {
+		fb = fmt.Sprintf("missing/empty/non-numeric → %d; negative → 0", def)
+	}
 	if maximum > 0 {
 		fb += fmt.Sprintf("; above %d → %d", maximum, maximum)
 	}
