@@ -18,6 +18,7 @@ import (
 // assertions check every snapshot is internally consistent: a value and
 // the target title written in the same file always agree.
 func TestReadersNeverSeeAHalfAppliedReload(t *testing.T) {
+	t.Parallel()
 	doc := func(n int) string {
 		return fmt.Sprintf(`
 batch: {maxRequests: %d}

@@ -107,6 +107,7 @@ func TestEtcdSitsBetweenEnvAndOverlay(t *testing.T) {
 }
 
 func TestEtcdWatchAppliesChanges(t *testing.T) {
+	t.Parallel()
 	ep, prefix, cli := testEtcd(t)
 	file := writeFile(t, t.TempDir(), "changeflow.yaml", "batch:\n  maxRequests: 10\n")
 	logs := &logBuffer{}
@@ -135,6 +136,7 @@ func TestEtcdWatchAppliesChanges(t *testing.T) {
 }
 
 func TestEtcdOutageKeepsItsLastValues(t *testing.T) {
+	t.Parallel()
 	ep, prefix, cli := testEtcd(t)
 	put(t, cli, prefix+"/workflow/approveFirst", "true")
 	file := writeFile(t, t.TempDir(), "changeflow.yaml", "batch:\n  maxRequests: 10\n")
@@ -160,6 +162,7 @@ func TestEtcdOutageKeepsItsLastValues(t *testing.T) {
 // TestUnreachableEtcdDoesNotBlockStartup needs no etcd: it points at a
 // port nobody listens on.
 func TestUnreachableEtcdDoesNotBlockStartup(t *testing.T) {
+	t.Parallel()
 	file := writeFile(t, t.TempDir(), "changeflow.yaml", "batch:\n  maxRequests: 10\nconfig:\n  etcd:\n    endpoints: [\"http://127.0.0.1:1\"]\n    dialTimeout: 300ms\n")
 	logs := &logBuffer{}
 	o := testOptions(file)
@@ -192,6 +195,7 @@ func TestUnreachableEtcdDoesNotBlockStartup(t *testing.T) {
 // nobody listens on), then opens a TCP proxy to the real etcd on that port:
 // the watch loop's retries must load the etcd values without a restart.
 func TestEtcdThatComesUpLaterIsPickedUp(t *testing.T) {
+	t.Parallel()
 	ep, prefix, cli := testEtcd(t)
 	put(t, cli, prefix+"/batch/maxRequests", "33")
 	upstream := strings.TrimPrefix(ep, "http://")

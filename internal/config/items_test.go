@@ -99,11 +99,14 @@ type pairPartner struct {
 	conflicts      func(time.Duration) bool
 }
 
-var pairs = map[string]pairPartner{
-	KeyReconcileMinAge:           {KeyReconcileMaxAge, "100000h", func(d time.Duration) bool { return d >= 100000*time.Hour }},
-	KeyReconcileMaxAge:           {KeyReconcileMinAge, "0s", func(d time.Duration) bool { return d <= 0 }},
-	KeyInstanceHeartbeatInterval: {KeyInstanceLiveAfter, "100000h", func(d time.Duration) bool { return d >= 100000*time.Hour }},
-	KeyInstanceLiveAfter:         {KeyInstanceHeartbeatInterval, "1ms", func(d time.Duration) bool { return d <= time.Millisecond }},
+// pairPartners maps each half of a pair to its partner.
+func pairPartners() map[string]pairPartner {
+	return map[string]pairPartner{
+		KeyReconcileMinAge:           {KeyReconcileMaxAge, "100000h", func(d time.Duration) bool { return d >= 100000*time.Hour }},
+		KeyReconcileMaxAge:           {KeyReconcileMinAge, "0s", func(d time.Duration) bool { return d <= 0 }},
+		KeyInstanceHeartbeatInterval: {KeyInstanceLiveAfter, "100000h", func(d time.Duration) bool { return d >= 100000*time.Hour }},
+		KeyInstanceLiveAfter:         {KeyInstanceHeartbeatInterval, "1ms", func(d time.Duration) bool { return d <= time.Millisecond }},
+	}
 }
 
 // TestEveryGenericItemFallsBackAsDocumented runs the misconfiguration
@@ -111,6 +114,7 @@ var pairs = map[string]pairPartner{
 // non-numeric, malformed) against every duration, integer and boolean row
 // of the item table.
 func TestEveryGenericItemFallsBackAsDocumented(t *testing.T) {
+	t.Parallel()
 	items := itemTable("testhost-42")
 	covered := 0
 	for _, it := range items {
@@ -133,7 +137,7 @@ func TestEveryGenericItemFallsBackAsDocumented(t *testing.T) {
 					if c.yaml != missing {
 						kv[it.key] = c.yaml
 					}
-					if p, ok := pairs[it.key]; ok {
+					if p, ok := pairPartners()[it.key]; ok {
 						// Keep the related item out of the way, so the
 						// pair rule fires only where this value alone
 						// breaks it.

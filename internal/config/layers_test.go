@@ -157,6 +157,7 @@ gitlab:
 }
 
 func TestEveryFlatItemHasAnEnvironmentName(t *testing.T) {
+	t.Parallel()
 	for _, it := range itemTable("x") {
 		if it.key == KeyDatabaseDriver || it.key == KeyDatabaseDSN {
 			continue // a bad value there is a startup error, covered elsewhere

@@ -114,6 +114,7 @@ func TestServerListen(t *testing.T) {
 }
 
 func TestDependencyURLs(t *testing.T) {
+	t.Parallel()
 	for _, key := range []string{KeyGitLabBaseURL, KeyApprovalBaseURL, KeyPermissionBaseURL, KeyOIDCIssuer} {
 		t.Run(key, func(t *testing.T) {
 			runTextCases(t, key, []textCase{
@@ -188,6 +189,7 @@ func TestTrustedProxies(t *testing.T) {
 }
 
 func TestEtcdSettings(t *testing.T) {
+	t.Parallel()
 	// An unreachable endpoint costs one dial timeout at Load; keep it short.
 	runTextCasesWith(t, KeyEtcdEndpoints, map[string]string{KeyEtcdDialTimeout: "100ms"}, []textCase{
 		{"missing is no config center", missing, "", false, "no config center"},

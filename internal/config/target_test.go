@@ -108,7 +108,7 @@ func TestTargetDeclaredWithNoFieldsIsRestricted(t *testing.T) {
 	require.False(t, ok)
 }
 
-// openAt loads one TEST_WINDOW target and asks Open at the given instants.
+// windowTarget loads one TEST_WINDOW target with the given window and zone.
 func windowTarget(t *testing.T, tz, start, end string) Target {
 	t.Helper()
 	doc := "targets:\n  db:\n    accessMode: TEST_WINDOW\n    window:\n"
@@ -127,6 +127,7 @@ func windowTarget(t *testing.T, tz, start, end string) Target {
 }
 
 func TestTestWindowOpensOnlyInsideAWellFormedWindow(t *testing.T) {
+	t.Parallel()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	utc := func(s string) time.Time {
