@@ -264,8 +264,8 @@ func (s *Snapshot) Target(key string) (Target, bool) {
 }
 
 // LogValue makes a snapshot loggable as one group: version, the fallen-back
-// items with their reasons, and unknown keys — the startup log line. Use
-// Effective() for the full list.
+// items with their reasons, unknown keys and every item's effective value —
+// the startup log line.
 func (s *Snapshot) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.Uint64("version", s.version)}
 	var fb []string
@@ -273,6 +273,13 @@ func (s *Snapshot) LogValue() slog.Value {
 		fb = append(fb, r.Key+"="+r.Value+" ("+r.Reason+", source "+r.Source+")")
 	}
 	attrs = append(attrs, slog.Int("items", len(s.res)), slog.Any("fellBack", fb))
+	// Every item's effective value (secrets masked), so the startup line
+	// alone answers "what is this instance running with" (SPEC §5).
+	eff := make([]slog.Attr, 0, len(s.res))
+	for _, r := range s.Effective() {
+		eff = append(eff, slog.String(r.Key, r.Value))
+	}
+	attrs = append(attrs, slog.Attr{Key: "effective", Value: slog.GroupValue(eff...)})
 	if len(s.unknown) > 0 {
 		attrs = append(attrs, slog.Any("unknownKeys", s.unknown))
 	}
