@@ -1,10 +1,15 @@
 package config
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
 )
 
 func TestRateLimitFallsOpen(t *testing.T) {
@@ -198,4 +203,31 @@ func TestEffectiveIsSortedAndComplete(t *testing.T) {
 		require.True(t, seen[k], k)
 	}
 	require.Equal(t, []string{"a", "b"}, []string{s.Targets()[0].Key, s.Targets()[1].Key})
+}
+
+// TestGetenvAloneReachesDeclaredFamilies covers the binary's case: run has
+// only a getenv, no environment list, and must still override a declared
+// target's field and a built-in bucket's limit.
+func TestGetenvAloneReachesDeclaredFamilies(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "changeflow.yaml")
+	if err := os.WriteFile(file, []byte("targets:\n  payments-db-readonly:\n    accessMode: OPEN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"CHANGEFLOW_TARGETS_PAYMENTS_DB_READONLY_ACCESSMODE": "CLOSED",
+		"CHANGEFLOW_RATELIMIT_APPLY_LIMIT":                   "3",
+	}
+	m, err := Load(context.Background(), Options{File: file, Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tg, ok := m.Current().Target("payments-db-readonly")
+	if !ok || tg.AccessMode != domain.AccessClosed {
+		t.Fatalf("target = %+v, %v; want accessMode CLOSED from the environment", tg, ok)
+	}
+	if limit, _, _ := m.Current().RateLimit("apply"); limit != 3 {
+		t.Fatalf("apply limit = %d, want 3 from the environment", limit)
+	}
 }

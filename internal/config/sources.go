@@ -108,10 +108,22 @@ func readFileLayer(path string, km *keymap) (layer, error) {
 func envLayer(environ []string, getenv func(string) string, km *keymap, items []item, declared *entrySet) (layer, error) {
 	list := append([]string(nil), environ...)
 	if getenv != nil {
-		for _, it := range items {
-			name := envPrefix + envName(it.key)
+		ask := func(name string) {
 			if v := getenv(name); v != "" {
 				list = append(list, name+"="+v) // later entries win in the provider
+			}
+		}
+		for _, it := range items {
+			ask(envPrefix + envName(it.key))
+		}
+		// A caller with only a getenv (the binary's run) cannot scan the
+		// environment, so families are asked for by name too, for every
+		// entry a lower layer declares: CHANGEFLOW_RATELIMIT_APPLY_LIMIT
+		// and CHANGEFLOW_TARGETS_PAYMENTS_DB_READONLY_ACCESSMODE then
+		// work without Environ. Only new entries need Environ.
+		for _, f := range km.envFamilies() {
+			for entry := range f.entries(declared) {
+				ask(envPrefix + f.prefix + strings.ToUpper(strings.ReplaceAll(entry, "-", "_")) + f.suffix)
 			}
 		}
 	}
