@@ -1,0 +1,150 @@
+package approval
+
+import (
+	"errors"
+	"net/http"
+)
+
+// handleDecide is POST /_control/approvals/{id}/{approve|reject|withdraw|redeliver}
+// with an optional {"comment": "…"}.
+func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Comment string `json:"comment"`
+	}
+	if err := readJSON(r, &body); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		return
+	}
+	id := r.PathValue("id")
+	var err error
+	switch r.PathValue("action") {
+	case "approve":
+		_, err = s.Decide(id, Approved, body.Comment)
+	case "reject":
+		_, err = s.Decide(id, Rejected, body.Comment)
+	case "withdraw":
+		_, err = s.Decide(id, Withdrawn, body.Comment)
+	case "redeliver":
+		_, err = s.Redeliver(id)
+	default:
+		writeError(w, http.StatusNotFound, "action must be approve, reject, withdraw or redeliver")
+		return
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, ErrNotPending):
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	a, _ := s.Get(id)
+	writeJSON(w, http.StatusOK, a)
+}
+
+// handleReset forgets every approval and pending automatic decision.
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	for id, t := range s.timers {
+		t.Stop()
+		delete(s.timers, id)
+	}
+	s.byID, s.byOp, s.order = map[string]*Approval{}, map[string]*Approval{}, nil
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Policy())
+}
+
+// handleSetPolicy replaces the policy. Switching to auto also schedules
+// the approvals already pending, so nothing waits for a decision that
+// will never come.
+func (s *Server) handleSetPolicy(w http.ResponseWriter, r *http.Request) {
+	var p Policy
+	if err := readJSON(r, &p); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		return
+	}
+	if err := s.SetPolicy(p); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Policy())
+}
+
+// Policy returns the policy in force.
+func (s *Server) Policy() Policy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policy
+}
+
+// SetPolicy replaces the policy (see handleSetPolicy).
+func (s *Server) SetPolicy(p Policy) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = p
+	for _, a := range s.order {
+		s.scheduleLocked(a)
+	}
+	return nil
+}
+
+func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+// handleSetFaults changes the fields present in the body, keeping others.
+func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	f := s.faults
+	s.mu.Unlock()
+	if err := readJSON(r, &f); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		return
+	}
+	if err := s.SetFaults(f); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Server) handleResetFaults(w http.ResponseWriter, r *http.Request) {
+	_ = s.SetFaults(Faults{})
+	if s.opts.Deliverer != nil {
+		s.opts.Deliverer.ResetFaults()
+	}
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+// Faults returns the submit-side faults in force.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// SetFaults replaces the submit-side faults.
+func (s *Server) SetFaults(f Faults) error {
+	switch f.EarlyResult {
+	case "", Approved, Rejected, Withdrawn:
+	default:
+		return errors.New("earlyResult must be APPROVED, REJECTED or WITHDRAWN")
+	}
+	if f.FailNext.Count > 0 && (f.FailNext.Status < 400 || f.FailNext.Status > 599) {
+		return errors.New("failNext.status must be an HTTP error status (400-599)")
+	}
+	f.CallbackBeforeResponse = max(f.CallbackBeforeResponse, 0)
+	f.LoseResponseNext = max(f.LoseResponseNext, 0)
+	f.FailNext.Count = max(f.FailNext.Count, 0)
+	s.mu.Lock()
+	s.faults = f
+	s.mu.Unlock()
+	return nil
+}

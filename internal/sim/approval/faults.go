@@ -1,0 +1,27 @@
+package approval
+
+// Faults are the submit-side faults in force; delivery faults (duplicate,
+// delay, pause and reorder) live on the deliverer under
+// /_control/deliveries. Counters count down per submit of a new form.
+type Faults struct {
+	// CallbackBeforeResponse decides the next N new forms at once and
+	// delivers their callback — waiting for the service's 2xx — before the
+	// submit call is answered: the race that puts APPROVAL_SENDING in the
+	// callback guard's waiting set.
+	CallbackBeforeResponse int `json:"callbackBeforeResponse"`
+	// EarlyResult is the decision used for those; default: the policy's
+	// rules (APPROVED unless a reject rule matches).
+	EarlyResult Result `json:"earlyResult,omitempty"`
+	// FailNext answers the next Count submits with Status, creating nothing.
+	FailNext FailNext `json:"failNext"`
+	// LoseResponseNext creates the next N forms and then drops the
+	// connection without an answer (a lost response): the caller must look
+	// up by operationId before submitting again.
+	LoseResponseNext int `json:"loseResponseNext"`
+}
+
+// FailNext answers Count requests with Status.
+type FailNext struct {
+	Status int `json:"status"`
+	Count  int `json:"count"`
+}
