@@ -80,10 +80,12 @@ func (s *Server) deploy(d *Deployment) {
 		return
 	}
 	rc := s.send(c)
-	if dup {
-		s.send(c)
-	}
 	err := rc.Wait(s.ctx)
+	if dup && err == nil {
+		// The copy goes after the original is answered and before the next
+		// deployment, so even duplicates keep merge order.
+		err = s.send(c).Wait(s.ctx)
+	}
 	s.mu.Lock()
 	if err == nil {
 		d.Status = CalledBack
