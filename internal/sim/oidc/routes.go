@@ -1,0 +1,126 @@
+package oidc
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /.well-known/openid-configuration", s.handleDiscovery)
+	s.mux.HandleFunc("GET /jwks", s.handleJWKS)
+	s.mux.HandleFunc("/authorize", s.handleNoFlow)
+	s.mux.HandleFunc("/token", s.handleNoFlow)
+	s.mux.HandleFunc("POST /_control/token", s.handleMint)
+	s.mux.HandleFunc("POST /_control/rotate", s.handleRotate)
+	s.mux.HandleFunc("GET /_control/keys", s.handleKeys)
+	s.mux.HandleFunc("DELETE /_control/keys/{kid}", s.handleRemoveKey)
+}
+
+// handleDiscovery serves the OpenID Provider Metadata. Every URL in it is
+// under the issuer, as verifiers require.
+func (s *Server) handleDiscovery(w http.ResponseWriter, r *http.Request) {
+	iss := s.Issuer()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                iss,
+		"jwks_uri":                              iss + "/jwks",
+		"authorization_endpoint":                iss + "/authorize",
+		"token_endpoint":                        iss + "/token",
+		"response_types_supported":              []string{"code", "id_token"},
+		"subject_types_supported":               []string{"public"},
+		"id_token_signing_alg_values_supported": []string{"RS256"},
+		"claims_supported":                      []string{"iss", "sub", "aud", "exp", "iat", "email", "email_verified", "name", "preferred_username"},
+	})
+}
+
+func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
+	// no-cache: a rotation must be visible at once to a verifier that
+	// refetches on an unknown kid.
+	w.Header().Set("Cache-Control", "no-cache")
+	writeJSON(w, http.StatusOK, s.JWKS())
+}
+
+// handleNoFlow answers the interactive endpoints: the simulator mints
+// tokens through its control API only.
+func (s *Server) handleNoFlow(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotImplemented, "the simulator has no login flow; mint tokens with POST /_control/token")
+}
+
+func (s *Server) handleMint(w http.ResponseWriter, r *http.Request) {
+	var req TokenRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+		return
+	}
+	tok, err := s.Mint(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, tok)
+}
+
+// handleRotate is POST /_control/rotate {"removeOld":false,"graceMs":N}.
+func (s *Server) handleRotate(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		RemoveOld bool `json:"removeOld"`
+		GraceMs   int  `json:"graceMs"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		return
+	}
+	kid, err := s.Rotate(in.RemoveOld, time.Duration(in.GraceMs)*time.Millisecond)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kid": kid, "keys": s.keyInfo()})
+}
+
+// keyView is one key as the control API shows it.
+type keyView struct {
+	Kid       string     `json:"kid"`
+	Signing   bool       `json:"signing"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RetireAt  *time.Time `json:"retireAt,omitempty"`
+}
+
+func (s *Server) keyInfo() []keyView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := s.publishedLocked()
+	out := make([]keyView, len(keys))
+	for i, k := range keys {
+		out[i] = keyView{Kid: k.kid, Signing: i == len(keys)-1, CreatedAt: k.createdAt, RetireAt: k.retireAt}
+	}
+	return out
+}
+
+func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"keys": s.keyInfo()})
+}
+
+func (s *Server) handleRemoveKey(w http.ResponseWriter, r *http.Request) {
+	found, err := s.RemoveKey(r.PathValue("kid"))
+	switch {
+	case !found:
+		writeError(w, http.StatusNotFound, "no such key")
+	case err != nil:
+		writeError(w, http.StatusConflict, err.Error())
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
