@@ -1,0 +1,95 @@
+package gitlab
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+// apiRoutes lists every REST v4 endpoint the simulator serves.
+func (s *Server) apiRoutes() http.Handler {
+	mux := http.NewServeMux()
+	const pr = "/api/v4/projects/{id}"
+	const mr = pr + "/merge_requests/{iid}"
+	mux.HandleFunc("GET /api/v4/user", s.handleCurrentUser)
+	mux.HandleFunc("GET "+pr, s.handleGetProject)
+	mux.HandleFunc("POST "+pr+"/repository/branches", s.handleCreateBranch)
+	mux.HandleFunc("GET "+pr+"/repository/branches/{branch}", s.handleGetBranch)
+	mux.HandleFunc("DELETE "+pr+"/repository/branches/{branch}", s.handleDeleteBranch)
+	mux.HandleFunc("POST "+pr+"/repository/commits", s.handleCreateCommit)
+	mux.HandleFunc("GET "+pr+"/repository/commits/{sha}", s.handleGetCommit)
+	mux.HandleFunc("GET "+pr+"/repository/files/{file}", s.handleGetFile)
+	mux.HandleFunc("GET "+pr+"/repository/files/{file}/raw", s.handleGetRawFile)
+	mux.HandleFunc("GET "+pr+"/merge_requests", s.handleListMRs)
+	mux.HandleFunc("POST "+pr+"/merge_requests", s.handleCreateMR)
+	mux.HandleFunc("GET "+mr, s.handleGetMR)
+	mux.HandleFunc("PUT "+mr, s.handleUpdateMR)
+	mux.HandleFunc("POST "+mr+"/approve", s.handleApprove)
+	mux.HandleFunc("POST "+mr+"/unapprove", s.handleUnapprove)
+	mux.HandleFunc("GET "+mr+"/approvals", s.handleGetApprovals)
+	mux.HandleFunc("PUT "+mr+"/merge", s.handleMerge)
+	mux.HandleFunc("PUT "+mr+"/rebase", s.handleRebase)
+	mux.HandleFunc("GET "+mr+"/pipelines", s.handleMRPipelines)
+	mux.HandleFunc("GET "+pr+"/pipelines/{pipeline}", s.handleGetPipeline)
+	mux.HandleFunc("GET "+pr+"/approval_check_items", s.handleGetCheckItems)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "404 Not Found")
+	})
+	return mux
+}
+
+type userKey struct{}
+
+// withAuth resolves the caller from PRIVATE-TOKEN (or Authorization:
+// Bearer); an unknown or missing token is GitLab's 401.
+func (s *Server) withAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.Header.Get("PRIVATE-TOKEN")
+		if tok == "" {
+			if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+				tok = strings.TrimSpace(a)
+			}
+		}
+		u, ok := s.world().byToken[tok]
+		if tok == "" || !ok {
+			writeError(w, http.StatusUnauthorized, "401 Unauthorized")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	})
+}
+
+func caller(r *http.Request) *user {
+	u, _ := r.Context().Value(userKey{}).(*user)
+	return u
+}
+
+func (s *Server) handleCurrentUser(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.userJSON(caller(r)))
+}
+
+// lockProject finds the {id} project and locks it; the caller unlocks. A
+// miss is written as GitLab's 404.
+func (s *Server) lockProject(w http.ResponseWriter, r *http.Request) *project {
+	p, err := s.project(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "404 Project Not Found")
+		return nil
+	}
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		writeError(w, http.StatusNotFound, "404 Project Not Found")
+		return nil
+	}
+	return p
+}
+
+func (s *Server) handleGetProject(w http.ResponseWriter, r *http.Request) {
+	p := s.lockProject(w, r)
+	if p == nil {
+		return
+	}
+	defer p.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.projectJSON(p))
+}

@@ -1,0 +1,141 @@
+package gitlab
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// role is what a user may do in every project of the simulated world.
+type role int
+
+const (
+	// roleReporter reads only: no push, no approval permission (403), no
+	// merge (401).
+	roleReporter role = iota + 1
+	// roleDeveloper pushes, opens, approves and merges. GitLab's "prevent
+	// approval by author/committers" rules still refuse its approvals of MRs
+	// it wrote (401).
+	roleDeveloper
+	// roleMaintainer may do anything, including approving its own MRs.
+	roleMaintainer
+)
+
+// user is one account with a fixed personal access token.
+type user struct {
+	ID       int64
+	Username string
+	Name     string
+	Token    string
+	Role     role
+}
+
+func (u *user) email() string { return u.Username + "@changeflow.local" }
+
+func (u *user) sig(t time.Time) signature { return signature{Name: u.Name, Email: u.email(), When: t} }
+
+func (u *user) canPush() bool { return u.Role >= roleDeveloper }
+
+func (u *user) canMerge() bool { return u.Role >= roleDeveloper }
+
+func (u *user) hasApprovePermission() bool { return u.Role >= roleDeveloper }
+
+// seedUsers is the local world of SPEC §3.6 plus a read-only account that
+// exercises the 403 and 401 permission paths.
+func seedUsers() []*user {
+	return []*user{
+		{ID: 1, Username: "maintainer", Name: "Maintainer", Token: "local-maintainer-token", Role: roleMaintainer},
+		{ID: 2, Username: "changeflow-bot", Name: "changeflow bot", Token: "local-committer-token", Role: roleDeveloper},
+		{ID: 3, Username: "approver-1", Name: "Approver One", Token: "local-approver-1-token", Role: roleDeveloper},
+		{ID: 4, Username: "approver-2", Name: "Approver Two", Token: "local-approver-2-token", Role: roleDeveloper},
+		{ID: 5, Username: "observer", Name: "Observer", Token: "local-observer-token", Role: roleReporter},
+	}
+}
+
+// CheckItem is one entry of a project's required approval check items
+// (SPEC R-WF-8, a simulator-only extension modelling the company's
+// upstream change). An approve call must acknowledge every configured item
+// at its current version.
+type CheckItem struct {
+	Key     string `json:"key"`
+	Version int    `json:"version"`
+	Title   string `json:"title,omitempty"`
+}
+
+// project is one repository with its merge requests and pipelines. mu
+// serialises every write to the project (and guards its in-memory state);
+// update-ref compare-and-swap stays the safety net underneath.
+type project struct {
+	mu            sync.Mutex
+	ID            int64
+	Path          string // "config/bindings"
+	Name          string
+	DefaultBranch string
+	repo          *repo
+	mrs           []*mergeRequest // index iid-1
+	pipelines     map[int64]*pipeline
+	nextPipeIID   int64
+	checkItems    []CheckItem
+	dead          bool // set when the world was reset; timers must not touch it
+}
+
+func (p *project) mr(iid int64) *mergeRequest {
+	if iid < 1 || iid > int64(len(p.mrs)) {
+		return nil
+	}
+	return p.mrs[iid-1]
+}
+
+// world is everything a reset throws away.
+type world struct {
+	dir        string
+	users      []*user
+	byToken    map[string]*user
+	projects   map[int64]*project
+	byPath     map[string]*project
+	nextMRID   int64
+	nextPipeID int64
+}
+
+func (w *world) user(id int64) *user {
+	for _, u := range w.users {
+		if u.ID == id {
+			return u
+		}
+	}
+	return nil
+}
+
+// newWorld creates the seeded world in dir: project config/bindings (id 1)
+// with an initial commit on main holding bindings/README.md.
+func newWorld(ctx context.Context, dir string, now time.Time) (*world, error) {
+	w := &world{
+		dir:      dir,
+		users:    seedUsers(),
+		byToken:  map[string]*user{},
+		projects: map[int64]*project{},
+		byPath:   map[string]*project{},
+	}
+	for _, u := range w.users {
+		w.byToken[u.Token] = u
+	}
+	r, err := initRepo(ctx, filepath.Join(dir, "config", "bindings.git"))
+	if err != nil {
+		return nil, err
+	}
+	p := &project{ID: 1, Path: "config/bindings", Name: "bindings", DefaultBranch: "main", repo: r, pipelines: map[int64]*pipeline{}}
+	m := w.byToken["local-maintainer-token"]
+	readme := "# bindings\n\nOne YAML file per target: a sorted list of {subject, expiresAt, operationId}.\n"
+	sha, err := r.writeCommit(ctx, "", []fileChange{{Path: "bindings/README.md", Content: []byte(readme)}}, "Initial commit", m.sig(now), m.sig(now))
+	if err != nil {
+		return nil, fmt.Errorf("seed commit: %w", err)
+	}
+	if err := r.updateRef(ctx, "main", sha, ""); err != nil {
+		return nil, err
+	}
+	w.projects[p.ID] = p
+	w.byPath[p.Path] = p
+	return w, nil
+}
