@@ -1,0 +1,318 @@
+// Package sim composes every simulator of changeflow's external systems
+// into one HTTP handler — GitLab under /gitlab/, the approval system under
+// /approval/, the deployment pipeline under /deploy/, the permission
+// service under /permission/ and the OIDC issuer under /oidc/ — as
+// `changeflow serve --local` and `changeflow sim` serve it (SPEC §3.6).
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"changeflow/internal/sim/approval"
+	"changeflow/internal/sim/deliver"
+	"changeflow/internal/sim/deploy"
+	"changeflow/internal/sim/gitlab"
+	"changeflow/internal/sim/oidc"
+	"changeflow/internal/sim/permission"
+)
+
+// Defaults of the local world (SPEC §3.6).
+const (
+	DefaultListen        = "127.0.0.1:8090"
+	DefaultCallbackURL   = "http://127.0.0.1:8080"
+	DefaultApprovalDelay = 2 * time.Second
+	DefaultDeployDelay   = 2 * time.Second
+)
+
+// Config configures the simulated world. The zero value (plus tokens) is
+// the local world.
+type Config struct {
+	// Listen is the address Start listens on (default DefaultListen).
+	Listen string
+	// PublicURL is the base URL clients use to reach Listen (default
+	// "http://" + Listen); it makes the OIDC issuer and GitLab's web_url.
+	// With a ":0" port it is taken from the real address at Start.
+	PublicURL string
+	// CallbackURLs are the service's base URLs; callbacks and webhooks go
+	// to them in turn, skipping ones that fail (default DefaultCallbackURL).
+	CallbackURLs []string
+	// CallbackToken is sent as X-Callback-Token on approval and deploy
+	// callbacks; WebhookToken as X-Gitlab-Token on GitLab webhooks.
+	CallbackToken, WebhookToken string
+	// DataDir holds GitLab's repositories ("" → a temporary directory).
+	DataDir string
+	Logger  *slog.Logger
+
+	// ApprovalPolicy is the approval system's policy at start (nil → auto
+	// approve after DefaultApprovalDelay).
+	ApprovalPolicy *approval.Policy
+	// DeployDelay is merge → deploy callback (nil → DefaultDeployDelay).
+	DeployDelay *time.Duration
+	// Grants is the permission table (nil → permission.LocalGrants()).
+	Grants map[string][]string
+	// GitLab adjusts the GitLab simulator's options before it is built
+	// (timings in tests); DataDir, Deliver, WebhookToken, Logger and
+	// ExternalURL are already set.
+	GitLab func(*gitlab.Options)
+	// DeliveryBackoffMax caps the retry backoff of callbacks (default 5 s).
+	DeliveryBackoffMax time.Duration
+}
+
+// Sim is the running simulated world.
+type Sim struct {
+	cfg    Config
+	logger *slog.Logger
+
+	GitLab     *gitlab.Server
+	Approval   *approval.Server
+	Deploy     *deploy.Server
+	Permission *permission.Server
+	OIDC       *oidc.Server
+	// Webhooks, ApprovalCallbacks and DeployCallbacks are the deliverers,
+	// one per simulator so each has its own faults and log.
+	Webhooks, ApprovalCallbacks, DeployCallbacks *deliver.Deliverer
+
+	handler http.Handler
+
+	mu     sync.Mutex
+	srv    *http.Server
+	ln     net.Listener
+	served chan struct{}
+	closed bool
+}
+
+// New builds every simulator; nothing listens until Start.
+func New(cfg Config) (_ *Sim, err error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if len(cfg.CallbackURLs) == 0 {
+		cfg.CallbackURLs = []string{DefaultCallbackURL}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Sim{cfg: cfg, logger: cfg.Logger}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+
+	newDeliverer := func(name string) (*deliver.Deliverer, error) {
+		return deliver.New(deliver.Options{
+			Targets: cfg.CallbackURLs, BackoffMax: cfg.DeliveryBackoffMax,
+			Logger: cfg.Logger.With("sim", name, "part", "deliver"),
+		})
+	}
+	if s.Webhooks, err = newDeliverer("gitlab"); err != nil {
+		return nil, err
+	}
+	if s.ApprovalCallbacks, err = newDeliverer("approval"); err != nil {
+		return nil, err
+	}
+	if s.DeployCallbacks, err = newDeliverer("deploy"); err != nil {
+		return nil, err
+	}
+
+	glOpts := gitlab.Options{
+		DataDir: cfg.DataDir, Deliver: s.Webhooks, WebhookToken: cfg.WebhookToken,
+		Logger: cfg.Logger, ExternalURL: cfg.PublicURL + "/gitlab",
+	}
+	if cfg.GitLab != nil {
+		cfg.GitLab(&glOpts)
+	}
+	if s.GitLab, err = gitlab.New(glOpts); err != nil {
+		return nil, fmt.Errorf("sim: gitlab: %w", err)
+	}
+
+	policy := approval.LocalPolicy()
+	if cfg.ApprovalPolicy != nil {
+		policy = *cfg.ApprovalPolicy
+	}
+	if s.Approval, err = approval.New(approval.Options{
+		Deliverer: s.ApprovalCallbacks, CallbackToken: cfg.CallbackToken, Policy: policy,
+		Logger: cfg.Logger.With("sim", "approval"),
+	}); err != nil {
+		return nil, fmt.Errorf("sim: approval: %w", err)
+	}
+
+	delay := DefaultDeployDelay
+	if cfg.DeployDelay != nil {
+		delay = *cfg.DeployDelay
+	}
+	if s.Deploy, err = deploy.New(deploy.Options{
+		Deliverer: s.DeployCallbacks, CallbackToken: cfg.CallbackToken, Delay: delay,
+		Logger: cfg.Logger.With("sim", "deploy"),
+	}); err != nil {
+		return nil, fmt.Errorf("sim: deploy: %w", err)
+	}
+	s.GitLab.OnMerge(func(e gitlab.MergeEvent) {
+		s.Deploy.HandleMerge(deploy.MergeEvent{
+			ProjectID: e.ProjectID, MRIID: e.MRIID, MergeCommitSHA: e.MergeCommitSHA,
+			TargetBranch: e.TargetBranch, MergedAt: e.MergedAt,
+		})
+	})
+
+	grants := cfg.Grants
+	if grants == nil {
+		grants = permission.LocalGrants()
+	}
+	if s.Permission, err = permission.New(permission.Options{Grants: grants, Logger: cfg.Logger.With("sim", "permission")}); err != nil {
+		return nil, fmt.Errorf("sim: permission: %w", err)
+	}
+	if s.OIDC, err = oidc.New(oidc.Options{Issuer: cfg.PublicURL + "/oidc", Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
+		return nil, fmt.Errorf("sim: oidc: %w", err)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// routes mounts each simulator under its prefix. GitLab's webhook
+// deliveries get their control API here, next to GitLab's own.
+func (s *Sim) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/gitlab/", http.StripPrefix("/gitlab", s.GitLab))
+	s.Webhooks.RegisterControl(mux, "/gitlab/_control/deliveries")
+	mux.Handle("/approval/", http.StripPrefix("/approval", s.Approval))
+	mux.Handle("/deploy/", http.StripPrefix("/deploy", s.Deploy))
+	mux.Handle("/permission/", http.StripPrefix("/permission", s.Permission))
+	mux.Handle("/oidc/", http.StripPrefix("/oidc", s.OIDC))
+	mux.HandleFunc("GET /{$}", s.handleIndex)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// handleIndex tells a person (or a script) what is mounted where.
+func (s *Sim) handleIndex(w http.ResponseWriter, r *http.Request) {
+	base := s.URL()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
+		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", s.cfg.CallbackURLs)
+}
+
+// Handler is every simulator on one handler.
+func (s *Sim) Handler() http.Handler { return s.handler }
+
+// Start listens on Config.Listen and serves in the background until ctx
+// is done or Close is called. It returns once listening.
+func (s *Sim) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("sim: listen: %w", err)
+	}
+	s.mu.Lock()
+	if s.closed || s.srv != nil {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return errors.New("sim: already started or closed")
+	}
+	if strings.HasSuffix(s.cfg.Listen, ":0") {
+		// The port is known only now: the issuer must name it.
+		s.cfg.PublicURL = "http://" + ln.Addr().String()
+		s.OIDC.SetIssuer(s.cfg.PublicURL + "/oidc")
+	}
+	s.ln = ln
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.served = make(chan struct{})
+	srv, served := s.srv, s.served
+	s.mu.Unlock()
+
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("simulators stopped serving", "err", err)
+		}
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+		case <-served:
+		}
+	}()
+	s.logger.Info("simulators listening", "addr", ln.Addr().String(), "callbackURLs", s.cfg.CallbackURLs)
+	return nil
+}
+
+// Addr is the address Start listens on ("" before Start).
+func (s *Sim) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// URL is the public base URL, e.g. http://127.0.0.1:8090.
+func (s *Sim) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.PublicURL
+}
+
+// Close stops serving and every simulator. Held permission checks are
+// released first so the HTTP shutdown does not wait on them; deliveries
+// still queued are abandoned. Safe to call more than once.
+func (s *Sim) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	srv, served := s.srv, s.served
+	s.mu.Unlock()
+
+	var errs []error
+	closeIt := func(c interface{ Close() error }) {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	if s.Permission != nil {
+		closeIt(s.Permission)
+	}
+	if s.Approval != nil {
+		closeIt(s.Approval)
+	}
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		cancel()
+		<-served
+	}
+	if s.Deploy != nil {
+		closeIt(s.Deploy)
+	}
+	if s.GitLab != nil {
+		closeIt(s.GitLab)
+	}
+	for _, d := range []*deliver.Deliverer{s.Webhooks, s.ApprovalCallbacks, s.DeployCallbacks} {
+		if d != nil {
+			closeIt(d)
+		}
+	}
+	if s.OIDC != nil {
+		closeIt(s.OIDC)
+	}
+	return errors.Join(errs...)
+}
