@@ -178,12 +178,19 @@ func (d *Deliverer) Submit(ctx context.Context, path string, header http.Header,
 
 // acquire takes an in-flight slot, waiting while the bound is reached.
 func (d *Deliverer) acquire(ctx context.Context) bool {
+	// A free slot wins even over a done ctx: callers often pass a request
+	// context that ends right after they return, and select would pick
+	// between ready cases at random.
 	select {
 	case d.slots <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	case <-d.ctx.Done():
-		return false
+	default:
+		select {
+		case d.slots <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		case <-d.ctx.Done():
+			return false
+		}
 	}
 	d.mu.Lock()
 	if d.inflight == 0 {

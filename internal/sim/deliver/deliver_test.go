@@ -402,3 +402,16 @@ func TestControlAPI(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestDeliverWithAnEndedContextStillDelivers(t *testing.T) {
+	rc := newReceiver(t, "a", nil)
+	d := mustNew(t, deliver.Options{Targets: []string{rc.srv.URL}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a request context that ended as its handler returned
+	for i := range 20 {
+		d.Deliver(ctx, "/p", nil, body(i%10))
+	}
+	for range 20 {
+		next(t, rc.seen)
+	}
+}

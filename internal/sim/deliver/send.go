@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -75,10 +76,9 @@ func (d *Deliverer) attempt(target string, it *item) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	// Drain a little so the connection can be reused; the body itself is
+	// Drain (bounded) so the connection can be reused; the body itself is
 	// not the deliverer's business.
-	buf := make([]byte, 4096)
-	_, _ = resp.Body.Read(buf)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, nil
 }
 
