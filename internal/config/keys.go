@@ -33,6 +33,7 @@ const (
 	KeyInstanceHeartbeatInterval = "instance.heartbeatInterval"
 	KeyInstanceLiveAfter         = "instance.liveAfter"
 	KeySimEmbedded               = "sim.embedded"
+	KeySimListen                 = "sim.listen"
 	KeyLogLevel                  = "log.level"
 
 	KeyEtcdEndpoints   = "config.etcd.endpoints"

@@ -201,6 +201,8 @@ type Endpoints struct {
 	DirectoryFile string
 	// SimEmbedded says serve starts the simulators in-process.
 	SimEmbedded bool
+	// SimListen is where embedded simulators listen.
+	SimListen string
 }
 
 // Endpoints returns the external systems' addresses.
@@ -212,6 +214,7 @@ func (s *Snapshot) Endpoints() Endpoints {
 		OIDCIssuer:    s.str(KeyOIDCIssuer),
 		DirectoryFile: s.str(KeyIdentityDirectoryFile),
 		SimEmbedded:   s.flag(KeySimEmbedded),
+		SimListen:     s.str(KeySimListen),
 	}
 }
 

@@ -238,7 +238,7 @@ gitlab: {baseURL: "http://127.0.0.1:8090/gitlab/"}
 	require.Equal(t, PollingTier{ShortInterval: 5 * time.Second, ShortAttempts: 12, LongInterval: 30 * time.Second, Timeout: time.Hour}, s.Polling(PollingPipeline))
 	require.Equal(t, Breaker{Failures: 2, OpenFor: 30 * time.Second}, s.Breaker())
 	require.Equal(t, Idempotency{TTL: 24 * time.Hour, CleanupInterval: 10 * time.Minute}, s.Idempotency())
-	require.Equal(t, Endpoints{GitLab: "http://127.0.0.1:8090/gitlab/", SimEmbedded: true}, s.Endpoints())
+	require.Equal(t, Endpoints{GitLab: "http://127.0.0.1:8090/gitlab/", SimEmbedded: true, SimListen: "127.0.0.1:8090"}, s.Endpoints())
 	require.True(t, s.RestartRequired(KeyServerListen))
 	require.False(t, s.RestartRequired(KeyWorkflowApproveFirst))
 }
