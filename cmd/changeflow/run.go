@@ -17,6 +17,9 @@ const usage = `changeflow — self-service configuration-as-code changes
 Usage:
   changeflow serve   [--config FILE] [--local]   run the service
   changeflow migrate [--config FILE] [--local]   apply database migrations and exit
+  changeflow sim     [--listen ADDR] [--callback-url URL]...
+                                                 run only the simulators of GitLab, the approval
+                                                 system, deployment, permissions and OIDC
   changeflow version                             print the version
 
 --local runs the local profile of SPEC §3.6: SQLite under ./var, the
@@ -41,6 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "sim":
+		err = runSim(ctx, rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "changeflow %s\n", version)
 	case "help", "--help", "-h":

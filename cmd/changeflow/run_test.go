@@ -332,3 +332,77 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestServeStartsEmbeddedSimulators is the local run's shape: sim.embedded
+// starts every simulator beside the service, and the simulated GitLab
+// answers its REST API with the local world's tokens.
+func TestServeStartsEmbeddedSimulators(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "changeflow.yaml")
+	writeConfig(t, file, sqliteConfig(t, dir, "sim:\n  embedded: true\n  listen: 127.0.0.1:0\n"))
+	in := startServe(t, file, nil)
+	m := regexp.MustCompile(`simulators on (http://\S+)`).FindStringSubmatch(in.stdout.String())
+	if m == nil {
+		t.Fatalf("no simulators line on stdout:\n%s", in.stdout.String())
+	}
+	assertLocalGitLab(t, m[1])
+}
+
+func TestSimCommandServesTheLocalWorld(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"changeflow", "sim", "--listen", "127.0.0.1:0", "--callback-url", "http://127.0.0.1:1"},
+			func(string) string { return "" }, out, errb)
+	}()
+	re := regexp.MustCompile(`simulators on (http://\S+)`)
+	deadline := time.Now().Add(20 * time.Second)
+	var base string
+	for base == "" && time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if base == "" {
+		cancel()
+		t.Fatalf("sim never reported its address\n%s", errb.String())
+	}
+	assertLocalGitLab(t, base)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sim returned %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("sim did not stop after cancellation")
+	}
+}
+
+// assertLocalGitLab checks the simulated GitLab at base serves project 1
+// (config/bindings) to the committer bot and refuses an unknown token.
+func assertLocalGitLab(t *testing.T, base string) {
+	t.Helper()
+	get := func(token string) (int, map[string]any) {
+		req, _ := http.NewRequest("GET", base+"/gitlab/api/v4/projects/1", nil)
+		req.Header.Set("PRIVATE-TOKEN", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET project: %v", err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	code, body := get("local-committer-token")
+	if code != 200 || body["path_with_namespace"] != "config/bindings" || body["default_branch"] != "main" {
+		t.Fatalf("project 1 = %d %v", code, body)
+	}
+	if code, _ := get("no-such-token"); code != 401 {
+		t.Fatalf("unknown token = %d, want 401", code)
+	}
+}

@@ -70,6 +70,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version,
 		"instance", cfg.Current().Instance().ID)
 
+	if cfg.Current().Endpoints().SimEmbedded {
+		sims, err := startEmbeddedSim(ctx, cfg.Current(), "http://"+ln.Addr().String(), logger)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer sims.Close()
+		fmt.Fprintf(stdout, "changeflow: simulators on %s\n", sims.URL())
+	}
+
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"changeflow/internal/config"
+	"changeflow/internal/sim"
+)
+
+// Tokens of the local world (SPEC §3.6); the local profile's
+// callbacks.tokens.* use the same values.
+const (
+	localCallbackToken = "local-callback-token"
+	localWebhookToken  = "local-webhook-token"
+)
+
+// urlList is a repeatable flag.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, ",") }
+func (u *urlList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*u = append(*u, strings.TrimRight(s, "/"))
+		}
+	}
+	return nil
+}
+
+// runSim serves only the simulators, so several `changeflow serve`
+// instances on one MariaDB can share one simulated world: callbacks and
+// webhooks go to the --callback-url bases in turn, skipping ones that fail.
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", sim.DefaultListen, "address to serve the simulators on")
+	var callbacks urlList
+	fs.Var(&callbacks, "callback-url", "base URL of a changeflow instance (repeatable, or comma-separated)")
+	callbackToken := fs.String("callback-token", localCallbackToken, "X-Callback-Token sent with approval and deploy callbacks")
+	webhookToken := fs.String("webhook-token", localWebhookToken, "X-Gitlab-Token sent with GitLab webhooks")
+	dataDir := fs.String("data-dir", "", "directory for the simulated GitLab's repositories (default: a temporary one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments: %s", errUsage, strings.Join(fs.Args(), " "))
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	s, err := sim.New(sim.Config{
+		Listen: *listen, CallbackURLs: callbacks,
+		CallbackToken: *callbackToken, WebhookToken: *webhookToken,
+		DataDir: *dataDir, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "changeflow: simulators on %s\n", s.URL())
+	<-ctx.Done()
+	return s.Close()
+}
+
+// startEmbeddedSim starts the simulators inside serve (sim.embedded), with
+// callbacks aimed at this instance's own listener.
+func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string, logger *slog.Logger) (*sim.Sim, error) {
+	callbackToken, _, _ := snap.CallbackToken(config.CallbackApproval)
+	webhookToken, _, _ := snap.CallbackToken(config.CallbackGitLab)
+	s, err := sim.New(sim.Config{
+		Listen:        snap.Endpoints().SimListen,
+		CallbackURLs:  []string{selfURL},
+		CallbackToken: callbackToken,
+		WebhookToken:  webhookToken,
+		Logger:        logger.With("component", "sim"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build simulators: %w", err)
+	}
+	if err := s.Start(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("start simulators: %w", err)
+	}
+	return s, nil
+}
