@@ -114,7 +114,8 @@ func (f *Fault) validate() error {
 
 // matchFault consumes one hit of the first fault matching the call.
 func (s *Server) matchFault(r *http.Request) *Fault {
-	p := strings.TrimPrefix(r.URL.Path, "/api/v4")
+	// The escaped path, so "*" matches "config%2Fbindings" as one segment.
+	p := strings.TrimPrefix(r.URL.EscapedPath(), "/api/v4")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, f := range s.faults {
