@@ -210,6 +210,9 @@ func (s *Server) checkRule(ctx context.Context, p *project, m *mergeRequest) str
 }
 
 func checkBindingsYAML(data []byte) string {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return "empty file, want a YAML list (use [] for none)"
+	}
 	var entries []map[string]any
 	if err := yaml.Unmarshal(data, &entries); err != nil {
 		return "not a YAML list of mappings: " + err.Error()

@@ -31,6 +31,8 @@ func TestPipelineRule(t *testing.T) {
 		{"empty subject fails", "- subject: \"\"\n  expiresAt: x\n", "failed"},
 		{"a mapping is not a list", "subject: alice\nexpiresAt: x\n", "failed"},
 		{"broken YAML fails", "- subject: [\n", "failed"},
+		{"an empty file is not a list", "\n", "failed"},
+		{"an empty list passes", "[]\n", "success"},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
