@@ -122,20 +122,9 @@ func (s *Server) pipelineJSON(p *project, pl *pipeline) map[string]any {
 	return m
 }
 
-// mrJSON renders the single-MR entity. rebaseField adds rebase_in_progress,
-// which GitLab exposes only with include_rebase_in_progress=true.
-func (s *Server) mrJSON(ctx context.Context, p *project, m *mergeRequest, viewer *user, rebaseField bool) map[string]any {
+// basicMRJSON renders GitLab's list entity (MergeRequestBasic).
+func (s *Server) basicMRJSON(ctx context.Context, p *project, m *mergeRequest) map[string]any {
 	ms := s.mergeStatus(ctx, p, m)
-	var head any
-	var pipe any
-	if hp := p.headPipeline(m); hp != nil {
-		head = s.pipelineJSON(p, hp)
-		pipe = s.pipelineInfoJSON(p, hp)
-	}
-	base := ""
-	if target, err := p.repo.branchHead(ctx, m.TargetBranch); err == nil && target != "" && m.SHA != "" {
-		base, _ = p.repo.mergeBase(ctx, target, m.SHA)
-	}
 	ref := fmt.Sprintf("!%d", m.IID)
 	out := map[string]any{
 		"id": m.ID, "iid": m.IID, "project_id": p.ID, "title": m.Title, "description": m.Description,
@@ -147,35 +136,53 @@ func (s *Server) mrJSON(ctx context.Context, p *project, m *mergeRequest, viewer
 		"author": s.userJSON(m.Author), "assignees": []any{}, "assignee": nil, "reviewers": []any{},
 		"source_project_id": p.ID, "target_project_id": p.ID, "labels": []string{},
 		"draft": m.draft(), "work_in_progress": m.draft(), "milestone": nil,
-		"merge_when_pipeline_succeeds":    false,
-		"merge_status":                    ms,
-		"detailed_merge_status":           s.detailedStatus(ctx, p, m),
-		"sha":                             m.SHA,
-		"merge_commit_sha":                nullable(m.MergeCommitSHA),
-		"squash_commit_sha":               nil,
-		"discussion_locked":               nil,
-		"should_remove_source_branch":     m.RemoveSourceBranch,
-		"force_remove_source_branch":      m.RemoveSourceBranch,
-		"prepared_at":                     m.CreatedAt,
-		"reference":                       ref,
-		"references":                      map[string]any{"short": ref, "relative": ref, "full": p.Path + ref},
-		"web_url":                         s.mrURL(p, m),
-		"squash":                          false,
-		"squash_on_merge":                 false,
-		"has_conflicts":                   ms == "cannot_be_merged",
-		"blocking_discussions_resolved":   true,
-		"subscribed":                      false,
-		"changes_count":                   nil,
-		"latest_build_started_at":         nil,
-		"latest_build_finished_at":        nil,
-		"first_deployed_to_production_at": nil,
-		"pipeline":                        pipe,
-		"head_pipeline":                   head,
-		"diff_refs":                       map[string]any{"base_sha": nullable(base), "head_sha": nullable(m.SHA), "start_sha": nullable(base)},
-		"merge_error":                     nullable(m.MergeError),
-		"first_contribution":              false,
-		"user":                            map[string]any{"can_merge": viewer != nil && viewer.canMerge()},
+		"merge_when_pipeline_succeeds":  false,
+		"merge_status":                  ms,
+		"detailed_merge_status":         s.detailedStatus(ctx, p, m),
+		"sha":                           m.SHA,
+		"merge_commit_sha":              nullable(m.MergeCommitSHA),
+		"squash_commit_sha":             nil,
+		"discussion_locked":             nil,
+		"should_remove_source_branch":   m.RemoveSourceBranch,
+		"force_remove_source_branch":    m.RemoveSourceBranch,
+		"prepared_at":                   m.CreatedAt,
+		"reference":                     ref,
+		"references":                    map[string]any{"short": ref, "relative": ref, "full": p.Path + ref},
+		"web_url":                       s.mrURL(p, m),
+		"squash":                        false,
+		"squash_on_merge":               false,
+		"has_conflicts":                 ms == "cannot_be_merged",
+		"blocking_discussions_resolved": true,
 	}
+	return out
+}
+
+// mrJSON renders the single-MR entity: the list entity plus pipelines,
+// diff refs, merge_error and the viewer's can_merge. rebaseField adds
+// rebase_in_progress, which GitLab exposes only with
+// include_rebase_in_progress=true.
+func (s *Server) mrJSON(ctx context.Context, p *project, m *mergeRequest, viewer *user, rebaseField bool) map[string]any {
+	out := s.basicMRJSON(ctx, p, m)
+	var head, pipe any
+	if hp := p.headPipeline(m); hp != nil {
+		head = s.pipelineJSON(p, hp)
+		pipe = s.pipelineInfoJSON(p, hp)
+	}
+	base := ""
+	if target, err := p.repo.branchHead(ctx, m.TargetBranch); err == nil && target != "" && m.SHA != "" {
+		base, _ = p.repo.mergeBase(ctx, target, m.SHA)
+	}
+	out["pipeline"] = pipe
+	out["head_pipeline"] = head
+	out["diff_refs"] = map[string]any{"base_sha": nullable(base), "head_sha": nullable(m.SHA), "start_sha": nullable(base)}
+	out["merge_error"] = nullable(m.MergeError)
+	out["user"] = map[string]any{"can_merge": viewer != nil && viewer.canMerge()}
+	out["subscribed"] = false
+	out["changes_count"] = nil
+	out["latest_build_started_at"] = nil
+	out["latest_build_finished_at"] = nil
+	out["first_deployed_to_production_at"] = nil
+	out["first_contribution"] = false
 	if rebaseField {
 		out["rebase_in_progress"] = m.RebaseInProgress
 	}

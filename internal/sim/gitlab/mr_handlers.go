@@ -141,7 +141,7 @@ func (s *Server) handleListMRs(w http.ResponseWriter, r *http.Request) {
 	page := paginate(w, r, list)
 	out := make([]any, 0, len(page))
 	for _, m := range page {
-		out = append(out, s.mrJSON(r.Context(), p, m, caller(r), false))
+		out = append(out, s.basicMRJSON(r.Context(), p, m))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
