@@ -72,6 +72,13 @@ func TestApprove(t *testing.T) {
 	t.Run("maintainer may approve anything", func(t *testing.T) {
 		e.must(201, "POST", tokMaint, p+"/approve", nil)
 	})
+	t.Run("a closed MR cannot be approved: 401", func(t *testing.T) {
+		e.must(200, "PUT", tokBot, p, map[string]any{"state_event": "close"})
+		e.must(401, "POST", tokA1, p+"/approve", nil)
+		if a := e.must(200, "GET", tokA1, p+"/approvals", nil).obj(); a["user_can_approve"] != false {
+			t.Fatalf("user_can_approve on a closed MR: %v", a)
+		}
+	})
 }
 
 func TestApproveCompatAll401(t *testing.T) {

@@ -31,8 +31,10 @@ const (
 // milliseconds.
 type Duration time.Duration
 
+// MarshalJSON writes the Go duration string, e.g. "250ms".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
+// UnmarshalJSON accepts a Go duration string or a number of milliseconds.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
