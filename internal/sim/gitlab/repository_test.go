@@ -35,6 +35,12 @@ func TestAuth(t *testing.T) {
 	t.Run("unknown project is 404", func(t *testing.T) {
 		e.must(404, "GET", tokBot, "/projects/99/merge_requests", nil)
 	})
+	t.Run("unknown route is 404, wrong method 405", func(t *testing.T) {
+		e.must(404, "GET", tokBot, "/projects/1/nothing-here", nil)
+		if r := e.must(405, "PATCH", tokBot, "/projects/1/merge_requests/1/merge", nil); r.obj()["error"] != "405 Not Allowed" {
+			t.Fatalf("body: %s", r.Raw)
+		}
+	})
 }
 
 func TestBranches(t *testing.T) {

@@ -9,29 +9,40 @@ import (
 // apiRoutes lists every REST v4 endpoint the simulator serves.
 func (s *Server) apiRoutes() http.Handler {
 	mux := http.NewServeMux()
+	seen := map[string]bool{}
+	handle := func(method, path string, h http.HandlerFunc) {
+		mux.HandleFunc(method+" "+path, h)
+		if !seen[path] {
+			seen[path] = true
+			// A known path with another method: Grape's 405 body.
+			mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "405 Not Allowed"})
+			})
+		}
+	}
 	const pr = "/api/v4/projects/{id}"
 	const mr = pr + "/merge_requests/{iid}"
-	mux.HandleFunc("GET /api/v4/user", s.handleCurrentUser)
-	mux.HandleFunc("GET "+pr, s.handleGetProject)
-	mux.HandleFunc("POST "+pr+"/repository/branches", s.handleCreateBranch)
-	mux.HandleFunc("GET "+pr+"/repository/branches/{branch}", s.handleGetBranch)
-	mux.HandleFunc("DELETE "+pr+"/repository/branches/{branch}", s.handleDeleteBranch)
-	mux.HandleFunc("POST "+pr+"/repository/commits", s.handleCreateCommit)
-	mux.HandleFunc("GET "+pr+"/repository/commits/{sha}", s.handleGetCommit)
-	mux.HandleFunc("GET "+pr+"/repository/files/{file}", s.handleGetFile)
-	mux.HandleFunc("GET "+pr+"/repository/files/{file}/raw", s.handleGetRawFile)
-	mux.HandleFunc("GET "+pr+"/merge_requests", s.handleListMRs)
-	mux.HandleFunc("POST "+pr+"/merge_requests", s.handleCreateMR)
-	mux.HandleFunc("GET "+mr, s.handleGetMR)
-	mux.HandleFunc("PUT "+mr, s.handleUpdateMR)
-	mux.HandleFunc("POST "+mr+"/approve", s.handleApprove)
-	mux.HandleFunc("POST "+mr+"/unapprove", s.handleUnapprove)
-	mux.HandleFunc("GET "+mr+"/approvals", s.handleGetApprovals)
-	mux.HandleFunc("PUT "+mr+"/merge", s.handleMerge)
-	mux.HandleFunc("PUT "+mr+"/rebase", s.handleRebase)
-	mux.HandleFunc("GET "+mr+"/pipelines", s.handleMRPipelines)
-	mux.HandleFunc("GET "+pr+"/pipelines/{pipeline}", s.handleGetPipeline)
-	mux.HandleFunc("GET "+pr+"/approval_check_items", s.handleGetCheckItems)
+	handle("GET", "/api/v4/user", s.handleCurrentUser)
+	handle("GET", pr, s.handleGetProject)
+	handle("POST", pr+"/repository/branches", s.handleCreateBranch)
+	handle("GET", pr+"/repository/branches/{branch}", s.handleGetBranch)
+	handle("DELETE", pr+"/repository/branches/{branch}", s.handleDeleteBranch)
+	handle("POST", pr+"/repository/commits", s.handleCreateCommit)
+	handle("GET", pr+"/repository/commits/{sha}", s.handleGetCommit)
+	handle("GET", pr+"/repository/files/{file}", s.handleGetFile)
+	handle("GET", pr+"/repository/files/{file}/raw", s.handleGetRawFile)
+	handle("GET", pr+"/merge_requests", s.handleListMRs)
+	handle("POST", pr+"/merge_requests", s.handleCreateMR)
+	handle("GET", mr, s.handleGetMR)
+	handle("PUT", mr, s.handleUpdateMR)
+	handle("POST", mr+"/approve", s.handleApprove)
+	handle("POST", mr+"/unapprove", s.handleUnapprove)
+	handle("GET", mr+"/approvals", s.handleGetApprovals)
+	handle("PUT", mr+"/merge", s.handleMerge)
+	handle("PUT", mr+"/rebase", s.handleRebase)
+	handle("GET", mr+"/pipelines", s.handleMRPipelines)
+	handle("GET", pr+"/pipelines/{pipeline}", s.handleGetPipeline)
+	handle("GET", pr+"/approval_check_items", s.handleGetCheckItems)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "404 Not Found")
 	})
