@@ -163,7 +163,7 @@ func TestIdleBucketsAreReclaimedOnAccess(t *testing.T) {
 	if n := l.Len(); n > keys+keys/10 {
 		t.Fatalf("Len = %d after a second wave of %d keys: dead buckets are not reclaimed on access", n, keys)
 	}
-	if n := l.Sweep(at(2*time.Second)); n > keys/10 {
+	if n := l.Sweep(at(2 * time.Second)); n > keys/10 {
 		t.Fatalf("Sweep removed %d, want the few left over", n)
 	}
 	if n := l.Len(); n != keys {
