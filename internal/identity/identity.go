@@ -17,10 +17,14 @@ type Identity struct {
 	Raw string
 	// Email is the caller's email when known.
 	Email string
-	// Source names the adapter that produced it: "proxy", "oidc", "dev".
+	// Source names the adapter that produced it: SourceProxy ("proxy",
+	// also the local run's dev login) or SourceOIDC ("oidc").
 	Source string
-	// Trusted is true when the account was confirmed (found in the
-	// directory, or carried by a verified token). Metrics use only trusted
+	// Trusted is true when the directory confirmed the account (or, with
+	// no directory configured, when the login layer gave a
+	// canonical-account-shaped value). A verified token alone does not
+	// make an unknown employee ID or email trusted: it proves who signed
+	// in, not which canonical account that is. Metrics use only trusted
 	// identities and skip otherwise, rather than guessing.
 	Trusted bool
 }
