@@ -92,7 +92,9 @@ func (t *breakerTransport) breaker(s DependencySettings) *gobreaker.CircuitBreak
 // serverError carries a 5xx answer through the breaker as a failure.
 type serverError struct{ resp *http.Response }
 
-func (e *serverError) Error() string { return fmt.Sprintf("%s answered %d", e.resp.Request.URL.Host, e.resp.StatusCode) }
+func (e *serverError) Error() string {
+	return fmt.Sprintf("%s answered %d", e.resp.Request.URL.Host, e.resp.StatusCode)
+}
 
 func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.settings().withDefaults()

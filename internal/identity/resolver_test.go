@@ -285,7 +285,9 @@ func TestSlowIssuerHitsTheDeadline(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(block); ts.Close() })
 	v := identity.NewOIDC(identity.OIDCOptions{Issuer: ts.URL,
-		Settings: func() identity.DependencySettings { return identity.DependencySettings{Timeout: 100 * time.Millisecond} }})
+		Settings: func() identity.DependencySettings {
+			return identity.DependencySettings{Timeout: 100 * time.Millisecond}
+		}})
 	start := time.Now()
 	_, err := v.Verify(context.Background(), "x")
 	if !errors.Is(err, identity.ErrIssuerUnavailable) || time.Since(start) > 3*time.Second {
