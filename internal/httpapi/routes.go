@@ -16,6 +16,9 @@ type route struct {
 	// metrics: false for endpoints whose traffic is not API traffic
 	// (the Prometheus scrape itself).
 	metrics bool
+	// rateLimit: the route's quota (the seed's @RateLimit); nil means the
+	// route is not rate limited.
+	rateLimit *RateLimitSpec
 }
 
 // routes registers every endpoint of the product in one place.
@@ -39,6 +42,10 @@ func (s *Server) handle(rt route) {
 	h := rt.handler
 	if rt.metrics {
 		h = s.apiMetrics(rt.pattern, h)
+	}
+	// Rate limiting wraps last so that it runs first (R-X-1).
+	if rt.rateLimit != nil {
+		h = s.rateLimit(*rt.rateLimit, h)
 	}
 	s.mux.Handle(rt.pattern, h)
 }

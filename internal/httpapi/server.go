@@ -28,12 +28,15 @@ type Deps struct {
 	// ReadyTimeout bounds the readiness probe's database round trips, so a
 	// hung database makes /readyz answer 503 instead of hanging the prober.
 	ReadyTimeout time.Duration
+	// RateLimit is what routes with a rate-limit spec need (ratelimit.go).
+	RateLimit RateLimiting
 }
 
 // Server is the HTTP handler of the product.
 type Server struct {
 	deps Deps
 	mux  *http.ServeMux
+	rl   *rateLimiter
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
@@ -49,6 +52,7 @@ func newServer(d Deps, extra ...route) http.Handler {
 		d.ReadyTimeout = 2 * time.Second
 	}
 	s := &Server{deps: d, mux: http.NewServeMux()}
+	s.rl = newRateLimiter(d)
 	s.routes()
 	for _, rt := range extra {
 		s.handle(rt)
