@@ -1,0 +1,297 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"changeflow/internal/domain"
+)
+
+// Operation is one request (one operationId) as stored in the operation
+// table. Optional columns read as their zero value when NULL: 0 for ids and
+// numbers, "" for text, the zero time.
+type Operation struct {
+	ID          int64
+	OperationID string
+	Subject     string
+	TargetKey   string
+	ProjectID   int64
+	// Flow is "LEGACY" or "APPROVE_FIRST" (CHECK constraint).
+	Flow string
+	// Step is the internal step code (SPEC §1.1 StepStatus). The store
+	// treats it as an opaque int; the transition table lives in the domain.
+	Step int
+	// Version starts at 1 and grows by one with every write of Step (I6).
+	Version        int64
+	BatchID        int64
+	MRIID          int64
+	MRURL          string
+	Branch         string
+	ApprovalID     string
+	Reason         string
+	Days           int
+	ExpiresAt      time.Time
+	RequestHash    string
+	NextAction     string
+	DueAt          time.Time
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	Attempts       int
+	LastError      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// operationColumns is the select list scanOperation reads, in order.
+const operationColumns = "id, operation_id, subject, target_key, project_id, flow, step_status, version, " +
+	"batch_id, mr_iid, mr_url, branch, approval_id, reason, days, expires_at, request_hash, " +
+	"next_action, due_at, lease_owner, lease_expires_at, attempts, last_error, created_at, updated_at"
+
+// rowScanner is what *sql.Row and *sql.Rows have in common.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanOperation reads one row of operationColumns.
+func scanOperation(r rowScanner) (Operation, error) {
+	var (
+		o                                                        Operation
+		batchID, mrIID, days                                     sql.NullInt64
+		mrURL, branch, approvalID, nextAction, leaseOwner, lastE sql.NullString
+		expiresAt, dueAt, leaseExpiresAt                         sql.NullTime
+	)
+	err := r.Scan(&o.ID, &o.OperationID, &o.Subject, &o.TargetKey, &o.ProjectID, &o.Flow, &o.Step, &o.Version,
+		&batchID, &mrIID, &mrURL, &branch, &approvalID, &o.Reason, &days, &expiresAt, &o.RequestHash,
+		&nextAction, &dueAt, &leaseOwner, &leaseExpiresAt, &o.Attempts, &lastE, &o.CreatedAt, &o.UpdatedAt)
+	if err != nil {
+		return Operation{}, err
+	}
+	o.BatchID, o.MRIID, o.Days = batchID.Int64, mrIID.Int64, int(days.Int64)
+	o.MRURL, o.Branch, o.ApprovalID = mrURL.String, branch.String, approvalID.String
+	o.NextAction, o.LeaseOwner, o.LastError = nextAction.String, leaseOwner.String, lastE.String
+	o.ExpiresAt, o.DueAt, o.LeaseExpiresAt = expiresAt.Time, dueAt.Time, leaseExpiresAt.Time
+	return o, nil
+}
+
+// queryer is what *sql.DB and *sql.Tx have in common for the reads that run
+// both inside a transaction and on their own.
+type queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// OperationGet returns the operation with operationID, or an error wrapping
+// domain.ErrNotFound.
+func (s *Store) OperationGet(ctx context.Context, operationID string) (Operation, error) {
+	o, err := operationGet(ctx, s.db, operationID)
+	if err != nil {
+		return Operation{}, fmt.Errorf("get operation %s: %w", operationID, translate(err))
+	}
+	return o, nil
+}
+
+func operationGet(ctx context.Context, q queryer, operationID string) (Operation, error) {
+	return scanOperation(q.QueryRowContext(ctx,
+		"SELECT "+operationColumns+" FROM operation WHERE operation_id = ?", operationID))
+}
+
+// OperationCreateParams is the validated request a new operation row holds.
+type OperationCreateParams struct {
+	OperationID string
+	Subject     string
+	TargetKey   string
+	ProjectID   int64
+	// Flow is "LEGACY" or "APPROVE_FIRST".
+	Flow string
+	// Step is the initial step code, e.g. CREATE_STARTED.
+	Step   int
+	Reason string
+	// Days is the requested duration; 0 stores NULL (not given).
+	Days int
+	// ExpiresAt is when the binding lapses; zero stores NULL.
+	ExpiresAt   time.Time
+	RequestHash string
+	// Actor is recorded in the first step-history row (instance or person).
+	Actor string
+}
+
+func (p OperationCreateParams) validate() error {
+	switch {
+	case p.OperationID == "" || p.Subject == "" || p.TargetKey == "":
+		return errors.New("operationId, subject and target are required")
+	case utf8.RuneCountInString(p.OperationID) > maxOperationIDLen:
+		return fmt.Errorf("operationId longer than %d characters", maxOperationIDLen)
+	case p.Step <= 0:
+		return fmt.Errorf("step code %d is not a step", p.Step)
+	}
+	return nil
+}
+
+// maxOperationIDLen is operation.operation_id's VARCHAR length. MariaDB
+// (strict mode) refuses a longer value and SQLite would store it, so the
+// store checks it for both.
+const maxOperationIDLen = 64
+
+// OperationCreate inserts a new operation in p.Step, with version 1, and its
+// first step-history row, in one transaction. An operationId that already
+// exists is an error wrapping domain.ErrDuplicate: the caller answers it
+// through the idempotency record (R-IDEM-1), which knows the winner.
+//
+// Most callers want OperationSubmit, which also applies the binding.
+func (s *Store) OperationCreate(ctx context.Context, p OperationCreateParams) (Operation, error) {
+	if err := p.validate(); err != nil {
+		return Operation{}, fmt.Errorf("create operation: %w", err)
+	}
+	var o Operation
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		if err := operationInsert(ctx, tx, s.dialect, p); err != nil {
+			return err
+		}
+		if err := operationStepInsert(ctx, tx, []operationStepRow{{
+			operationID: p.OperationID, toStep: p.Step, actor: p.Actor, note: "created",
+		}}); err != nil {
+			return err
+		}
+		var err error
+		o, err = operationGet(ctx, tx, p.OperationID)
+		return err
+	})
+	if err != nil {
+		return Operation{}, fmt.Errorf("create operation %s: %w", p.OperationID, err)
+	}
+	return o, nil
+}
+
+// operationInsert writes the operation row of p (version 1, DB-clock times).
+func operationInsert(ctx context.Context, tx *sql.Tx, d Dialect, p OperationCreateParams) error {
+	var days any
+	if p.Days != 0 {
+		days = p.Days
+	}
+	_, err := tx.ExecContext(ctx,
+		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, reason, days, expires_at, request_hash) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		p.OperationID, p.Subject, p.TargetKey, p.ProjectID, p.Flow, p.Step,
+		clipRunes(p.Reason, 1024), days, d.Time(p.ExpiresAt), p.RequestHash)
+	if err != nil {
+		return fmt.Errorf("insert operation: %w", translate(err))
+	}
+	return nil
+}
+
+// OperationStep is one row of an operation's step history: every change of
+// its step, and of its binding's status when a transition moved both.
+type OperationStep struct {
+	ID          int64
+	OperationID string
+	// FromStep is 0 on the row that created the operation.
+	FromStep int
+	ToStep   int
+	// FromBinding and ToBinding are "" when the binding did not change.
+	FromBinding domain.BindingStatus
+	ToBinding   domain.BindingStatus
+	Actor       string
+	Note        string
+	CreatedAt   time.Time
+}
+
+// OperationStepList returns the step history of operationID, oldest first
+// (the ops detail page). An unknown operation has an empty history.
+func (s *Store) OperationStepList(ctx context.Context, operationID string) ([]OperationStep, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id, operation_id, from_step, to_step, from_binding_status, to_binding_status, actor, note, created_at "+
+			"FROM operation_step WHERE operation_id = ? ORDER BY id", operationID)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %s: %w", operationID, translate(err))
+	}
+	defer rows.Close()
+	var out []OperationStep
+	for rows.Next() {
+		var (
+			st         OperationStep
+			from       sql.NullInt64
+			fromB, toB sql.NullString
+		)
+		if err := rows.Scan(&st.ID, &st.OperationID, &from, &st.ToStep, &fromB, &toB, &st.Actor, &st.Note, &st.CreatedAt); err != nil {
+			return nil, fmt.Errorf("list steps of %s: %w", operationID, err)
+		}
+		st.FromStep = int(from.Int64)
+		st.FromBinding, st.ToBinding = domain.BindingStatus(fromB.String), domain.BindingStatus(toB.String)
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list steps of %s: %w", operationID, translate(err))
+	}
+	return out, nil
+}
+
+// operationStepRow is one history row to append.
+type operationStepRow struct {
+	operationID            string
+	fromStep               int // 0 → NULL
+	toStep                 int
+	fromBinding, toBinding domain.BindingStatus // "" → NULL
+	actor, note            string
+}
+
+// operationStepColumns is the number of values one operationStepRow binds.
+const operationStepColumns = 7
+
+// operationStepInsert appends rows to operation_step with one multi-row
+// INSERT per chunk, so a transition of n operations costs ⌈n/500⌉
+// statements, not n.
+func operationStepInsert(ctx context.Context, tx *sql.Tx, rows []operationStepRow) error {
+	for _, part := range chunk(rows, InChunkSize) {
+		vals := make([]any, 0, len(part)*operationStepColumns)
+		for _, r := range part {
+			vals = append(vals, r.operationID, nullInt(r.fromStep), r.toStep,
+				nullStatus(r.fromBinding), nullStatus(r.toBinding), clipRunes(r.actor, 128), clipRunes(r.note, 512))
+		}
+		_, err := tx.ExecContext(ctx,
+			"INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status, actor, note) VALUES "+
+				valuesRows(len(part), operationStepColumns), vals...)
+		if err != nil {
+			return fmt.Errorf("append step history: %w", translate(err))
+		}
+	}
+	return nil
+}
+
+// nullInt binds 0 as NULL.
+func nullInt(v int) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// nullStatus binds "" as NULL.
+func nullStatus(s domain.BindingStatus) any {
+	if s == "" {
+		return nil
+	}
+	return string(s)
+}
+
+// clipRunes cuts s to at most n characters, the unit VARCHAR(n) counts on
+// MariaDB, without splitting a UTF-8 sequence. Free-text columns (notes,
+// reasons) are clipped rather than refused: losing the tail of a note is
+// better than failing the transition it describes.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}

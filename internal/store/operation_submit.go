@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"changeflow/internal/domain"
+)
+
+// OperationSubmitParams is a validated submission: the new operation and
+// the binding state it starts its relationship in.
+type OperationSubmitParams struct {
+	Operation OperationCreateParams
+	// BindingStatus is the relationship's first state for this request,
+	// e.g. APPROVAL_SENDING. The binding's expiry is Operation.ExpiresAt.
+	BindingStatus domain.BindingStatus
+}
+
+// OperationSubmitResult is what a submission wrote.
+type OperationSubmitResult struct {
+	Operation   Operation
+	Application BindingApplyResult
+}
+
+// OperationSubmit creates the operation and applies its binding (I5) in one
+// transaction, so a refused application leaves no operation behind and an
+// accepted one never exists without its operation:
+//
+//  1. INSERT operation (a duplicate operationId is an error wrapping
+//     domain.ErrDuplicate — the idempotency record answers it);
+//  2. BindingApply's create-or-reset, which may refuse with
+//     *BindingRefusedError (rolled back, nothing written);
+//  3. the first step-history row, naming the binding's new status.
+//
+// The lock order is operation, then binding, as in every cross-table
+// transition (seed §3.6). The new operation row is invisible to other
+// transactions until commit, so no other path can hold it first.
+// A lost race on the binding retries the whole transaction, as BindingApply
+// does.
+func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (OperationSubmitResult, error) {
+	op := p.Operation
+	apply := BindingApplyParams{
+		Subject: op.Subject, TargetKey: op.TargetKey, OperationID: op.OperationID,
+		Status: p.BindingStatus, ExpiresAt: op.ExpiresAt,
+	}
+	if err := op.validate(); err != nil {
+		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
+	}
+	if err := apply.validate(); err != nil {
+		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
+	}
+	var res OperationSubmitResult
+	err := s.retryApply(ctx, func(tx *sql.Tx) error {
+		if err := operationInsert(ctx, tx, s.dialect, op); err != nil {
+			return err
+		}
+		app, err := bindingApplyTx(ctx, tx, s.dialect, apply)
+		if err != nil {
+			return err
+		}
+		if err := operationStepInsert(ctx, tx, []operationStepRow{{
+			operationID: op.OperationID, toStep: op.Step, toBinding: p.BindingStatus,
+			actor: op.Actor, note: "submitted",
+		}}); err != nil {
+			return err
+		}
+		o, err := operationGet(ctx, tx, op.OperationID)
+		if err != nil {
+			return fmt.Errorf("re-read operation: %w", translate(err))
+		}
+		res = OperationSubmitResult{Operation: o, Application: app}
+		return nil
+	})
+	if err != nil {
+		return OperationSubmitResult{}, fmt.Errorf("submit operation %s: %w", op.OperationID, err)
+	}
+	return res, nil
+}
