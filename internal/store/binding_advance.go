@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"changeflow/internal/domain"
+)
+
+// Flip is what an advancing call returns when — and only when — this call
+// changed the binding's status. Callers produce side effects (metrics,
+// notifications) from a non-nil Flip, after the commit (I9): of several
+// concurrent paths advancing the same binding, exactly one gets a Flip.
+type Flip struct {
+	OperationID string
+	Subject     string
+	TargetKey   string
+	From        domain.BindingStatus
+	To          domain.BindingStatus
+	// BindingVersion is the binding's version after the flip.
+	BindingVersion int64
+	// FromStep and ToStep are the operation's step before and after; equal
+	// when the step did not need repairing.
+	FromStep int
+	ToStep   int
+}
+
+// BindingAdvanceParams describes an advance of the binding owned by
+// OperationID from From to To.
+type BindingAdvanceParams struct {
+	OperationID string
+	From        domain.BindingStatus
+	To          domain.BindingStatus
+	// Step is the step the operation must show once the binding is in To
+	// (e.g. CALLED_BACK). A lagging step is repaired even when the binding
+	// is already in To; 0 leaves the step alone.
+	Step  int
+	Actor string
+	Note  string
+}
+
+// BindingAdvance is the state-advancing method several paths share (seed
+// §3.6, MR lifecycle §3.7 markValidated): callbacks, reconciliation and
+// operators may all try to move the same binding at once.
+//
+// In one transaction, in the fixed lock order operation → binding:
+//
+//  1. lock the operation row (SELECT … FOR UPDATE on MariaDB);
+//  2. lock the binding through its unique key (subject, target) — a record
+//     lock, no gap lock — and check the operation still owns it;
+//  3. preconditions: the binding is in From or To, else nothing is written
+//     (idempotent no-op: a stale or early caller);
+//  4. repair a lagging step: Step is written if the operation shows
+//     another one (version+1), so the two layers agree again;
+//  5. flip From → To, guarded by status and version;
+//  6. one step-history row for whatever changed.
+//
+// It returns a non-nil *Flip only when step 5 ran in this call. A missing
+// operation or binding, another owner, a status outside {From, To}, or a
+// binding already in To all return (nil, nil). Because the rows are locked
+// before they are read, concurrent callers queue and each later one reads
+// To: they return nil instead of failing with domain.ErrPreempted. SQLite
+// needs no row locks for this: its write transactions hold the database's
+// single write lock from BEGIN (see Dialect.forUpdate).
+func (s *Store) BindingAdvance(ctx context.Context, p BindingAdvanceParams) (*Flip, error) {
+	switch {
+	case p.OperationID == "":
+		return nil, errors.New("advance binding: operationId is required")
+	case !p.From.Valid() || !p.To.Valid() || p.From == p.To:
+		return nil, fmt.Errorf("advance binding: %q → %q is not a move", p.From, p.To)
+	case p.Step < 0:
+		return nil, fmt.Errorf("advance binding: step code %d is not a step", p.Step)
+	}
+	var flip *Flip
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		var err error
+		flip, err = bindingAdvanceTx(ctx, tx, s.dialect, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advance binding of %s %s → %s: %w", p.OperationID, p.From, p.To, err)
+	}
+	return flip, nil
+}
+
+// bindingAdvanceTx is BindingAdvance inside tx.
+func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvanceParams) (*Flip, error) {
+	var (
+		subject, target string
+		step            int
+		version         int64
+	)
+	err := tx.QueryRowContext(ctx,
+		"SELECT subject, target_key, step_status, version FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock operation: %w", translate(err))
+	}
+	b, err := bindingGet(ctx, tx, d, subject, target, d.forUpdate())
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock binding: %w", translate(err))
+	}
+	if b.OperationID != p.OperationID || (b.Status != p.From && b.Status != p.To) {
+		return nil, nil
+	}
+
+	toStep := step
+	if p.Step != 0 && step != p.Step {
+		toStep = p.Step
+		if err := execOne(ctx, tx,
+			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+				" SET step_status = ?, version = version + 1 WHERE operation_id = ? AND step_status = ? AND version = ?",
+			p.Step, p.OperationID, step, version); err != nil {
+			return nil, fmt.Errorf("repair step: %w", err)
+		}
+	}
+	flipped := b.Status == p.From
+	if flipped {
+		if err := execOne(ctx, tx,
+			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
+			string(p.To), b.ID, string(p.From), b.Version); err != nil {
+			return nil, fmt.Errorf("flip binding: %w", err)
+		}
+	}
+	if !flipped && toStep == step {
+		return nil, nil
+	}
+	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: toStep, actor: p.Actor, note: p.Note}
+	if flipped {
+		hist.fromBinding, hist.toBinding = p.From, p.To
+	}
+	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+		return nil, err
+	}
+	if !flipped {
+		return nil, nil
+	}
+	return &Flip{
+		OperationID: p.OperationID, Subject: subject, TargetKey: target,
+		From: p.From, To: p.To, BindingVersion: b.Version + 1,
+		FromStep: step, ToStep: toStep,
+	}, nil
+}
+
+// BindingMarkValidatedParams names the operation whose binding the
+// deployment reported in effect.
+type BindingMarkValidatedParams struct {
+	OperationID string
+	// CalledBackStep is the step code of "called back" (CALLED_BACK,
+	// 10301), written when the operation's step lags behind.
+	CalledBackStep int
+	Actor          string
+	Note           string
+}
+
+// BindingMarkValidated is the seed's markValidated (MR lifecycle §3.7):
+// MERGED → VALIDATED for the binding owned by OperationID, repairing a
+// lagging step to CalledBackStep. The deploy callback and reconciliation
+// both call it; it returns a non-nil *Flip to exactly one of them, and
+// (nil, nil) to the others and to any caller whose preconditions do not
+// hold (idempotent no-op). See BindingAdvance.
+func (s *Store) BindingMarkValidated(ctx context.Context, p BindingMarkValidatedParams) (*Flip, error) {
+	return s.BindingAdvance(ctx, BindingAdvanceParams{
+		OperationID: p.OperationID,
+		From:        domain.BindingMerged,
+		To:          domain.BindingValidated,
+		Step:        p.CalledBackStep,
+		Actor:       p.Actor,
+		Note:        p.Note,
+	})
+}
