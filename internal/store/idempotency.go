@@ -1,0 +1,326 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"changeflow/internal/domain"
+)
+
+// IdempotencyOutcome is the answer to "may this request proceed?" for an
+// idempotency key (R-IDEM-1).
+type IdempotencyOutcome int
+
+// The outcomes of IdempotencyBegin.
+const (
+	// IdempotencyFresh: this call inserted the record; proceed, then
+	// IdempotencyComplete (or IdempotencyRelease).
+	IdempotencyFresh IdempotencyOutcome = iota + 1
+	// IdempotencyDuplicate: the key's request completed; replay the stored
+	// response with the winner's operationId.
+	IdempotencyDuplicate
+	// IdempotencyInFlight: the key's first request is still being
+	// processed.
+	IdempotencyInFlight
+	// IdempotencyKeyReused: the key was used for a different request (other
+	// body or other subject).
+	IdempotencyKeyReused
+	// IdempotencyRetryLater: the insert lost to a concurrent request whose
+	// record was gone when re-read (released or expired meanwhile).
+	IdempotencyRetryLater
+)
+
+// String returns the outcome's name.
+func (o IdempotencyOutcome) String() string {
+	switch o {
+	case IdempotencyFresh:
+		return "FRESH"
+	case IdempotencyDuplicate:
+		return "DUPLICATE"
+	case IdempotencyInFlight:
+		return "IN_FLIGHT"
+	case IdempotencyKeyReused:
+		return "KEY_REUSED"
+	case IdempotencyRetryLater:
+		return "RETRY_LATER"
+	}
+	return "UNKNOWN"
+}
+
+// Code is the API code the outcome answers with (SPEC §3.1): ACCEPTED
+// (fresh), DUPLICATE_SUBMIT (replay), IDEMPOTENCY_IN_FLIGHT,
+// IDEMPOTENCY_KEY_REUSED, RETRY_LATER.
+func (o IdempotencyOutcome) Code() domain.Code {
+	switch o {
+	case IdempotencyFresh:
+		return domain.CodeAccepted
+	case IdempotencyDuplicate:
+		return domain.CodeDuplicateSubmit
+	case IdempotencyInFlight:
+		return domain.CodeIdempotencyInFlight
+	case IdempotencyKeyReused:
+		return domain.CodeIdempotencyReused
+	case IdempotencyRetryLater:
+		return domain.CodeRetryLater
+	}
+	return domain.CodeInternal
+}
+
+// Idempotency record states (ck_idempotency_record_state).
+const (
+	idemInFlight = "IN_FLIGHT"
+	idemDone     = "DONE"
+)
+
+// maxIdemKeyLen is idempotency_record.idem_key's VARCHAR length.
+const maxIdemKeyLen = 128
+
+// IdempotencyBeginParams is a request about to be processed under Key.
+type IdempotencyBeginParams struct {
+	Key     string
+	Subject string
+	// RequestHash identifies the request body (hex SHA-256 of a canonical
+	// form); the same key with another hash is KEY_REUSED.
+	RequestHash string
+	// OperationID is the operation this request will create if it wins.
+	OperationID string
+	// TTL is how long the record answers for the key, from the DB clock.
+	TTL time.Duration
+
+	// beforeInsert and beforeReread, when set, run just before the INSERT
+	// and just before the re-read of the winner; tests interleave a
+	// concurrent request there.
+	beforeInsert, beforeReread func()
+}
+
+// IdempotencyResult is IdempotencyBegin's answer.
+type IdempotencyResult struct {
+	Outcome IdempotencyOutcome
+	// OperationID is the winner's operationId (ours when Fresh). Empty for
+	// KeyReused by another subject, so a guessed key reveals nothing.
+	OperationID string
+	// ResponseStatus and ResponseBody are the stored response to replay
+	// (Duplicate only).
+	ResponseStatus int
+	ResponseBody   []byte
+}
+
+// IdempotencyBegin decides whether a request under p.Key may proceed (seed
+// §3.4 checkOrInsert, extended by R-IDEM-1):
+//
+//  1. look up the key: a live record answers at once (Duplicate with the
+//     stored response, InFlight, or KeyReused when the subject or request
+//     hash differ); an expired record is deleted and treated as absent;
+//  2. INSERT an IN_FLIGHT record (Fresh);
+//  3. on a duplicate key — a concurrent request inserted first — re-read
+//     the winner and answer as in 1, or RetryLater if it is already gone.
+//
+// No lock is taken: correctness comes from the unique key on idem_key.
+// Each statement runs on its own (autocommit), so the re-read sees the
+// winner's committed row. The winner's transaction must commit before a
+// concurrent INSERT can fail on it: MariaDB makes that INSERT wait, SQLite
+// serializes writers.
+//
+// An IN_FLIGHT record whose process died stays IN_FLIGHT until it expires:
+// a retry gets InFlight with the operationId, which the caller can look up
+// (the operation may well exist). Keep TTLs in hours, not days.
+func (s *Store) IdempotencyBegin(ctx context.Context, p IdempotencyBeginParams) (IdempotencyResult, error) {
+	switch {
+	case p.Key == "" || p.Subject == "" || p.OperationID == "":
+		return IdempotencyResult{}, errors.New("begin idempotent request: key, subject and operationId are required")
+	case utf8.RuneCountInString(p.Key) > maxIdemKeyLen:
+		return IdempotencyResult{}, fmt.Errorf("begin idempotent request: key longer than %d characters", maxIdemKeyLen)
+	case p.TTL <= 0:
+		return IdempotencyResult{}, fmt.Errorf("begin idempotent request: TTL %v is not positive", p.TTL)
+	}
+	res, err := s.idempotencyBegin(ctx, p)
+	if err != nil {
+		return IdempotencyResult{}, fmt.Errorf("begin idempotent request %q: %w", p.Key, err)
+	}
+	return res, nil
+}
+
+func (s *Store) idempotencyBegin(ctx context.Context, p IdempotencyBeginParams) (IdempotencyResult, error) {
+	rec, err := s.idempotencyLookup(ctx, p.Key)
+	switch {
+	case err == nil && !rec.expired:
+		return rec.answer(p), nil
+	case err == nil:
+		// Expired but not yet cleaned up: the key is free again. The delete
+		// re-checks expiry, so a record that a concurrent request has just
+		// replaced is not touched.
+		expr := s.dialect.Now()
+		if _, err := s.db.ExecContext(ctx,
+			"DELETE FROM idempotency_record WHERE id = ? AND expires_at <= "+expr, rec.id); err != nil {
+			return IdempotencyResult{}, fmt.Errorf("delete expired record: %w", translate(err))
+		}
+	case !errors.Is(err, sql.ErrNoRows):
+		return IdempotencyResult{}, fmt.Errorf("look up: %w", translate(err))
+	}
+
+	if p.beforeInsert != nil {
+		p.beforeInsert()
+	}
+	expiresAt, ttl := s.dialect.NowAdd(p.TTL)
+	_, err = s.db.ExecContext(ctx,
+		"INSERT INTO idempotency_record (idem_key, subject, request_hash, operation_id, state, expires_at) VALUES (?, ?, ?, ?, ?, "+expiresAt+")",
+		p.Key, p.Subject, p.RequestHash, p.OperationID, idemInFlight, ttl)
+	if err == nil {
+		return IdempotencyResult{Outcome: IdempotencyFresh, OperationID: p.OperationID}, nil
+	}
+	if err = translate(err); !errors.Is(err, domain.ErrDuplicate) {
+		return IdempotencyResult{}, fmt.Errorf("insert: %w", err)
+	}
+	if p.beforeReread != nil {
+		p.beforeReread()
+	}
+	rec, err = s.idempotencyLookup(ctx, p.Key)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && rec.expired:
+		return IdempotencyResult{Outcome: IdempotencyRetryLater}, nil
+	case err != nil:
+		return IdempotencyResult{}, fmt.Errorf("re-read winner: %w", translate(err))
+	}
+	return rec.answer(p), nil
+}
+
+// idempotencyRow is a stored record as IdempotencyBegin needs it.
+type idempotencyRow struct {
+	id                         int64
+	subject, hash, operationID string
+	state                      string
+	status                     sql.NullInt64
+	body                       sql.NullString
+	expired                    bool
+}
+
+// answer decides what the live record rec says to request p.
+func (rec idempotencyRow) answer(p IdempotencyBeginParams) IdempotencyResult {
+	switch {
+	case rec.subject != p.Subject:
+		return IdempotencyResult{Outcome: IdempotencyKeyReused}
+	case rec.hash != p.RequestHash:
+		return IdempotencyResult{Outcome: IdempotencyKeyReused, OperationID: rec.operationID}
+	case rec.state == idemInFlight:
+		return IdempotencyResult{Outcome: IdempotencyInFlight, OperationID: rec.operationID}
+	}
+	return IdempotencyResult{
+		Outcome: IdempotencyDuplicate, OperationID: rec.operationID,
+		ResponseStatus: int(rec.status.Int64), ResponseBody: []byte(rec.body.String),
+	}
+}
+
+func (s *Store) idempotencyLookup(ctx context.Context, key string) (idempotencyRow, error) {
+	var (
+		rec     idempotencyRow
+		expired int
+	)
+	err := s.db.QueryRowContext(ctx,
+		"SELECT id, subject, request_hash, operation_id, state, response_status, response_body, "+
+			"CASE WHEN expires_at <= "+s.dialect.Now()+" THEN 1 ELSE 0 END FROM idempotency_record WHERE idem_key = ?", key).
+		Scan(&rec.id, &rec.subject, &rec.hash, &rec.operationID, &rec.state, &rec.status, &rec.body, &expired)
+	rec.expired = expired == 1
+	return rec, err
+}
+
+// IdempotencyCompleteParams is the response to store for replays.
+type IdempotencyCompleteParams struct {
+	Key         string
+	OperationID string
+	// Status and Body are the HTTP status and the JSON body (UTF-8, at
+	// most 64 KiB on MariaDB's TEXT) a duplicate will be answered with.
+	Status int
+	Body   []byte
+}
+
+// IdempotencyComplete stores the original response of the request that won
+// Key and marks the record DONE, guarded by the record still being
+// IN_FLIGHT for OperationID. A miss — the record was released, expired and
+// was replaced, or completed already — returns an error wrapping
+// domain.ErrPreempted.
+func (s *Store) IdempotencyComplete(ctx context.Context, p IdempotencyCompleteParams) error {
+	err := execOne(ctx, s.db,
+		"UPDATE idempotency_record SET state = ?, response_status = ?, response_body = ? "+
+			"WHERE idem_key = ? AND operation_id = ? AND state = ?",
+		idemDone, p.Status, string(p.Body), p.Key, p.OperationID, idemInFlight)
+	if err != nil {
+		return fmt.Errorf("complete idempotent request %q: %w", p.Key, err)
+	}
+	return nil
+}
+
+// IdempotencyRelease deletes the IN_FLIGHT record of Key owned by
+// operationID, so that a retry with the same key proceeds afresh. For
+// failures that must not be replayed (a 503, a crash caught by the safety
+// net); a completed record is never released. It reports whether a record
+// was deleted.
+func (s *Store) IdempotencyRelease(ctx context.Context, key, operationID string) (bool, error) {
+	res, err := s.db.ExecContext(ctx,
+		"DELETE FROM idempotency_record WHERE idem_key = ? AND operation_id = ? AND state = ?",
+		key, operationID, idemInFlight)
+	if err != nil {
+		return false, fmt.Errorf("release idempotent request %q: %w", key, translate(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("release idempotent request %q: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+// IdempotencyDeleteExpired deletes up to limit records whose expiry has
+// passed by the DB clock, and returns how many it deleted; the cleanup job
+// calls it until it returns less than limit. Each chunk of ≤ 500 is a range
+// read of idx_idempotency_record_expires followed by a DELETE by primary
+// key that re-checks the expiry, so no statement scans the table or locks
+// more than the rows it removes. A limit ≤ 0 deletes nothing.
+func (s *Store) IdempotencyDeleteExpired(ctx context.Context, limit int) (int, error) {
+	deleted := 0
+	for deleted < limit {
+		n := min(limit-deleted, InChunkSize)
+		ids, err := s.idempotencyExpiredIDs(ctx, n)
+		if err != nil {
+			return deleted, fmt.Errorf("delete expired idempotency records: %w", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		res, err := s.db.ExecContext(ctx,
+			"DELETE FROM idempotency_record WHERE id IN ("+placeholders(len(ids))+") AND expires_at <= "+s.dialect.Now(),
+			args(ids)...)
+		if err != nil {
+			return deleted, fmt.Errorf("delete expired idempotency records: %w", translate(err))
+		}
+		got, err := res.RowsAffected()
+		if err != nil {
+			return deleted, fmt.Errorf("delete expired idempotency records: %w", err)
+		}
+		deleted += int(got)
+		if len(ids) < n || got == 0 {
+			break
+		}
+	}
+	return deleted, nil
+}
+
+func (s *Store) idempotencyExpiredIDs(ctx context.Context, n int) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id FROM idempotency_record WHERE expires_at <= "+s.dialect.Now()+" ORDER BY expires_at LIMIT ?", n)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, translate(rows.Err())
+}
