@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Delivery dedupe (I4, R-WF-5 first layer): every callback and webhook is
+// recorded by the id its sender gives the delivery, with a plain INSERT on
+// a unique key. A duplicate key means "already delivered": the insert
+// returns false and the caller answers 2xx DUPLICATE without acting again.
+
+// ApprovalCallbackParams is one approval-system callback delivery.
+type ApprovalCallbackParams struct {
+	// DeliveryKey is the callback's requestId, unique per delivery.
+	DeliveryKey string
+	OperationID string
+	ApprovalID  string
+	// Result is APPROVED, REJECTED or WITHDRAWN.
+	Result string
+}
+
+// ApprovalCallbackInsert records an approval callback delivery once and
+// reports whether this call recorded it.
+func (s *Store) ApprovalCallbackInsert(ctx context.Context, p ApprovalCallbackParams) (inserted bool, err error) {
+	if err := checkKey("delivery key", p.DeliveryKey, 128); err != nil {
+		return false, fmt.Errorf("record approval callback: %w", err)
+	}
+	inserted, err = insertOnce(ctx, s.db,
+		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result) VALUES (?, ?, ?, ?)",
+		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result)
+	if err != nil {
+		return false, fmt.Errorf("record approval callback %q: %w", p.DeliveryKey, err)
+	}
+	return inserted, nil
+}
+
+// DeployCallbackParams is one deployment-pipeline callback.
+type DeployCallbackParams struct {
+	// DeliveryKey is the sender's delivery id; "" when it sends none, in
+	// which case every delivery is recorded (NULLs never collide) and
+	// duplicates are harmless to reconciliation's watermark.
+	DeliveryKey string
+	ProjectID   int64
+	MRIID       int64
+	Status      string
+}
+
+// DeployCallbackInsert records a deploy callback once per delivery key and
+// reports whether this call recorded it.
+func (s *Store) DeployCallbackInsert(ctx context.Context, p DeployCallbackParams) (inserted bool, err error) {
+	if p.DeliveryKey != "" {
+		if err := checkKey("delivery key", p.DeliveryKey, 128); err != nil {
+			return false, fmt.Errorf("record deploy callback: %w", err)
+		}
+	}
+	inserted, err = insertOnce(ctx, s.db,
+		"INSERT INTO deploy_callback (delivery_key, project_id, mr_iid, status) VALUES (?, ?, ?, ?)",
+		nullString(p.DeliveryKey), p.ProjectID, p.MRIID, clipRunes(p.Status, 32))
+	if err != nil {
+		return false, fmt.Errorf("record deploy callback for MR !%d: %w", p.MRIID, err)
+	}
+	return inserted, nil
+}
+
+// GitLabEventInsert records a GitLab webhook delivery once by its
+// X-Gitlab-Event-UUID and reports whether this call recorded it.
+func (s *Store) GitLabEventInsert(ctx context.Context, eventUUID, kind string) (inserted bool, err error) {
+	if err := checkKey("event UUID", eventUUID, 64); err != nil {
+		return false, fmt.Errorf("record GitLab event: %w", err)
+	}
+	inserted, err = insertOnce(ctx, s.db,
+		"INSERT INTO gitlab_event (event_uuid, kind) VALUES (?, ?)", eventUUID, clipRunes(kind, 32))
+	if err != nil {
+		return false, fmt.Errorf("record GitLab event %q: %w", eventUUID, err)
+	}
+	return inserted, nil
+}
