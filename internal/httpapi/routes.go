@@ -19,6 +19,13 @@ type route struct {
 	// rateLimit: the route's quota (the seed's @RateLimit); nil means the
 	// route is not rate limited.
 	rateLimit *RateLimitSpec
+	// login: the route needs a login identity; without one it answers 401
+	// (user routes, /api/*). Implied by rules.
+	login bool
+	// rules names the route in authz.routes.<rules>.rules (one of the
+	// config.RouteOps* names): the caller needs one of those rule codes,
+	// else 403 (authz.go). "" means no rule check.
+	rules string
 }
 
 // routes registers every endpoint of the product in one place.
@@ -37,11 +44,15 @@ func (s *Server) routes() {
 
 // handle wraps a route in its per-route chain and registers it. The order
 // is fixed by R-X-1 (rate limiting → authorization → API metrics →
-// business-activity metrics); the later issues add the first two links.
+// business-activity metrics); each link is added when the route asks for it.
 func (s *Server) handle(rt route) {
 	h := rt.handler
 	if rt.metrics {
 		h = s.apiMetrics(rt.pattern, h)
+	}
+	// Authorization wraps before rate limiting so it runs after it (R-X-1).
+	if rt.login || rt.rules != "" {
+		h = s.authorize(rt, h)
 	}
 	// Rate limiting wraps last so that it runs first (R-X-1).
 	if rt.rateLimit != nil {

@@ -30,6 +30,11 @@ type Deps struct {
 	ReadyTimeout time.Duration
 	// RateLimit is what routes with a rate-limit spec need (ratelimit.go).
 	RateLimit RateLimiting
+	// Identity resolves each request's caller once, before any route
+	// (identity.go); nil makes every caller anonymous.
+	Identity IdentityResolver
+	// Authz is what routes that need a login or rule codes need (authz.go).
+	Authz Authorization
 }
 
 // Server is the HTTP handler of the product.
@@ -40,9 +45,11 @@ type Server struct {
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
-// panic recovery → access log → mux; per-route concerns (rate limiting,
-// authorization, metrics) wrap each route at registration, because they
-// depend on the route's own metadata.
+// panic recovery → access log → identity resolution → mux; per-route
+// concerns (rate limiting, authorization, metrics) wrap each route at
+// registration, because they depend on the route's own metadata. Identity
+// is resolved outside them all, once, because rate limiting needs it
+// before authorization runs.
 func NewServer(d Deps) http.Handler { return newServer(d) }
 
 // newServer also registers extra routes, through the same path production
@@ -58,6 +65,7 @@ func newServer(d Deps, extra ...route) http.Handler {
 		s.handle(rt)
 	}
 	var h http.Handler = http.HandlerFunc(s.serveMux)
+	h = s.resolveIdentity(h)
 	h = accessLog(d.Logger)(h)
 	h = recoverPanics(d.Logger)(h)
 	return h
