@@ -294,3 +294,30 @@ func TestSlowIssuerHitsTheDeadline(t *testing.T) {
 		t.Fatalf("err %v after %v", err, time.Since(start))
 	}
 }
+
+func TestOpenIssuerBreakerFailsFastWithoutCalling(t *testing.T) {
+	is := newIssuer(t)
+	is.down.Store(true)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	v := identity.NewOIDC(identity.OIDCOptions{Issuer: is.url, RetryAfter: time.Second,
+		Now: func() time.Time { return *clock.Load() },
+		Settings: func() identity.DependencySettings {
+			return identity.DependencySettings{Timeout: time.Second, BreakerFailures: 1, BreakerOpenFor: time.Hour}
+		}})
+	if _, err := v.Verify(context.Background(), "x"); !errors.Is(err, identity.ErrIssuerUnavailable) {
+		t.Fatalf("got %v", err)
+	}
+	hits := is.hits.Load()
+	is.down.Store(false)
+	later := now.Add(time.Second)
+	clock.Store(&later)
+	_, err := v.Verify(context.Background(), "x")
+	if !errors.Is(err, identity.ErrIssuerUnavailable) || !strings.Contains(err.Error(), "circuit breaker is open") {
+		t.Fatalf("want the open breaker, got %v", err)
+	}
+	if is.hits.Load() != hits {
+		t.Fatal("an open breaker must not call the issuer")
+	}
+}
