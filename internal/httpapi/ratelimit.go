@@ -141,7 +141,7 @@ func (s *Server) rateLimit(spec RateLimitSpec, next http.Handler) http.Handler {
 				limit = rl.deps.Quota.PerInstance(limit)
 			}
 		}
-		ok, retry := rl.deps.Limiter.Allow(prefix+rateLimitSubject(r, snap), limit, window, rl.deps.Now())
+		ok, retry := rl.deps.Limiter.Allow(rateLimitKey(prefix, r, snap), limit, window, rl.deps.Now())
 		if ok {
 			next.ServeHTTP(w, r)
 			return
@@ -152,16 +152,19 @@ func (s *Server) rateLimit(spec RateLimitSpec, next http.Handler) http.Handler {
 	})
 }
 
-// rateLimitSubject is whose quota a request spends: the canonical account when the
-// edge resolved one, so one person's tabs and browsers share a quota;
-// otherwise "ip:" + the client address, so that one anonymous caller
-// cannot exhaust a bucket shared by every anonymous caller (seed 3.2).
-func rateLimitSubject(r *http.Request, snap *config.Snapshot) string {
+// rateLimitKey is the limiter key "bucket:subject". The subject is whose
+// quota a request spends: the canonical account when the edge resolved
+// one, so one person's tabs and browsers share a quota; otherwise "ip:" +
+// the client address, so that one anonymous caller cannot exhaust a bucket
+// shared by every anonymous caller (seed 3.2).
+func rateLimitKey(prefix string, r *http.Request, snap *config.Snapshot) string {
 	if res, ok := identity.FromContext(r.Context()); ok && res.Authenticated() {
-		return res.Identity.Account
+		return prefix + res.Identity.Account
 	}
 	trusted, _ := snap.TrustedProxies()
-	return "ip:" + clientAddr(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
+	var buf [96]byte
+	b := append(append(buf[:0], prefix...), "ip:"...)
+	return string(appendClientAddr(b, r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted))
 }
 
 // retryAfterSeconds is the Retry-After value: whole seconds rounded up,

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 )
@@ -31,13 +30,20 @@ const maxForwardedHops = 32
 // single host is routinely given a whole /64, and keying by /128 would
 // let it rotate through 2^64 quotas.
 func clientAddr(remoteAddr string, forwarded []string, trusted []netip.Prefix) string {
+	var buf [64]byte
+	return string(appendClientAddr(buf[:0], remoteAddr, forwarded, trusted))
+}
+
+// appendClientAddr appends clientAddr's answer to b, so the rate-limit
+// link builds its whole key in one allocation.
+func appendClientAddr(b []byte, remoteAddr string, forwarded []string, trusted []netip.Prefix) []byte {
 	addr, ok := clientIP(remoteAddr, forwarded, trusted)
 	if !ok {
 		// The peer is not an IP (a test's "pipe", a Unix socket): keep it
 		// as the key, bounded, rather than lumping such callers together.
-		return clipAddr(remoteAddr, 64)
+		return append(b, clipAddr(remoteAddr, 64)...)
 	}
-	return addrSubject(addr)
+	return appendAddrSubject(b, addr)
 }
 
 // clientIP is clientAddr before formatting; ok is false when remoteAddr is
@@ -84,18 +90,30 @@ func clientIP(remoteAddr string, forwarded []string, trusted []netip.Prefix) (ne
 // parseForwardedHop parses one hop: an IP, optionally with a port ("1.2.3.4:80",
 // "[::1]:80") or in brackets, as some proxies write them. IPv4-mapped
 // IPv6 addresses count as IPv4 and zones are dropped, so one host has one
-// spelling.
+// spelling. The likely form is tried first: a failed parse allocates its
+// error, and RemoteAddr always carries a port.
 func parseForwardedHop(s string) (netip.Addr, bool) {
 	s = strings.TrimSpace(s)
-	addr, err := netip.ParseAddr(s)
+	var addr netip.Addr
+	var err error
+	switch {
+	case strings.HasPrefix(s, "["):
+		var ap netip.AddrPort
+		if ap, err = netip.ParseAddrPort(s); err == nil {
+			addr = ap.Addr()
+		} else {
+			addr, err = netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
+		}
+	case strings.Count(s, ":") == 1:
+		var ap netip.AddrPort
+		if ap, err = netip.ParseAddrPort(s); err == nil {
+			addr = ap.Addr()
+		}
+	default:
+		addr, err = netip.ParseAddr(s)
+	}
 	if err != nil {
-		host, _, splitErr := net.SplitHostPort(s)
-		if splitErr != nil {
-			host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-		}
-		if addr, err = netip.ParseAddr(host); err != nil {
-			return netip.Addr{}, false
-		}
+		return netip.Addr{}, false
 	}
 	return addr.Unmap().WithZone(""), true
 }
@@ -109,13 +127,14 @@ func fromTrustedProxy(a netip.Addr, trusted []netip.Prefix) bool {
 	return false
 }
 
-// addrSubject is an address as a rate-limit subject: IPv4 as is, IPv6 as its /64.
-func addrSubject(a netip.Addr) string {
+// appendAddrSubject appends an address as a rate-limit subject: IPv4 as
+// is, IPv6 as its /64.
+func appendAddrSubject(b []byte, a netip.Addr) []byte {
 	if a.Is6() {
 		p, _ := a.Prefix(64)
-		return p.String()
+		return p.AppendTo(b)
 	}
-	return a.String()
+	return a.AppendTo(b)
 }
 
 func clipAddr(s string, n int) string {

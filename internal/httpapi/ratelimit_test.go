@@ -51,7 +51,7 @@ type testConfig struct {
 	path string
 }
 
-func newTestConfig(t *testing.T, yaml string) *testConfig {
+func newTestConfig(t testing.TB, yaml string) *testConfig {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "changeflow.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
@@ -110,9 +110,23 @@ type rlServer struct {
 	calls   *atomic.Int64
 }
 
-// newRateLimitedServer builds the server behind a stand-in for the
-// identity edge: header X-Test-User, when present, becomes the request's
-// resolved identity ("!" makes it a failed resolution).
+// headerIdentity stands in for the identity resolver: header X-Test-User,
+// when present, is the caller's account ("!" is a failed login).
+type headerIdentity struct{}
+
+func (headerIdentity) Resolve(r *http.Request) identity.Resolution {
+	switch u := r.Header.Get("X-Test-User"); u {
+	case "":
+		return identity.Resolution{}
+	case "!":
+		return identity.Resolution{Err: io.ErrUnexpectedEOF}
+	default:
+		return identity.Resolution{Identity: identity.Identity{Account: u, Trusted: true}}
+	}
+}
+
+// newRateLimitedServer builds the server with the apply route and extra,
+// resolving identities from X-Test-User.
 func newRateLimitedServer(t *testing.T, rl RateLimiting, extra ...route) *rlServer {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
@@ -123,18 +137,8 @@ func newRateLimitedServer(t *testing.T, rl RateLimiting, extra ...route) *rlServ
 	}
 	calls := &atomic.Int64{}
 	routes := append([]route{applyRoute(calls)}, extra...)
-	h := newServer(Deps{Logger: logger, Metrics: m, Ready: fakeReady{}, Version: "test", RateLimit: rl}, routes...)
-	withIdentity := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u := r.Header.Get("X-Test-User"); u != "" {
-			res := identity.Resolution{Identity: identity.Identity{Account: u, Trusted: true}}
-			if u == "!" {
-				res = identity.Resolution{Err: io.ErrUnexpectedEOF}
-			}
-			r = r.WithContext(identity.NewContext(r.Context(), res))
-		}
-		h.ServeHTTP(w, r)
-	})
-	return &rlServer{h: withIdentity, metrics: m, clock: clock, calls: calls}
+	h := newServer(Deps{Logger: logger, Metrics: m, Ready: fakeReady{}, Version: "test", RateLimit: rl, Identity: headerIdentity{}}, routes...)
+	return &rlServer{h: h, metrics: m, clock: clock, calls: calls}
 }
 
 // call is one request's knobs.
