@@ -35,7 +35,10 @@ func opsParams(client map[string]any, operator identity.Identity) map[string]any
 }
 
 // AuditEntry is one audit record as the store keeps it. Params is already
-// masked and truncated (auditParams); nothing else may reach storage.
+// masked and truncated (auditParams); nothing else may reach storage. Its
+// fields are those of store.AuditInsertParams, in order, so the
+// composition root adapts the store with a plain conversion
+// (store.AuditInsertParams(e)) and httpapi does not import the store.
 type AuditEntry struct {
 	// Key dedupes the record: a retried call is recorded once.
 	Key string
@@ -51,8 +54,8 @@ type AuditEntry struct {
 	Outcome string
 }
 
-// Auditor stores audit records. The store's AuditInsert has the same
-// fields (store.AuditInsertParams); the composition root adapts it.
+// Auditor stores audit records; a record with a Key already stored is
+// not stored again.
 type Auditor interface {
 	Audit(ctx context.Context, e AuditEntry) error
 }
