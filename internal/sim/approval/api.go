@@ -1,9 +1,9 @@
 package approval
 
 import (
+	"changeflow/internal/sim/simhttp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,38 +26,38 @@ type submitRequest struct {
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var in submitRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	switch {
 	case in.OperationID == "":
-		writeError(w, http.StatusBadRequest, "operationId is required")
+		simhttp.WriteError(w, http.StatusBadRequest, "operationId is required")
 		return
 	case in.Requester == "":
-		writeError(w, http.StatusBadRequest, "requester is required")
+		simhttp.WriteError(w, http.StatusBadRequest, "requester is required")
 		return
 	case in.Title == "":
-		writeError(w, http.StatusBadRequest, "title is required")
+		simhttp.WriteError(w, http.StatusBadRequest, "title is required")
 		return
 	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "shutting down")
+		simhttp.WriteError(w, http.StatusServiceUnavailable, "shutting down")
 		return
 	}
 	if f := &s.faults.FailNext; f.Count > 0 {
 		f.Count--
 		status := f.Status
 		s.mu.Unlock()
-		writeError(w, status, "injected failure")
+		simhttp.WriteError(w, status, "injected failure")
 		return
 	}
 	if a, ok := s.byOp[in.OperationID]; ok {
 		existing := *a
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, existing)
+		simhttp.WriteJSON(w, http.StatusOK, existing)
 		return
 	}
 	s.seq++
@@ -102,16 +102,16 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		dropConnection(w)
 		return
 	}
-	writeJSON(w, http.StatusCreated, created)
+	simhttp.WriteJSON(w, http.StatusCreated, created)
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.Get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "approval not found")
+		simhttp.WriteError(w, http.StatusNotFound, "approval not found")
 		return
 	}
-	writeJSON(w, http.StatusOK, a)
+	simhttp.WriteJSON(w, http.StatusOK, a)
 }
 
 // handleList answers {items:[…]}, filtered by ?operationId= when given —
@@ -124,7 +124,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 			items = append(items, a)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
 // dropConnection closes the connection without writing a response.
@@ -139,22 +139,4 @@ func dropConnection(w http.ResponseWriter) {
 		panic(http.ErrAbortHandler)
 	}
 	_ = conn.Close()
-}
-
-func readJSON(r *http.Request, v any) error {
-	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(v)
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
 }

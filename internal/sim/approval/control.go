@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"changeflow/internal/sim/simhttp"
 	"errors"
 	"net/http"
 )
@@ -11,8 +12,8 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Comment string `json:"comment"`
 	}
-	if err := readJSON(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+	if err := simhttp.ReadJSON(r, &body); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	id := r.PathValue("id")
@@ -27,19 +28,19 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	case "redeliver":
 		_, err = s.Redeliver(id)
 	default:
-		writeError(w, http.StatusNotFound, "action must be approve, reject, withdraw or redeliver")
+		simhttp.WriteError(w, http.StatusNotFound, "action must be approve, reject, withdraw or redeliver")
 		return
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error())
+		simhttp.WriteError(w, http.StatusNotFound, err.Error())
 		return
 	case errors.Is(err, ErrNotPending):
-		writeError(w, http.StatusConflict, err.Error())
+		simhttp.WriteError(w, http.StatusConflict, err.Error())
 		return
 	}
 	a, _ := s.Get(id)
-	writeJSON(w, http.StatusOK, a)
+	simhttp.WriteJSON(w, http.StatusOK, a)
 }
 
 // handleReset forgets every approval and pending automatic decision.
@@ -55,7 +56,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Policy())
+	simhttp.WriteJSON(w, http.StatusOK, s.Policy())
 }
 
 // handleSetPolicy replaces the policy. Switching to auto also schedules
@@ -63,15 +64,15 @@ func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
 // will never come.
 func (s *Server) handleSetPolicy(w http.ResponseWriter, r *http.Request) {
 	var p Policy
-	if err := readJSON(r, &p); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+	if err := simhttp.ReadJSON(r, &p); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	if err := s.SetPolicy(p); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		simhttp.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Policy())
+	simhttp.WriteJSON(w, http.StatusOK, s.Policy())
 }
 
 // Policy returns the policy in force.
@@ -96,7 +97,7 @@ func (s *Server) SetPolicy(p Policy) error {
 }
 
 func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Faults())
+	simhttp.WriteJSON(w, http.StatusOK, s.Faults())
 }
 
 // handleSetFaults changes the fields present in the body, keeping others.
@@ -104,15 +105,15 @@ func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	f := s.faults
 	s.mu.Unlock()
-	if err := readJSON(r, &f); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+	if err := simhttp.ReadJSON(r, &f); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	if err := s.SetFaults(f); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		simhttp.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Faults())
+	simhttp.WriteJSON(w, http.StatusOK, s.Faults())
 }
 
 func (s *Server) handleResetFaults(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +121,7 @@ func (s *Server) handleResetFaults(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Deliverer != nil {
 		s.opts.Deliverer.ResetFaults()
 	}
-	writeJSON(w, http.StatusOK, s.Faults())
+	simhttp.WriteJSON(w, http.StatusOK, s.Faults())
 }
 
 // Faults returns the submit-side faults in force.

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"changeflow/internal/sim/simhttp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,7 +75,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	queued := len(s.queue)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "queued": queued, "faults": s.Faults()})
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "queued": queued, "faults": s.Faults()})
 }
 
 // handleTrigger deploys a merge by hand: {"project":1,"mrIid":5,
@@ -88,15 +89,15 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		TargetBranch   string `json:"targetBranch"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	if in.Project <= 0 || in.MRIID <= 0 {
-		writeError(w, http.StatusBadRequest, "project and mrIid are required")
+		simhttp.WriteError(w, http.StatusBadRequest, "project and mrIid are required")
 		return
 	}
 	d := s.enqueue(MergeEvent{ProjectID: in.Project, MRIID: in.MRIID, MergeCommitSHA: in.MergeCommitSHA, TargetBranch: in.TargetBranch}, true)
-	writeJSON(w, http.StatusAccepted, d)
+	simhttp.WriteJSON(w, http.StatusAccepted, d)
 }
 
 // handleRedeliver sends a deployed merge's callback again, same requestId.
@@ -113,25 +114,25 @@ func (s *Server) handleRedeliver(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	switch {
 	case found == nil:
-		writeError(w, http.StatusNotFound, "deployment not found")
+		simhttp.WriteError(w, http.StatusNotFound, "deployment not found")
 		return
 	case found.Status == Queued:
-		writeError(w, http.StatusConflict, "deployment not deployed yet")
+		simhttp.WriteError(w, http.StatusConflict, "deployment not deployed yet")
 		return
 	}
 	s.send(*found)
-	writeJSON(w, http.StatusAccepted, found)
+	simhttp.WriteJSON(w, http.StatusAccepted, found)
 }
 
 func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Faults())
+	simhttp.WriteJSON(w, http.StatusOK, s.Faults())
 }
 
 func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	var p FaultsPatch
 	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&p)
 	if err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	s.SetFaults(p)
@@ -145,14 +146,4 @@ func (s *Server) handleResetFaults(w http.ResponseWriter, r *http.Request) {
 	s.SetFaults(FaultsPatch{DropNext: &zero, DuplicateNext: &zero, Paused: &off})
 	s.opts.Deliverer.ResetFaults()
 	s.handleGetFaults(w, r)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
 }

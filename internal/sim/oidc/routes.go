@@ -1,6 +1,7 @@
 package oidc
 
 import (
+	"changeflow/internal/sim/simhttp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,7 +24,7 @@ func (s *Server) routes() {
 // under the issuer, as verifiers require.
 func (s *Server) handleDiscovery(w http.ResponseWriter, r *http.Request) {
 	iss := s.Issuer()
-	writeJSON(w, http.StatusOK, map[string]any{
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{
 		"issuer":                                iss,
 		"jwks_uri":                              iss + "/jwks",
 		"authorization_endpoint":                iss + "/authorize",
@@ -39,27 +40,27 @@ func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
 	// no-cache: a rotation must be visible at once to a verifier that
 	// refetches on an unknown kid.
 	w.Header().Set("Cache-Control", "no-cache")
-	writeJSON(w, http.StatusOK, s.JWKS())
+	simhttp.WriteJSON(w, http.StatusOK, s.JWKS())
 }
 
 // handleNoFlow answers the interactive endpoints: the simulator mints
 // tokens through its control API only.
 func (s *Server) handleNoFlow(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, "the simulator has no login flow; mint tokens with POST /_control/token")
+	simhttp.WriteError(w, http.StatusNotImplemented, "the simulator has no login flow; mint tokens with POST /_control/token")
 }
 
 func (s *Server) handleMint(w http.ResponseWriter, r *http.Request) {
 	var req TokenRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error())
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error())
 		return
 	}
 	tok, err := s.Mint(req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		simhttp.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, tok)
+	simhttp.WriteJSON(w, http.StatusOK, tok)
 }
 
 // handleRotate is POST /_control/rotate {"removeOld":false,"graceMs":N}.
@@ -69,15 +70,15 @@ func (s *Server) handleRotate(w http.ResponseWriter, r *http.Request) {
 		GraceMs   int  `json:"graceMs"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	kid, err := s.Rotate(in.RemoveOld, time.Duration(in.GraceMs)*time.Millisecond)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		simhttp.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"kid": kid, "keys": s.keyInfo()})
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"kid": kid, "keys": s.keyInfo()})
 }
 
 // keyView is one key as the control API shows it.
@@ -100,27 +101,17 @@ func (s *Server) keyInfo() []keyView {
 }
 
 func (s *Server) handleKeys(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"keys": s.keyInfo()})
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"keys": s.keyInfo()})
 }
 
 func (s *Server) handleRemoveKey(w http.ResponseWriter, r *http.Request) {
 	found, err := s.RemoveKey(r.PathValue("kid"))
 	switch {
 	case !found:
-		writeError(w, http.StatusNotFound, "no such key")
+		simhttp.WriteError(w, http.StatusNotFound, "no such key")
 	case err != nil:
-		writeError(w, http.StatusConflict, err.Error())
+		simhttp.WriteError(w, http.StatusConflict, err.Error())
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -4,6 +4,7 @@
 package permission
 
 import (
+	"changeflow/internal/sim/simhttp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -137,11 +138,11 @@ type checkRequest struct {
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var in checkRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	if in.Subject == "" {
-		writeError(w, http.StatusBadRequest, "subject is required")
+		simhttp.WriteError(w, http.StatusBadRequest, "subject is required")
 		return
 	}
 	s.mu.Lock()
@@ -168,7 +169,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.record(in, nil, http.StatusGatewayTimeout)
-		writeError(w, http.StatusGatewayTimeout, "permission check timed out")
+		simhttp.WriteError(w, http.StatusGatewayTimeout, "permission check timed out")
 		return
 	}
 	if slow > 0 && !s.wait(r, slow) {
@@ -177,7 +178,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if errStatus != 0 {
 		s.record(in, nil, errStatus)
-		writeError(w, errStatus, "injected failure")
+		simhttp.WriteError(w, errStatus, "injected failure")
 		return
 	}
 	granted := []string{}
@@ -187,7 +188,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.record(in, granted, http.StatusOK)
-	writeJSON(w, http.StatusOK, map[string]any{"subject": in.Subject, "granted": granted})
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"subject": in.Subject, "granted": granted})
 }
 
 // wait holds the request for d; false when the client went away first.
@@ -217,14 +218,14 @@ func (s *Server) handleGetGrants(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	g := cloneGrants(s.grants)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, g)
+	simhttp.WriteJSON(w, http.StatusOK, g)
 }
 
 // handleReplaceGrants replaces the whole table: {"subject": ["rule", …], …}.
 func (s *Server) handleReplaceGrants(w http.ResponseWriter, r *http.Request) {
 	var g map[string][]string
-	if err := readJSON(r, &g); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+	if err := simhttp.ReadJSON(r, &g); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	s.mu.Lock()
@@ -238,8 +239,8 @@ func (s *Server) handlePutGrant(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		RuleCodes []string `json:"ruleCodes"`
 	}
-	if err := readJSON(r, &body); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+	if err := simhttp.ReadJSON(r, &body); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	s.SetGrants(r.PathValue("subject"), body.RuleCodes)
@@ -257,7 +258,7 @@ func (s *Server) handleGetFaults(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	f := s.faults
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, f)
+	simhttp.WriteJSON(w, http.StatusOK, f)
 }
 
 // handleSetFaults changes the fields present in the body, keeping others.
@@ -265,12 +266,12 @@ func (s *Server) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	f := s.faults
 	s.mu.Unlock()
-	if err := readJSON(r, &f); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON body")
+	if err := simhttp.ReadJSON(r, &f); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
 		return
 	}
 	if err := s.SetFaults(f); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		simhttp.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	s.handleGetFaults(w, r)
@@ -282,7 +283,7 @@ func (s *Server) handleResetFaults(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleChecks(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"checks": s.Checks()})
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"checks": s.Checks()})
 }
 
 func cloneGrants(g map[string][]string) map[string][]string {
@@ -294,22 +295,4 @@ func cloneGrants(g map[string][]string) map[string][]string {
 		}
 	}
 	return out
-}
-
-func readJSON(r *http.Request, v any) error {
-	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(v)
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
 }
