@@ -231,14 +231,34 @@ func TestTokenSignedByARotatedAwayKeyFails(t *testing.T) {
 	if _, err := is.sim.Rotate(true, 0); err != nil {
 		t.Fatal(err)
 	}
-	// The new key's kid is unknown to the verifier's cache, so it re-reads
-	// the JWKS — which no longer has the old key.
-	if got := res.Resolve(bearerRequest(is.mint(t, simoidc.TokenRequest{Sub: "bob"}))); !got.Authenticated() {
-		t.Fatalf("new key: %+v", got)
+	t.Run("a verifier that never saw the old key rejects it", func(t *testing.T) {
+		fresh := identity.NewResolver(identity.Options{Directory: directory(t), OIDC: identity.NewOIDC(identity.OIDCOptions{Issuer: is.url})})
+		if got := fresh.Resolve(bearerRequest(old)); !errors.Is(got.Err, identity.ErrInvalidToken) {
+			t.Fatalf("old key after rotation: %+v", got)
+		}
+	})
+	t.Run("a verifier that cached the old key drops it once it sees the new one", func(t *testing.T) {
+		// The new key's kid is unknown to the cache, so the verifier re-reads
+		// the JWKS — which no longer has the old key. go-oidc stores the
+		// re-read keys just after answering the caller that triggered it, so
+		// the old token fails from the next cache update on.
+		if got := res.Resolve(bearerRequest(is.mint(t, simoidc.TokenRequest{Sub: "bob"}))); !got.Authenticated() {
+			t.Fatalf("new key: %+v", got)
+		}
+		waitFor(t, func() bool { return errors.Is(res.Resolve(bearerRequest(old)).Err, identity.ErrInvalidToken) })
+	})
+}
+
+// waitFor polls cond for up to 5 s: for state another goroutine of a
+// library updates with no hook to wait on.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
 	}
-	if got := res.Resolve(bearerRequest(old)); !errors.Is(got.Err, identity.ErrInvalidToken) {
-		t.Fatalf("old key after rotation: %+v", got)
-	}
+	t.Fatal("condition not met within 5s")
 }
 
 func TestIssuerDownAtStartupIsRetried(t *testing.T) {
