@@ -90,6 +90,10 @@ func itemTable(instanceID string) []item {
 		{key: KeyRateLimitTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (the peer address is the client); malformed entries dropped with reason",
 			why: "trusting a malformed entry could let clients forge X-Forwarded-For", resolve: resolveProxies},
 		boolItem(KeyRateLimitGlobalEnabled, false, hot, "per-instance limiting is the verified path (seed); the global quota is opt-in"),
+		{key: KeyIdentityTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (auth-proxy headers are refused from every peer); malformed entries dropped with reason",
+			why: "login headers from an untrusted peer would let anyone claim any identity", resolve: resolveProxies},
+		stringItem(KeyOIDCAudience, "changeflow", hot, "missing/empty → changeflow",
+			"a token minted for another audience must not log anyone in here"),
 
 		// Access windows (R-ACC-1).
 		{key: KeyAccessTimezone, typ: "IANA zone name, e.g. Europe/Berlin", def: "UTC",

@@ -44,6 +44,8 @@ const (
 
 	KeyRateLimitWindow         = "ratelimit.window"
 	KeyRateLimitTrustedProxies = "ratelimit.trustedProxies"
+	KeyIdentityTrustedProxies  = "identity.trustedProxies"
+	KeyOIDCAudience            = "oidc.audience"
 	KeyRateLimitGlobalEnabled  = "ratelimit.global.enabled"
 	KeyAccessTimezone          = "access.timezone"
 

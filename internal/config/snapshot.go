@@ -176,6 +176,13 @@ func (s *Snapshot) TrustedProxies() ([]netip.Prefix, Resolution) {
 	return slices.Clone(p), s.res[KeyRateLimitTrustedProxies]
 }
 
+// IdentityTrustedProxies returns the peers whose auth-proxy login headers
+// are believed (R-ID-1); empty means none.
+func (s *Snapshot) IdentityTrustedProxies() ([]netip.Prefix, Resolution) {
+	p, _ := s.vals[KeyIdentityTrustedProxies].([]netip.Prefix)
+	return slices.Clone(p), s.res[KeyIdentityTrustedProxies]
+}
+
 // RateLimit returns the limit of a bucket per window. limit 0 means no
 // limiting: the fallback for a missing, empty, non-positive or unparsable
 // threshold, because a broken threshold must not block legitimate traffic.
