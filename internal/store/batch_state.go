@@ -1,0 +1,199 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+
+	"changeflow/internal/domain"
+)
+
+// BatchTakeSlotParams names the project whose active slot to take.
+type BatchTakeSlotParams struct {
+	ProjectID int64
+}
+
+// BatchSlot is the answer of BatchTakeSlot: the new RUNNING batch, or
+// Occupied when the project already has an active batch.
+type BatchSlot struct {
+	BatchID  int64
+	Occupied bool
+}
+
+// BatchTakeSlot takes a project's single active slot (I1) by inserting a
+// RUNNING batch. The generated active_slot column plus its unique index let
+// the insert succeed for one active batch per project only; a duplicate key
+// is the answer "slot occupied" (Occupied, nil error), not a failure.
+//
+// A batch taken this way has no members; rounds use BatchClaim, which takes
+// the slot and fills it in one transaction so that no member-less batch is
+// ever committed. This standalone form exists for operators and tests.
+// On MariaDB the insert waits while another transaction holds an
+// uncommitted insert of the same slot: domain.ErrBusy after the lock wait.
+func (s *Store) BatchTakeSlot(ctx context.Context, p BatchTakeSlotParams) (BatchSlot, error) {
+	slot, err := batchTakeSlot(ctx, s.db, p.ProjectID)
+	if err != nil {
+		return BatchSlot{}, fmt.Errorf("take slot of project %d: %w", p.ProjectID, err)
+	}
+	return slot, nil
+}
+
+// batchTakeSlot is the slot INSERT, standalone or as the first write of the
+// claim transaction. A duplicate fails only this statement on both drivers,
+// so the caller's transaction stays usable (TestDuplicateInsideTransactionLeavesItUsable).
+func batchTakeSlot(ctx context.Context, q batchDB, projectID int64) (BatchSlot, error) {
+	res, err := q.ExecContext(ctx, "INSERT INTO merge_batch (project_id, status) VALUES (?, ?)",
+		projectID, domain.BatchRunning)
+	if err != nil {
+		err = translate(err)
+		if errors.Is(err, domain.ErrDuplicate) {
+			return BatchSlot{Occupied: true}, nil
+		}
+		return BatchSlot{}, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return BatchSlot{}, fmt.Errorf("new batch id: %w", err)
+	}
+	return BatchSlot{BatchID: id}, nil
+}
+
+// BatchTransitionLegal reports whether a batch may move from one status to
+// another (the batch part of the central transition table, I7). RUNNING may
+// block (it keeps the slot) or finish; BLOCKED may only finish, by an
+// operator's settlement; terminal states have no way out. Nothing goes back
+// to RUNNING, so today status alone would be an ABA-free guard for batches;
+// the version guard keeps that true if a "resume" move is ever added.
+func BatchTransitionLegal(from, to domain.BatchStatus) bool {
+	switch from {
+	case domain.BatchRunning:
+		return to == domain.BatchBlocked || to == domain.BatchSucceeded || to == domain.BatchFailed
+	case domain.BatchBlocked:
+		return to == domain.BatchSucceeded || to == domain.BatchFailed
+	}
+	return false
+}
+
+// batchStateWrite is one guarded state write of a batch.
+type batchStateWrite struct {
+	id             int64
+	from, to       domain.BatchStatus
+	version        int64
+	failureCode    string // written only when to is FAILED or BLOCKED
+	failureMessage string
+}
+
+// batchSetState is the one guarded UPDATE every batch transition goes
+// through (I6): it names the row, the status and the version the caller
+// read, bumps the version, and must affect exactly one row. A miss is
+// domain.ErrPreempted — someone else moved the batch first — and so is
+// MariaDB's 1020 under snapshot isolation (translate). Entering SUCCEEDED or
+// FAILED frees the project's slot in the same statement: active_slot is
+// generated from status.
+//
+// It returns the new version. Callers that compose it with other writes
+// run it first, so a losing path rolls back before it changed anything.
+func batchSetState(ctx context.Context, q batchDB, w batchStateWrite) (int64, error) {
+	if !BatchTransitionLegal(w.from, w.to) {
+		return 0, fmt.Errorf("batch %d: illegal transition %s → %s", w.id, w.from, w.to)
+	}
+	var code, msg any // NULL unless the target state explains itself
+	if w.to == domain.BatchFailed || w.to == domain.BatchBlocked {
+		code, msg = batchText(w.failureCode, 64), batchText(w.failureMessage, 512)
+	}
+	res, err := q.ExecContext(ctx,
+		"UPDATE merge_batch SET status = ?, version = version + 1, failure_code = COALESCE(?, failure_code),"+
+			" failure_message = COALESCE(?, failure_message)"+
+			" WHERE id = ? AND status = ? AND version = ?",
+		w.to, code, msg, w.id, w.from, w.version)
+	if err != nil {
+		return 0, translate(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	if n != 1 {
+		return 0, fmt.Errorf("batch %d is no longer %s at version %d: %w", w.id, w.from, w.version, domain.ErrPreempted)
+	}
+	return w.version + 1, nil
+}
+
+// BatchBlockParams names the RUNNING batch to block, as read.
+type BatchBlockParams struct {
+	ID      int64
+	Version int64 // as read; the write fails if the batch changed since
+	// Why it needs a person (kept in failure_code / failure_message).
+	Code    string
+	Message string
+}
+
+// BatchBlock moves a RUNNING batch to BLOCKED: it needs a person and keeps
+// its project's slot, so no later batch of the project starts until an
+// operator settles it (BatchSettleSucceeded / BatchSettleFailed). It returns
+// the new version, or domain.ErrPreempted when the batch was not RUNNING at
+// Version any more.
+func (s *Store) BatchBlock(ctx context.Context, p BatchBlockParams) (int64, error) {
+	var v int64
+	err := retryDeadlock(func() (err error) {
+		v, err = batchSetState(ctx, s.db, batchStateWrite{
+			id: p.ID, from: domain.BatchRunning, to: domain.BatchBlocked, version: p.Version,
+			failureCode: p.Code, failureMessage: p.Message,
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("block batch %d: %w", p.ID, err)
+	}
+	return v, nil
+}
+
+// batchText binds s for a VARCHAR(n) column: "" as NULL, and cut to at
+// most n bytes on a rune boundary, because MariaDB's strict mode refuses an
+// over-long value rather than cutting it.
+func batchText(s string, n int) any {
+	if s == "" {
+		return nil
+	}
+	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	return s
+}
+
+// deadlockAttempts bounds retryDeadlock: one deadlock is routine, three in a
+// row means something keeps colliding and the caller should hear ErrBusy.
+const deadlockAttempts = 3
+
+// retryDeadlock runs fn again when InnoDB picked it as a deadlock victim
+// (1213), at most deadlockAttempts times in all. InnoDB has rolled the
+// whole transaction back by then, and InnoDB's own advice is to re-issue
+// it; a guarded write re-issued with the same expected state and version
+// is as safe the second time as the first. The race test meets such
+// deadlocks between a claim's slot INSERT and a settlement's slot-freeing
+// UPDATE, which both touch the project's entry in the unique slot index.
+// A lock wait timeout (1205) is not retried: the lock holder is slow, and
+// waiting again would only double the wait.
+func retryDeadlock(fn func() error) error {
+	var err error
+	for range deadlockAttempts {
+		if err = fn(); !isDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// isDeadlock reports whether err is InnoDB's deadlock error. translate
+// maps it to domain.ErrBusy together with the lock wait timeout; only here
+// does the difference matter.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == mysqlErrLockDeadlock
+}
