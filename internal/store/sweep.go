@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"changeflow/internal/domain"
+)
+
+// BatchFailureTimeout is the failure code the timeout sweep writes unless
+// BatchSweepParams.FailureCode says otherwise.
+const BatchFailureTimeout = "BATCH_TIMEOUT"
+
+// BatchSweepDefaultLimit is how many batches one sweep settles at most
+// when BatchSweepParams.Limit is zero.
+const BatchSweepDefaultLimit = 100
+
+// BatchSweepParams configures one timeout sweep.
+type BatchSweepParams struct {
+	// MaxAge is how long a batch may stay RUNNING, measured from its
+	// creation (the claim) on the database clock. Must be positive.
+	MaxAge time.Duration
+	// FailureCode defaults to BatchFailureTimeout; FailureMessage to a
+	// sentence naming MaxAge.
+	FailureCode    string
+	FailureMessage string
+	Limit          int // default BatchSweepDefaultLimit
+}
+
+// BatchSweepTimedOut settles as FAILED every RUNNING batch created more
+// than MaxAge ago on the database clock, and returns the settlements it
+// made. It is how a crashed holder's slot comes back (seed §3.1): the
+// mutual exclusion is the batch's own state, so there is no lease to expire
+// — a batch stuck RUNNING is visible, and this moves it on.
+//
+// Age is counted from created_at, not updated_at: a batch must finish
+// within MaxAge of its claim however often its task touches the row, so a
+// task that loops while writing progress cannot hold the slot forever, and
+// idx_merge_batch_status_created serves the query. BLOCKED batches are
+// left alone: they wait for a person by definition.
+//
+// Each candidate is settled by BatchSettleFailed guarded on the status and
+// version the sweep read, so the sweep races safely with the running task
+// and with other sweepers: whoever writes first wins, the others get
+// domain.ErrPreempted and skip the batch without touching it. A batch whose
+// settlement is busy (a lock wait ran out) is left for the next sweep.
+func (s *Store) BatchSweepTimedOut(ctx context.Context, p BatchSweepParams) ([]BatchSettlement, error) {
+	if p.MaxAge <= 0 {
+		return nil, fmt.Errorf("sweep batches: MaxAge must be positive, is %s", p.MaxAge)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = BatchSweepDefaultLimit
+	}
+	code, msg := p.FailureCode, p.FailureMessage
+	if code == "" {
+		code = BatchFailureTimeout
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("batch still RUNNING %s after its claim", p.MaxAge)
+	}
+
+	type candidate struct{ id, version int64 }
+	cutoff, arg := s.dialect.NowMinus(p.MaxAge)
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id, version FROM merge_batch WHERE status = ? AND created_at < "+cutoff+
+			" ORDER BY created_at, id LIMIT ?", domain.BatchRunning, arg, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sweep batches: %w", translate(err))
+	}
+	var found []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.version); err != nil {
+			_ = rows.Close()
+			return nil, fmt.Errorf("sweep batches: %w", err)
+		}
+		found = append(found, c)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("sweep batches: %w", translate(err))
+	}
+
+	var settled []BatchSettlement
+	for _, c := range found {
+		st, err := s.BatchSettleFailed(ctx, BatchSettleParams{
+			ID: c.id, From: domain.BatchRunning, Version: c.version,
+			FailureCode: code, FailureMessage: msg,
+		})
+		switch {
+		case errors.Is(err, domain.ErrPreempted), errors.Is(err, domain.ErrBusy):
+			continue
+		case err != nil:
+			return settled, fmt.Errorf("sweep batches: %w", err)
+		}
+		settled = append(settled, st)
+	}
+	return settled, nil
+}
