@@ -1,0 +1,256 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+func TestBatchTakeSlot(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		first, err := s.BatchTakeSlot(ctx, store.BatchTakeSlotParams{ProjectID: 1})
+		require.NoError(t, err)
+		require.False(t, first.Occupied)
+		require.NotZero(t, first.BatchID)
+
+		again, err := s.BatchTakeSlot(ctx, store.BatchTakeSlotParams{ProjectID: 1})
+		require.NoError(t, err, "a duplicate key is an answer, not an error")
+		require.Equal(t, store.BatchSlot{Occupied: true}, again)
+
+		other, err := s.BatchTakeSlot(ctx, store.BatchTakeSlotParams{ProjectID: 2})
+		require.NoError(t, err)
+		require.False(t, other.Occupied, "each project has its own slot")
+
+		b := mustBatch(t, s, first.BatchID)
+		require.Equal(t, domain.BatchRunning, b.Status)
+		require.Equal(t, int64(1), b.Version)
+		require.Equal(t, int64(1), b.ProjectID)
+		require.Equal(t, 2, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch"), "the occupied attempt left nothing")
+	})
+}
+
+func TestBatchTransitionTable(t *testing.T) {
+	t.Parallel()
+	all := []domain.BatchStatus{domain.BatchRunning, domain.BatchSucceeded, domain.BatchFailed, domain.BatchBlocked}
+	legal := map[[2]domain.BatchStatus]bool{
+		{domain.BatchRunning, domain.BatchBlocked}:   true,
+		{domain.BatchRunning, domain.BatchSucceeded}: true,
+		{domain.BatchRunning, domain.BatchFailed}:    true,
+		{domain.BatchBlocked, domain.BatchSucceeded}: true,
+		{domain.BatchBlocked, domain.BatchFailed}:    true,
+	}
+	for _, from := range all {
+		for _, to := range all {
+			want := legal[[2]domain.BatchStatus{from, to}]
+			require.Equal(t, want, store.BatchTransitionLegal(from, to), "%s → %s", from, to)
+		}
+	}
+}
+
+func TestBatchBlockKeepsTheSlot(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		admitWaiting(t, s, 1, "op", 2)
+		c := mustClaim(t, s, 1, 10)
+
+		v, err := s.BatchBlock(ctx, store.BatchBlockParams{ID: c.BatchID, Version: 1, Code: "REBASE_CONFLICT", Message: "needs a person"})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), v)
+		b := mustBatch(t, s, c.BatchID)
+		require.Equal(t, domain.BatchBlocked, b.Status)
+		require.Equal(t, "REBASE_CONFLICT", b.FailureCode)
+		require.Equal(t, "needs a person", b.FailureMessage)
+
+		admitWaiting(t, s, 1, "later", 1)
+		got, err := s.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		require.NoError(t, err)
+		require.Equal(t, store.ClaimSlotOccupied, got.Outcome, "BLOCKED keeps the slot")
+
+		_, err = s.BatchBlock(ctx, store.BatchBlockParams{ID: c.BatchID, Version: 2})
+		require.ErrorIs(t, err, domain.ErrPreempted, "BLOCKED is not RUNNING")
+	})
+}
+
+func TestBatchGuardedWritesArePreempted(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		admitWaiting(t, s, 1, "op", 1)
+		c := mustClaim(t, s, 1, 10)
+		tests := []struct {
+			name string
+			p    store.BatchSettleParams
+		}{
+			{"stale version", store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 7}},
+			{"wrong status", store.BatchSettleParams{ID: c.BatchID, From: domain.BatchBlocked, Version: 1}},
+			{"unknown batch", store.BatchSettleParams{ID: c.BatchID + 100, From: domain.BatchRunning, Version: 1}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := s.BatchSettleSucceeded(ctx, tt.p)
+				require.ErrorIs(t, err, domain.ErrPreempted)
+				_, err = s.BatchSettleFailed(ctx, tt.p)
+				require.ErrorIs(t, err, domain.ErrPreempted)
+			})
+		}
+		b := mustBatch(t, s, c.BatchID)
+		require.Equal(t, domain.BatchRunning, b.Status, "nothing changed")
+		require.Equal(t, int64(1), b.Version)
+		require.Equal(t, 1, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", c.BatchID))
+
+		t.Run("illegal transition is refused before the database", func(t *testing.T) {
+			st, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+			require.NoError(t, err)
+			_, err = s.BatchSettleFailed(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchSucceeded, Version: st.Version})
+			require.ErrorContains(t, err, "illegal transition SUCCEEDED → FAILED")
+			require.NotErrorIs(t, err, domain.ErrPreempted)
+		})
+	})
+}
+
+func TestBatchFailureTextIsCutToTheColumn(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		admitWaiting(t, s, 1, "op", 1)
+		c := mustClaim(t, s, 1, 10)
+		long := strings.Repeat("é", 400) // 800 bytes, two per rune
+		_, err := s.BatchSettleFailed(t.Context(), store.BatchSettleParams{
+			ID: c.BatchID, From: domain.BatchRunning, Version: 1,
+			FailureCode: strings.Repeat("X", 100), FailureMessage: long,
+		})
+		require.NoError(t, err, "MariaDB strict mode would refuse an over-long value")
+		b := mustBatch(t, s, c.BatchID)
+		require.Len(t, b.FailureCode, 64)
+		require.Len(t, b.FailureMessage, 512)
+		require.Equal(t, strings.Repeat("é", 256), b.FailureMessage, "cut on a rune boundary")
+	})
+}
+
+func TestBatchReads(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		_, err := s.BatchGet(ctx, 404)
+		require.ErrorIs(t, err, domain.ErrNotFound)
+		_, err = s.BatchActive(ctx, 1)
+		require.ErrorIs(t, err, domain.ErrNotFound, "free slot")
+
+		// Five batches of project 1 (the last one active) and one of project 2.
+		var ids []int64
+		for i := range 5 {
+			admitWaiting(t, s, 1, "p1-"+string(rune('a'+i)), 2)
+			c := mustClaim(t, s, 1, 10)
+			ids = append(ids, c.BatchID)
+			if i < 4 {
+				_, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+				require.NoError(t, err)
+			}
+		}
+		admitWaiting(t, s, 2, "p2", 3)
+		p2 := mustClaim(t, s, 2, 10)
+
+		active, err := s.BatchActive(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, ids[4], active.ID)
+		require.Equal(t, domain.BatchRunning, active.Status)
+		require.False(t, active.CreatedAt.IsZero())
+		require.False(t, active.UpdatedAt.IsZero())
+
+		t.Run("list is newest first and pages by cursor", func(t *testing.T) {
+			page, err := s.BatchList(ctx, store.BatchListParams{ProjectID: 1, Limit: 2})
+			require.NoError(t, err)
+			require.Equal(t, []int64{ids[4], ids[3]}, batchIDs(page.Items))
+			require.Equal(t, ids[3], page.NextBeforeID)
+			page, err = s.BatchList(ctx, store.BatchListParams{ProjectID: 1, Limit: 2, BeforeID: page.NextBeforeID})
+			require.NoError(t, err)
+			require.Equal(t, []int64{ids[2], ids[1]}, batchIDs(page.Items))
+			page, err = s.BatchList(ctx, store.BatchListParams{ProjectID: 1, Limit: 2, BeforeID: page.NextBeforeID})
+			require.NoError(t, err)
+			require.Equal(t, []int64{ids[0]}, batchIDs(page.Items))
+			require.Zero(t, page.NextBeforeID, "last page")
+
+			all, err := s.BatchList(ctx, store.BatchListParams{})
+			require.NoError(t, err)
+			require.Len(t, all.Items, 6)
+			require.Equal(t, p2.BatchID, all.Items[0].ID)
+
+			running, err := s.BatchList(ctx, store.BatchListParams{Status: domain.BatchRunning})
+			require.NoError(t, err)
+			require.Equal(t, []int64{p2.BatchID, ids[4]}, batchIDs(running.Items))
+		})
+
+		t.Run("members come from the history in claim order", func(t *testing.T) {
+			members, err := s.BatchMembers(ctx, p2.BatchID)
+			require.NoError(t, err)
+			require.Equal(t, p2.Members, members)
+			require.Equal(t, []string{"p2-0", "p2-1", "p2-2"}, memberOpIDs(members))
+			none, err := s.BatchMembers(ctx, 404)
+			require.NoError(t, err)
+			require.Empty(t, none)
+		})
+	})
+}
+
+func TestBatchWaitingCountAndQueuePosition(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		for _, op := range []string{"a", "b", "c", "d"} {
+			admitted, err := s.BatchAdmit(ctx, op, 1)
+			require.NoError(t, err)
+			require.True(t, admitted)
+		}
+		_, err := s.BatchAdmit(ctx, "other-project", 2)
+		require.NoError(t, err)
+
+		n, err := s.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+
+		for i, op := range []string{"a", "b", "c", "d"} {
+			qp, err := s.BatchQueuePosition(ctx, op)
+			require.NoError(t, err)
+			require.Equal(t, i+1, qp.Position, op)
+			require.Zero(t, qp.BatchID)
+			require.Equal(t, int64(1), qp.ProjectID)
+		}
+		qp, err := s.BatchQueuePosition(ctx, "other-project")
+		require.NoError(t, err)
+		require.Equal(t, 1, qp.Position, "queues are per project")
+
+		backdateWaiting(t, s, 1)
+		c := mustClaim(t, s, 1, 2)
+		require.Equal(t, []string{"a", "b"}, memberOpIDs(c.Members), "position 1 and 2 are what the claim took")
+
+		qp, err = s.BatchQueuePosition(ctx, "a")
+		require.NoError(t, err)
+		require.Equal(t, c.BatchID, qp.BatchID)
+		require.Zero(t, qp.Position)
+		qp, err = s.BatchQueuePosition(ctx, "d")
+		require.NoError(t, err)
+		require.Equal(t, 2, qp.Position, "moved up")
+
+		n, err = s.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+
+		_, err = s.BatchQueuePosition(ctx, "never-admitted")
+		require.ErrorIs(t, err, domain.ErrNotFound)
+	})
+}
+
+func batchIDs(bs []store.Batch) []int64 {
+	out := make([]int64, len(bs))
+	for i, b := range bs {
+		out[i] = b.ID
+	}
+	return out
+}

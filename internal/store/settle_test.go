@@ -1,0 +1,228 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+func TestBatchSettleFailedReleasesMembersAndKeepsHistory(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx, db := t.Context(), s.DB()
+		admitWaiting(t, s, 1, "op", 5)
+		c := mustClaim(t, s, 1, 3)
+
+		st, err := s.BatchSettleFailed(ctx, store.BatchSettleParams{
+			ID: c.BatchID, From: domain.BatchRunning, Version: 1,
+			FailureCode: "PIPELINE_FAILED", FailureMessage: "check pipeline failed",
+		})
+		require.NoError(t, err)
+		require.Equal(t, store.BatchSettlement{BatchID: c.BatchID, Status: domain.BatchFailed, Version: 2, Members: c.Members}, st)
+
+		b := mustBatch(t, s, c.BatchID)
+		require.Equal(t, domain.BatchFailed, b.Status)
+		require.Equal(t, int64(2), b.Version)
+		require.Equal(t, "PIPELINE_FAILED", b.FailureCode)
+		require.Equal(t, "check pipeline failed", b.FailureMessage)
+		require.Equal(t, 0, activeBatches(t, s, 1), "the slot is free")
+
+		require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", c.BatchID), "members released")
+		require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id IS NULL"), "others still wait")
+		history, err := s.BatchMembers(ctx, c.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, c.Members, history, "history is append-only")
+
+		// A released request can be admitted again; it queues behind the
+		// ones that kept waiting, under a new row id.
+		admitted, err := s.BatchAdmit(ctx, "op-0", 1)
+		require.NoError(t, err)
+		require.True(t, admitted)
+		backdateWaiting(t, s, 1)
+		next := mustClaim(t, s, 1, 10)
+		require.Equal(t, []string{"op-3", "op-4", "op-0"}, memberOpIDs(next.Members))
+		require.NotEqual(t, c.Members[0].ID, next.Members[2].ID)
+		require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM merge_batch_history WHERE operation_id = ?", "op-0"),
+			"in two batches, one of them failed")
+	})
+}
+
+func TestBatchSettleBlockedBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		admitWaiting(t, s, 1, "a", 1)
+		admitWaiting(t, s, 2, "b", 1)
+		a := mustClaim(t, s, 1, 10)
+		b := mustClaim(t, s, 2, 10)
+		for _, id := range []int64{a.BatchID, b.BatchID} {
+			_, err := s.BatchBlock(ctx, store.BatchBlockParams{ID: id, Version: 1, Code: "MERGE_CONFLICT"})
+			require.NoError(t, err)
+		}
+		_, err := s.BatchSettleFailed(ctx, store.BatchSettleParams{ID: a.BatchID, From: domain.BatchRunning, Version: 2})
+		require.ErrorIs(t, err, domain.ErrPreempted, "it is BLOCKED now")
+
+		failed, err := s.BatchSettleFailed(ctx, store.BatchSettleParams{ID: a.BatchID, From: domain.BatchBlocked, Version: 2, FailureCode: "OPERATOR_CLOSED"})
+		require.NoError(t, err)
+		require.Equal(t, int64(3), failed.Version)
+		require.Equal(t, "OPERATOR_CLOSED", mustBatch(t, s, a.BatchID).FailureCode)
+
+		ok, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: b.BatchID, From: domain.BatchBlocked, Version: 2})
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchSucceeded, mustBatch(t, s, b.BatchID).Status)
+		require.Equal(t, "MERGE_CONFLICT", mustBatch(t, s, b.BatchID).FailureCode, "why it was blocked stays on record")
+		require.Equal(t, b.Members, ok.Members)
+		require.Equal(t, 0, activeBatches(t, s, 1)+activeBatches(t, s, 2))
+	})
+}
+
+func TestBatchSettleSucceededKeepsMembersClaimed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		admitWaiting(t, s, 1, "op", 2)
+		c := mustClaim(t, s, 1, 10)
+		st, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+		require.NoError(t, err)
+		require.Equal(t, store.BatchSettlement{BatchID: c.BatchID, Status: domain.BatchSucceeded, Version: 2, Members: c.Members}, st)
+		require.Equal(t, 2, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", c.BatchID))
+		admitted, err := s.BatchAdmit(ctx, "op-0", 1)
+		require.NoError(t, err)
+		require.False(t, admitted, "a merged request is not admitted again")
+		require.Equal(t, 0, activeBatches(t, s, 1))
+	})
+}
+
+func TestBatchSecondSettlementRollsBackBeforeDoingAnything(t *testing.T) {
+	t.Parallel()
+	// Seed §3.3: the guarded batch write comes first, so the losing path of
+	// two racing settlements fails there and changes nothing.
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx, db := t.Context(), s.DB()
+
+		t.Run("sequential: a stale settlement after re-admission", func(t *testing.T) {
+			admitWaiting(t, s, 1, "seq", 2)
+			c := mustClaim(t, s, 1, 10)
+			stale := store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1}
+			_, err := s.BatchSettleFailed(ctx, stale)
+			require.NoError(t, err)
+			admitted, err := s.BatchAdmit(ctx, "seq-0", 1) // the workflow re-admits a member
+			require.NoError(t, err)
+			require.True(t, admitted)
+
+			_, err = s.BatchSettleFailed(ctx, stale)
+			require.ErrorIs(t, err, domain.ErrPreempted)
+			_, err = s.BatchSettleSucceeded(ctx, stale)
+			require.ErrorIs(t, err, domain.ErrPreempted)
+			require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", "seq-0"),
+				"the re-admitted request was not released again")
+			b := mustBatch(t, s, c.BatchID)
+			require.Equal(t, domain.BatchFailed, b.Status)
+			require.Equal(t, int64(2), b.Version)
+		})
+
+		t.Run("concurrent: the second waits for the first and then misses", func(t *testing.T) {
+			admitWaiting(t, s, 2, "con", 2)
+			c := mustClaim(t, s, 2, 10)
+			read := make(chan struct{})
+			rel := make(chan struct{})
+			release := sync.OnceFunc(func() { close(rel) })
+			t.Cleanup(release)
+			first := make(chan error, 1)
+			p := store.SettleBeforeCommit(store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1, FailureCode: "TIMEOUT"},
+				func(context.Context, *sql.Tx) error {
+					close(read)
+					<-rel
+					return nil
+				})
+			go func() {
+				_, err := s.BatchSettleFailed(context.WithoutCancel(ctx), p)
+				first <- err
+			}()
+			<-read
+			second := make(chan error, 1)
+			go func() {
+				_, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+				second <- err
+			}()
+			if s.Dialect().IsMySQL() {
+				waitForLockWait(t, s) // on the batch row the first one updated
+			} else {
+				time.Sleep(100 * time.Millisecond) // SQLite: waits for the writer lock
+			}
+			release()
+			require.NoError(t, <-first)
+			require.ErrorIs(t, <-second, domain.ErrPreempted)
+			b := mustBatch(t, s, c.BatchID)
+			require.Equal(t, domain.BatchFailed, b.Status, "the first path's outcome stands")
+			require.Equal(t, int64(2), b.Version, "exactly one write")
+		})
+	})
+}
+
+func TestBatchSettlementDoesNotBlockAdmissions(t *testing.T) {
+	t.Parallel()
+	// Settling deletes members by primary key. A range delete over the
+	// waiting index would lock the gap after the batch's entries — the
+	// place where the next project's first admission goes when that
+	// project has claimed rows but nothing waiting.
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		onlyMySQL(t, s, "SQLite serializes all writers")
+		ctx, db := t.Context(), s.DB()
+		admitWaiting(t, s, 1, "p1", 3)
+		admitWaiting(t, s, 2, "p2", 2)
+		c1 := mustClaim(t, s, 1, 10)
+		mustClaim(t, s, 2, 10) // project 2: claimed rows only, nothing waiting
+
+		held := make(chan struct{})
+		rel := make(chan struct{})
+		release := sync.OnceFunc(func() { close(rel) })
+		t.Cleanup(release)
+		done := make(chan error, 1)
+		p := store.SettleBeforeCommit(store.BatchSettleParams{ID: c1.BatchID, From: domain.BatchRunning, Version: 1},
+			func(context.Context, *sql.Tx) error {
+				close(held)
+				<-rel
+				return nil
+			})
+		go func() {
+			_, err := s.BatchSettleFailed(context.WithoutCancel(ctx), p)
+			done <- err
+		}()
+		<-held
+
+		conn, err := db.Conn(ctx)
+		require.NoError(t, err)
+		defer conn.Close()
+		mustExec(t, conn, "SET SESSION innodb_lock_wait_timeout = 1")
+		admit := func(project int64) error {
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+			admitted, err := s.BatchAdmitTx(ctx, tx, fmt.Sprintf("during-settle-%d", project), project)
+			if err != nil {
+				return err
+			}
+			require.True(t, admitted)
+			return tx.Commit()
+		}
+		for _, project := range []int64{1, 2, 3} {
+			start := time.Now()
+			require.NoError(t, admit(project), "project %d: admission must not wait for the settlement", project)
+			require.Less(t, time.Since(start), 500*time.Millisecond)
+		}
+		release()
+		require.NoError(t, <-done)
+	})
+}
