@@ -41,9 +41,9 @@ func BenchmarkChain(b *testing.B) {
 		name string
 		h    http.Handler
 	}{
-		{"bare", handler},
-		{"chain-without-ratelimit", server(nil)},
-		{"chain", server(&RateLimitSpec{Bucket: "bench"})},
+		{"handler=bare", handler},
+		{"handler=chain-without-ratelimit", server(nil)},
+		{"handler=chain", server(&RateLimitSpec{Bucket: "bench"})},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req := httptest.NewRequest("GET", "/api/bench", nil)

@@ -82,8 +82,8 @@ func contestants() []struct {
 		name string
 		new  func() keyed
 	}{
-		{"sliding-log", func() keyed { return slidingLog{New()} }},
-		{"x-time-rate", func() keyed { return newXrateMap() }},
+		{"impl=sliding-log", func() keyed { return slidingLog{New()} }},
+		{"impl=x-time-rate", func() keyed { return newXrateMap() }},
 	}
 }
 
