@@ -1,0 +1,374 @@
+package gitlab
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+	"golang.org/x/time/rate"
+)
+
+// Options configures a Client.
+type Options struct {
+	// Settings is called on every call; nil means nothing is configured.
+	Settings func() Settings
+	// Transport is the HTTP transport (default http.DefaultTransport).
+	Transport http.RoundTripper
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Client is the adapter: GitLab and CheckItemsAPI over the official client
+// library (and plain net/http for the check-items extension). One
+// client-library client per bot token, one breaker for GitLab.
+type Client struct {
+	settings  func() Settings
+	transport http.RoundTripper
+	http      *http.Client
+	logger    *slog.Logger
+	guard     guard
+
+	mu      sync.Mutex
+	clients map[clientKey]*gl.Client
+}
+
+type clientKey struct{ base, token string }
+
+var (
+	_ GitLab        = (*Client)(nil)
+	_ CheckItemsAPI = (*Client)(nil)
+)
+
+// New returns a Client; it does no I/O.
+func New(opts Options) *Client {
+	settings := opts.Settings
+	if settings == nil {
+		settings = func() Settings { return Settings{} }
+	}
+	tr := opts.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger,
+		clients: map[clientKey]*gl.Client{},
+	}
+}
+
+// lib returns the client-library client for bot under s.
+//
+// Retries are off (WithoutRetries, and RetryMax 0 for good measure):
+// client-go's default policy retries every method, POST included, on 429
+// and 5xx (retryHTTPCheck in gitlab.go of v1.46.0), so a create whose
+// answer was a 502 after it was applied would run twice. We retry in our
+// own code, after reading remote state. The library's rate limiter, which
+// would make a call wait on its own clock, is replaced by an unlimited
+// one: waiting is the workflow's decision, and every call has a deadline.
+func (c *Client) lib(s Settings, op string, bot Bot) (*gl.Client, error) {
+	if s.BaseURL == "" {
+		return nil, &Error{Op: op, Message: "gitlab.baseURL is not configured"}
+	}
+	token := s.Tokens.token(bot)
+	if token == "" {
+		return nil, &Error{Op: op, Message: fmt.Sprintf("no token for bot %q (gitlab.tokens.%s)", bot, bot)}
+	}
+	key := clientKey{s.apiBase(), token}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.clients[key]; ok {
+		return cl, nil
+	}
+	cl, err := gl.NewClient(token,
+		gl.WithBaseURL(key.base),
+		gl.WithHTTPClient(&http.Client{Transport: c.transport}),
+		gl.WithoutRetries(),
+		gl.WithCustomRetryMax(0),
+		gl.WithCustomLimiter(rate.NewLimiter(rate.Inf, 0)),
+	)
+	if err != nil {
+		return nil, &Error{Op: op, Message: "client: " + err.Error(), Err: err}
+	}
+	c.clients[key] = cl
+	return cl, nil
+}
+
+// call runs fn as bot through the guard and translates its failure.
+func (c *Client) call(ctx context.Context, op string, bot Bot, fn func(ctx context.Context, cl *gl.Client) (*gl.Response, error)) error {
+	s := c.settings().withDefaults()
+	cl, err := c.lib(s, op, bot)
+	if err != nil {
+		return err
+	}
+	return c.guard.do(ctx, s, op, func(ctx context.Context) error {
+		resp, err := fn(ctx, cl)
+		if err != nil {
+			return translate(op, resp, err)
+		}
+		return nil
+	})
+}
+
+// translate turns a client-library failure into a *Error with the real
+// status. A 404 comes back as the gl.ErrNotFound sentinel without a body;
+// the response still has the status.
+func translate(op string, resp *gl.Response, err error) *Error {
+	var er *gl.ErrorResponse
+	switch {
+	case errors.As(err, &er) && er.Response != nil:
+		return &Error{Op: op, Status: er.Response.StatusCode, Message: er.Message, Err: err}
+	case resp != nil && resp.Response != nil && resp.StatusCode >= 300:
+		return &Error{Op: op, Status: resp.StatusCode, Message: err.Error(), Err: err}
+	case errors.Is(err, gl.ErrNotFound):
+		return &Error{Op: op, Status: http.StatusNotFound, Message: "404 Not Found", Err: err}
+	}
+	return transportError(op, err)
+}
+
+// transportError is a failure without an answer. It is an unknown outcome
+// unless the connection was never made (a dial error): the request may
+// have reached GitLab and been applied.
+func transportError(op string, err error) *Error {
+	e := &Error{Op: op, Message: err.Error(), Err: err, Unknown: true}
+	var op2 *net.OpError
+	if errors.As(err, &op2) && op2.Op == "dial" {
+		e.Unknown = false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.Message = "deadline exceeded"
+	}
+	return e
+}
+
+// GetBranch implements GitLab.
+func (c *Client) GetBranch(ctx context.Context, project, branch string) (Branch, error) {
+	var out Branch
+	err := c.call(ctx, "GetBranch", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		b, resp, err := cl.Branches.GetBranch(project, branch, gl.WithContext(ctx))
+		if err == nil {
+			out = toBranch(b)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// CreateBranch implements GitLab.
+func (c *Client) CreateBranch(ctx context.Context, project, branch, ref string) (Branch, error) {
+	var out Branch
+	err := c.call(ctx, "CreateBranch", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		b, resp, err := cl.Branches.CreateBranch(project, &gl.CreateBranchOptions{Branch: gl.Ptr(branch), Ref: gl.Ptr(ref)}, gl.WithContext(ctx))
+		if err == nil {
+			out = toBranch(b)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// CreateCommit implements GitLab.
+func (c *Client) CreateCommit(ctx context.Context, project string, r CommitRequest) (Commit, error) {
+	opt := &gl.CreateCommitOptions{Branch: gl.Ptr(r.Branch), CommitMessage: gl.Ptr(r.Message)}
+	if r.StartBranch != "" {
+		opt.StartBranch = gl.Ptr(r.StartBranch)
+	}
+	for _, a := range r.Actions {
+		act := &gl.CommitActionOptions{Action: gl.Ptr(gl.FileActionValue(a.Action)), FilePath: gl.Ptr(a.Path)}
+		if a.Action != ActionDelete {
+			act.Content = gl.Ptr(a.Content)
+		}
+		opt.Actions = append(opt.Actions, act)
+	}
+	var out Commit
+	err := c.call(ctx, "CreateCommit", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		cm, resp, err := cl.Commits.CreateCommit(project, opt, gl.WithContext(ctx))
+		if err == nil && cm != nil {
+			out = Commit{ID: cm.ID, Title: cm.Title}
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// GetFile implements GitLab.
+func (c *Client) GetFile(ctx context.Context, project, path, ref string) (File, error) {
+	var out File
+	err := c.call(ctx, "GetFile", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		f, resp, err := cl.RepositoryFiles.GetFile(project, path, &gl.GetFileOptions{Ref: gl.Ptr(ref)}, gl.WithContext(ctx))
+		if err != nil {
+			return resp, err
+		}
+		content := []byte(f.Content)
+		if f.Encoding == "base64" {
+			if content, err = base64.StdEncoding.DecodeString(f.Content); err != nil {
+				return resp, fmt.Errorf("decode file content: %w", err)
+			}
+		}
+		out = File{Path: f.FilePath, Content: content, BlobID: f.BlobID, CommitID: f.CommitID, LastCommitID: f.LastCommitID}
+		return resp, nil
+	})
+	return out, err
+}
+
+// FindMRBySourceBranch implements GitLab.
+func (c *Client) FindMRBySourceBranch(ctx context.Context, project, source string, state MRStateFilter) (MR, bool, error) {
+	var out MR
+	found := false
+	err := c.call(ctx, "FindMRBySourceBranch", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		opt := &gl.ListProjectMergeRequestsOptions{
+			SourceBranch: gl.Ptr(source), State: gl.Ptr(string(state)),
+			OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("desc"),
+		}
+		opt.PerPage = 1
+		mrs, resp, err := cl.MergeRequests.ListProjectMergeRequests(project, opt, gl.WithContext(ctx))
+		if err == nil && len(mrs) > 0 {
+			out, found = fromBasicMR(mrs[0]), true
+		}
+		return resp, err
+	})
+	return out, found, err
+}
+
+// CreateMR implements GitLab.
+func (c *Client) CreateMR(ctx context.Context, project string, r CreateMRRequest) (MR, error) {
+	opt := &gl.CreateMergeRequestOptions{
+		SourceBranch: gl.Ptr(r.SourceBranch), TargetBranch: gl.Ptr(r.TargetBranch),
+		Title: gl.Ptr(r.Title), Description: gl.Ptr(r.Description),
+	}
+	return c.mrCall(ctx, "CreateMR", func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
+		return cl.MergeRequests.CreateMergeRequest(project, opt, gl.WithContext(ctx))
+	})
+}
+
+// GetMR implements GitLab.
+func (c *Client) GetMR(ctx context.Context, project string, iid int64) (MR, error) {
+	return c.mrCall(ctx, "GetMR", func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
+		return cl.MergeRequests.GetMergeRequest(project, iid, &gl.GetMergeRequestsOptions{IncludeRebaseInProgress: gl.Ptr(true)}, gl.WithContext(ctx))
+	})
+}
+
+// CloseMR implements GitLab.
+func (c *Client) CloseMR(ctx context.Context, project string, iid int64) (MR, error) {
+	return c.mrCall(ctx, "CloseMR", func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
+		return cl.MergeRequests.UpdateMergeRequest(project, iid, &gl.UpdateMergeRequestOptions{StateEvent: gl.Ptr("close")}, gl.WithContext(ctx))
+	})
+}
+
+// Merge implements GitLab.
+func (c *Client) Merge(ctx context.Context, project string, iid int64, sha string) (MR, error) {
+	opt := &gl.AcceptMergeRequestOptions{}
+	if sha != "" {
+		opt.SHA = gl.Ptr(sha)
+	}
+	return c.mrCall(ctx, "Merge", func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
+		return cl.MergeRequests.AcceptMergeRequest(project, iid, opt, gl.WithContext(ctx))
+	})
+}
+
+func (c *Client) mrCall(ctx context.Context, op string, fn func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error)) (MR, error) {
+	var out MR
+	err := c.call(ctx, op, Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		m, resp, err := fn(ctx, cl)
+		if err == nil && m != nil {
+			out = fromMR(m)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// Rebase implements GitLab.
+func (c *Client) Rebase(ctx context.Context, project string, iid int64) error {
+	return c.call(ctx, "Rebase", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		return cl.MergeRequests.RebaseMergeRequest(project, iid, nil, gl.WithContext(ctx))
+	})
+}
+
+// ListMRPipelines implements GitLab.
+func (c *Client) ListMRPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error) {
+	var out []Pipeline
+	err := c.call(ctx, "ListMRPipelines", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		ps, resp, err := cl.MergeRequests.ListMergeRequestPipelines(project, iid, gl.WithContext(ctx))
+		for _, p := range ps {
+			pl := Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+			if p.CreatedAt != nil {
+				pl.CreatedAt = *p.CreatedAt
+			}
+			out = append(out, pl)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// GetApprovals implements GitLab.
+func (c *Client) GetApprovals(ctx context.Context, bot Bot, project string, iid int64) (Approvals, error) {
+	var out Approvals
+	err := c.call(ctx, "GetApprovals", bot, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		a, resp, err := cl.MergeRequestApprovals.GetConfiguration(project, iid, gl.WithContext(ctx))
+		if err == nil && a != nil {
+			out = Approvals{Approved: a.Approved, UserHasApproved: a.UserHasApproved, UserCanApprove: a.UserCanApprove, ApprovalsLeft: a.ApprovalsLeft}
+			for _, u := range a.ApprovedBy {
+				if u != nil && u.User != nil {
+					out.ApprovedBy = append(out.ApprovedBy, u.User.Username)
+				}
+			}
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// Approve implements GitLab (client library, no check items).
+func (c *Client) Approve(ctx context.Context, bot Bot, project string, iid int64, sha string) error {
+	opt := &gl.ApproveMergeRequestOptions{}
+	if sha != "" {
+		opt.SHA = gl.Ptr(sha)
+	}
+	return c.call(ctx, "Approve", bot, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		_, resp, err := cl.MergeRequestApprovals.ApproveMergeRequest(project, iid, opt, gl.WithContext(ctx))
+		return resp, err
+	})
+}
+
+func toBranch(b *gl.Branch) Branch {
+	if b == nil {
+		return Branch{}
+	}
+	out := Branch{Name: b.Name}
+	if b.Commit != nil {
+		out.CommitID = b.Commit.ID
+	}
+	return out
+}
+
+func fromBasicMR(m *gl.BasicMergeRequest) MR {
+	return MR{
+		IID: m.IID, ProjectID: m.ProjectID, Title: m.Title, Description: m.Description,
+		SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, State: m.State,
+		DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts,
+		SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA, WebURL: m.WebURL,
+	}
+}
+
+func fromMR(m *gl.MergeRequest) MR {
+	out := fromBasicMR(&m.BasicMergeRequest)
+	out.MergeError = m.MergeError
+	out.RebaseInProgress = m.RebaseInProgress
+	if p := m.HeadPipeline; p != nil {
+		out.HeadPipeline = &Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+		if p.CreatedAt != nil {
+			out.HeadPipeline.CreatedAt = *p.CreatedAt
+		}
+	}
+	return out
+}

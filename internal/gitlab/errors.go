@@ -1,0 +1,117 @@
+package gitlab
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error is every failure of this package: the operation, the real HTTP
+// status (0 when no answer arrived: transport error, deadline, open
+// breaker) and GitLab's message. Use errors.As, or the Is* helpers, which
+// look through wrapping.
+type Error struct {
+	// Op is the port operation, e.g. "CreateMR".
+	Op string
+	// Status is GitLab's HTTP status; 0 means no answer.
+	Status int
+	// Message is GitLab's message, or what went wrong on our side.
+	Message string
+	// Unknown says the request may have been applied although no answer
+	// arrived (the connection broke or the deadline passed after it was
+	// sent). A caller must read remote state before repeating a write.
+	Unknown bool
+	// BreakerOpen says the call was not attempted.
+	BreakerOpen bool
+	// CurrentCheckItems is the project's current check-item list when a
+	// 422 on approve carried one (direct-HTTP approver only).
+	CurrentCheckItems []CheckItem
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+// Error formats op, status and message.
+func (e *Error) Error() string {
+	s := "gitlab " + e.Op + ": "
+	switch {
+	case e.BreakerOpen:
+		s += "circuit open"
+	case e.Status == 0 && e.Unknown:
+		s += "no answer, outcome unknown"
+	case e.Status == 0:
+		s += "no answer"
+	default:
+		s += fmt.Sprintf("status %d", e.Status)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil && e.Err.Error() != e.Message {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap exposes the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// StatusOf returns the HTTP status of err's *Error, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+func hasStatus(err error, status int) bool { return StatusOf(err) == status }
+
+// IsNotFound: 404.
+func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
+
+// IsConflict: 409 (MR already open for the branch; sha not the head).
+func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
+
+// IsUnauthorized: 401 — on approve ambiguous (duplicate or refused), settled
+// only by reading the approvals as that bot.
+func IsUnauthorized(err error) bool { return hasStatus(err, http.StatusUnauthorized) }
+
+// IsForbidden: 403, a permission failure.
+func IsForbidden(err error) bool { return hasStatus(err, http.StatusForbidden) }
+
+// IsBadRequest: 400 (branch exists, file exists or missing, …).
+func IsBadRequest(err error) bool { return hasStatus(err, http.StatusBadRequest) }
+
+// IsMethodNotAllowed: 405, merge refused because the MR is not mergeable now.
+func IsMethodNotAllowed(err error) bool { return hasStatus(err, http.StatusMethodNotAllowed) }
+
+// IsUnprocessable: 422 (merge failed, check items stale).
+func IsUnprocessable(err error) bool { return hasStatus(err, http.StatusUnprocessableEntity) }
+
+// IsMergeFailed: 422 or the older 406 "Branch cannot be merged".
+func IsMergeFailed(err error) bool {
+	s := StatusOf(err)
+	return s == http.StatusUnprocessableEntity || s == http.StatusNotAcceptable
+}
+
+// OutcomeUnknown says err is a *Error whose request may have been applied:
+// read before retrying a write.
+func OutcomeUnknown(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Unknown
+}
+
+// IsBreakerOpen says the call was refused by the open circuit breaker.
+func IsBreakerOpen(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.BreakerOpen
+}
+
+// IsTransient says a retry later may succeed: no answer, 429 or 5xx.
+func IsTransient(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}

@@ -1,0 +1,63 @@
+package gitlab
+
+import (
+	"strings"
+	"time"
+
+	"changeflow/internal/config"
+)
+
+// Settings are read on every call, so configuration reloads apply without
+// a restart (a changed base URL or token builds a new client).
+type Settings struct {
+	// BaseURL is gitlab.baseURL, GitLab's root ("…/gitlab/"); /api/v4 is
+	// appended. "" fails every call with a *Error (Status 0).
+	BaseURL string
+	// Tokens are gitlab.tokens.{committer,approver1,approver2}.
+	Tokens Bots
+	// Timeout is http.timeout.gitlab, the deadline of one call; ≤ 0 means 10s.
+	Timeout time.Duration
+	// BreakerFailures consecutive failures (≤ 0 means 5) open the GitLab
+	// breaker for BreakerOpenFor (≤ 0 means 30s).
+	BreakerFailures int
+	BreakerOpenFor  time.Duration
+}
+
+// SettingsFromConfig reads gitlab.baseURL, gitlab.tokens.*,
+// http.timeout.gitlab and breaker.* from a snapshot.
+func SettingsFromConfig(s *config.Snapshot) Settings {
+	to, _ := s.HTTPTimeout("gitlab")
+	b := s.Breaker()
+	tok := func(name string) string { t, _, _ := s.GitLabToken(name); return t }
+	return Settings{
+		BaseURL: s.Endpoints().GitLab,
+		Tokens: Bots{
+			Committer: tok(string(Committer)),
+			Approver1: tok(string(Approver1)),
+			Approver2: tok(string(Approver2)),
+		},
+		Timeout:         to,
+		BreakerFailures: b.Failures,
+		BreakerOpenFor:  b.OpenFor,
+	}
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.Timeout <= 0 {
+		s.Timeout = 10 * time.Second
+	}
+	if s.BreakerFailures <= 0 {
+		s.BreakerFailures = 5
+	}
+	if s.BreakerOpenFor <= 0 {
+		s.BreakerOpenFor = 30 * time.Second
+	}
+	return s
+}
+
+// apiBase is BaseURL with exactly one trailing "/api/v4/".
+func (s Settings) apiBase() string {
+	b := strings.TrimSuffix(s.BaseURL, "/")
+	b = strings.TrimSuffix(b, "/api/v4")
+	return b + "/api/v4/"
+}
