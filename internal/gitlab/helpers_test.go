@@ -197,3 +197,5 @@ func wantErr(t testing.TB, err error, op string, status int) *gitlab.Error {
 }
 
 func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+func errDeadline() error { return context.DeadlineExceeded }
