@@ -46,6 +46,11 @@ type BatchSweepParams struct {
 // and with other sweepers: whoever writes first wins, the others get
 // domain.ErrPreempted and skip the batch without touching it. A batch whose
 // settlement is busy (a lock wait ran out) is left for the next sweep.
+//
+// The sweep does not look at the batch's MR: it is the backstop for a
+// crashed holder, and the workflow closes and re-reads the MR of every
+// batch it returns before deciding about the members ("merged wins", seed
+// §3.7; docs/architecture.md).
 func (s *Store) BatchSweepTimedOut(ctx context.Context, p BatchSweepParams) ([]BatchSettlement, error) {
 	if p.MaxAge <= 0 {
 		return nil, fmt.Errorf("sweep batches: MaxAge must be positive, is %s", p.MaxAge)
