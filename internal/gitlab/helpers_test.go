@@ -34,7 +34,14 @@ type env struct {
 	gl       *gitlab.Client
 
 	mu    sync.Mutex
-	calls []string // "POST /projects/config%2Fbindings/merge_requests"
+	calls []call
+	// before, when set, runs before the simulator handles each API call.
+	before func(r *http.Request)
+}
+
+// call is one API request that reached the simulator.
+type call struct {
+	method, path, token string // path after /api/v4, escaped
 }
 
 func newEnv(t testing.TB, mutate ...func(*simgl.Options)) *env {
@@ -58,8 +65,12 @@ func newEnv(t testing.TB, mutate ...func(*simgl.Options)) *env {
 	mux.Handle("/gitlab/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p, ok := strings.CutPrefix(r.URL.EscapedPath(), "/gitlab/api/v4"); ok {
 			e.mu.Lock()
-			e.calls = append(e.calls, r.Method+" "+p)
+			e.calls = append(e.calls, call{r.Method, p, r.Header.Get("PRIVATE-TOKEN")})
+			before := e.before
 			e.mu.Unlock()
+			if before != nil {
+				before(r)
+			}
 		}
 		inner.ServeHTTP(w, r)
 	}))
@@ -94,17 +105,26 @@ func (e *env) set(f func(*gitlab.Settings)) {
 }
 
 // count is how many recorded calls match method and a path.Match pattern.
-func (e *env) count(method, pattern string) int {
+func (e *env) count(method, pattern string) int { return e.countAs("", method, pattern) }
+
+// countAs counts only calls made with token ("" = any).
+func (e *env) countAs(token, method, pattern string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, c := range e.calls {
-		m, p, _ := strings.Cut(c, " ")
-		if ok, _ := path.Match(pattern, p); ok && (method == "" || m == method) {
+		if ok, _ := path.Match(pattern, c.path); ok && (method == "" || c.method == method) && (token == "" || c.token == token) {
 			n++
 		}
 	}
 	return n
+}
+
+// setBefore installs a hook run before each API call reaches the simulator.
+func (e *env) setBefore(f func(r *http.Request)) {
+	e.mu.Lock()
+	e.before = f
+	e.mu.Unlock()
 }
 
 func (e *env) resetCalls() {
