@@ -1,0 +1,106 @@
+// Package approval is the client of the company's approval system:
+// POST /v1/approvals submits a form, GET /v1/approvals?operationId= looks
+// one up, GET /v1/approvals/{id} reads one. The decision arrives later as
+// a callback (handled by the workflow, not here).
+//
+// The system is idempotent on operationId (a second submit answers the
+// existing approval), and the workflow still looks up before it submits
+// ("intent before side effect"): a lost answer is an unknown outcome, and
+// the lookup settles it without relying on the upstream's dedupe alone.
+//
+// Every call has a deadline (http.timeout.approval) and passes a circuit
+// breaker (breaker.*); every failure is a *Error with the real status.
+package approval
+
+import (
+	"context"
+	"time"
+
+	"changeflow/internal/config"
+)
+
+// Service is the port the workflow depends on.
+type Service interface {
+	// Submit sends a form. The same OperationID again returns the
+	// existing approval (the rest of the form is ignored upstream).
+	Submit(ctx context.Context, f Form) (Approval, error)
+	// FindByOperationID returns the approval for opID; ok is false when
+	// there is none.
+	FindByOperationID(ctx context.Context, opID string) (a Approval, ok bool, err error)
+	// Get reads an approval; an unknown id is a 404 *Error.
+	Get(ctx context.Context, approvalID string) (Approval, error)
+}
+
+// Form is what is submitted for approval.
+type Form struct {
+	OperationID string         `json:"operationId"`
+	Requester   string         `json:"requester"`
+	Title       string         `json:"title"`
+	Fields      map[string]any `json:"fields,omitempty"`
+	Ext         Ext            `json:"ext"`
+	CheckItems  []any          `json:"checkItems,omitempty"`
+}
+
+// Ext is the form's extension block, returned unchanged in the decision
+// callback. MRID (the MR's iid, in decimal) is set only by the legacy
+// flow, where the MR exists before the approval — so a callback with
+// ext.mrId belongs to the legacy flow (SPEC §1.2, R-WF-12).
+type Ext struct {
+	MRID string `json:"mrId,omitempty"`
+}
+
+// Status is an approval's status.
+type Status string
+
+// The statuses; every one but Pending is a decision.
+const (
+	Pending   Status = "PENDING"
+	Approved  Status = "APPROVED"
+	Rejected  Status = "REJECTED"
+	Withdrawn Status = "WITHDRAWN"
+)
+
+// Approval is an approval as the system reports it.
+type Approval struct {
+	ApprovalID  string     `json:"approvalId"`
+	OperationID string     `json:"operationId"`
+	Requester   string     `json:"requester"`
+	Title       string     `json:"title"`
+	Status      Status     `json:"status"`
+	Ext         Ext        `json:"ext"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	DecidedAt   *time.Time `json:"decidedAt,omitempty"`
+}
+
+// Settings are read on every call, so reloads apply.
+type Settings struct {
+	// BaseURL is approval.baseURL ("…/approval/"); "" fails every call.
+	BaseURL string
+	// Timeout bounds one call; ≤ 0 means 5s.
+	Timeout time.Duration
+	// BreakerFailures consecutive failures (≤ 0 means 5) open the breaker
+	// for BreakerOpenFor (≤ 0 means 30s).
+	BreakerFailures int
+	BreakerOpenFor  time.Duration
+}
+
+// SettingsFromConfig reads approval.baseURL, http.timeout.approval and
+// breaker.* from a snapshot.
+func SettingsFromConfig(s *config.Snapshot) Settings {
+	to, _ := s.HTTPTimeout("approval")
+	b := s.Breaker()
+	return Settings{BaseURL: s.Endpoints().Approval, Timeout: to, BreakerFailures: b.Failures, BreakerOpenFor: b.OpenFor}
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.Timeout <= 0 {
+		s.Timeout = 5 * time.Second
+	}
+	if s.BreakerFailures <= 0 {
+		s.BreakerFailures = 5
+	}
+	if s.BreakerOpenFor <= 0 {
+		s.BreakerOpenFor = 30 * time.Second
+	}
+	return s
+}
