@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,9 +65,7 @@ type Quota struct {
 	liveAfter atomic.Int64 // the liveAfter it was counted with
 	lastPrune atomic.Int64
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	svc service
 }
 
 // NewQuota returns a stopped service; Start starts it.
@@ -86,33 +83,15 @@ func NewQuota(o QuotaOptions) *Quota {
 // (re-read each time, so a reload applies) until ctx ends or Stop is
 // called. Starting a running service does nothing.
 func (q *Quota) Start(ctx context.Context) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.done != nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	q.cancel, q.done = cancel, make(chan struct{})
-	go q.run(ctx, q.done)
+	q.svc.start(ctx, q.run)
 	return nil
 }
 
 // Stop ends the loop and waits for it. Safe to call twice, or without
 // Start. The instance's row stays and stops counting after liveAfter.
-func (q *Quota) Stop() {
-	q.mu.Lock()
-	cancel, done := q.cancel, q.done
-	q.cancel, q.done = nil, nil
-	q.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (q *Quota) Stop() { q.svc.stop() }
 
-func (q *Quota) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (q *Quota) run(ctx context.Context) {
 	for {
 		interval := q.opts.Config.Current().Instance().HeartbeatInterval
 		// One round may take at most one interval, so a hung database
