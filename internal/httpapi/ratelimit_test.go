@@ -438,3 +438,35 @@ func TestGlobalQuotaDividesTheLimitWhenEnabled(t *testing.T) {
 	s.admits(t, 2, call{remote: "198.51.100.2:1"})
 	s.refuses(t, call{remote: "198.51.100.2:1"})
 }
+
+func TestRateLimitRunsBeforeAuthorization(t *testing.T) {
+	var calls atomic.Int64
+	login := applyRoute(&calls)
+	login.pattern = "POST /test/login-only"
+	login.login = true
+	s := newRateLimitedServer(t, RateLimiting{Config: newTestConfig(t, limit2)}, login)
+	post := func(user string) int {
+		req := httptest.NewRequest("POST", "/test/login-only", strings.NewReader("{not json"))
+		if user != "" {
+			req.Header.Set("X-Test-User", user)
+		}
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	// An anonymous caller spends its quota on 401s, then gets 429 — the
+	// refusal that needs no work comes first (R-X-1).
+	for _, want := range []int{401, 401, 429} {
+		if got := post(""); got != want {
+			t.Fatalf("anonymous caller got %d, want %d", got, want)
+		}
+	}
+	// A logged-in caller has its own quota: past authorization its
+	// malformed body is the handler's 400.
+	if got := post("alice"); got != http.StatusBadRequest {
+		t.Fatalf("alice got %d, want 400", got)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times, want 1", calls.Load())
+	}
+}
