@@ -35,8 +35,9 @@ const defaultRateLimitMessage = "Too many requests, please try again later."
 
 // RateLimiting is the rate-limit link's dependencies (Deps.RateLimit).
 type RateLimiting struct {
-	// Limiter holds the sliding-window logs; nil gets a fresh one, private
-	// to the server.
+	// Limiter holds the sliding-window logs; pass the one a
+	// ratelimit.Janitor sweeps. nil gets a fresh one, private to the
+	// server, reclaimed only as traffic flows.
 	Limiter *ratelimit.Limiter
 	// Config supplies limits, the window and the trusted proxies; it is
 	// read on every request, so a reload applies to the next request.
@@ -52,14 +53,14 @@ type RateLimiting struct {
 	Now func() time.Time
 }
 
-// RateLimitConfig is what reads the configuration in force; *config.Manager
+// RateLimitConfig reads the configuration in force; *config.Manager
 // implements it.
 type RateLimitConfig interface {
 	Current() *config.Snapshot
 }
 
-// RateLimitQuota turns a global limit into this instance's share; *ratelimit.Quota
-// implements it.
+// RateLimitQuota turns a global limit into this instance's share;
+// *ratelimit.Quota implements it.
 type RateLimitQuota interface {
 	PerInstance(limit int) int
 }
