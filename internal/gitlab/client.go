@@ -210,7 +210,8 @@ func (c *Client) GetFile(ctx context.Context, project, path, ref string) (File, 
 		content := []byte(f.Content)
 		if f.Encoding == "base64" {
 			if content, err = base64.StdEncoding.DecodeString(f.Content); err != nil {
-				return resp, fmt.Errorf("decode file content: %w", err)
+				// An answer arrived: the outcome is known, the body unusable.
+				return resp, &gl.ErrorResponse{Response: resp.Response, Message: "decode file content: " + err.Error()}
 			}
 		}
 		out = File{Path: f.FilePath, Content: content, BlobID: f.BlobID, CommitID: f.CommitID, LastCommitID: f.LastCommitID}
