@@ -470,3 +470,27 @@ func TestRateLimitRunsBeforeAuthorization(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 1", calls.Load())
 	}
 }
+
+func TestConcurrentRequestsOfOneCallerGetExactlyTheLimit(t *testing.T) {
+	s := newRateLimitedServer(t, RateLimiting{Config: newTestConfig(t, "ratelimit:\n  apply:\n    limit: 7\n")})
+	var accepted, limited atomic.Int64
+	var wg sync.WaitGroup
+	for range 48 {
+		wg.Go(func() {
+			req := httptest.NewRequest("POST", "/test/apply", strings.NewReader("{}"))
+			req.Header.Set("X-Test-User", "alice")
+			rec := httptest.NewRecorder()
+			s.h.ServeHTTP(rec, req)
+			switch rec.Code {
+			case http.StatusAccepted:
+				accepted.Add(1)
+			case http.StatusTooManyRequests:
+				limited.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if accepted.Load() != 7 || limited.Load() != 41 {
+		t.Fatalf("accepted %d, limited %d; want exactly 7 and 41", accepted.Load(), limited.Load())
+	}
+}
