@@ -16,8 +16,17 @@ run: build
 	./$(BIN) serve --local
 
 ## test: the full suite; starts throwaway MariaDB and etcd when installed
+# After the suite, each fuzz target explores for FUZZTIME beyond its
+# committed corpus (which the plain run already replays).
+FUZZTIME ?= 5s
+FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/identity
+
 test:
 	./scripts/test-services.sh $(GO) test -race -count=1 -timeout 15m ./...
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	done
 
 ## bench: Go benchmarks (see docs/benchmarks.md for how results are compared)
 bench:

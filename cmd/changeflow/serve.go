@@ -8,10 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 
 	"changeflow/internal/config"
 	"changeflow/internal/httpapi"
+	"changeflow/internal/identity"
 	"changeflow/internal/metrics"
+	"changeflow/internal/permission"
+	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
 )
 
@@ -42,12 +46,39 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("watch configuration: %w", err)
 	}
 
+	resolver, err := newResolver(cfg, logger)
+	if err != nil {
+		return err
+	}
+	perms := permission.New(permission.Options{
+		Settings: func() permission.Settings { return permission.SettingsFromConfig(cfg.Current()) },
+	})
+
+	// Rate limiting (R-RL-1, R-RL-2): one limiter per process, its idle
+	// buckets swept by the janitor; the quota heartbeats this instance so
+	// the optional global quota can divide a limit by the live instances.
+	// The defers run before env.close closes the store.
+	limiter := ratelimit.New()
+	janitor := ratelimit.NewJanitor(limiter, 0, nil)
+	if err := janitor.Start(ctx); err != nil {
+		return fmt.Errorf("start rate-limit janitor: %w", err)
+	}
+	defer janitor.Stop()
+	quota := ratelimit.NewQuota(ratelimit.QuotaOptions{Store: st, Config: cfg, Logger: logger})
+	if err := quota.Start(ctx); err != nil {
+		return fmt.Errorf("start instance heartbeat: %w", err)
+	}
+	defer quota.Stop()
+
 	m := metrics.New(logger, version)
 	handler := httpapi.NewServer(httpapi.Deps{
-		Logger:  logger,
-		Metrics: m,
-		Ready:   st,
-		Version: version,
+		Logger:    logger,
+		Metrics:   m,
+		Ready:     st,
+		Version:   version,
+		RateLimit: httpapi.RateLimiting{Limiter: limiter, Config: cfg, Quota: quota},
+		Identity:  resolver,
+		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 	})
 
 	sc := cfg.Current().Server()
@@ -166,4 +197,47 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 	}
 	env.store = st
 	return env, nil
+}
+
+// newResolver builds the one identity resolver (R-ID-1): the directory
+// file when configured, auth-proxy headers from identity.trustedProxies
+// (read per request, so a reload applies), and OIDC bearer tokens when
+// oidc.issuer is set.
+func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, error) {
+	var dir identity.DirectorySource // nil: no directory configured
+	if path := cfg.Current().Endpoints().DirectoryFile; path != "" {
+		fd, err := identity.OpenDirectory(path, identity.FileDirectoryOptions{Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("identity directory: %w", err)
+		}
+		dir = fd
+	}
+	var verifier *identity.OIDC
+	if issuer := cfg.Current().Endpoints().OIDCIssuer; issuer != "" {
+		audience, _ := cfg.Current().String(config.KeyOIDCAudience)
+		verifier = identity.NewOIDC(identity.OIDCOptions{
+			Issuer:   issuer,
+			Audience: audience,
+			Settings: func() identity.DependencySettings { return identity.SettingsFromConfig(cfg.Current(), "oidc") },
+			Logger:   logger,
+		})
+	}
+	return identity.NewResolver(identity.Options{
+		Directory: dir,
+		TrustedProxies: func() []netip.Prefix {
+			p, _ := cfg.Current().IdentityTrustedProxies()
+			return p
+		},
+		OIDC:   verifier,
+		Logger: logger,
+	}), nil
+}
+
+// storeAuditor adapts the store's AuditInsert to httpapi.Auditor; the two
+// record types have the same fields, so a conversion is the whole adapter.
+type storeAuditor struct{ st *store.Store }
+
+func (a storeAuditor) Audit(ctx context.Context, e httpapi.AuditEntry) error {
+	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams(e))
+	return err
 }
