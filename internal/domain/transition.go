@@ -1,0 +1,241 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The central transition table (R-WF-2, I7): every legal (from → to) move
+// of both state layers. Every state write is checked against it before it
+// is written; docs/workflow.md shows both maps (generated, and a test keeps
+// them equal). A from-state of "" (binding) or StepNone (step) is the
+// row's first state.
+
+// bindingTransitions lists, for each binding status, the statuses it may
+// move to. The entry "" holds the first states of a request: MR_CREATING
+// (legacy flow) and APPROVAL_SENDING (approve-first). REJECTED and CLOSED
+// move to a first state only by a re-application's in-place reset (I5).
+var bindingTransitions = map[BindingStatus][]BindingStatus{
+	"": {BindingApprovalSending, BindingMRCreating},
+	// Approval pending: the callback decides (an early callback may arrive
+	// before SENT is written); a pool rejection or a submit failure fails it.
+	BindingApprovalSending: {BindingApprovalSent, BindingMRCreating, BindingMerging, BindingRejected, BindingCreateFailed, BindingHandleFailed},
+	BindingApprovalSent:    {BindingMRCreating, BindingMerging, BindingRejected, BindingCreateFailed, BindingHandleFailed},
+	BindingMRCreating:      {BindingMRCreated, BindingCreateFailed, BindingClosed},
+	// MR_CREATED: the legacy flow submits the approval next, approve-first
+	// starts handling.
+	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed},
+	BindingMerging:      {BindingMerged, BindingHandleFailed},
+	BindingMerged:       {BindingValidated},
+	BindingValidated:    {BindingClosed},
+	BindingCreateFailed: {BindingMRCreating, BindingApprovalSending, BindingClosed},
+	// HANDLE_FAILED: a retrigger resumes handling; a read showing the MR
+	// merged finishes it ("merged wins").
+	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed},
+	BindingRejected:     {BindingApprovalSending, BindingMRCreating},
+	BindingClosed:       {BindingApprovalSending, BindingMRCreating},
+}
+
+// Step groups the step table reuses. They are part of the table: a change
+// here changes every row that lists the group.
+var (
+	// createFailures: where any creation-phase action may stop.
+	createFailures = []StepStatus{StepCreateFailed, StepCreatePoolRejected}
+	// handleFailures: where any handling-phase action may stop.
+	handleFailures = []StepStatus{StepHandleMergeFailed, StepHandlePoolRejected}
+	// calledBack: the deploy callback and reconciliation may repair any step
+	// after the merge (or a lagging one) to these (seed §3.7 markValidated).
+	calledBack = []StepStatus{StepCalledBack, StepReconciled}
+	// createRetrigger: what an operator's retrigger of a creation-phase
+	// stop may write (the entry step of the action it re-runs), or cancel.
+	createRetrigger = []StepStatus{StepCreateStarted, StepCreatePipelineRunning, StepCreateApprovalSubmitting, StepCloseCancelled}
+	// handleRetrigger: the same for the handling phase; HANDLE_MERGED when
+	// the re-read shows the MR merged.
+	handleRetrigger = []StepStatus{StepHandleStarted, StepHandleApproved, StepHandleRebasing, StepHandlePipelineRunning, StepHandleMerged, StepCloseCancelled}
+	// approvalAnswers: what the approval callback writes on a waiting row.
+	approvalAnswers = []StepStatus{StepHandleStarted, StepCreateStarted, StepCreateAdmitted, StepCloseRejected, StepCloseWithdrawn}
+)
+
+// stepTransitions lists, for each step, the steps it may move to. Writing
+// the same step again (a rescheduled poll) is not a transition and always
+// legal.
+var stepTransitions = map[StepStatus][]StepStatus{
+	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting},
+
+	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures),
+	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures),
+	StepCreateCommitted:       join([]StepStatus{StepCreateMRCreated}, createFailures),
+	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures),
+	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures),
+	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures),
+	StepCreateApprovalSubmitting: join([]StepStatus{StepCreateApprovalSubmitted, StepCreateApprovalFailed},
+		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}),
+	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}),
+	StepCreateAdmitted:          join([]StepStatus{StepCreateStarted, StepCloseCancelled}, createFailures),
+
+	StepCreateFailed:          createRetrigger,
+	StepCreatePipelineFailed:  createRetrigger,
+	StepCreatePoolRejected:    createRetrigger,
+	StepCreateApprovalFailed:  createRetrigger,
+	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}),
+
+	StepHandleStarted:         join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack),
+	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack),
+	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged}, handleFailures, calledBack),
+	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending}, handleFailures, calledBack),
+	StepHandleMerged:          calledBack,
+
+	StepHandleApproveFailed:    join(handleRetrigger, calledBack),
+	StepHandleApproveForbidden: join(handleRetrigger, calledBack),
+	StepHandleRebaseConflict:   join(handleRetrigger, calledBack),
+	StepHandleMergeFailed:      join(handleRetrigger, calledBack),
+	StepHandlePipelineFailed:   join(handleRetrigger, calledBack),
+	StepHandlePoolRejected:     join(handleRetrigger, calledBack),
+	StepHandlePipelinePending:  join(handleRetrigger, calledBack),
+	StepHandleMergeUnknown:     join(handleRetrigger, calledBack),
+	StepHandleRebasePending:    join(handleRetrigger, calledBack),
+
+	StepCloseRejected:  {StepCloseMRClosed, StepCloseFailed},
+	StepCloseWithdrawn: {StepCloseMRClosed, StepCloseFailed},
+	StepCloseCancelled: {StepCloseMRClosed, StepCloseFailed},
+	StepCloseFailed:    {StepCloseMRClosed},
+	StepCloseMRClosed:  nil,
+	StepCloseExpired:   nil,
+
+	StepCalledBack: {StepCloseExpired},
+	StepReconciled: {StepCalledBack, StepCloseExpired},
+}
+
+// join concatenates step groups into one row of the table.
+func join(groups ...[]StepStatus) []StepStatus {
+	var out []StepStatus
+	for _, g := range groups {
+		for _, s := range g {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// ErrIllegalTransition is the sentinel every *IllegalTransitionError
+// matches with errors.Is.
+var ErrIllegalTransition = errors.New("illegal transition")
+
+// IllegalTransitionError is a write the transition table refuses. It is a
+// bug in the caller, never a race: nothing was written.
+type IllegalTransitionError struct {
+	// Layer is "binding" or "step".
+	Layer string
+	From  string
+	To    string
+}
+
+// Error describes the refused move.
+func (e *IllegalTransitionError) Error() string {
+	from := e.From
+	if from == "" {
+		from = "(new)"
+	}
+	return fmt.Sprintf("illegal %s transition %s → %s", e.Layer, from, e.To)
+}
+
+// Is makes errors.Is(err, ErrIllegalTransition) true.
+func (e *IllegalTransitionError) Is(target error) bool { return target == ErrIllegalTransition }
+
+// CheckBinding returns nil when a binding may move from → to, else an
+// *IllegalTransitionError. from == to is not a move and is refused: the
+// callers that write a binding status always change it.
+func CheckBinding(from, to BindingStatus) error {
+	if to.Valid() && slices.Contains(bindingTransitions[from], to) {
+		return nil
+	}
+	return &IllegalTransitionError{Layer: "binding", From: string(from), To: string(to)}
+}
+
+// CheckStep returns nil when an operation may move from → to, else an
+// *IllegalTransitionError. from == to (a rescheduled poll rewriting its own
+// step) is legal for a known step.
+func CheckStep(from, to StepStatus) error {
+	if to.Valid() && (from == to || slices.Contains(stepTransitions[from], to)) {
+		return nil
+	}
+	fromName := from.String()
+	if from == StepNone {
+		fromName = ""
+	}
+	return &IllegalTransitionError{Layer: "step", From: fromName, To: to.String()}
+}
+
+// CheckEntry checks a request's first state: its first step and its first
+// binding status, both from the table's empty row.
+func CheckEntry(step StepStatus, binding BindingStatus) error {
+	if err := CheckStep(StepNone, step); err != nil {
+		return err
+	}
+	return CheckBinding("", binding)
+}
+
+// BindingTable renders bindingTransitions as a Markdown table, in lifecycle
+// order; docs/workflow.md embeds it.
+func BindingTable() string {
+	var b strings.Builder
+	b.WriteString("| from | may move to |\n|---|---|\n")
+	for _, from := range append([]BindingStatus{""}, BindingStatuses...) {
+		name := string(from)
+		if from == "" {
+			name = "(new request)"
+		}
+		var to []string
+		for _, t := range bindingTransitions[from] {
+			to = append(to, "`"+string(t)+"`")
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", name, strings.Join(to, ", "))
+	}
+	return b.String()
+}
+
+// StepTable renders stepTransitions as a Markdown table in code order;
+// docs/workflow.md embeds it.
+func StepTable() string {
+	var b strings.Builder
+	b.WriteString("| from | may move to |\n|---|---|\n")
+	for _, from := range append([]StepStatus{StepNone}, Steps()...) {
+		name := "(new request)"
+		if from != StepNone {
+			name = fmt.Sprintf("%s %d", from, int(from))
+		}
+		var to []string
+		for _, t := range stepTransitions[from] {
+			to = append(to, "`"+t.String()+"`")
+		}
+		if len(to) == 0 {
+			to = []string{"— (terminal)"}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", name, strings.Join(to, ", "))
+	}
+	return b.String()
+}
+
+// StepList renders every step as a Markdown table (code, name, phase,
+// kind, hint with a failed binding where the kind stops).
+func StepList() string {
+	var b strings.Builder
+	b.WriteString("| code | step | phase | kind | hint |\n|---|---|---|---|---|\n")
+	phases := map[int]string{100: "creation", 101: "handling", 102: "closing", 103: "callbacks", 105: "pending/unknown"}
+	for _, s := range Steps() {
+		fmt.Fprintf(&b, "| %d | `%s` | %s | %s | `%s` |\n", int(s), s, phases[s.Phase()], s.Kind(), HintFor(s, ""))
+	}
+	return b.String()
+}
+
+// BindingNext returns the statuses a binding in from may move to (a copy).
+func BindingNext(from BindingStatus) []BindingStatus {
+	return slices.Clone(bindingTransitions[from])
+}
+
+// StepNext returns the steps an operation at from may move to (a copy).
+func StepNext(from StepStatus) []StepStatus { return slices.Clone(stepTransitions[from]) }
