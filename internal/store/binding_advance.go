@@ -73,6 +73,9 @@ func (s *Store) BindingAdvance(ctx context.Context, p BindingAdvanceParams) (*Fl
 	case p.Step < 0:
 		return nil, fmt.Errorf("advance binding: step code %d is not a step", p.Step)
 	}
+	if err := domain.CheckBinding(p.From, p.To); err != nil {
+		return nil, fmt.Errorf("advance binding: %w", err)
+	}
 	var flip *Flip
 	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
 		var err error
@@ -114,6 +117,11 @@ func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvan
 
 	toStep := step
 	if p.Step != 0 && step != p.Step {
+		// The repair is a step transition too: the table lists which steps
+		// a deploy callback or reconciliation may repair (I7).
+		if err := domain.CheckStep(domain.StepStatus(step), domain.StepStatus(p.Step)); err != nil {
+			return nil, err
+		}
 		toStep = p.Step
 		if err := execOne(ctx, tx,
 			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+

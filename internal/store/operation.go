@@ -118,6 +118,11 @@ type OperationCreateParams struct {
 	RequestHash string
 	// Actor is recorded in the first step-history row (instance or person).
 	Actor string
+	// NextAction, when set, schedules the workflow's first action in the
+	// same transaction, due at once (DB clock): durable from the moment the
+	// request exists (R-WF-9). A submission that schedules work must start
+	// from the transition table's entry row (domain.CheckEntry).
+	NextAction string
 }
 
 func (p OperationCreateParams) validate() error {
@@ -128,6 +133,10 @@ func (p OperationCreateParams) validate() error {
 		return fmt.Errorf("operationId longer than %d characters", maxOperationIDLen)
 	case p.Step <= 0:
 		return fmt.Errorf("step code %d is not a step", p.Step)
+	case p.NextAction != "" && utf8.RuneCountInString(p.NextAction) > 64:
+		return fmt.Errorf("next action %q longer than 64 characters", p.NextAction)
+	case p.NextAction != "":
+		return domain.CheckStep(domain.StepNone, domain.StepStatus(p.Step))
 	}
 	return nil
 }
@@ -173,11 +182,17 @@ func operationInsert(ctx context.Context, tx *sql.Tx, d Dialect, p OperationCrea
 	if p.Days != 0 {
 		days = p.Days
 	}
+	var action any
+	due, dueArg := "NULL", any(nil)
+	if p.NextAction != "" {
+		action = p.NextAction
+		due, dueArg = d.NowAdd(0)
+	}
 	_, err := tx.ExecContext(ctx,
-		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, reason, days, expires_at, request_hash) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		p.OperationID, p.Subject, p.TargetKey, p.ProjectID, p.Flow, p.Step,
-		clipRunes(p.Reason, 1024), days, d.Time(p.ExpiresAt), p.RequestHash)
+		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, reason, days, expires_at, request_hash, next_action, due_at) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "+due+")",
+		append([]any{p.OperationID, p.Subject, p.TargetKey, p.ProjectID, p.Flow, p.Step,
+			clipRunes(p.Reason, 1024), days, d.Time(p.ExpiresAt), p.RequestHash, action}, nonNil(dueArg)...)...)
 	if err != nil {
 		return fmt.Errorf("insert operation: %w", translate(err))
 	}
@@ -260,6 +275,14 @@ func operationStepInsert(ctx context.Context, tx *sql.Tx, rows []operationStepRo
 		}
 	}
 	return nil
+}
+
+// nonNil returns v as a one-element argument list, or none when v is nil.
+func nonNil(v any) []any {
+	if v == nil {
+		return nil
+	}
+	return []any{v}
 }
 
 // nullInt binds 0 as NULL.

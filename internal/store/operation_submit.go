@@ -50,6 +50,13 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 	if err := apply.validate(); err != nil {
 		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
 	}
+	if op.NextAction != "" {
+		// A submission that starts the workflow starts from the table's
+		// entry row, both layers (I7).
+		if err := domain.CheckEntry(domain.StepStatus(op.Step), p.BindingStatus); err != nil {
+			return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
+		}
+	}
 	var res OperationSubmitResult
 	err := s.retryApply(ctx, func(tx *sql.Tx) error {
 		if err := operationInsert(ctx, tx, s.dialect, op); err != nil {
