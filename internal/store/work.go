@@ -456,3 +456,31 @@ func (s *Store) WorkScheduleTx(ctx context.Context, tx *sql.Tx, operationID, act
 	}
 	return nil
 }
+
+// WorkClaimOne claims operationID for owner if its action is due now (the
+// async entry hands a just-submitted request straight to the pool). It
+// returns ok false when the row is not due or another owner holds it.
+func (s *Store) WorkClaimOne(ctx context.Context, operationID, owner string, lease time.Duration) (item WorkItem, ok bool, err error) {
+	if owner == "" || utf8.RuneCountInString(owner) > maxLeaseOwnerLen || lease <= 0 {
+		return WorkItem{}, false, errors.New("claim work: owner and a positive lease are required")
+	}
+	d := s.dialect
+	l := Lease{Owner: owner, Token: newToken()}
+	until, untilArg := d.NowAdd(lease)
+	res, err := s.db.ExecContext(ctx,
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET lease_owner = ?, lease_expires_at = "+until+
+			", due_at = "+until+", attempts = attempts + 1 WHERE operation_id = ? AND due_at <= "+d.Now()+
+			" AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= "+d.Now()+")",
+		l.column(), untilArg, untilArg, operationID)
+	if err != nil {
+		return WorkItem{}, false, fmt.Errorf("claim %s: %w", operationID, translate(err))
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return WorkItem{}, false, translate(err)
+	}
+	o, err := operationGet(ctx, s.db, operationID)
+	if err != nil {
+		return WorkItem{}, false, fmt.Errorf("claim %s: %w", operationID, translate(err))
+	}
+	return WorkItem{Operation: o, Lease: l}, true, nil
+}

@@ -1,0 +1,437 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// Clock is the engine's source of "now" for step timing (Work.Now,
+// WaitUntil). Due times are stored relative to the DB clock, so an
+// injected clock only shifts what steps see, never the claim order.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// SystemClock is the wall clock.
+func SystemClock() Clock { return systemClock{} }
+
+// Options configure an Engine. Workers, QueueSize and Lease come from
+// config.Snapshot.Workflow() at start; a reload does not resize a running
+// pool.
+type Options struct {
+	Store *store.Store
+	// Owner is this instance's id (config Instance().ID); leases name it.
+	Owner string
+	// Workers is the pool size (workflow.workers); QueueSize the bounded
+	// queue for Submit (workflow.queueSize).
+	Workers   int
+	QueueSize int
+	// Lease is how long a claim holds a row (workflow.leaseDuration). A
+	// step's context ends a tenth of it earlier, so its outcome can still
+	// be written under the lease; steps must finish within that (long
+	// waits are WaitUntil, not a long Run).
+	Lease time.Duration
+	// PollInterval is how often the poller looks for due work when idle;
+	// default one second. Wake polls at once.
+	PollInterval time.Duration
+	// MaxRetries bounds RetryAfter per action; beyond it the declared
+	// failure is written. Default 10.
+	MaxRetries int
+	Clock      Clock
+	Logger     *slog.Logger
+}
+
+// Committed is what an after-commit hook sees: one outcome the engine
+// wrote. Flip is non-nil only when this write flipped the binding (I9).
+type Committed struct {
+	OperationID string
+	Action      string
+	Kind        OutcomeKind
+	FromStep    domain.StepStatus
+	ToStep      domain.StepStatus
+	Flip        *store.Flip
+	// SafetyNet is true when the state came from the declared failure
+	// (an error, a panic, an exhausted retry, a pool refusal).
+	SafetyNet bool
+	Reason    string
+}
+
+// Engine runs registered steps on due operations. Start and Stop may be
+// called in any order and more than once.
+type Engine struct {
+	o     Options
+	log   *slog.Logger
+	steps map[string]Step
+	decl  map[string]Declaration
+	hooks []func(ctx context.Context, c Committed)
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	runCtx  context.Context
+	pool    *pool
+	done    chan struct{}
+	wake    chan struct{}
+}
+
+// New returns an engine; register steps and hooks before Start.
+func New(o Options) (*Engine, error) {
+	switch {
+	case o.Store == nil:
+		return nil, errors.New("workflow: a store is required")
+	case o.Owner == "":
+		return nil, errors.New("workflow: an owner (instance id) is required")
+	case o.Workers <= 0 || o.QueueSize < 0 || o.Lease <= 0:
+		return nil, fmt.Errorf("workflow: workers %d, queue %d, lease %v", o.Workers, o.QueueSize, o.Lease)
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.MaxRetries <= 0 {
+		o.MaxRetries = 10
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Engine{o: o, log: o.Logger, steps: map[string]Step{}, decl: map[string]Declaration{},
+		wake: make(chan struct{}, 1)}, nil
+}
+
+// Register makes s the step of action. Action names are stored in
+// operation.next_action (≤ 64 characters): a rename needs a migration of
+// in-flight rows. It panics on a duplicate or a step without a declared
+// failure, like http.Handle: both are programming errors at wiring time.
+func (e *Engine) Register(action string, s Step) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d := s.Declare()
+	switch {
+	case action == "" || len(action) > 64:
+		panic(fmt.Sprintf("workflow: bad action name %q", action))
+	case e.steps[action] != nil:
+		panic("workflow: action " + action + " registered twice")
+	case !d.OnError.Step.Valid():
+		panic("workflow: action " + action + " declares no failure step")
+	}
+	if d.OnReject == (Failure{}) {
+		d.OnReject = d.OnError
+	}
+	e.steps[action], e.decl[action] = s, d
+}
+
+// OnCommit adds a hook run after every outcome the engine committed, on
+// the worker's goroutine. Metrics and notifications go here and look at
+// Committed.Flip.
+func (e *Engine) OnCommit(h func(ctx context.Context, c Committed)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hooks = append(e.hooks, h)
+}
+
+// Start starts the pool and the poller. A second Start, or one after
+// Stop, does nothing.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started || e.stopped {
+		return nil
+	}
+	e.started = true
+	e.runCtx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	e.pool = newPool(e.o.Workers, e.o.QueueSize)
+	e.done = make(chan struct{})
+	go e.poll(ctx)
+	return nil
+}
+
+// Stop stops claiming, cancels running steps (their rows are released for
+// any instance, not failed) and waits for the workers. Safe twice.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return
+	}
+	e.stopped = true
+	started := e.started
+	e.mu.Unlock()
+	if !started {
+		return
+	}
+	e.cancel()
+	<-e.done
+	e.pool.close()
+}
+
+// Wake makes the poller look for due work now (after a submission).
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// poll claims due work until Stop or ctx ends.
+func (e *Engine) poll(ctx context.Context) {
+	defer close(e.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-e.runCtx.Done():
+			return
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-e.wake:
+		}
+		n, err := e.RunDue(e.runCtx)
+		if err != nil && e.runCtx.Err() == nil {
+			e.log.Warn("workflow: claim due work", "err", err)
+		}
+		next := e.o.PollInterval
+		if n > 0 {
+			next = 0 // there may be more
+		}
+		timer.Reset(next)
+	}
+}
+
+// RunDue claims at most as many due rows as the pool has idle workers and
+// hands them to the pool; it returns how many it claimed. The poller
+// calls it; tests may too.
+func (e *Engine) RunDue(ctx context.Context) (int, error) {
+	e.mu.Lock()
+	p := e.pool
+	e.mu.Unlock()
+	if p == nil {
+		return 0, errors.New("workflow: engine not started")
+	}
+	free := p.idle()
+	if free == 0 {
+		return 0, nil
+	}
+	items, err := e.o.Store.WorkClaimDue(ctx, e.o.Owner, e.o.Lease, free)
+	if err != nil {
+		return 0, err
+	}
+	for _, it := range items {
+		e.dispatch(it)
+	}
+	return len(items), nil
+}
+
+// Submit runs operationID's due action now if the pool takes it (the
+// async entry, R-WF-3). A refusal is persisted as the action's declared
+// rejection state before Submit returns, so a poller sees "failed", never
+// "processing"; the error then wraps ErrPoolFull. A row that is not due
+// or is held elsewhere returns ok false.
+func (e *Engine) Submit(ctx context.Context, operationID string) (ok bool, err error) {
+	it, ok, err := e.o.Store.WorkClaimOne(ctx, operationID, e.o.Owner, e.o.Lease)
+	if err != nil || !ok {
+		return false, err
+	}
+	if !e.dispatch(it) {
+		return true, fmt.Errorf("run %s: %w", operationID, ErrPoolFull)
+	}
+	return true, nil
+}
+
+// ErrPoolFull is the pool's refusal; the row already shows its failure.
+var ErrPoolFull = errors.New("workflow: worker pool full")
+
+// dispatch hands a claimed item to the pool, or persists the refusal.
+func (e *Engine) dispatch(it store.WorkItem) bool {
+	e.mu.Lock()
+	p := e.pool
+	e.mu.Unlock()
+	if p != nil && p.trySubmit(func() { e.execute(it); e.Wake() }) {
+		return true
+	}
+	e.reject(it)
+	return false
+}
+
+// reject writes the declared rejection state of a refused item.
+func (e *Engine) reject(it store.WorkItem) {
+	action := it.Operation.NextAction
+	d, ok := e.declaration(action)
+	ctx, cancel := e.writeContext()
+	defer cancel()
+	if !ok {
+		e.release(ctx, it, "no step registered for action "+action)
+		return
+	}
+	res, err := e.o.Store.WorkReject(ctx, it.Operation.OperationID, it.Lease,
+		int(d.OnReject.Step), d.OnReject.Binding, "worker pool full", e.o.Owner)
+	if err != nil {
+		e.log.Error("workflow: persist pool rejection", "operation", it.Operation.OperationID, "err", err)
+		return
+	}
+	e.committed(ctx, it, OutcomeFail, res, true, "worker pool full", nil)
+}
+
+func (e *Engine) declaration(action string) (Declaration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.decl[action]
+	return d, ok
+}
+
+// writeContext bounds an outcome write. It does not derive from the run
+// context: an outcome reached as the engine stops is still recorded.
+func (e *Engine) writeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+// execute runs one claimed item through its step and the safety net.
+func (e *Engine) execute(it store.WorkItem) {
+	op := it.Operation
+	e.mu.Lock()
+	step := e.steps[op.NextAction]
+	decl := e.decl[op.NextAction]
+	e.mu.Unlock()
+	wctx, wcancel := e.writeContext()
+	defer wcancel()
+	if step == nil {
+		// An instance without this action (an older binary in a rolling
+		// deploy) gives the row back for one that has it.
+		e.release(wctx, it, "no step registered for action "+op.NextAction)
+		return
+	}
+	deadline := time.Now().Add(e.o.Lease - e.o.Lease/10)
+	ctx, cancel := context.WithDeadline(e.runCtx, deadline)
+	defer cancel()
+	w := Work{Operation: op, Action: op.NextAction, Attempt: op.Attempts, Now: e.o.Clock.Now(), Deadline: deadline}
+	w.progress = func(ctx context.Context, t Transition) error {
+		_, err := e.o.Store.WorkComplete(ctx, store.WorkCompleteParams{
+			OperationID: op.OperationID, Lease: it.Lease, Step: int(t.Step), Binding: t.Binding,
+			KeepLease: true, Fields: t.Fields, Actor: e.o.Owner, Note: t.Note,
+		})
+		return err
+	}
+
+	out, err := run(ctx, step, w)
+	if err != nil && e.runCtx.Err() != nil {
+		// Stopping: the step was cancelled, not failed. Give it back.
+		e.release(wctx, it, "instance stopped")
+		return
+	}
+	safety := false
+	if err != nil {
+		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, err.Error()), true
+	} else if out.kind == OutcomeRetry && w.Attempt > e.o.MaxRetries {
+		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding,
+			fmt.Sprintf("gave up after %d attempts: %s", w.Attempt, out.reason)), true
+	} else if out.kind == 0 {
+		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, "step returned no outcome"), true
+	}
+	res, err := e.o.Store.WorkComplete(wctx, e.params(it, out, safety))
+	if errors.Is(err, domain.ErrIllegalTransition) && !safety {
+		// The step asked for a move the table refuses: a bug in the step.
+		// Its declared failure is written instead.
+		reason := err.Error()
+		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, reason), true
+		res, err = e.o.Store.WorkComplete(wctx, e.params(it, out, safety))
+	}
+	switch {
+	case errors.Is(err, domain.ErrPreempted):
+		e.log.Info("workflow: outcome dropped, lease lost", "operation", op.OperationID, "action", op.NextAction)
+		return
+	case errors.Is(err, domain.ErrIllegalTransition):
+		// Even the declared failure is illegal from where the row is now
+		// (another writer moved it): stop the action, keep the state.
+		res, err = e.o.Store.WorkComplete(wctx, store.WorkCompleteParams{
+			OperationID: op.OperationID, Lease: it.Lease, KeepAction: true, LastError: err.Error(), Actor: e.o.Owner,
+		})
+	}
+	if err != nil {
+		// The database is unreachable: the lease expires and the action
+		// runs again (steps are safe to run twice).
+		e.log.Error("workflow: record outcome", "operation", op.OperationID, "action", op.NextAction, "err", err)
+		return
+	}
+	e.committed(wctx, it, out.kind, res, safety, out.reason, out.hooks)
+}
+
+// run calls the step, turning a panic into an error (the safety net).
+func run(ctx context.Context, s Step, w Work) (out Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("step panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return s.Run(ctx, w)
+}
+
+// params turns an outcome into the store write.
+func (e *Engine) params(it store.WorkItem, out Outcome, safety bool) store.WorkCompleteParams {
+	p := store.WorkCompleteParams{
+		OperationID: it.Operation.OperationID, Lease: it.Lease,
+		Step: int(out.t.Step), Binding: out.t.Binding, Fields: out.t.Fields,
+		Actor: e.o.Owner, Note: out.t.Note, LastError: out.reason,
+	}
+	if p.Note == "" {
+		p.Note = it.Operation.NextAction + ": " + out.kind.String()
+	}
+	switch out.kind {
+	case OutcomeDone:
+		p.NextAction = out.next
+	case OutcomeWait:
+		p.NextAction, p.Delay = it.Operation.NextAction, max(0, out.at.Sub(e.o.Clock.Now()))
+	case OutcomeRetry:
+		p.NextAction, p.Delay = it.Operation.NextAction, out.delay
+	case OutcomeFail, OutcomeTimedOut:
+		p.KeepAction = true
+		p.UnlessStopped = safety
+	}
+	return p
+}
+
+// release gives an item back, due again at once, noting why.
+func (e *Engine) release(ctx context.Context, it store.WorkItem, why string) {
+	e.log.Warn("workflow: release", "operation", it.Operation.OperationID, "action", it.Operation.NextAction, "why", why)
+	delay := time.Duration(0)
+	if e.runCtx.Err() == nil {
+		delay = e.o.Lease // not this instance again at once
+	}
+	if err := e.o.Store.WorkRelease(ctx, it.Operation.OperationID, it.Lease, delay); err != nil && !errors.Is(err, domain.ErrPreempted) {
+		e.log.Error("workflow: release", "operation", it.Operation.OperationID, "err", err)
+	}
+}
+
+// committed runs the outcome's flip hooks and the engine's hooks, after
+// the commit.
+func (e *Engine) committed(ctx context.Context, it store.WorkItem, kind OutcomeKind, res store.WorkResult, safety bool, reason string, hooks []FlipHook) {
+	if res.Flip != nil {
+		for _, h := range hooks {
+			h(ctx, *res.Flip)
+		}
+	}
+	e.mu.Lock()
+	all := e.hooks
+	e.mu.Unlock()
+	c := Committed{
+		OperationID: it.Operation.OperationID, Action: it.Operation.NextAction, Kind: kind,
+		FromStep: domain.StepStatus(res.FromStep), ToStep: domain.StepStatus(res.Operation.Step),
+		Flip: res.Flip, SafetyNet: safety, Reason: reason,
+	}
+	for _, h := range all {
+		h(ctx, c)
+	}
+}

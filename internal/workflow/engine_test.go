@@ -1,0 +1,287 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
+)
+
+func TestDueWorkRunsOnce(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		c := newCounter()
+		var mu sync.Mutex
+		var commits []workflow.Committed
+		e := newEngine(t, s, "i1", workflow.Options{}, map[string]workflow.Step{"ok": okStep(c, "")})
+		e.OnCommit(func(_ context.Context, cm workflow.Committed) {
+			mu.Lock()
+			commits = append(commits, cm)
+			mu.Unlock()
+		})
+		for i := range 20 {
+			submit(t, s, fmt.Sprintf("op-%d", i), "ok")
+		}
+		require.NoError(t, e.Start(t.Context()))
+		for i := range 20 {
+			o := waitOp(t, s, fmt.Sprintf("op-%d", i), finished)
+			require.Equal(t, int(domain.StepCreateMRCreated), o.Step)
+		}
+		e.Stop()
+		for i := range 20 {
+			require.Equal(t, 1, c.get(fmt.Sprintf("op-%d", i)))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, commits, 20)
+		for _, cm := range commits {
+			require.Nil(t, cm.Flip, "no binding moved, nothing to count")
+			require.Equal(t, domain.StepCreateStarted, cm.FromStep)
+		}
+	})
+}
+
+// TestTwoEnginesRunEachOperationExactlyOnce races two engines (two store
+// handles on one database, different owners) over 200 due operations.
+func TestTwoEnginesRunEachOperationExactlyOnce(t *testing.T) {
+	t.Parallel()
+	storetest.EachDSN(t, func(t *testing.T, driver, dsn string) {
+		a := storetest.OpenDSN(t, driver, dsn)
+		_, err := a.Migrate(t.Context())
+		require.NoError(t, err)
+		b := storetest.OpenDSN(t, driver, dsn)
+		const n = 200
+		for i := range n {
+			submit(t, a, fmt.Sprintf("op-%03d", i), "ok")
+		}
+		c := newCounter()
+		var mu sync.Mutex
+		ran := map[string]string{}
+		engines := []*workflow.Engine{}
+		for i, s := range []*store.Store{a, b} {
+			owner := fmt.Sprintf("instance-%d", i)
+			e := newEngine(t, s, owner, workflow.Options{Workers: 8, QueueSize: 8}, map[string]workflow.Step{"ok": okStep(c, "")})
+			e.OnCommit(func(_ context.Context, cm workflow.Committed) {
+				mu.Lock()
+				defer mu.Unlock()
+				if prev, dup := ran[cm.OperationID]; dup {
+					t.Errorf("%s committed by %s and %s", cm.OperationID, prev, owner)
+				}
+				ran[cm.OperationID] = owner
+			})
+			engines = append(engines, e)
+		}
+		for _, e := range engines {
+			require.NoError(t, e.Start(t.Context()))
+		}
+		for range n {
+			select {
+			case <-c.ch:
+			case <-time.After(20 * time.Second):
+				t.Fatal("not every operation ran")
+			}
+		}
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(ran) == n
+		}, 10*time.Second, 10*time.Millisecond)
+		for _, e := range engines {
+			e.Stop()
+		}
+		per := map[string]int{}
+		for i := range n {
+			op := fmt.Sprintf("op-%03d", i)
+			require.Equal(t, 1, c.get(op), "%s ran once", op)
+			per[ran[op]]++
+		}
+		t.Logf("%s: %v", driver, per)
+		var left int
+		require.NoError(t, a.DB().QueryRow("SELECT COUNT(*) FROM operation WHERE next_action IS NOT NULL OR lease_owner IS NOT NULL").Scan(&left))
+		require.Zero(t, left)
+	})
+}
+
+func TestAnExpiredLeaseIsResumedByAnotherEngine(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		submit(t, s, "op-1", "ok")
+		// The first owner claims and dies without completing.
+		dead, err := s.WorkClaimDue(t.Context(), "dead", 200*time.Millisecond, 10)
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+		c := newCounter()
+		e := newEngine(t, s, "alive", workflow.Options{}, map[string]workflow.Step{"ok": okStep(c, "")})
+		require.NoError(t, e.Start(t.Context()))
+		o := waitOp(t, s, "op-1", finished)
+		require.Equal(t, int(domain.StepCreateMRCreated), o.Step)
+		require.Equal(t, 1, c.get("op-1"))
+		_, err = s.WorkComplete(t.Context(), store.WorkCompleteParams{OperationID: "op-1", Lease: dead[0].Lease,
+			Step: int(domain.StepCreateFailed)})
+		require.ErrorIs(t, err, domain.ErrPreempted, "the dead owner's late outcome is refused")
+	})
+}
+
+func TestSafetyNet(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3}, map[string]workflow.Step{
+			"err": errStep, "panic": panicStep, "specific": specificStep, "illegal": illegalStep,
+			"flaky": flakyStep(newCounter(), 100), "recovers": flakyStep(newCounter(), 3),
+		})
+		for _, a := range []string{"err", "panic", "specific", "illegal", "flaky", "recovers"} {
+			submit(t, s, "op-"+a, a)
+		}
+		require.NoError(t, e.Start(t.Context()))
+		for _, tt := range []struct {
+			action  string
+			step    domain.StepStatus
+			binding domain.BindingStatus
+			errPart string
+		}{
+			{"err", domain.StepCreateFailed, domain.BindingCreateFailed, "gitlab said no"},
+			{"panic", domain.StepCreateFailed, domain.BindingCreateFailed, "panicked: nil map"},
+			{"specific", domain.StepCreatePipelineFailed, domain.BindingCreateFailed, "after the specific state"},
+			{"illegal", domain.StepCreateFailed, domain.BindingCreateFailed, "illegal"},
+			{"flaky", domain.StepCreateFailed, domain.BindingCreateFailed, "gave up after 4 attempts"},
+			{"recovers", domain.StepCreateMRCreated, domain.BindingMRCreating, ""},
+		} {
+			t.Run(tt.action, func(t *testing.T) {
+				op := "op-" + tt.action
+				o := waitOp(t, s, op, func(o store.Operation) bool {
+					return o.LeaseOwner == "" && (o.DueAt.IsZero() || o.NextAction == "")
+				})
+				require.Equal(t, tt.step.String(), domain.StepStatus(o.Step).String())
+				b, err := s.BindingGetByOperation(t.Context(), op)
+				require.NoError(t, err)
+				require.Equal(t, tt.binding, b.Status)
+				require.Contains(t, o.LastError, tt.errPart)
+				if tt.binding == domain.BindingCreateFailed {
+					require.Equal(t, tt.action, o.NextAction, "a failure remembers where it stopped")
+					require.Equal(t, domain.HintKeepWaiting != domain.HintFor(domain.StepStatus(o.Step), b.Status),
+						domain.IsDeterministicFailure(domain.StepStatus(o.Step)))
+				}
+			})
+		}
+	})
+}
+
+func TestAFullPoolPersistsTheFailureAtOnce(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		started, release := make(chan string, 1), make(chan struct{})
+		e := newEngine(t, s, "i1", workflow.Options{Workers: 1, QueueSize: 0, PollInterval: time.Hour},
+			map[string]workflow.Step{"block": blockStep(started, release), "ok": okStep(newCounter(), "")})
+		submit(t, s, "op-busy", "block")
+		require.NoError(t, e.Start(t.Context()))
+		require.Equal(t, "op-busy", <-started)
+
+		submit(t, s, "op-refused", "ok")
+		ok, err := e.Submit(t.Context(), "op-refused")
+		require.True(t, ok)
+		require.ErrorIs(t, err, workflow.ErrPoolFull)
+		// Visible to a poller the moment Submit returns.
+		o, err := s.OperationGet(t.Context(), "op-refused")
+		require.NoError(t, err)
+		require.Equal(t, domain.StepCreatePoolRejected.String(), domain.StepStatus(o.Step).String())
+		require.Equal(t, "ok", o.NextAction)
+		require.True(t, stopped(o))
+		b, err := s.BindingGetByOperation(t.Context(), "op-refused")
+		require.NoError(t, err)
+		require.Equal(t, domain.BindingCreateFailed, b.Status)
+		require.Equal(t, domain.HintKeepWaiting, domain.HintFor(domain.StepStatus(o.Step), b.Status))
+		close(release)
+		waitOp(t, s, "op-busy", finished)
+	})
+}
+
+func TestPollingIsRescheduledShortThenLongThenTimesOut(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		tier := config.PollingTier{ShortInterval: time.Second, ShortAttempts: 2, LongInterval: 10 * time.Second, Timeout: 25 * time.Second}
+		clock := newFakeClock()
+		c := newCounter()
+		commits := make(chan workflow.Committed, 16)
+		e := newEngine(t, s, "i1", workflow.Options{Clock: clock, PollInterval: time.Hour},
+			map[string]workflow.Step{"ok": okStep(newCounter(), "poll"), "poll": pollStep(tier, c)})
+		e.OnCommit(func(_ context.Context, cm workflow.Committed) { commits <- cm })
+		submit(t, s, "op-1", "ok")
+		require.NoError(t, e.Start(t.Context()))
+		require.Equal(t, "ok", (<-commits).Action)
+
+		for i, want := range []time.Duration{time.Second, time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second} {
+			e.Wake()
+			cm := <-commits
+			require.Equal(t, workflow.OutcomeWait, cm.Kind, "poll %d", i+1)
+			o, err := s.OperationGet(t.Context(), "op-1")
+			require.NoError(t, err)
+			require.Equal(t, i+1, o.Attempts)
+			require.Equal(t, domain.StepCreatePipelineRunning.String(), domain.StepStatus(o.Step).String())
+			require.InDelta(t, want.Seconds(), o.DueAt.Sub(o.UpdatedAt).Seconds(), 0.1, "poll %d waits %v", i+1, want)
+			// Advance both clocks: the engine's and the row's due time.
+			clock.Advance(want)
+			_, err = s.DB().Exec("UPDATE operation SET due_at = updated_at WHERE operation_id = 'op-1'")
+			require.NoError(t, err)
+		}
+		e.Wake()
+		cm := <-commits
+		require.Equal(t, workflow.OutcomeTimedOut, cm.Kind)
+		o := waitOp(t, s, "op-1", stopped)
+		require.Equal(t, domain.StepCreatePipelinePending.String(), domain.StepStatus(o.Step).String())
+		b, err := s.BindingGetByOperation(t.Context(), "op-1")
+		require.NoError(t, err)
+		require.Equal(t, domain.BindingMRCreating, b.Status, "timed out is not failed: the binding stays")
+		require.Equal(t, domain.HintKeepWaiting, domain.HintFor(domain.StepStatus(o.Step), b.Status))
+		require.Equal(t, 6, c.get("op-1"))
+	})
+}
+
+func TestNextPollTiers(t *testing.T) {
+	tier := config.PollingTier{ShortInterval: time.Second, ShortAttempts: 2, LongInterval: 10 * time.Second, Timeout: 25 * time.Second}
+	var got []string
+	for attempt := 1; attempt <= 6; attempt++ {
+		d, out := workflow.NextPoll(tier, attempt)
+		if out {
+			got = append(got, "timeout")
+			continue
+		}
+		got = append(got, d.String())
+	}
+	require.Equal(t, []string{"1s", "1s", "10s", "10s", "10s", "timeout"}, got)
+}
+
+func TestStartStopAreSafeAndLeakNothing(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		started, release := make(chan string, 1), make(chan struct{})
+		defer close(release)
+		e := newEngine(t, s, "i1", workflow.Options{}, map[string]workflow.Step{"block": blockStep(started, release)})
+		never := newEngine(t, s, "i2", workflow.Options{}, nil)
+		never.Stop()
+		never.Stop()
+
+		before := runtime.NumGoroutine()
+		submit(t, s, "op-1", "block")
+		require.NoError(t, e.Start(t.Context()))
+		require.NoError(t, e.Start(t.Context()), "a second Start does nothing")
+		<-started
+		e.Stop()
+		e.Stop()
+		require.NoError(t, e.Start(t.Context()), "Start after Stop does nothing")
+		o := waitOp(t, s, "op-1", func(o store.Operation) bool { return o.LeaseOwner == "" })
+		require.Equal(t, "block", o.NextAction, "a step cancelled by Stop is given back, not failed")
+		require.Equal(t, int(domain.StepCreateStarted), o.Step)
+		require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before }, 5*time.Second, 10*time.Millisecond,
+			"goroutines: before %d, now %d", before, runtime.NumGoroutine())
+	})
+}

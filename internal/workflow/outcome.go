@@ -1,0 +1,131 @@
+// Package workflow is changeflow's durable step engine (R-WF-9): the next
+// action of every in-flight request and when it is due live in its
+// operation row; engines on every instance claim due rows under a lease,
+// run one registered Step each in a bounded pool, and record the step's
+// Outcome together with its checked state transition. Steps never sleep:
+// waiting is an outcome (WaitUntil, RetryAfter) the engine persists.
+// docs/workflow.md describes the design.
+package workflow
+
+import (
+	"context"
+	"time"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// Transition is the state a step's outcome writes: both layers (R-WF-1),
+// checked against the central table (I7). Zero fields leave a layer alone.
+type Transition struct {
+	Step    domain.StepStatus
+	Binding domain.BindingStatus
+	// Fields are link columns to set with the transition (MR, branch …).
+	Fields store.WorkFields
+	// Note goes to the step history.
+	Note string
+}
+
+// Failure is a declared failure state: the step and binding status the
+// row is left in.
+type Failure struct {
+	Step    domain.StepStatus
+	Binding domain.BindingStatus
+}
+
+// OutcomeKind says what a step's run came to.
+type OutcomeKind int
+
+// Outcome kinds.
+const (
+	// OutcomeDone: the action finished; Next (if any) is due at once.
+	OutcomeDone OutcomeKind = iota + 1
+	// OutcomeWait: run the same action again at a time (a poll).
+	OutcomeWait
+	// OutcomeRetry: the action failed transiently; run it again after a
+	// delay. Bounded by Options.MaxRetries, then the declared failure.
+	OutcomeRetry
+	// OutcomeFail: the action failed in a way the step recognized; the row
+	// stops in the given (more specific) failure state.
+	OutcomeFail
+	// OutcomeTimedOut: a poll ran out of time; the outcome is unknown
+	// (R-WF-7) — distinct from failed, for hints and metrics.
+	OutcomeTimedOut
+)
+
+// String names the kind.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeDone:
+		return "done"
+	case OutcomeWait:
+		return "wait"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeFail:
+		return "fail"
+	case OutcomeTimedOut:
+		return "timed out"
+	}
+	return "unknown"
+}
+
+// FlipHook runs after the outcome's transaction committed, only when it
+// flipped the binding (I9).
+type FlipHook func(ctx context.Context, f store.Flip)
+
+// Outcome is what a step returns: a sum type built by Done, WaitUntil,
+// RetryAfter, Fail and TimedOut, inspected with Kind.
+type Outcome struct {
+	kind   OutcomeKind
+	next   string
+	at     time.Time
+	delay  time.Duration
+	t      Transition
+	reason string
+	hooks  []FlipHook
+}
+
+// Done finishes the action, writes t and makes next due at once; next ""
+// means the request needs no more work from the engine (it waits for a
+// callback, or it is finished).
+func Done(next string, t Transition) Outcome { return Outcome{kind: OutcomeDone, next: next, t: t} }
+
+// WaitUntil runs the same action again at at (engine clock), writing t
+// now (e.g. PIPELINE_RUNNING on the first poll; zero to write nothing).
+func WaitUntil(at time.Time, t Transition) Outcome { return Outcome{kind: OutcomeWait, at: at, t: t} }
+
+// RetryAfter runs the same action again after d; reason is stored as
+// last_error. Options.MaxRetries bounds it.
+func RetryAfter(d time.Duration, reason string) Outcome {
+	return Outcome{kind: OutcomeRetry, delay: d, reason: reason}
+}
+
+// Fail stops the row in a specific failure state, which wins over the
+// step's declared one.
+func Fail(step domain.StepStatus, binding domain.BindingStatus, reason string) Outcome {
+	return Outcome{kind: OutcomeFail, t: Transition{Step: step, Binding: binding, Note: reason}, reason: reason}
+}
+
+// TimedOut stops a poll that ran out of time in a pending state.
+func TimedOut(step domain.StepStatus, binding domain.BindingStatus, reason string) Outcome {
+	return Outcome{kind: OutcomeTimedOut, t: Transition{Step: step, Binding: binding, Note: reason}, reason: reason}
+}
+
+// OnFlip adds a hook run after commit if this outcome flipped the binding.
+func (o Outcome) OnFlip(h FlipHook) Outcome {
+	o.hooks = append(append([]FlipHook(nil), o.hooks...), h)
+	return o
+}
+
+// Kind returns the outcome's kind.
+func (o Outcome) Kind() OutcomeKind { return o.kind }
+
+// Next returns a Done outcome's next action.
+func (o Outcome) Next() string { return o.next }
+
+// Transition returns the state the outcome writes.
+func (o Outcome) Transition() Transition { return o.t }
+
+// Reason returns the reason of a Retry, Fail or TimedOut.
+func (o Outcome) Reason() string { return o.reason }

@@ -1,0 +1,68 @@
+package workflow
+
+import (
+	"context"
+	"time"
+
+	"changeflow/internal/store"
+)
+
+// Step is one action of the workflow. Run must be safe to run twice (a
+// crash or a lost lease re-runs it): it reads remote state before it
+// writes. It must not sleep; it returns an Outcome and the engine persists
+// it. An error or a panic leaves the declared failure state (R-WF-4).
+type Step interface {
+	// Declare names the step's failure states. Called once at Register.
+	Declare() Declaration
+	// Run runs the action once for w. ctx ends before the lease does.
+	Run(ctx context.Context, w Work) (Outcome, error)
+}
+
+// Declaration is a step's declared failure states, the seed's
+// @WorkflowStep(onErrorStep, onErrorStatus).
+type Declaration struct {
+	// OnError is written by the safety net when Run returns an error or
+	// panics, unless the row already shows a more specific failed or
+	// pending step. Required.
+	OnError Failure
+	// OnReject is written when the worker pool refuses the work (R-WF-3);
+	// zero means OnError.
+	OnReject Failure
+}
+
+// Work is what a step runs on.
+type Work struct {
+	// Operation is the row as claimed.
+	Operation store.Operation
+	// Action is the action being run (Operation.NextAction).
+	Action string
+	// Attempt counts the claims of this action, this one included: 1 on
+	// the first run, growing with every WaitUntil, RetryAfter and expired
+	// lease; a new action starts again at 1.
+	Attempt int
+	// Now is the engine clock at the start of the run.
+	Now time.Time
+	// Deadline is when ctx ends: shortly before the lease expires.
+	Deadline time.Time
+
+	progress func(ctx context.Context, t Transition) error
+}
+
+// Progress writes an intermediate state now, under the lease, and keeps
+// running (e.g. CREATE_BRANCH_CREATED before the commit). A lost lease is
+// an error wrapping domain.ErrPreempted: the step must stop.
+func (w Work) Progress(ctx context.Context, t Transition) error {
+	return w.progress(ctx, t)
+}
+
+// StepFunc adapts a function and its declaration to Step.
+type StepFunc struct {
+	Decl Declaration
+	Fn   func(ctx context.Context, w Work) (Outcome, error)
+}
+
+// Declare returns f.Decl.
+func (f StepFunc) Declare() Declaration { return f.Decl }
+
+// Run calls f.Fn.
+func (f StepFunc) Run(ctx context.Context, w Work) (Outcome, error) { return f.Fn(ctx, w) }
