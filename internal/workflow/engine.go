@@ -45,9 +45,19 @@ type Options struct {
 	// PollInterval is how often the poller looks for due work when idle;
 	// default one second. Wake polls at once.
 	PollInterval time.Duration
+	// LeaseSource, when set, is read at every claim instead of Lease
+	// (workflow.leaseDuration applies at once on a config reload).
+	LeaseSource func() time.Duration
 	// MaxRetries bounds RetryAfter per action; beyond it the declared
 	// failure is written. Default 10.
 	MaxRetries int
+	// MaxClaims bounds how often one action is claimed (polls, retries and
+	// expired leases together). A claim beyond it writes the declared
+	// failure without running the step: a step that kills its process
+	// every time (kill -9 loop, OOM) or a poll without a timeout still
+	// ends in an explicit state (I8). Default 500, above the default
+	// polling tiers' ~130 attempts.
+	MaxClaims int
 	Clock      Clock
 	Logger     *slog.Logger
 }
@@ -101,6 +111,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if o.MaxRetries <= 0 {
 		o.MaxRetries = 10
+	}
+	if o.MaxClaims <= 0 {
+		o.MaxClaims = 500
 	}
 	if o.Clock == nil {
 		o.Clock = SystemClock()
@@ -226,7 +239,7 @@ func (e *Engine) RunDue(ctx context.Context) (int, error) {
 	if free == 0 {
 		return 0, nil
 	}
-	items, err := e.o.Store.WorkClaimDue(ctx, e.o.Owner, e.o.Lease, free)
+	items, err := e.o.Store.WorkClaimDue(ctx, e.o.Owner, e.lease(), free)
 	if err != nil {
 		return 0, err
 	}
@@ -242,7 +255,7 @@ func (e *Engine) RunDue(ctx context.Context) (int, error) {
 // "processing"; the error then wraps ErrPoolFull. A row that is not due
 // or is held elsewhere returns ok false.
 func (e *Engine) Submit(ctx context.Context, operationID string) (ok bool, err error) {
-	it, ok, err := e.o.Store.WorkClaimOne(ctx, operationID, e.o.Owner, e.o.Lease)
+	it, ok, err := e.o.Store.WorkClaimOne(ctx, operationID, e.o.Owner, e.lease())
 	if err != nil || !ok {
 		return false, err
 	}
@@ -250,6 +263,16 @@ func (e *Engine) Submit(ctx context.Context, operationID string) (ok bool, err e
 		return true, fmt.Errorf("run %s: %w", operationID, ErrPoolFull)
 	}
 	return true, nil
+}
+
+// lease is the lease for the next claim.
+func (e *Engine) lease() time.Duration {
+	if e.o.LeaseSource != nil {
+		if d := e.o.LeaseSource(); d > 0 {
+			return d
+		}
+	}
+	return e.o.Lease
 }
 
 // ErrPoolFull is the pool's refusal; the row already shows its failure.
@@ -314,7 +337,12 @@ func (e *Engine) execute(it store.WorkItem) {
 		e.release(wctx, it, "no step registered for action "+op.NextAction)
 		return
 	}
-	deadline := time.Now().Add(e.o.Lease - e.o.Lease/10)
+	// The lease the claim took: its expiry minus its start, both DB clock.
+	lease := op.LeaseExpiresAt.Sub(op.UpdatedAt)
+	if lease <= 0 || lease > e.lease() {
+		lease = e.lease()
+	}
+	deadline := time.Now().Add(lease - lease/10)
 	ctx, cancel := context.WithDeadline(e.runCtx, deadline)
 	defer cancel()
 	w := Work{Operation: op, Action: op.NextAction, Attempt: op.Attempts, Now: e.o.Clock.Now(), Deadline: deadline}
@@ -326,7 +354,15 @@ func (e *Engine) execute(it store.WorkItem) {
 		return err
 	}
 
-	out, err := run(ctx, step, w)
+	var (
+		out Outcome
+		err error
+	)
+	if op.Attempts > e.o.MaxClaims {
+		err = fmt.Errorf("gave up after %d claims of %s (crash loop or endless poll)", op.Attempts, op.NextAction)
+	} else {
+		out, err = run(ctx, step, w)
+	}
 	if err != nil && e.runCtx.Err() != nil {
 		// Stopping: the step was cancelled, not failed. Give it back.
 		e.release(wctx, it, "instance stopped")

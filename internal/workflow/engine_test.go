@@ -285,3 +285,20 @@ func TestStartStopAreSafeAndLeakNothing(t *testing.T) {
 			"goroutines: before %d, now %d", before, runtime.NumGoroutine())
 	})
 }
+
+func TestAnActionClaimedTooOftenEndsInItsDeclaredFailure(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		c := newCounter()
+		e := newEngine(t, s, "i1", workflow.Options{MaxClaims: 5}, map[string]workflow.Step{"ok": okStep(c, "")})
+		submit(t, s, "op-1", "ok")
+		// Five earlier owners died mid-step (kill -9 each time).
+		_, err := s.DB().Exec("UPDATE operation SET attempts = 5 WHERE operation_id = 'op-1'")
+		require.NoError(t, err)
+		require.NoError(t, e.Start(t.Context()))
+		o := waitOp(t, s, "op-1", stopped)
+		require.Equal(t, domain.StepCreateFailed.String(), domain.StepStatus(o.Step).String())
+		require.Contains(t, o.LastError, "gave up after 6 claims")
+		require.Zero(t, c.get("op-1"), "the step did not run again")
+	})
+}
