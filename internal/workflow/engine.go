@@ -58,8 +58,8 @@ type Options struct {
 	// ends in an explicit state (I8). Default 500, above the default
 	// polling tiers' ~130 attempts.
 	MaxClaims int
-	Clock      Clock
-	Logger     *slog.Logger
+	Clock     Clock
+	Logger    *slog.Logger
 }
 
 // Committed is what an after-commit hook sees: one outcome the engine
