@@ -1,0 +1,48 @@
+package workflow
+
+import "changeflow/internal/domain"
+
+// Action names stored in operation.next_action. Lower-case snake-case
+// verbs naming what runs next; a rename needs a data migration of
+// in-flight rows, so these are fixed here, once. The steps behind them are
+// registered by the composition root.
+const (
+	// ActionCreateMR looks up, else creates, the deterministic branch, the
+	// commit and the MR (legacy entry; approve-first after approval).
+	ActionCreateMR = "create_mr"
+	// ActionPollPipeline polls the MR's check pipeline in tiers.
+	ActionPollPipeline = "poll_pipeline"
+	// ActionSubmitApproval looks up, else submits, the approval for the
+	// operationId (approve-first entry; legacy after the pipeline passed).
+	ActionSubmitApproval = "submit_approval"
+	// ActionApprove runs the two bot approvals.
+	ActionApprove = "approve"
+	// ActionMerge reads the MR, merges, or requests a rebase.
+	ActionMerge = "merge"
+	// ActionPollRebase polls a requested rebase in tiers.
+	ActionPollRebase = "poll_rebase"
+	// ActionCloseMR reads the MR and closes it unless closed or merged.
+	ActionCloseMR = "close_mr"
+)
+
+// EntryState is a new request's first state and first action.
+type EntryState struct {
+	Flow    string
+	Step    domain.StepStatus
+	Binding domain.BindingStatus
+	Action  string
+}
+
+// Entry returns the first state of a request submitted under the given
+// workflow.approveFirst switch: legacy — CREATE_STARTED, MR_CREATING,
+// create_mr; approve-first — CREATE_APPROVAL_SUBMITTING, APPROVAL_SENDING,
+// submit_approval. The HTTP submit writes it with
+// OperationCreateParams.NextAction = Action, which the store checks
+// against the transition table's entry row.
+func Entry(approveFirst bool) EntryState {
+	if approveFirst {
+		return EntryState{Flow: "APPROVE_FIRST", Step: domain.StepCreateApprovalSubmitting,
+			Binding: domain.BindingApprovalSending, Action: ActionSubmitApproval}
+	}
+	return EntryState{Flow: "LEGACY", Step: domain.StepCreateStarted, Binding: domain.BindingMRCreating, Action: ActionCreateMR}
+}

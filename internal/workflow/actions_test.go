@@ -1,0 +1,18 @@
+package workflow_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/workflow"
+)
+
+func TestEntryStatesAreTheTablesEntryRow(t *testing.T) {
+	for _, approveFirst := range []bool{false, true} {
+		e := workflow.Entry(approveFirst)
+		require.NoError(t, domain.CheckEntry(e.Step, e.Binding))
+		require.NotEmpty(t, e.Action)
+	}
+}
