@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"changeflow/internal/config"
 )
 
 // route is one endpoint and its cross-cutting metadata. Go has no
@@ -26,6 +28,10 @@ type route struct {
 	// config.RouteOps* names): the caller needs one of those rule codes,
 	// else 403 (authz.go). "" means no rule check.
 	rules string
+	// business: the route is on the business-activity allowlist (the
+	// seed's path list): changeflow_business_activity_total counts it
+	// (handlers_activity.go).
+	business bool
 }
 
 // routes registers every endpoint of the product in one place.
@@ -37,6 +43,32 @@ func (s *Server) routes() {
 			ErrorLog:      slogPromLogger{s.deps.Logger},
 			ErrorHandling: promhttp.ContinueOnError,
 		})},
+
+		// User endpoints (SPEC §3.1): a login is required.
+		{pattern: "POST /api/requests", handler: s.handleSubmit(), metrics: true, login: true, business: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketApply, Message: submitMessage}},
+		{pattern: "GET /api/requests/{operationId}", handler: s.handleRequestGet(), metrics: true, login: true},
+		{pattern: "GET /api/requests", handler: s.handleRequestList(), metrics: true, login: true},
+		{pattern: "GET /api/targets", handler: s.handleTargets(), metrics: true, login: true},
+		{pattern: "GET /api/targets/{key}/preview", handler: s.handlePreview(), metrics: true, login: true},
+		// Legacy: a bare object on 200; the links in front answer in the
+		// envelope. Bucket stats is unlimited unless ratelimit.stats.limit
+		// is configured.
+		{pattern: "GET /api/stats", handler: s.handleStats(), metrics: true, login: true,
+			rateLimit: &RateLimitSpec{Bucket: bucketStats}},
+
+		// Callbacks (SPEC §3.2): authenticated by their shared token in
+		// the handler, before the body is read; no login.
+		{pattern: "POST /callbacks/approval", handler: s.handleApprovalCallback(), metrics: true},
+		{pattern: "POST /callbacks/deploy", handler: s.handleDeployCallback(), metrics: true},
+		{pattern: "POST /callbacks/gitlab", handler: s.handleGitLabWebhook(), metrics: true},
+
+		// Operations (SPEC §3.3), read-only; the write endpoints
+		// (retrigger, settle, rounds, reconcile) land with the workflow.
+		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
+		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
+		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
+		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
 	} {
 		s.handle(rt)
 	}
@@ -47,6 +79,9 @@ func (s *Server) routes() {
 // business-activity metrics); each link is added when the route asks for it.
 func (s *Server) handle(rt route) {
 	h := rt.handler
+	if rt.business {
+		h = s.act.wrap(rt.pattern, h)
+	}
 	if rt.metrics {
 		h = s.apiMetrics(rt.pattern, h)
 	}

@@ -35,6 +35,9 @@ type Deps struct {
 	Identity IdentityResolver
 	// Authz is what routes that need a login or rule codes need (authz.go).
 	Authz Authorization
+	// Business is what the user, ops and callback endpoints need
+	// (handlers_deps.go).
+	Business Business
 }
 
 // Server is the HTTP handler of the product.
@@ -42,6 +45,7 @@ type Server struct {
 	deps Deps
 	mux  *http.ServeMux
 	rl   *rateLimiter
+	act  *activity
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
@@ -60,6 +64,7 @@ func newServer(d Deps, extra ...route) http.Handler {
 	}
 	s := &Server{deps: d, mux: http.NewServeMux()}
 	s.rl = newRateLimiter(d)
+	s.act = newActivity(d)
 	s.routes()
 	for _, rt := range extra {
 		s.handle(rt)

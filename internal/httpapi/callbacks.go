@@ -1,0 +1,295 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// Callback answer codes (SPEC §3.2). They are not error codes and are not
+// in the status table: each is written with its 2xx status explicitly.
+const (
+	// codeDuplicate: this delivery id was recorded before; nothing done.
+	codeDuplicate domain.Code = "DUPLICATE"
+	// codeIgnoredStale: recorded, but the request has moved on (the sink
+	// said the callback no longer applies).
+	codeIgnoredStale domain.Code = "IGNORED_STALE"
+)
+
+// Callback headers.
+const (
+	headerCallbackToken = "X-Callback-Token"
+	headerGitLabToken   = "X-Gitlab-Token"
+	headerGitLabEvent   = "X-Gitlab-Event-UUID"
+)
+
+// Approval results (SPEC §3.2; ck_approval_callback_result).
+var approvalResults = map[string]bool{"APPROVED": true, "REJECTED": true, "WITHDRAWN": true}
+
+// SinkOutcome is what acting on a callback did.
+type SinkOutcome int
+
+// Sink outcomes.
+const (
+	// SinkApplied: the callback moved its request on.
+	SinkApplied SinkOutcome = iota + 1
+	// SinkStale: the request has moved on; the callback changes nothing.
+	SinkStale
+)
+
+// ApprovalCallback is a parsed, recorded approval callback.
+type ApprovalCallback struct {
+	DeliveryKey, ApprovalID, OperationID, Result string
+	// MRID is ext.mrId: present only on legacy-flow approvals, and how the
+	// workflow tells the flows apart (SPEC §1.2).
+	MRID string
+}
+
+// DeployCallback is a parsed, recorded deploy callback.
+type DeployCallback struct {
+	DeliveryKey string
+	ProjectID   int64
+	MRIID       int64
+	Status      string
+}
+
+// GitLabEvent is a recorded GitLab webhook delivery.
+type GitLabEvent struct {
+	EventUUID string
+	// Kind is the body's object_kind (pipeline, merge_request, …).
+	Kind string
+	Body []byte
+}
+
+// CallbackSink acts on a callback after it was authenticated, parsed and
+// recorded once. The workflow implements it. It is a fast path: the
+// recorded row is the durable inbox — approval callbacks are indexed by
+// operation, deploy callbacks by (project, MR) — which the workflow reads
+// when it looks at a waiting request, so a callback recorded while no sink
+// is wired, or whose sink call failed, is still acted on. A sink error is
+// therefore logged and answered 202 ACCEPTED, never 5xx: a 5xx would make
+// the sender redeliver into DUPLICATE, gaining nothing.
+type CallbackSink interface {
+	Approval(ctx context.Context, cb ApprovalCallback) (SinkOutcome, error)
+	Deploy(ctx context.Context, cb DeployCallback) (SinkOutcome, error)
+	GitLab(ctx context.Context, ev GitLabEvent) (SinkOutcome, error)
+}
+
+// recordedMessage is the note on a 202: recorded, not yet acted on.
+const recordedMessage = "Recorded; the workflow acts on it from the callback inbox."
+
+// checkCallbackToken authenticates a callback by its shared token,
+// compared in constant time against callbacks.tokens.<name>. No token
+// configured rejects every callback of that kind (SPEC §5): an
+// unauthenticated callback could approve anything. It runs before the
+// body is read.
+func (s *Server) checkCallbackToken(r *http.Request, name, header string) error {
+	deny := func(why string) error {
+		return domain.Errorf(domain.CodeUnauthenticated, "Invalid or missing callback token.", "callback %s: %s", name, why)
+	}
+	if s.deps.Business.Config == nil {
+		return deny("no configuration source")
+	}
+	want, ok, _ := s.deps.Business.Config.Current().CallbackToken(name)
+	if !ok {
+		return deny("callbacks.tokens." + name + " not configured → reject every callback")
+	}
+	got := r.Header.Get(header)
+	if got == "" {
+		return deny("no " + header + " header")
+	}
+	// Hash both sides first so the comparison's time depends on neither
+	// token's length.
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(g[:], w[:]) != 1 {
+		return deny("token mismatch")
+	}
+	return nil
+}
+
+// callbackHandler is the shared shape of the three callback endpoints:
+// token → read body → parse → record once → sink. Once authenticated and
+// parsed the answer is always 2xx (SPEC §3.2): 200 DUPLICATE for a
+// delivery recorded before, 200 OK / IGNORED_STALE from the sink, 202
+// ACCEPTED when only recorded.
+func (s *Server) callbackHandler(name, header string, handle func(r *http.Request, raw []byte) (callbackAnswer, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkCallbackToken(r, name, header); err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		if s.deps.Business.Callbacks == nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("callback "+name+": no callback store wired", nil))
+			return
+		}
+		raw, err := readBody(w, r)
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		ans, err := handle(r, raw)
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		writeJSON(w, s.deps.Logger, ans.status, Envelope{Code: ans.code, Message: ans.message, Data: nil})
+	})
+}
+
+// callbackAnswer is a callback's 2xx answer.
+type callbackAnswer struct {
+	status  int
+	code    domain.Code
+	message string
+}
+
+var (
+	answerDuplicate = callbackAnswer{http.StatusOK, codeDuplicate, "Already received."}
+	answerRecorded  = callbackAnswer{http.StatusAccepted, domain.CodeAccepted, recordedMessage}
+)
+
+// afterRecord turns the sink's result into the answer.
+func (s *Server) afterRecord(kind string, act func(CallbackSink) (SinkOutcome, error)) callbackAnswer {
+	sink := s.deps.Business.Sink
+	if sink == nil {
+		return answerRecorded
+	}
+	out, err := act(sink)
+	switch {
+	case err != nil:
+		s.deps.Logger.Error("callback recorded; acting on it failed, the inbox keeps it", "kind", kind, "err", err)
+		return answerRecorded
+	case out == SinkStale:
+		return callbackAnswer{http.StatusOK, codeIgnoredStale, "The request has moved on; nothing to do."}
+	}
+	return callbackAnswer{http.StatusOK, domain.CodeOK, ""}
+}
+
+// handleApprovalCallback is POST /callbacks/approval.
+func (s *Server) handleApprovalCallback() http.Handler {
+	type body struct {
+		RequestID   string `json:"requestId"`
+		ApprovalID  string `json:"approvalId"`
+		OperationID string `json:"operationId"`
+		Result      string `json:"result"`
+		Ext         struct {
+			MRID any `json:"mrId"`
+		} `json:"ext"`
+	}
+	return s.callbackHandler(config.CallbackApproval, headerCallbackToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
+		var b body
+		if err := decodeJSON(raw, &b); err != nil {
+			return callbackAnswer{}, err
+		}
+		cb := ApprovalCallback{
+			DeliveryKey: strings.TrimSpace(b.RequestID), ApprovalID: strings.TrimSpace(b.ApprovalID),
+			OperationID: strings.TrimSpace(b.OperationID), Result: strings.ToUpper(strings.TrimSpace(b.Result)),
+		}
+		if b.Ext.MRID != nil {
+			cb.MRID = strings.Trim(mustJSON(b.Ext.MRID), `"`)
+		}
+		switch {
+		case cb.DeliveryKey == "" || len(cb.DeliveryKey) > 128:
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "requestId is required (at most 128 characters).")
+		case cb.OperationID == "" || len(cb.OperationID) > maxOperationIDRunes:
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "operationId is required.")
+		case !approvalResults[cb.Result]:
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "result must be APPROVED, REJECTED or WITHDRAWN.")
+		}
+		inserted, err := s.deps.Business.Callbacks.ApprovalCallbackInsert(r.Context(), store.ApprovalCallbackParams{
+			DeliveryKey: cb.DeliveryKey, OperationID: cb.OperationID, ApprovalID: cb.ApprovalID, Result: cb.Result,
+		})
+		if err != nil {
+			return callbackAnswer{}, domain.Internal("record approval callback", err)
+		}
+		if !inserted {
+			return answerDuplicate, nil
+		}
+		return s.afterRecord("approval", func(k CallbackSink) (SinkOutcome, error) { return k.Approval(r.Context(), cb) }), nil
+	})
+}
+
+// handleDeployCallback is POST /callbacks/deploy.
+func (s *Server) handleDeployCallback() http.Handler {
+	type body struct {
+		RequestID string `json:"requestId"`
+		Project   int64  `json:"project"`
+		MRIID     int64  `json:"mrIid"`
+		Status    string `json:"status"`
+	}
+	return s.callbackHandler(config.CallbackDeploy, headerCallbackToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
+		var b body
+		if err := decodeJSON(raw, &b); err != nil {
+			return callbackAnswer{}, err
+		}
+		cb := DeployCallback{DeliveryKey: strings.TrimSpace(b.RequestID), ProjectID: b.Project, MRIID: b.MRIID, Status: strings.TrimSpace(b.Status)}
+		switch {
+		case len(cb.DeliveryKey) > 128:
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "requestId is at most 128 characters.")
+		case cb.ProjectID <= 0 || cb.MRIID <= 0:
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "project and mrIid are required.")
+		case cb.Status == "":
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "status is required.")
+		}
+		inserted, err := s.deps.Business.Callbacks.DeployCallbackInsert(r.Context(), store.DeployCallbackParams{
+			DeliveryKey: cb.DeliveryKey, ProjectID: cb.ProjectID, MRIID: cb.MRIID, Status: cb.Status,
+		})
+		if err != nil {
+			return callbackAnswer{}, domain.Internal("record deploy callback", err)
+		}
+		if !inserted {
+			return answerDuplicate, nil
+		}
+		return s.afterRecord("deploy", func(k CallbackSink) (SinkOutcome, error) { return k.Deploy(r.Context(), cb) }), nil
+	})
+}
+
+// handleGitLabWebhook is POST /callbacks/gitlab. Deliveries are deduped
+// by Idempotency-Key (stable across GitLab's retries), else
+// X-Gitlab-Event-UUID; one with neither cannot be deduped and is 400.
+// Webhooks only speed up waiting — polling stays the fallback — so an
+// event kind the workflow does not use is recorded and answered like any
+// other.
+func (s *Server) handleGitLabWebhook() http.Handler {
+	type body struct {
+		ObjectKind string `json:"object_kind"`
+	}
+	return s.callbackHandler(config.CallbackGitLab, headerGitLabToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
+		id := strings.TrimSpace(r.Header.Get(headerIdempotencyKey))
+		if id == "" {
+			id = strings.TrimSpace(r.Header.Get(headerGitLabEvent))
+		}
+		if id == "" || len(id) > 64 {
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "Idempotency-Key or X-Gitlab-Event-UUID is required (at most 64 characters).")
+		}
+		var b body
+		if err := decodeJSON(raw, &b); err != nil {
+			return callbackAnswer{}, err
+		}
+		kind := strings.TrimSpace(b.ObjectKind)
+		if kind == "" {
+			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "object_kind is required.")
+		}
+		inserted, err := s.deps.Business.Callbacks.GitLabEventInsert(r.Context(), id, kind)
+		if err != nil {
+			return callbackAnswer{}, domain.Internal("record GitLab event", err)
+		}
+		if !inserted {
+			return answerDuplicate, nil
+		}
+		ev := GitLabEvent{EventUUID: id, Kind: kind, Body: raw}
+		ans := s.afterRecord("gitlab", func(k CallbackSink) (SinkOutcome, error) { return k.GitLab(r.Context(), ev) })
+		if ans == answerRecorded {
+			// Only the delivery id and kind are kept: what a webhook says,
+			// the workflow's polling finds out anyway.
+			ans.message = "Recorded; polling covers what it reports."
+		}
+		return ans, nil
+	})
+}

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"changeflow/internal/config"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// The narrow interfaces the business handlers need. Each is a subset of
+// *store.Store's named operations with the store's own signatures, so the
+// composition root passes the store itself and there is no adapter to keep
+// in step. The cost is that httpapi depends on the store's value types
+// (store.Operation, store.Binding …); handlers still never see SQL, and
+// tests substitute fakes or — as they mostly do — a real store on both
+// databases.
+
+// RequestStore is what the user request endpoints need (submit, status,
+// "my records", stats).
+type RequestStore interface {
+	IdempotencyBegin(ctx context.Context, p store.IdempotencyBeginParams) (store.IdempotencyResult, error)
+	IdempotencyComplete(ctx context.Context, p store.IdempotencyCompleteParams) error
+	IdempotencyRelease(ctx context.Context, key, operationID string) (bool, error)
+	OperationSubmit(ctx context.Context, p store.OperationSubmitParams) (store.OperationSubmitResult, error)
+	OperationGet(ctx context.Context, operationID string) (store.Operation, error)
+	OperationListBySubject(ctx context.Context, p store.OperationListBySubjectParams) (store.OperationPage, error)
+	OperationStepList(ctx context.Context, operationID string) ([]store.OperationStep, error)
+	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
+	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)
+	BatchWaitingCount(ctx context.Context, projectID int64) (int, error)
+}
+
+// OpsStore is what the read-only operations endpoints need.
+type OpsStore interface {
+	OperationGet(ctx context.Context, operationID string) (store.Operation, error)
+	OperationStepList(ctx context.Context, operationID string) ([]store.OperationStep, error)
+	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
+	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)
+	BatchGet(ctx context.Context, id int64) (store.Batch, error)
+	BatchList(ctx context.Context, p store.BatchListParams) (store.BatchPage, error)
+	BatchMembers(ctx context.Context, batchID int64) ([]store.BatchMember, error)
+	AuditListByResource(ctx context.Context, resource string, limit int) ([]store.AuditRecord, error)
+}
+
+// CallbackStore records callback deliveries once per delivery id: the
+// durable inbox (callbacks.go).
+type CallbackStore interface {
+	ApprovalCallbackInsert(ctx context.Context, p store.ApprovalCallbackParams) (inserted bool, err error)
+	DeployCallbackInsert(ctx context.Context, p store.DeployCallbackParams) (inserted bool, err error)
+	GitLabEventInsert(ctx context.Context, eventUUID, kind string) (inserted bool, err error)
+}
+
+// ConfigSource reads the configuration in force; *config.Manager
+// implements it. Handlers read it once per request.
+type ConfigSource interface {
+	Current() *config.Snapshot
+}
+
+// FileReader reads a file of the config repo; gitlab.GitLab (the port)
+// implements it. The preview uses it as the committer bot.
+type FileReader interface {
+	GetFile(ctx context.Context, project, path, ref string) (gitlab.File, error)
+}
+
+// Business is the business handlers' dependencies (Deps.Business). A nil
+// store makes its endpoints answer 500 with the generic message (logged),
+// never a fake success.
+type Business struct {
+	// Config is the configuration source (targets, workflow switch,
+	// idempotency TTL, callback tokens, gitlab.projects).
+	Config ConfigSource
+	// Requests backs /api/requests and /api/stats.
+	Requests RequestStore
+	// Ops backs /ops/*.
+	Ops OpsStore
+	// Callbacks is the callback inbox.
+	Callbacks CallbackStore
+	// Sink acts on a recorded callback; nil until the workflow implements
+	// it, and callbacks are then only recorded (callbacks.go).
+	Sink CallbackSink
+	// Files reads the config repo for the preview; nil degrades every
+	// preview to empty data.
+	Files FileReader
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID generates server-side operationIds; nil means a random UUID.
+	NewID func() string
+}

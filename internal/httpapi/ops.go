@@ -1,0 +1,385 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/identity"
+	"changeflow/internal/store"
+)
+
+// opsAuditLimit bounds the audit records GET /ops/requests/{id} shows.
+const opsAuditLimit = 100
+
+// opsCall runs an ops read and records it: every ops call writes one
+// audit record (SPEC §3.3) with the query and path parameters, the
+// reserved __authenticatedOperator set by the server after them
+// (opsParams), masked and truncated (auditParams). The outcome is the
+// answer's code. Reads are not idempotent actions, so each call is its
+// own record (a fresh key).
+func (s *Server) opsCall(action string, pathParams []string, run func(r *http.Request) (resource string, data any, err error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := identity.FromContext(r.Context())
+		client := map[string]any{}
+		for k, v := range r.URL.Query() {
+			if len(v) == 1 {
+				client[k] = v[0]
+			} else {
+				client[k] = v
+			}
+		}
+		for _, p := range pathParams {
+			client[p] = r.PathValue(p)
+		}
+		params := opsParams(client, res.Identity)
+		resource, data, err := run(r)
+		outcome := domain.CodeOK
+		if err != nil {
+			outcome = domain.ErrorCode(err)
+		}
+		s.audit(context.WithoutCancel(r.Context()), res.Identity, action, resource, "ops-"+uuid.NewString(), params, string(outcome))
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		respond(w, s.deps.Logger, domain.CodeOK, data)
+	})
+}
+
+// opsRequestView is GET /ops/requests/{operationId}'s data: both states,
+// the step history, the binding, the batch and queue position, the audit
+// trail.
+type opsRequestView struct {
+	Operation opsOperation         `json:"operation"`
+	Status    domain.BindingStatus `json:"status"`
+	Step      stepView             `json:"step"`
+	Hint      domain.Hint          `json:"hint"`
+	Binding   *opsBinding          `json:"binding"`
+	Steps     []opsStep            `json:"steps"`
+	Batch     *opsBatch            `json:"batch,omitempty"`
+	Queue     *opsQueue            `json:"queue,omitempty"`
+	Audit     []opsAudit           `json:"audit"`
+}
+
+// opsQueue is where an admitted request stands in its project's queue.
+type opsQueue struct {
+	ProjectID int64 `json:"projectId"`
+	// BatchID is the claiming batch; 0 while waiting.
+	BatchID int64 `json:"batchId,omitempty"`
+	// Position is the 1-based place in the waiting queue; 0 once claimed.
+	Position   int       `json:"position,omitempty"`
+	AdmittedAt time.Time `json:"admittedAt"`
+}
+
+type opsOperation struct {
+	OperationID    string     `json:"operationId"`
+	Subject        string     `json:"subject"`
+	TargetKey      string     `json:"targetKey"`
+	ProjectID      int64      `json:"projectId"`
+	Flow           string     `json:"flow"`
+	Version        int64      `json:"version"`
+	BatchID        int64      `json:"batchId,omitempty"`
+	MR             *mrView    `json:"mr,omitempty"`
+	Branch         string     `json:"branch,omitempty"`
+	ApprovalID     string     `json:"approvalId,omitempty"`
+	Reason         string     `json:"reason"`
+	Days           int        `json:"days,omitempty"`
+	ExpiresAt      *time.Time `json:"expiresAt,omitempty"`
+	NextAction     string     `json:"nextAction,omitempty"`
+	DueAt          *time.Time `json:"dueAt,omitempty"`
+	LeaseOwner     string     `json:"leaseOwner,omitempty"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	Attempts       int        `json:"attempts"`
+	LastError      string     `json:"lastError,omitempty"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
+}
+
+type opsBinding struct {
+	Subject     string               `json:"subject"`
+	TargetKey   string               `json:"targetKey"`
+	Status      domain.BindingStatus `json:"status"`
+	OperationID string               `json:"operationId"`
+	ExpiresAt   *time.Time           `json:"expiresAt,omitempty"`
+	Expired     bool                 `json:"expired"`
+	Version     int64                `json:"version"`
+	UpdatedAt   time.Time            `json:"updatedAt"`
+}
+
+type opsStep struct {
+	From        stepView             `json:"from"`
+	To          stepView             `json:"to"`
+	FromBinding domain.BindingStatus `json:"fromBinding,omitempty"`
+	ToBinding   domain.BindingStatus `json:"toBinding,omitempty"`
+	Actor       string               `json:"actor"`
+	Note        string               `json:"note,omitempty"`
+	At          time.Time            `json:"at"`
+}
+
+type opsBatch struct {
+	ID             int64       `json:"id"`
+	ProjectID      int64       `json:"projectId"`
+	Status         string      `json:"status"`
+	Version        int64       `json:"version"`
+	MR             *mrView     `json:"mr,omitempty"`
+	Branch         string      `json:"branch,omitempty"`
+	SplitDepth     int         `json:"splitDepth"`
+	ParentBatchID  int64       `json:"parentBatchId,omitempty"`
+	FailureCode    string      `json:"failureCode,omitempty"`
+	FailureMessage string      `json:"failureMessage,omitempty"`
+	CreatedAt      time.Time   `json:"createdAt"`
+	UpdatedAt      time.Time   `json:"updatedAt"`
+	Members        []opsMember `json:"members,omitempty"`
+}
+
+type opsMember struct {
+	ID          int64  `json:"id"`
+	OperationID string `json:"operationId"`
+}
+
+type opsAudit struct {
+	Actor   string    `json:"actor"`
+	Action  string    `json:"action"`
+	Params  string    `json:"params"`
+	Outcome string    `json:"outcome"`
+	At      time.Time `json:"at"`
+}
+
+// handleOpsRequest is GET /ops/requests/{operationId}.
+func (s *Server) handleOpsRequest() http.Handler {
+	return s.opsCall(config.RouteOpsRequestGet, []string{"operationId"}, func(r *http.Request) (string, any, error) {
+		id := r.PathValue("operationId")
+		st := s.deps.Business.Ops
+		if st == nil {
+			return id, nil, domain.Internal("ops: no store wired", nil)
+		}
+		ctx := r.Context()
+		op, err := st.OperationGet(ctx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			return id, nil, domain.Errorf(domain.CodeNotFound, "No such request.", "ops request %s", id)
+		} else if err != nil {
+			return id, nil, domain.Internal("ops request", err)
+		}
+		v := opsRequestView{Operation: toOpsOperation(op), Step: stepView{op.Step, domain.StepStatus(op.Step).String()}}
+		b, err := st.BindingGetByOperation(ctx, id)
+		switch {
+		case err == nil:
+			v.Binding = &opsBinding{Subject: b.Subject, TargetKey: b.TargetKey, Status: b.Status, OperationID: b.OperationID,
+				ExpiresAt: timePtr(b.ExpiresAt), Expired: b.Expired, Version: b.Version, UpdatedAt: b.UpdatedAt.UTC()}
+			v.Status = b.Status
+		case !errors.Is(err, domain.ErrNotFound):
+			return id, nil, domain.Internal("ops request binding", err)
+		}
+		steps, err := st.OperationStepList(ctx, id)
+		if err != nil {
+			return id, nil, domain.Internal("ops request steps", err)
+		}
+		v.Steps = make([]opsStep, 0, len(steps))
+		for _, x := range steps {
+			v.Steps = append(v.Steps, opsStep{
+				From: stepView{x.FromStep, domain.StepStatus(x.FromStep).String()}, To: stepView{x.ToStep, domain.StepStatus(x.ToStep).String()},
+				FromBinding: x.FromBinding, ToBinding: x.ToBinding, Actor: x.Actor, Note: x.Note, At: x.CreatedAt.UTC(),
+			})
+			if v.Binding == nil && x.ToBinding != "" {
+				v.Status = x.ToBinding // superseded: its last own state
+			}
+		}
+		v.Hint = domain.HintFor(domain.StepStatus(op.Step), v.Status)
+		if qp, err := st.BatchQueuePosition(ctx, id); err == nil {
+			v.Queue = &opsQueue{ProjectID: qp.ProjectID, BatchID: qp.BatchID, Position: qp.Position, AdmittedAt: qp.AdmittedAt.UTC()}
+		} else if !errors.Is(err, domain.ErrNotFound) {
+			return id, nil, domain.Internal("ops request queue", err)
+		}
+		if op.BatchID != 0 {
+			bt, err := s.opsBatch(ctx, op.BatchID, false)
+			if err != nil {
+				return id, nil, err
+			}
+			v.Batch = bt
+		}
+		audits, err := st.AuditListByResource(ctx, id, opsAuditLimit)
+		if err != nil {
+			return id, nil, domain.Internal("ops request audit", err)
+		}
+		v.Audit = make([]opsAudit, 0, len(audits))
+		for _, a := range audits {
+			v.Audit = append(v.Audit, opsAudit{Actor: a.Actor, Action: a.Action, Params: a.Params, Outcome: a.Outcome, At: a.CreatedAt.UTC()})
+		}
+		return id, v, nil
+	})
+}
+
+// opsBatch reads a batch, with its members when asked.
+func (s *Server) opsBatch(ctx context.Context, id int64, members bool) (*opsBatch, error) {
+	st := s.deps.Business.Ops
+	b, err := st.BatchGet(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, domain.Errorf(domain.CodeNotFound, "No such batch.", "batch %d", id)
+	} else if err != nil {
+		return nil, domain.Internal("ops batch", err)
+	}
+	v := toOpsBatch(b)
+	if members {
+		ms, err := st.BatchMembers(ctx, id)
+		if err != nil {
+			return nil, domain.Internal("ops batch members", err)
+		}
+		v.Members = make([]opsMember, 0, len(ms))
+		for _, m := range ms {
+			v.Members = append(v.Members, opsMember{ID: m.ID, OperationID: m.OperationID})
+		}
+	}
+	return &v, nil
+}
+
+// handleOpsBatches is GET /ops/batches?limit=&cursor=: batches newest
+// first, keyset-paged by an opaque cursor.
+func (s *Server) handleOpsBatches() http.Handler {
+	return s.opsCall(config.RouteOpsBatchesGet, nil, func(r *http.Request) (string, any, error) {
+		st := s.deps.Business.Ops
+		if st == nil {
+			return "", nil, domain.Internal("ops: no store wired", nil)
+		}
+		q := r.URL.Query()
+		p := store.BatchListParams{}
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > store.BatchListMaxLimit {
+				return "", nil, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("limit must be a number from 1 to %d.", store.BatchListMaxLimit))
+			}
+			p.Limit = n
+		}
+		if c := q.Get("cursor"); c != "" {
+			id, err := decodeBatchCursor(c)
+			if err != nil {
+				return "", nil, domain.Errorf(domain.CodeInvalidArgument, "The cursor is not valid; start from the first page.", "%w", err)
+			}
+			p.BeforeID = id
+		}
+		page, err := st.BatchList(r.Context(), p)
+		if err != nil {
+			return "", nil, domain.Internal("ops batches", err)
+		}
+		items := make([]opsBatch, 0, len(page.Items))
+		for _, b := range page.Items {
+			items = append(items, toOpsBatch(b))
+		}
+		next := ""
+		if page.NextBeforeID != 0 {
+			next = encodeBatchCursor(page.NextBeforeID)
+		}
+		return "", struct {
+			Items      []opsBatch `json:"items"`
+			NextCursor string     `json:"nextCursor"`
+		}{items, next}, nil
+	})
+}
+
+// handleOpsBatch is GET /ops/batches/{id}: the batch and its members.
+func (s *Server) handleOpsBatch() http.Handler {
+	return s.opsCall(config.RouteOpsBatchesGet, []string{"id"}, func(r *http.Request) (string, any, error) {
+		raw := r.PathValue("id")
+		if s.deps.Business.Ops == nil {
+			return raw, nil, domain.Internal("ops: no store wired", nil)
+		}
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			return raw, nil, domain.Errorf(domain.CodeNotFound, "No such batch.", "batch id %q", raw)
+		}
+		b, err := s.opsBatch(r.Context(), id, true)
+		if err != nil {
+			return raw, nil, err
+		}
+		return "batch:" + raw, b, nil
+	})
+}
+
+// handleOpsConfig is GET /ops/config: every configuration item's
+// effective value (secrets masked), its source, and whether and why it
+// fell back — from the snapshot in force.
+func (s *Server) handleOpsConfig() http.Handler {
+	return s.opsCall(config.RouteOpsConfigGet, nil, func(r *http.Request) (string, any, error) {
+		if s.deps.Business.Config == nil {
+			return "config", nil, domain.Internal("ops config: no configuration source wired", nil)
+		}
+		snap := s.deps.Business.Config.Current()
+		items := snap.Effective()
+		fell := 0
+		for _, it := range items {
+			if it.FellBack {
+				fell++
+			}
+		}
+		unknown := snap.Unknown()
+		if unknown == nil {
+			unknown = []string{}
+		}
+		return "config", struct {
+			Version  uint64              `json:"version"`
+			LoadedAt time.Time           `json:"loadedAt"`
+			FellBack int                 `json:"fellBack"`
+			Unknown  []string            `json:"unknownKeys"`
+			Items    []config.Resolution `json:"items"`
+		}{snap.Version(), snap.LoadedAt().UTC(), fell, unknown, items}, nil
+	})
+}
+
+func toOpsOperation(o store.Operation) opsOperation {
+	v := opsOperation{
+		OperationID: o.OperationID, Subject: o.Subject, TargetKey: o.TargetKey, ProjectID: o.ProjectID, Flow: o.Flow,
+		Version: o.Version, BatchID: o.BatchID, Branch: o.Branch, ApprovalID: o.ApprovalID, Reason: o.Reason, Days: o.Days,
+		ExpiresAt: timePtr(o.ExpiresAt), NextAction: o.NextAction, DueAt: timePtr(o.DueAt), LeaseOwner: o.LeaseOwner,
+		LeaseExpiresAt: timePtr(o.LeaseExpiresAt), Attempts: o.Attempts, LastError: o.LastError,
+		CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+	}
+	if o.MRIID != 0 {
+		v.MR = &mrView{IID: o.MRIID, URL: o.MRURL}
+	}
+	return v
+}
+
+func toOpsBatch(b store.Batch) opsBatch {
+	v := opsBatch{
+		ID: b.ID, ProjectID: b.ProjectID, Status: b.Status.String(), Version: b.Version, Branch: b.Branch,
+		SplitDepth: b.SplitDepth, ParentBatchID: b.ParentBatchID, FailureCode: b.FailureCode, FailureMessage: b.FailureMessage,
+		CreatedAt: b.CreatedAt.UTC(), UpdatedAt: b.UpdatedAt.UTC(),
+	}
+	if b.MRIID != 0 {
+		v.MR = &mrView{IID: b.MRIID, URL: b.MRURL}
+	}
+	return v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// Batch cursors are opaque tokens over the last batch id of a page.
+func encodeBatchCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("b." + strconv.FormatInt(id, 10)))
+}
+
+func decodeBatchCursor(c string) (int64, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(raw) < 3 || string(raw[:2]) != "b." {
+		return 0, errors.New("batch cursor: malformed")
+	}
+	id, err := strconv.ParseInt(string(raw[2:]), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errors.New("batch cursor: malformed")
+	}
+	return id, nil
+}

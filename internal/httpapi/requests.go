@@ -1,0 +1,276 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/identity"
+	"changeflow/internal/store"
+)
+
+// Flows as the operation table names them (SPEC §1.2).
+const (
+	flowLegacy       = "LEGACY"
+	flowApproveFirst = "APPROVE_FIRST"
+)
+
+// headerReplayed marks a replayed response (R-IDEM-1).
+const headerReplayed = "Idempotent-Replayed"
+
+// submitMessage is the 429 text of the apply bucket (seed 3.2).
+const submitMessage = "Too many submissions, please try again later"
+
+// acceptedData is the body of a 202: what the client polls.
+type acceptedData struct {
+	OperationID string `json:"operationId"`
+}
+
+// handleSubmit is POST /api/requests (SPEC §3.1, R-IDEM-1).
+//
+// The chain has already run rate limiting (bucket apply) and the login
+// check; the body is read only now, so a malformed body from a caller
+// who is over quota or not logged in gets 429 or 401, never 400 (R-X-1).
+//
+// Rate limiting runs before the idempotency check, so a duplicate
+// submission over quota gets 429 rather than DUPLICATE_SUBMIT. Accepted
+// (seed 3.2): the client retries after Retry-After and then gets the
+// replay; checking idempotency first would read, hash and look up the
+// body of every refused request — the work rate limiting exists to avoid.
+//
+// Steps: decode → validate against the configuration in force → (with a
+// key) IdempotencyBegin: a completed duplicate is replayed with the
+// original status and data, code DUPLICATE_SUBMIT and the
+// Idempotent-Replayed header; the same key with another body is 422; a
+// duplicate of a request still being processed is 409
+// IDEMPOTENCY_IN_FLIGHT → access switch (TARGET_NOT_OPEN) → OperationSubmit
+// (operation, binding, first step history row in one transaction) →
+// store the 202 for replays → 202 ACCEPTED {operationId}.
+//
+// Only the 202 is stored for replay. Every refusal after the key was
+// taken (target closed, binding refused, storage failure) releases the
+// key, so the client's retry with the same key is decided afresh instead
+// of replaying a refusal that may no longer hold.
+//
+// A submission without a key gets a random server-side operationId (no
+// timestamp, so nothing about it is guessable) and no idempotency record:
+// there is nothing a retry could match it by.
+func (s *Server) handleSubmit() http.Handler {
+	b := s.deps.Business
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := identity.FromContext(r.Context())
+		subject := res.Identity.Account
+		raw, err := readBody(w, r)
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		body, err := decodeSubmit(raw, r.Header.Get(headerIdempotencyKey))
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		if b.Config == nil || b.Requests == nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("submit: no configuration or request store wired", nil))
+			return
+		}
+		snap := b.Config.Current()
+		sub, err := validateSubmit(body, snap)
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		key := sub.OperationID
+		if key == "" {
+			sub.OperationID = s.newOperationID()
+		} else {
+			replayed, err := s.beginIdempotent(r.Context(), w, key, subject, sub, snap)
+			if err != nil {
+				writeError(w, r, s.deps.Logger, err)
+				return
+			}
+			if replayed {
+				return
+			}
+		}
+		data, err := s.submit(r.Context(), subject, sub, snap)
+		if err != nil {
+			if key != "" {
+				s.releaseKey(key, sub.OperationID)
+			}
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		if key != "" {
+			s.completeKey(r.Context(), key, sub.OperationID, data)
+		}
+		respond(w, s.deps.Logger, domain.CodeAccepted, data)
+	})
+}
+
+// beginIdempotent takes key for this request, or answers for it: a
+// replay (replayed true, response written) or an error to write. When it
+// returns (false, nil) the request owns the key and must complete or
+// release it.
+func (s *Server) beginIdempotent(ctx context.Context, w http.ResponseWriter, key, subject string, sub submission, snap *config.Snapshot) (replayed bool, err error) {
+	got, err := s.deps.Business.Requests.IdempotencyBegin(ctx, store.IdempotencyBeginParams{
+		Key: key, Subject: subject, RequestHash: requestHash(subject, sub),
+		OperationID: key, TTL: snap.Idempotency().TTL,
+	})
+	if err != nil {
+		return false, domain.Internal("idempotency begin", err)
+	}
+	switch got.Outcome {
+	case store.IdempotencyFresh:
+		return false, nil
+	case store.IdempotencyDuplicate:
+		status := got.ResponseStatus
+		if status == 0 {
+			status = http.StatusAccepted
+		}
+		data := json.RawMessage(got.ResponseBody)
+		if !json.Valid(data) {
+			data = json.RawMessage(`{"operationId":` + mustJSON(got.OperationID) + `}`)
+		}
+		w.Header().Set(headerReplayed, "true")
+		writeJSON(w, s.deps.Logger, status, Envelope{Code: domain.CodeDuplicateSubmit,
+			Message: "This request was already submitted.", Data: data})
+		return true, nil
+	case store.IdempotencyInFlight:
+		return false, domain.Errorf(domain.CodeIdempotencyInFlight,
+			"A request with this operationId is still being processed; poll its status or retry shortly.",
+			"key %q in flight for operation %s", key, got.OperationID)
+	case store.IdempotencyKeyReused:
+		return false, domain.Errorf(domain.CodeIdempotencyReused,
+			"This operationId was already used for a different request.", "key %q reused with another body or subject", key)
+	case store.IdempotencyRetryLater:
+		return false, domain.Errorf(domain.CodeRetryLater,
+			"A concurrent request with this operationId just finished; please retry.", "key %q: winner gone on re-read", key)
+	}
+	return false, domain.Internal(fmt.Sprintf("idempotency begin: unknown outcome %v", got.Outcome), nil)
+}
+
+// submit checks the access switch and stores the request; the answer is
+// the 202's data.
+func (s *Server) submit(ctx context.Context, subject string, sub submission, snap *config.Snapshot) (acceptedData, error) {
+	now := s.now()
+	if open, why := sub.target.Open(now); !open {
+		return acceptedData{}, domain.Errorf(domain.CodeTargetNotOpen,
+			"This target is not open for requests right now ("+why+").", "target %s: %s", sub.target.Key, why)
+	}
+	flow, step, status := flowLegacy, domain.StepCreateStarted, domain.BindingMRCreating
+	if snap.Workflow().ApproveFirst {
+		flow, step, status = flowApproveFirst, domain.StepCreateApprovalSubmitting, domain.BindingApprovalSending
+	}
+	_, err := s.deps.Business.Requests.OperationSubmit(ctx, store.OperationSubmitParams{
+		Operation: store.OperationCreateParams{
+			OperationID: sub.OperationID,
+			Subject:     subject,
+			TargetKey:   sub.target.Key,
+			ProjectID:   projectID(snap),
+			Flow:        flow,
+			Step:        int(step),
+			Reason:      sub.Reason,
+			Days:        sub.days,
+			ExpiresAt:   now.Add(time.Duration(sub.days) * 24 * time.Hour).UTC(),
+			RequestHash: requestHash(subject, sub),
+			Actor:       subject,
+		},
+		BindingStatus: status,
+	})
+	var refused *store.BindingRefusedError
+	switch {
+	case err == nil:
+		return acceptedData{OperationID: sub.OperationID}, nil
+	case errors.As(err, &refused):
+		return acceptedData{}, refusal(refused, err)
+	case errors.Is(err, domain.ErrDuplicate):
+		// The operationId exists but its idempotency record is gone
+		// (expired): the key was used before, for this or another request.
+		return acceptedData{}, domain.Errorf(domain.CodeIdempotencyReused,
+			"This operationId was already used.", "operation %s exists: %w", sub.OperationID, err)
+	}
+	return acceptedData{}, domain.Internal("submit operation", err)
+}
+
+// refusal turns a binding's refusal into the API's 409.
+func refusal(refused *store.BindingRefusedError, err error) error {
+	b := refused.Current
+	if refused.Code() == domain.CodeAlreadyInEffect {
+		msg := "You already have this access."
+		if !b.ExpiresAt.IsZero() {
+			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
+		}
+		return domain.Errorf(domain.CodeAlreadyInEffect, msg, "%w", err)
+	}
+	return domain.Errorf(domain.CodeRequestInProgress,
+		"A request for this target is already in progress (or awaiting recovery by the maintainers).", "%w", err)
+}
+
+// completeKey stores the 202 for replays. A failure is logged, not
+// answered: the request was accepted, and the record stays IN_FLIGHT until
+// it expires, so a retry meanwhile gets 409 IDEMPOTENCY_IN_FLIGHT with
+// nothing lost.
+func (s *Server) completeKey(ctx context.Context, key, operationID string, data acceptedData) {
+	body, _ := json.Marshal(data)
+	err := s.deps.Business.Requests.IdempotencyComplete(context.WithoutCancel(ctx), store.IdempotencyCompleteParams{
+		Key: key, OperationID: operationID, Status: http.StatusAccepted, Body: body,
+	})
+	if err != nil {
+		s.deps.Logger.Error("idempotency: response not stored; duplicates get IN_FLIGHT until the record expires",
+			"key", key, "operationId", operationID, "err", err)
+	}
+}
+
+// releaseKey frees key after a refusal so a retry proceeds afresh. It
+// runs even when the client has gone (its own short deadline), because a
+// key left IN_FLIGHT would answer 409 until it expires.
+func (s *Server) releaseKey(key, operationID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.deps.Business.Requests.IdempotencyRelease(ctx, key, operationID); err != nil {
+		s.deps.Logger.Error("idempotency: key not released; retries get IN_FLIGHT until it expires",
+			"key", key, "operationId", operationID, "err", err)
+	}
+}
+
+// projectID is the GitLab project requests go to: the first numeric entry
+// of gitlab.projects, 0 when there is none (logged by the workflow when it
+// needs one).
+func projectID(snap *config.Snapshot) int64 {
+	ps, _ := snap.List(config.KeyGitLabProjects)
+	for _, p := range ps {
+		var id int64
+		if _, err := fmt.Sscan(p, &id); err == nil && id > 0 {
+			return id
+		}
+	}
+	return 0
+}
+
+func (s *Server) now() time.Time {
+	if s.deps.Business.Now != nil {
+		return s.deps.Business.Now()
+	}
+	return time.Now()
+}
+
+// newOperationID is a server-side operationId: a random (v4) UUID.
+func (s *Server) newOperationID() string {
+	if s.deps.Business.NewID != nil {
+		return s.deps.Business.NewID()
+	}
+	return uuid.NewString()
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,165 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+)
+
+// Submission limits.
+const (
+	// maxBodyBytes bounds every JSON body this API decodes.
+	maxBodyBytes = 64 << 10
+	// maxReasonRunes is the longest reason a request may give.
+	maxReasonRunes = 500
+	// maxOperationIDRunes is the operation table's key length (and below
+	// the idempotency key's 128).
+	maxOperationIDRunes = 64
+	// headerIdempotencyKey is the header alias of operationId.
+	headerIdempotencyKey = "Idempotency-Key"
+)
+
+// submitBody is POST /api/requests's body. Unknown fields are ignored
+// (SPEC §3). Days is a pointer so "absent" and "0" differ: absent means
+// the target's maxDays, 0 is out of range.
+type submitBody struct {
+	OperationID string `json:"operationId"`
+	TargetKey   string `json:"targetKey"`
+	Reason      string `json:"reason"`
+	Days        *int   `json:"days"`
+}
+
+// readBody reads a request body of at most maxBodyBytes. Handlers call it
+// only after rate limiting and authorization have passed (R-X-1).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, domain.Errorf(domain.CodeInvalidArgument, fmt.Sprintf("The request body is larger than %d bytes.", maxBodyBytes), "read body: %v", err)
+		}
+		return nil, domain.Errorf(domain.CodeInvalidArgument, "The request body could not be read.", "read body: %v", err)
+	}
+	return raw, nil
+}
+
+// decodeJSON is the one JSON decoder of the API: exactly one JSON value,
+// unknown fields ignored. Every failure is 400 INVALID_ARGUMENT with a
+// message that names the problem but not the decoder's internals.
+func decodeJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(v); err != nil {
+		return domain.Errorf(domain.CodeInvalidArgument, "The request body is not valid JSON of the expected shape.", "decode body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return domain.Errorf(domain.CodeInvalidArgument, "The request body must be a single JSON value.", "trailing data after the JSON value")
+	}
+	return nil
+}
+
+// decodeSubmit reads a submission: the body, then the Idempotency-Key
+// header as an alias of operationId. It only decodes and checks shapes
+// that need no configuration; validateSubmit does the rest.
+func decodeSubmit(raw []byte, header string) (submitBody, error) {
+	var b submitBody
+	if err := decodeJSON(raw, &b); err != nil {
+		return submitBody{}, err
+	}
+	header = strings.TrimSpace(header)
+	b.OperationID = strings.TrimSpace(b.OperationID)
+	switch {
+	case header != "" && b.OperationID != "" && header != b.OperationID:
+		return submitBody{}, domain.E(domain.CodeInvalidArgument, "The Idempotency-Key header and operationId differ; send one, or the same value in both.")
+	case b.OperationID == "":
+		b.OperationID = header
+	}
+	if b.OperationID != "" {
+		if err := checkOperationID(b.OperationID); err != nil {
+			return submitBody{}, err
+		}
+	}
+	return b, nil
+}
+
+// checkOperationID accepts 1..64 printable, non-space characters: the id
+// appears in URLs, logs and a VARCHAR(64).
+func checkOperationID(id string) error {
+	if !utf8.ValidString(id) || utf8.RuneCountInString(id) > maxOperationIDRunes {
+		return domain.E(domain.CodeInvalidArgument, fmt.Sprintf("operationId must be at most %d characters.", maxOperationIDRunes))
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '/' {
+			return domain.E(domain.CodeInvalidArgument, "operationId may contain only printable characters without spaces or '/'.")
+		}
+	}
+	return nil
+}
+
+// submission is a validated request, ready for idempotency and storage.
+type submission struct {
+	submitBody
+	target config.Target
+	days   int
+}
+
+// validateSubmit checks a decoded submission against the configuration in
+// force: the target exists, the reason is there and not too long, days is
+// within 1..target.maxDays (absent → maxDays).
+func validateSubmit(b submitBody, snap *config.Snapshot) (submission, error) {
+	key := strings.TrimSpace(b.TargetKey)
+	if key == "" {
+		return submission{}, domain.E(domain.CodeInvalidArgument, "targetKey is required.")
+	}
+	t, ok := snap.Target(key)
+	if !ok {
+		return submission{}, domain.Errorf(domain.CodeInvalidArgument, "Unknown target.", "unknown target %q", key)
+	}
+	reason := strings.TrimSpace(b.Reason)
+	switch n := utf8.RuneCountInString(reason); {
+	case n == 0:
+		return submission{}, domain.E(domain.CodeInvalidArgument, "reason is required.")
+	case n > maxReasonRunes || !utf8.ValidString(reason):
+		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("reason must be at most %d characters of text.", maxReasonRunes))
+	}
+	days := t.MaxDays
+	if b.Days != nil {
+		days = *b.Days
+	}
+	if days < 1 || days > t.MaxDays {
+		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("days must be between 1 and %d for this target.", t.MaxDays))
+	}
+	b.TargetKey, b.Reason = key, reason
+	return submission{submitBody: b, target: t, days: days}, nil
+}
+
+// requestHash identifies a submission for idempotency: SHA-256 over a
+// canonical JSON of the subject and the validated fields (key order fixed,
+// whitespace and field order of the original body irrelevant; days as
+// given, -1 when absent, so a change of the target's maxDays does not
+// turn a retry into a different request). The operationId is the key
+// itself, so it is not hashed.
+func requestHash(subject string, s submission) string {
+	days := -1
+	if s.Days != nil {
+		days = *s.Days
+	}
+	canon, _ := json.Marshal(struct {
+		Subject   string `json:"subject"`
+		TargetKey string `json:"targetKey"`
+		Reason    string `json:"reason"`
+		Days      int    `json:"days"`
+	}{subject, s.TargetKey, s.Reason, days})
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}

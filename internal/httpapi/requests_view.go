@@ -1,0 +1,273 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/identity"
+	"changeflow/internal/store"
+)
+
+// adminRule is the permission-service rule code that lets a caller read
+// other people's requests (SPEC §3.1 "owner, or an admin").
+const adminRule = "admin"
+
+// List paging of "my records".
+const (
+	defaultListLimit = 20
+	maxListLimit     = 100
+)
+
+// stepView is a step as the API shows it.
+type stepView struct {
+	Code int    `json:"code"`
+	Name string `json:"name"`
+}
+
+// blockerView says what a request waits on right now.
+type blockerView struct {
+	// Kind is APPROVAL, BATCH, PIPELINE, REBASE or DEPLOYMENT.
+	Kind   string    `json:"kind"`
+	Detail string    `json:"detail"`
+	Since  time.Time `json:"since"`
+}
+
+// mrView is the request's merge request.
+type mrView struct {
+	IID int64  `json:"iid"`
+	URL string `json:"url"`
+}
+
+// requestView is GET /api/requests/{operationId}'s data and one item of
+// the list (SPEC §3.1).
+type requestView struct {
+	OperationID string               `json:"operationId"`
+	Subject     string               `json:"subject"`
+	TargetKey   string               `json:"targetKey"`
+	Status      domain.BindingStatus `json:"status"`
+	Step        stepView             `json:"step"`
+	Hint        domain.Hint          `json:"hint"`
+	Blocker     *blockerView         `json:"blocker,omitempty"`
+	MR          *mrView              `json:"mr,omitempty"`
+	BatchID     int64                `json:"batchId,omitempty"`
+	ExpiresAt   *time.Time           `json:"expiresAt,omitempty"`
+	CreatedAt   time.Time            `json:"createdAt"`
+	UpdatedAt   time.Time            `json:"updatedAt"`
+}
+
+// Blocker kinds.
+const (
+	blockApproval   = "APPROVAL"
+	blockBatch      = "BATCH"
+	blockPipeline   = "PIPELINE"
+	blockRebase     = "REBASE"
+	blockDeployment = "DEPLOYMENT"
+)
+
+// handleRequestGet is GET /api/requests/{operationId}: the owner sees
+// their request; anyone else sees it only if the permission service
+// grants them the admin rule. Everyone else — and a caller for whom the
+// permission check fails — gets 404 NOT_FOUND, exactly as for an id that
+// does not exist, so operationIds cannot be probed. The admin check costs
+// a permission round trip only when the caller is not the owner.
+func (s *Server) handleRequestGet() http.Handler {
+	b := s.deps.Business
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := identity.FromContext(r.Context())
+		id := r.PathValue("operationId")
+		notFound := domain.Errorf(domain.CodeNotFound, "No such request.", "request %s", id)
+		if b.Requests == nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("request get: no request store wired", nil))
+			return
+		}
+		op, err := b.Requests.OperationGet(r.Context(), id)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			writeError(w, r, s.deps.Logger, notFound)
+			return
+		case err != nil:
+			writeError(w, r, s.deps.Logger, domain.Internal("request get", err))
+			return
+		}
+		if op.Subject != res.Identity.Account && !s.isAdmin(r.Context(), res.Identity.Account) {
+			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeNotFound, "No such request.",
+				"request %s belongs to %s, caller %s is not an admin", id, op.Subject, res.Identity.Account))
+			return
+		}
+		v, err := s.requestView(r.Context(), op, true)
+		if err != nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("request view", err))
+			return
+		}
+		respond(w, s.deps.Logger, domain.CodeOK, v)
+	})
+}
+
+// isAdmin asks the permission service whether account holds adminRule.
+// Any failure means no (fail closed), logged.
+func (s *Server) isAdmin(ctx context.Context, account string) bool {
+	p := s.deps.Authz.Permissions
+	if p == nil {
+		return false
+	}
+	granted, err := p.Check(ctx, account, []string{adminRule})
+	if err != nil {
+		s.deps.Logger.Warn("admin check failed; treated as not admin", "subject", account, "err", err)
+		return false
+	}
+	return slices.Contains(granted, adminRule)
+}
+
+// listData is GET /api/requests's data.
+type listData struct {
+	Items      []requestView `json:"items"`
+	NextCursor string        `json:"nextCursor"`
+}
+
+// handleRequestList is GET /api/requests?limit=&cursor=: the caller's own
+// requests, newest first. limit is 1..100 (default 20); cursor is the
+// opaque nextCursor of the previous page ("" on the last page). A bad
+// limit or cursor is 400.
+func (s *Server) handleRequestList() http.Handler {
+	b := s.deps.Business
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := identity.FromContext(r.Context())
+		q := r.URL.Query()
+		limit := defaultListLimit
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxListLimit {
+				writeError(w, r, s.deps.Logger, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("limit must be a number from 1 to %d.", maxListLimit)))
+				return
+			}
+			limit = n
+		}
+		cur, err := store.ParseOperationCursor(q.Get("cursor"))
+		if err != nil {
+			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeInvalidArgument, "The cursor is not valid; start from the first page.", "%w", err))
+			return
+		}
+		if b.Requests == nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("request list: no request store wired", nil))
+			return
+		}
+		page, err := b.Requests.OperationListBySubject(r.Context(), store.OperationListBySubjectParams{
+			Subject: res.Identity.Account, Limit: limit, After: cur,
+		})
+		if err != nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("request list", err))
+			return
+		}
+		out := listData{Items: make([]requestView, 0, len(page.Items)), NextCursor: page.Next.Encode()}
+		for _, op := range page.Items {
+			v, err := s.requestView(r.Context(), op, false)
+			if err != nil {
+				writeError(w, r, s.deps.Logger, domain.Internal("request list view", err))
+				return
+			}
+			out.Items = append(out.Items, v)
+		}
+		respond(w, s.deps.Logger, domain.CodeOK, out)
+	})
+}
+
+// requestView builds the API view of op. The status is the binding's
+// while op is the binding's current request. Once a later request has
+// taken the relationship over (a reset is allowed only from REJECTED or
+// CLOSED), op's status is the last binding state its own step history
+// recorded. withBlocker adds the blocker (one or two more reads).
+func (s *Server) requestView(ctx context.Context, op store.Operation, withBlocker bool) (requestView, error) {
+	st := s.deps.Business.Requests
+	step := domain.StepStatus(op.Step)
+	v := requestView{
+		OperationID: op.OperationID, Subject: op.Subject, TargetKey: op.TargetKey,
+		Step:      stepView{Code: op.Step, Name: step.String()},
+		BatchID:   op.BatchID,
+		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(),
+	}
+	if op.MRIID != 0 {
+		v.MR = &mrView{IID: op.MRIID, URL: op.MRURL}
+	}
+	if !op.ExpiresAt.IsZero() {
+		at := op.ExpiresAt.UTC()
+		v.ExpiresAt = &at
+	}
+	b, err := st.BindingGetByOperation(ctx, op.OperationID)
+	switch {
+	case err == nil:
+		v.Status = b.Status
+		if b.UpdatedAt.After(op.UpdatedAt) {
+			v.UpdatedAt = b.UpdatedAt.UTC()
+		}
+	case errors.Is(err, domain.ErrNotFound):
+		if v.Status, err = lastBindingStatus(ctx, st, op.OperationID); err != nil {
+			return requestView{}, err
+		}
+	default:
+		return requestView{}, err
+	}
+	v.Hint = domain.HintFor(step, v.Status)
+	if withBlocker {
+		bl, err := s.blocker(ctx, op, v.Status)
+		if err != nil {
+			return requestView{}, err
+		}
+		v.Blocker = bl
+	}
+	return v, nil
+}
+
+// blocker says what op waits on now, from what the data says: the
+// approval (binding APPROVAL_*), a batch round and the queue position
+// (admitted), the check pipeline (MR created, pipeline running or its
+// outcome pending), a rebase, or the deployment (MERGED). A request that
+// is finished, failed or moving on its own has none.
+func (s *Server) blocker(ctx context.Context, op store.Operation, status domain.BindingStatus) (*blockerView, error) {
+	since := op.UpdatedAt.UTC()
+	step := domain.StepStatus(op.Step)
+	switch {
+	case status == domain.BindingApprovalSending || status == domain.BindingApprovalSent:
+		return &blockerView{Kind: blockApproval, Detail: "Waiting for the approval decision.", Since: since}, nil
+	case step == domain.StepCreateAdmitted:
+		qp, err := s.deps.Business.Requests.BatchQueuePosition(ctx, op.OperationID)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			return &blockerView{Kind: blockBatch, Detail: "Waiting to join the next batch round.", Since: since}, nil
+		case err != nil:
+			return nil, err
+		case qp.BatchID != 0:
+			return &blockerView{Kind: blockBatch, Detail: fmt.Sprintf("Claimed by batch %d; its merge request is being prepared.", qp.BatchID), Since: since}, nil
+		}
+		return &blockerView{Kind: blockBatch, Detail: fmt.Sprintf("Position %d in the queue for the next batch round.", qp.Position), Since: qp.AdmittedAt.UTC()}, nil
+	case step == domain.StepCreateMRCreated || step == domain.StepCreatePipelineRunning ||
+		step == domain.StepHandlePipelineRunning || step == domain.StepCreatePipelinePending || step == domain.StepHandlePipelinePending:
+		return &blockerView{Kind: blockPipeline, Detail: "Waiting for the merge request's pipeline.", Since: since}, nil
+	case step == domain.StepHandleRebasing || step == domain.StepHandleRebasePending:
+		return &blockerView{Kind: blockRebase, Detail: "Waiting for the merge request to be rebased.", Since: since}, nil
+	case status == domain.BindingMerged:
+		return &blockerView{Kind: blockDeployment, Detail: "Merged; waiting for the deployment to report the change in effect.", Since: since}, nil
+	}
+	return nil, nil
+}
+
+// lastBindingStatus is the last binding state op's step history names;
+// CLOSED when it names none (a superseded request is re-appliable by
+// definition).
+func lastBindingStatus(ctx context.Context, st RequestStore, operationID string) (domain.BindingStatus, error) {
+	steps, err := st.OperationStepList(ctx, operationID)
+	if err != nil {
+		return "", err
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].ToBinding != "" {
+			return steps[i].ToBinding, nil
+		}
+	}
+	return domain.BindingClosed, nil
+}

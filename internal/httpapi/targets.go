@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"changeflow/internal/domain"
+)
+
+// targetView is one item of GET /api/targets.
+type targetView struct {
+	Key        string            `json:"key"`
+	Title      string            `json:"title"`
+	AccessMode domain.AccessMode `json:"accessMode"`
+	Open       bool              `json:"open"`
+	// Why explains a closed target (e.g. "outside the test window
+	// 09:00–17:00 UTC"); omitted when open.
+	Why string `json:"why,omitempty"`
+}
+
+// handleTargets is GET /api/targets: every configured target with its
+// access state right now (R-ACC-1), read from the configuration in force
+// on each request so a reload shows at once.
+func (s *Server) handleTargets() http.Handler {
+	b := s.deps.Business
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		items := []targetView{}
+		if b.Config == nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("targets: no configuration source wired", nil))
+			return
+		}
+		now := s.now()
+		for _, t := range b.Config.Current().Targets() {
+			open, why := t.Open(now)
+			v := targetView{Key: t.Key, Title: t.Title, AccessMode: t.AccessMode, Open: open}
+			if !open {
+				v.Why = why
+			}
+			items = append(items, v)
+		}
+		respond(w, s.deps.Logger, domain.CodeOK, struct {
+			Items []targetView `json:"items"`
+		}{items})
+	})
+}

@@ -1,0 +1,119 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/identity"
+)
+
+// previewRef is the branch the preview reads: the config repo's default
+// branch in every deployment we know (the simulator's is main). A
+// configurable ref can come with the workflow, which needs the same.
+const previewRef = "main"
+
+// previewData is the change a request would make to the target's binding
+// file: the file as it is on previewRef, as it would be with the caller's
+// entry added or replaced, and the line diff between them.
+type previewData struct {
+	TargetKey string             `json:"targetKey"`
+	Project   string             `json:"project"`
+	File      string             `json:"file"`
+	Ref       string             `json:"ref"`
+	Entry     previewEntry       `json:"entry"`
+	Before    string             `json:"before"`
+	After     string             `json:"after"`
+	Diff      []bindingfile.Line `json:"diff"`
+}
+
+// previewEntry is the caller's entry as the request would write it (the
+// operationId is not known before submission).
+type previewEntry struct {
+	Subject   string    `json:"subject"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// handlePreview is GET /api/targets/{key}/preview[?days=N]: a read-only
+// preview of the change a request would make. It is advisory, so on any
+// failure — unknown target, bad days, GitLab down or slow, no project
+// configured, a binding file that does not parse — it answers 200 OK with
+// empty data ({}) and logs why (R-ERR-4): a preview never blocks a user
+// from submitting, and the submission itself validates properly.
+func (s *Server) handlePreview() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := identity.FromContext(r.Context())
+		data, err := s.preview(r.Context(), r.PathValue("key"), r.URL.Query().Get("days"), res.Identity.Account)
+		if err != nil {
+			s.deps.Logger.Warn("preview degraded to empty data", "target", r.PathValue("key"), "subject", res.Identity.Account, "err", err)
+			respond(w, s.deps.Logger, domain.CodeOK, struct{}{})
+			return
+		}
+		respond(w, s.deps.Logger, domain.CodeOK, data)
+	})
+}
+
+func (s *Server) preview(ctx context.Context, key, daysParam, subject string) (previewData, error) {
+	b := s.deps.Business
+	if b.Config == nil || b.Files == nil {
+		return previewData{}, errors.New("no configuration source or file reader wired")
+	}
+	snap := b.Config.Current()
+	t, ok := snap.Target(key)
+	if !ok {
+		return previewData{}, fmt.Errorf("unknown target %q", key)
+	}
+	days := t.MaxDays
+	if daysParam != "" {
+		n, err := strconv.Atoi(daysParam)
+		if err != nil || n < 1 || n > t.MaxDays {
+			return previewData{}, fmt.Errorf("days %q not in 1..%d", daysParam, t.MaxDays)
+		}
+		days = n
+	}
+	project := previewProject(snap)
+	if project == "" {
+		return previewData{}, errors.New("gitlab.projects is empty")
+	}
+	var before []byte
+	f, err := b.Files.GetFile(ctx, project, t.File, previewRef)
+	var ge *gitlab.Error
+	switch {
+	case err == nil:
+		before = f.Content
+	case errors.As(err, &ge) && ge.Status == http.StatusNotFound:
+		// The first request for a target creates its file.
+	default:
+		return previewData{}, fmt.Errorf("read %s: %w", t.File, err)
+	}
+	cur, err := bindingfile.Parse(before)
+	if err != nil {
+		return previewData{}, fmt.Errorf("parse %s: %w", t.File, err)
+	}
+	entry := bindingfile.Entry{Subject: subject, ExpiresAt: s.now().Add(time.Duration(days) * 24 * time.Hour)}
+	after := cur.With(entry).Marshal()
+	e, _ := cur.With(entry).Entry(subject)
+	return previewData{
+		TargetKey: t.Key, Project: project, File: t.File, Ref: previewRef,
+		Entry:  previewEntry{Subject: subject, ExpiresAt: e.ExpiresAt},
+		Before: string(before), After: string(after),
+		Diff: bindingfile.Diff(before, after),
+	}, nil
+}
+
+// previewProject is the first entry of gitlab.projects, as GitLab's :id
+// (a numeric id or a path).
+func previewProject(snap *config.Snapshot) string {
+	ps, _ := snap.List(config.KeyGitLabProjects)
+	if len(ps) == 0 {
+		return ""
+	}
+	return ps[0]
+}
