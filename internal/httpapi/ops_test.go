@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"changeflow/internal/config"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+func TestOps(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st)
+		ctx := t.Context()
+		w.do(req{method: "POST", path: "/api/requests", user: "alice", body: submitBodyFor(tOpen, "r", ""),
+			header: map[string]string{"Idempotency-Key": "op-ops"}}).want(t, 202, "ACCEPTED")
+
+		paths := []string{"/ops/requests/op-ops", "/ops/batches", "/ops/batches/1", "/ops/config"}
+		t.Run("ops401", func(t *testing.T) {
+			for _, p := range paths {
+				w.do(req{method: "GET", path: p}).want(t, 401, "UNAUTHENTICATED")
+			}
+		})
+		t.Run("ops403: no rule, or the permission service down", func(t *testing.T) {
+			for _, p := range paths {
+				r := w.do(req{method: "GET", path: p, user: "alice"})
+				r.want(t, 403, "ACCESS_DENIED")
+				if r.env.Message != "Access denied" {
+					t.Fatalf("message %q", r.env.Message)
+				}
+			}
+			w.load(map[string]any{"permission.baseURL": "http://127.0.0.1:1/"})
+			defer w.load(nil)
+			w.do(req{method: "GET", path: "/ops/config", user: "olivia"}).want(t, 403, "ACCESS_DENIED")
+		})
+		t.Run("ops200: the request in full, audited with the server-set operator", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: "/ops/requests/op-ops?__authenticatedOperator=mallory&token=s3cret", user: "olivia"})
+			r.want(t, 200, "OK")
+			op := r.data["operation"].(map[string]any)
+			if op["operationId"] != "op-ops" || op["flow"] != "APPROVE_FIRST" || r.data["status"] != "APPROVAL_SENDING" {
+				t.Fatalf("data %v", r.data)
+			}
+			if steps := r.data["steps"].([]any); len(steps) != 1 {
+				t.Fatalf("steps %v", steps)
+			}
+			recs, err := st.AuditListByResource(ctx, "op-ops", 10)
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("audit %v %v", recs, err)
+			}
+			var params map[string]string
+			if err := json.Unmarshal([]byte(recs[0].Params), &params); err != nil {
+				t.Fatal(err)
+			}
+			if recs[0].Actor != "olivia" || params[OperatorParam] != "olivia" || params["token"] != auditMask ||
+				recs[0].Action != config.RouteOpsRequestGet || recs[0].Outcome != "OK" {
+				t.Fatalf("record %+v params %v", recs[0], params)
+			}
+			// The next read shows the previous one in the audit trail.
+			r = w.do(req{method: "GET", path: "/ops/requests/op-ops", user: "adam"})
+			if a := r.data["audit"].([]any); len(a) != 1 {
+				t.Fatalf("audit in view %v", a)
+			}
+		})
+		t.Run("ops404 is audited too", func(t *testing.T) {
+			w.do(req{method: "GET", path: "/ops/requests/none", user: "olivia"}).want(t, 404, "NOT_FOUND")
+			w.do(req{method: "GET", path: "/ops/batches/999", user: "olivia"}).want(t, 404, "NOT_FOUND")
+			recs, _ := st.AuditListByResource(ctx, "none", 10)
+			if len(recs) != 1 || recs[0].Outcome != "NOT_FOUND" {
+				t.Fatalf("audit %+v", recs)
+			}
+		})
+		t.Run("batches: list, cursor, one batch with members", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: "/ops/batches", user: "olivia"})
+			r.want(t, 200, "OK")
+			if items := r.data["items"].([]any); len(items) != 0 || r.data["nextCursor"] != "" {
+				t.Fatalf("data %v", r.data)
+			}
+			w.do(req{method: "GET", path: "/ops/batches?cursor=bad", user: "olivia"}).want(t, 400, "INVALID_ARGUMENT")
+			w.do(req{method: "GET", path: "/ops/batches?limit=0", user: "olivia"}).want(t, 400, "INVALID_ARGUMENT")
+		})
+		t.Run("config: every item, masked, with source and fall-back", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: "/ops/config", user: "olivia"})
+			r.want(t, 200, "OK")
+			if strings.Contains(r.raw, cbToken) || strings.Contains(r.raw, "local-committer-token") {
+				t.Fatal("a secret leaked")
+			}
+			items := r.data["items"].([]any)
+			found := false
+			for _, it := range items {
+				m := it.(map[string]any)
+				if m["key"] == "workflow.approveFirst" {
+					found = m["value"] == "true" && m["source"] != nil
+				}
+			}
+			if !found || len(items) < 20 {
+				t.Fatalf("items %d, approveFirst found %v", len(items), found)
+			}
+			recs, _ := st.AuditListByResource(ctx, "config", 10)
+			if len(recs) == 0 || recs[0].Actor != "olivia" {
+				t.Fatalf("config read not audited: %+v", recs)
+			}
+		})
+	})
+}

@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+func TestTargets(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st)
+		t.Run("targets200: access state per target, why when closed", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: "/api/targets", user: "alice"})
+			r.want(t, 200, "OK")
+			got := map[string]map[string]any{}
+			for _, it := range r.data["items"].([]any) {
+				m := it.(map[string]any)
+				got[m["key"].(string)] = m
+			}
+			if got[tOpen]["open"] != true || got[tOpen]["accessMode"] != "OPEN" || got[tOpen]["title"] != "Payments DB" || got[tOpen]["why"] != nil {
+				t.Fatalf("open target: %v", got[tOpen])
+			}
+			if got[tClosed]["open"] != false || got[tClosed]["why"] != "access mode CLOSED" {
+				t.Fatalf("closed target: %v", got[tClosed])
+			}
+			if got[tWindow]["open"] != false || !strings.Contains(got[tWindow]["why"].(string), "outside the test window") {
+				t.Fatalf("window target: %v", got[tWindow])
+			}
+		})
+		t.Run("a reload applies to the next request", func(t *testing.T) {
+			w.load(map[string]any{"targets." + tClosed + ".accessMode": "OPNE"})
+			defer w.load(nil)
+			r := w.do(req{method: "GET", path: "/api/targets", user: "alice"})
+			for _, it := range r.data["items"].([]any) {
+				if m := it.(map[string]any); m["key"] == tClosed && (m["open"] != false || m["accessMode"] != "CLOSED") {
+					t.Fatalf("a typo must close the target: %v", m)
+				}
+			}
+		})
+		t.Run("targets401", func(t *testing.T) {
+			w.do(req{method: "GET", path: "/api/targets"}).want(t, 401, "UNAUTHENTICATED")
+		})
+	})
+}
+
+func TestPreview(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st)
+		ctx := t.Context()
+		path := "/api/targets/" + tOpen + "/preview"
+
+		t.Run("no file yet: the file the first request creates", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: path + "?days=2", user: "alice"})
+			r.want(t, 200, "OK")
+			if r.data["before"] != "" || !strings.Contains(r.data["after"].(string), `subject: "alice"`) ||
+				!strings.Contains(r.data["after"].(string), worldNow.Add(48*time.Hour).Format(time.RFC3339)) {
+				t.Fatalf("data %v", r.data)
+			}
+		})
+		t.Run("existing file: the caller's entry replaced, the rest kept", func(t *testing.T) {
+			cur := bindingfile.File{}.
+				With(bindingfile.Entry{Subject: "alice", ExpiresAt: worldNow, OperationID: "old"}).
+				With(bindingfile.Entry{Subject: "carol", ExpiresAt: worldNow, OperationID: "c"})
+			if _, err := w.gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: "main", Message: "seed",
+				Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "bindings/" + tOpen + ".yaml", Content: string(cur.Marshal())}}}); err != nil {
+				t.Fatal(err)
+			}
+			r := w.do(req{method: "GET", path: path, user: "E10023"})
+			r.want(t, 200, "OK")
+			if r.data["before"] != string(cur.Marshal()) {
+				t.Fatalf("before %q", r.data["before"])
+			}
+			var plus, minus int
+			for _, l := range r.data["diff"].([]any) {
+				switch l.(map[string]any)["op"] {
+				case "+":
+					plus++
+				case "-":
+					minus++
+				}
+			}
+			if plus != 2 || minus != 2 || !strings.Contains(r.data["after"].(string), `subject: "carol"`) {
+				t.Fatalf("diff +%d -%d, after %q", plus, minus, r.data["after"])
+			}
+		})
+		t.Run("preview degrades to 200 with empty data", func(t *testing.T) {
+			for name, c := range map[string]struct {
+				path string
+				kv   map[string]any
+			}{
+				"GitLab unreachable": {path, map[string]any{"gitlab.baseURL": "http://127.0.0.1:1/gitlab/"}},
+				"GitLab token wrong": {path, map[string]any{"gitlab.tokens.committer": "nope"}},
+				"no project":         {path, map[string]any{"gitlab.projects": []any{}}},
+				"unknown target":     {"/api/targets/nope/preview", nil},
+				"days out of range":  {path + "?days=99", nil},
+			} {
+				t.Run(name, func(t *testing.T) {
+					w.load(c.kv)
+					defer w.load(nil)
+					r := w.do(req{method: "GET", path: c.path, user: "alice"})
+					r.want(t, 200, "OK")
+					if len(r.data) != 0 || strings.TrimSpace(r.raw) != `{"code":"OK","message":"","data":{}}` {
+						t.Fatalf("not empty: %s", r.raw)
+					}
+				})
+			}
+			if !strings.Contains(w.logs.String(), "preview degraded to empty data") {
+				t.Fatal("degradation not logged")
+			}
+		})
+		t.Run("a file that does not parse degrades too", func(t *testing.T) {
+			if _, err := w.gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: "main", Message: "break",
+				Actions: []gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: "bindings/" + tOpen + ".yaml", Content: "- [broken\n"}}}); err != nil {
+				t.Fatal(err)
+			}
+			r := w.do(req{method: "GET", path: path, user: "alice"})
+			r.want(t, 200, "OK")
+			if len(r.data) != 0 {
+				t.Fatalf("not empty: %s", r.raw)
+			}
+		})
+		t.Run("preview401: the login still comes first", func(t *testing.T) {
+			w.do(req{method: "GET", path: path}).want(t, 401, "UNAUTHENTICATED")
+		})
+	})
+}
