@@ -14,12 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
-)
-
-// Flows as the operation table names them (SPEC §1.2).
-const (
-	flowLegacy       = "LEGACY"
-	flowApproveFirst = "APPROVE_FIRST"
+	"changeflow/internal/workflow"
 )
 
 // headerReplayed marks a replayed response (R-IDEM-1).
@@ -51,7 +46,8 @@ type acceptedData struct {
 // Idempotent-Replayed header; the same key with another body is 422; a
 // duplicate of a request still being processed is 409
 // IDEMPOTENCY_IN_FLIGHT → access switch (TARGET_NOT_OPEN) → OperationSubmit
-// (operation, binding, first step history row in one transaction) →
+// (operation with its first action scheduled, binding, first step history
+// row, in one transaction) →
 // store the 202 for replays → 202 ACCEPTED {operationId}.
 //
 // Only the 202 is stored for replay. Every refusal after the key was
@@ -165,25 +161,28 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 		return acceptedData{}, domain.Errorf(domain.CodeTargetNotOpen,
 			"This target is not open for requests right now ("+why+").", "target %s: %s", sub.target.Key, why)
 	}
-	flow, step, status := flowLegacy, domain.StepCreateStarted, domain.BindingMRCreating
-	if snap.Workflow().ApproveFirst {
-		flow, step, status = flowApproveFirst, domain.StepCreateApprovalSubmitting, domain.BindingApprovalSending
-	}
+	// The first state and the first action come from the workflow's entry
+	// row for the switch in force; the action is scheduled in the same
+	// transaction (due at once), so the request is durable work from the
+	// moment it exists and the engine's pool picks it up (R-LRO-1): the
+	// 202 never waits for the approval system or GitLab.
+	entry := workflow.Entry(snap.Workflow().ApproveFirst)
 	_, err := s.deps.Business.Requests.OperationSubmit(ctx, store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
 			OperationID: sub.OperationID,
 			Subject:     subject,
 			TargetKey:   sub.target.Key,
 			ProjectID:   projectID(snap),
-			Flow:        flow,
-			Step:        int(step),
+			Flow:        entry.Flow,
+			Step:        int(entry.Step),
 			Reason:      sub.Reason,
 			Days:        sub.days,
 			ExpiresAt:   now.Add(time.Duration(sub.days) * 24 * time.Hour).UTC(),
 			RequestHash: requestHash(subject, sub),
 			Actor:       subject,
+			NextAction:  entry.Action,
 		},
-		BindingStatus: status,
+		BindingStatus: entry.Binding,
 	})
 	var refused *store.BindingRefusedError
 	switch {

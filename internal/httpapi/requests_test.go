@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
 )
 
 func submitBodyFor(target, reason string, extra string) string {
@@ -40,7 +41,8 @@ func TestSubmit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if op.Flow != flowApproveFirst || domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting || b.Status != domain.BindingApprovalSending {
+				if op.Flow != "APPROVE_FIRST" || domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting || b.Status != domain.BindingApprovalSending ||
+					op.NextAction != workflow.ActionSubmitApproval || op.DueAt.IsZero() {
 					t.Fatalf("flow %s step %d binding %s", op.Flow, op.Step, b.Status)
 				}
 				if want := worldNow.Add(30 * 24 * time.Hour); !op.ExpiresAt.Equal(want) || op.Subject != "alice" || op.Days != 30 {
@@ -55,7 +57,8 @@ func TestSubmit(t *testing.T) {
 				r.want(t, 202, "ACCEPTED")
 				op, _ := st.OperationGet(ctx, "k-legacy-1")
 				b, _ := st.BindingGetByOperation(ctx, "k-legacy-1")
-				if op.Flow != flowLegacy || domain.StepStatus(op.Step) != domain.StepCreateStarted || b.Status != domain.BindingMRCreating {
+				if op.Flow != "LEGACY" || domain.StepStatus(op.Step) != domain.StepCreateStarted || b.Status != domain.BindingMRCreating ||
+					op.NextAction != workflow.ActionCreateMR {
 					t.Fatalf("flow %s step %d binding %s", op.Flow, op.Step, b.Status)
 				}
 				if op.Subject != "bob" || !op.ExpiresAt.Equal(worldNow.Add(72*time.Hour)) {
