@@ -58,6 +58,14 @@ type ConfigSource interface {
 	Current() *config.Snapshot
 }
 
+// WorkSubmitter runs an operation's due action now if the worker pool
+// takes it; *workflow.Engine implements it. A pool refusal is persisted
+// by the engine as the action's declared failure before it returns, so a
+// poller sees "failed", never "processing" (R-LRO-1).
+type WorkSubmitter interface {
+	Submit(ctx context.Context, operationID string) (ok bool, err error)
+}
+
 // FileReader reads a file of the config repo; gitlab.GitLab (the port)
 // implements it. The preview uses it as the committer bot.
 type FileReader interface {
@@ -83,6 +91,10 @@ type Business struct {
 	// Files reads the config repo for the preview; nil degrades every
 	// preview to empty data.
 	Files FileReader
+	// Work hands a new request's first action to the workflow's bounded
+	// pool at once (*workflow.Engine); nil leaves it to the engine's
+	// poller, which finds it due in the operation row.
+	Work WorkSubmitter
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// NewID generates server-side operationIds; nil means a random UUID.

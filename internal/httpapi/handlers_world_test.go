@@ -24,6 +24,7 @@ import (
 	simgl "changeflow/internal/sim/gitlab"
 	simperm "changeflow/internal/sim/permission"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow"
 )
 
 // Tokens and targets of the business test world.
@@ -257,3 +258,14 @@ func (r resp) want(t *testing.T, status int, code string) {
 		t.Fatalf("got %d %s, want %d %s: %s", r.status, r.env.Code, status, code, r.raw)
 	}
 }
+
+// The production implementations of the handlers' interfaces.
+var (
+	_ RequestStore       = (*store.Store)(nil)
+	_ OpsStore           = (*store.Store)(nil)
+	_ CallbackStore      = (*store.Store)(nil)
+	_ IdempotencyExpirer = (*store.Store)(nil)
+	_ FileReader         = (*gitlab.Client)(nil)
+	_ ConfigSource       = (*config.Manager)(nil)
+	_ WorkSubmitter      = (*workflow.Engine)(nil)
+)

@@ -107,6 +107,7 @@ func (s *Server) handleSubmit() http.Handler {
 		if key != "" {
 			s.completeKey(r.Context(), key, sub.OperationID, data)
 		}
+		s.startWork(r.Context(), sub.OperationID)
 		respond(w, s.deps.Logger, domain.CodeAccepted, data)
 	})
 }
@@ -197,6 +198,21 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 			"This operationId was already used.", "operation %s exists: %w", sub.OperationID, err)
 	}
 	return acceptedData{}, domain.Internal("submit operation", err)
+}
+
+// startWork offers the new request's first action to the worker pool.
+// Whatever happens the answer stays 202: the action is durable in the
+// operation row, a refusal is persisted as a failure by the engine, and
+// any other error leaves the action to the engine's poller (logged).
+func (s *Server) startWork(ctx context.Context, operationID string) {
+	wk := s.deps.Business.Work
+	if wk == nil {
+		return
+	}
+	if _, err := wk.Submit(context.WithoutCancel(ctx), operationID); err != nil {
+		s.deps.Logger.Warn("workflow did not take the new request at once; state persisted, the poller or an operator follows up",
+			"operationId", operationID, "err", err)
+	}
 }
 
 // refusal turns a binding's refusal into the API's 409.

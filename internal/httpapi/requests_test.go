@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -314,4 +315,34 @@ func (f *failingSubmit) OperationSubmit(ctx context.Context, p store.OperationSu
 		return store.OperationSubmitResult{}, fmt.Errorf("injected: %w", context.DeadlineExceeded)
 	}
 	return f.RequestStore.OperationSubmit(ctx, p)
+}
+
+// recordingWork is a WorkSubmitter that records what it was offered.
+type recordingWork struct {
+	mu  sync.Mutex
+	ids []string
+	err error
+}
+
+func (r *recordingWork) Submit(_ context.Context, id string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, id)
+	return r.err == nil, r.err
+}
+
+// TestSubmitHandsWorkToThePool: an accepted request is offered to the
+// workflow's pool at once; a refusal there does not change the 202 (the
+// engine persisted the failure), and a replay is not offered again.
+func TestSubmitHandsWorkToThePool(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		work := &recordingWork{err: fmt.Errorf("run: %w", errors.New("worker pool full"))}
+		w := newBizWorld(t, st, func(_ *bizWorld, d *Deps) { d.Business.Work = work })
+		h := map[string]string{"Idempotency-Key": "k-work"}
+		w.do(req{method: "POST", path: "/api/requests", user: "alice", body: submitBodyFor(tOpen, "r", ""), header: h}).want(t, 202, "ACCEPTED")
+		w.do(req{method: "POST", path: "/api/requests", user: "alice", body: submitBodyFor(tOpen, "r", ""), header: h}).want(t, 202, "DUPLICATE_SUBMIT")
+		if fmt.Sprint(work.ids) != "[k-work]" {
+			t.Fatalf("offered %v", work.ids)
+		}
+	})
 }
