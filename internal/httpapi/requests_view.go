@@ -89,6 +89,9 @@ func (s *Server) handleRequestGet() http.Handler {
 		op, err := b.Requests.OperationGet(r.Context(), id)
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
+			// The admin check runs here too, so a missing id costs what
+			// someone else's does and the timing does not tell them apart.
+			_ = s.isAdmin(r.Context(), res.Identity.Account)
 			writeError(w, r, s.deps.Logger, notFound)
 			return
 		case err != nil:
