@@ -11,6 +11,7 @@ import (
 	"net/netip"
 
 	"changeflow/internal/config"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
 	"changeflow/internal/identity"
 	"changeflow/internal/metrics"
@@ -70,6 +71,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer quota.Stop()
 
+	// Expired idempotency records are removed in bounded chunks on the
+	// records' own expiry index (R-IDEM-1).
+	idemCleanup := httpapi.NewIdempotencyCleanup(st, cfg, logger)
+	if err := idemCleanup.Start(ctx); err != nil {
+		return fmt.Errorf("start idempotency cleanup: %w", err)
+	}
+	defer idemCleanup.Stop()
+	gl := gitlab.New(gitlab.Options{
+		Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg.Current()) },
+		Logger:   logger,
+	})
+
 	m := metrics.New(logger, version)
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:    logger,
@@ -79,6 +92,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RateLimit: httpapi.RateLimiting{Limiter: limiter, Config: cfg, Quota: quota},
 		Identity:  resolver,
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
+		Business: httpapi.Business{
+			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: gl,
+		},
 	})
 
 	sc := cfg.Current().Server()
