@@ -1,0 +1,186 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+
+	"changeflow/internal/domain"
+)
+
+// WorkCallbackParams is a callback's transition of the request it is for
+// (R-WF-5): the guard, the two-layer state to write and the work to
+// schedule, all in one transaction.
+type WorkCallbackParams struct {
+	OperationID string
+	// Waiting is the set of binding statuses the request must be in for
+	// the callback to apply (the approval callback's {APPROVAL_SENDING,
+	// APPROVAL_SENT}); anything else is stale.
+	Waiting []domain.BindingStatus
+	// Step and Binding are the state to write, each checked against the
+	// central table (I7).
+	Step    int
+	Binding domain.BindingStatus
+	// NextAction is scheduled due at once (WorkScheduleTx semantics: the
+	// lease of a step still running, e.g. submit_approval overtaken by
+	// its own callback, is pre-empted). "" stops the request's work: the
+	// action, due time and lease are cleared.
+	NextAction string
+	// AdmitProject, when non-zero, admits the request to that project's
+	// batch waiting set in the same transaction (approve-first, batching).
+	AdmitProject int64
+	// ApprovalID is recorded on the operation when not "".
+	ApprovalID string
+	Actor      string
+	Note       string
+}
+
+// WorkCallbackResult is what WorkCallbackApply did.
+type WorkCallbackResult struct {
+	// Applied is false when the guard found the callback stale: the
+	// binding is owned by another operation, or not in a waiting status,
+	// or the operation does not exist. Nothing was written then.
+	Applied bool
+	// Flip is non-nil when this call changed the binding's status (I9).
+	Flip *Flip
+	// Current is the binding as found (zero when there is none).
+	Current Binding
+}
+
+// WorkCallbackApply applies a callback to its request in one transaction,
+// in the lock order operation → binding:
+//
+//  1. lock the operation row; none → stale;
+//  2. lock its binding; it must be owned by OperationID (a re-apply gave
+//     the row a newer operationId: the callback is an old request's) and
+//     be in Waiting — else stale, nothing written;
+//  3. check Step and Binding against the table (illegal → an error
+//     wrapping domain.ErrIllegalTransition, nothing written);
+//  4. write the binding (guarded by status and version), the operation
+//     (step, version, approval id, next action with its lease cleared)
+//     and one step-history row; admit to the batch waiting set if asked.
+//
+// Of two deliveries racing for the same request the second waits on the
+// row locks and then finds the binding out of the waiting set: stale.
+func (s *Store) WorkCallbackApply(ctx context.Context, p WorkCallbackParams) (WorkCallbackResult, error) {
+	switch {
+	case p.OperationID == "" || len(p.Waiting) == 0:
+		return WorkCallbackResult{}, errors.New("apply callback: operationId and a waiting set are required")
+	case p.Step <= 0 || !p.Binding.Valid():
+		return WorkCallbackResult{}, fmt.Errorf("apply callback: %d/%q is not a state", p.Step, p.Binding)
+	}
+	var res WorkCallbackResult
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.workCallbackTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return WorkCallbackResult{}, fmt.Errorf("apply callback to %s: %w", p.OperationID, err)
+	}
+	return res, nil
+}
+
+func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackParams) (WorkCallbackResult, error) {
+	d := s.dialect
+	var (
+		subject, target string
+		step            int
+	)
+	err := tx.QueryRowContext(ctx,
+		"SELECT subject, target_key, step_status FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step)
+	if errors.Is(err, sql.ErrNoRows) {
+		return WorkCallbackResult{}, nil
+	}
+	if err != nil {
+		return WorkCallbackResult{}, fmt.Errorf("lock operation: %w", translate(err))
+	}
+	b, err := bindingGet(ctx, tx, d, subject, target, d.forUpdate())
+	if errors.Is(err, sql.ErrNoRows) {
+		return WorkCallbackResult{}, nil
+	}
+	if err != nil {
+		return WorkCallbackResult{}, fmt.Errorf("lock binding: %w", translate(err))
+	}
+	res := WorkCallbackResult{Current: b}
+	if b.OperationID != p.OperationID || !slices.Contains(p.Waiting, b.Status) {
+		return res, nil
+	}
+	if err := domain.CheckStep(domain.StepStatus(step), domain.StepStatus(p.Step)); err != nil {
+		return WorkCallbackResult{}, err
+	}
+	if b.Status != p.Binding {
+		if err := domain.CheckBinding(b.Status, p.Binding); err != nil {
+			return WorkCallbackResult{}, err
+		}
+		if err := execOne(ctx, tx,
+			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
+			string(p.Binding), b.ID, string(b.Status), b.Version); err != nil {
+			return WorkCallbackResult{}, fmt.Errorf("move binding: %w", err)
+		}
+		res.Flip = &Flip{
+			OperationID: p.OperationID, Subject: subject, TargetKey: target,
+			From: b.Status, To: p.Binding, BindingVersion: b.Version + 1,
+			FromStep: step, ToStep: p.Step,
+		}
+	}
+	set := "step_status = ?"
+	vals := []any{p.Step}
+	if p.Step != step {
+		set += ", version = version + 1"
+	}
+	if p.ApprovalID != "" {
+		set += ", approval_id = ?"
+		vals = append(vals, clipRunes(p.ApprovalID, 128))
+	}
+	if p.NextAction == "" {
+		set += ", next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"
+	}
+	vals = append(vals, p.OperationID)
+	if err := execOne(ctx, tx,
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET "+set+" WHERE operation_id = ?", vals...); err != nil {
+		return WorkCallbackResult{}, fmt.Errorf("write step: %w", err)
+	}
+	if p.NextAction != "" {
+		if err := s.WorkScheduleTx(ctx, tx, p.OperationID, p.NextAction, 0); err != nil {
+			return WorkCallbackResult{}, err
+		}
+	}
+	if p.AdmitProject != 0 {
+		if _, err := s.BatchAdmitTx(ctx, tx, p.OperationID, p.AdmitProject); err != nil {
+			return WorkCallbackResult{}, err
+		}
+	}
+	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: p.Step, actor: p.Actor, note: p.Note}
+	if res.Flip != nil {
+		hist.fromBinding, hist.toBinding = res.Flip.From, res.Flip.To
+	}
+	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+		return WorkCallbackResult{}, err
+	}
+	res.Applied = true
+	return res, nil
+}
+
+// WorkExpedite makes operationID's pending action due now when it is
+// still action, waiting (due later) and not running: a webhook saying
+// "the pipeline changed" speeds up a poll without pre-empting a step that
+// runs right now (which WorkSchedule would, letting two runs overlap) and
+// without resetting the attempts the polling tiers count. It reports
+// whether the row was moved.
+func (s *Store) WorkExpedite(ctx context.Context, operationID, action string) (bool, error) {
+	d := s.dialect
+	res, err := s.db.ExecContext(ctx,
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET due_at = "+d.Now()+
+			" WHERE operation_id = ? AND next_action = ? AND due_at > "+d.Now()+
+			" AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= "+d.Now()+")",
+		operationID, action)
+	if err != nil {
+		return false, fmt.Errorf("expedite %s of %s: %w", action, operationID, translate(err))
+	}
+	n, err := res.RowsAffected()
+	return n > 0, translate(err)
+}
