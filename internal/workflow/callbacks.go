@@ -1,0 +1,248 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// ApprovalEvent is an approval callback as the workflow acts on it (SPEC
+// §3.2), after the HTTP layer authenticated, parsed and recorded it once
+// by its delivery id (the first layer of R-WF-5).
+type ApprovalEvent struct {
+	DeliveryKey string
+	ApprovalID  string
+	OperationID string
+	// Result is APPROVED, REJECTED or WITHDRAWN.
+	Result string
+	// MRID is ext.mrId; non-empty only on legacy-flow approvals.
+	MRID string
+}
+
+// DeployEvent is a deploy callback: the deployment of an MR's merge.
+type DeployEvent struct {
+	DeliveryKey string
+	ProjectID   int64
+	MRIID       int64
+	Status      string
+}
+
+// CallbackResult is what acting on a callback did.
+type CallbackResult int
+
+// Callback results.
+const (
+	// CallbackApplied: the callback moved its request(s) on.
+	CallbackApplied CallbackResult = iota + 1
+	// CallbackStale: not for the current owner, or not waiting for it:
+	// answered 2xx IGNORED_STALE, nothing changed.
+	CallbackStale
+)
+
+// approvalWaiting is the callback guard's waiting set (R-WF-5): SENDING is
+// in it because the decision can arrive before SENT is written.
+var approvalWaiting = []domain.BindingStatus{domain.BindingApprovalSending, domain.BindingApprovalSent}
+
+// Callbacks acts on callbacks: the workflow side of the HTTP layer's
+// CallbackSink (internal/workflow/httpsink adapts it).
+type Callbacks struct {
+	d Deps
+	e *Engine
+}
+
+// NewCallbacks returns the callback handler. e, when non-nil, is woken
+// after a callback scheduled work, so it starts at once.
+func NewCallbacks(d Deps, e *Engine) *Callbacks { return &Callbacks{d: d, e: e} }
+
+// Approval applies an approval decision to its request, in one
+// transaction with the work it schedules (store.WorkCallbackApply):
+// ownership by operationId (a re-applied binding has a newer one), the
+// waiting set {APPROVAL_SENDING, APPROVAL_SENT}, then by payload shape
+// (R-WF-12) — ext.mrId present = legacy, so approvals sent before a
+// switch of workflow.approveFirst finish on the flow they began:
+//
+//   - APPROVED, legacy → HANDLE_STARTED, MERGING, approve;
+//   - APPROVED, approve-first, target without batching → CREATE_STARTED,
+//     MR_CREATING, create_mr; with batching → CREATE_ADMITTED,
+//     MR_CREATING and admitted to the batch waiting set (store
+//     BatchAdmitTx) for a batch round to claim (the batch issue);
+//   - REJECTED / WITHDRAWN → CLOSE_REJECTED / CLOSE_WITHDRAWN, REJECTED;
+//     legacy also schedules close_mr.
+func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (CallbackResult, error) {
+	legacy := strings.TrimSpace(ev.MRID) != ""
+	p := store.WorkCallbackParams{
+		OperationID: ev.OperationID, Waiting: approvalWaiting, ApprovalID: ev.ApprovalID,
+		Actor: "approval-callback", Note: fmt.Sprintf("approval %s %s (delivery %s)", ev.ApprovalID, ev.Result, ev.DeliveryKey),
+	}
+	switch strings.ToUpper(ev.Result) {
+	case "APPROVED":
+		switch {
+		case legacy:
+			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, ActionApprove
+		case c.batching(ctx, ev.OperationID):
+			op, err := c.d.Store.OperationGet(ctx, ev.OperationID)
+			if err != nil {
+				return 0, err
+			}
+			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, c.d.projectID(op)
+			if p.AdmitProject == 0 {
+				return 0, fmt.Errorf("admit %s: no numeric project id", ev.OperationID)
+			}
+		default:
+			p.Step, p.Binding, p.NextAction = int(domain.StepCreateStarted), domain.BindingMRCreating, ActionCreateMR
+		}
+	case "REJECTED", "WITHDRAWN":
+		p.Step, p.Binding = int(domain.StepCloseRejected), domain.BindingRejected
+		if strings.EqualFold(ev.Result, "WITHDRAWN") {
+			p.Step = int(domain.StepCloseWithdrawn)
+		}
+		if legacy {
+			p.NextAction = ActionCloseMR
+		}
+	default:
+		return 0, fmt.Errorf("approval callback for %s: unknown result %q", ev.OperationID, ev.Result)
+	}
+	res, err := c.d.Store.WorkCallbackApply(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if !res.Applied {
+		c.d.logger().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
+			"bindingOwner", res.Current.OperationID, "bindingStatus", res.Current.Status)
+		return CallbackStale, nil
+	}
+	if p.NextAction != "" && c.e != nil {
+		c.e.Wake()
+	}
+	return CallbackApplied, nil
+}
+
+// batching says whether the operation's target joins batch rounds; a
+// target no longer configured counts as batching off (a single MR).
+func (c *Callbacks) batching(ctx context.Context, operationID string) bool {
+	op, err := c.d.Store.OperationGet(ctx, operationID)
+	if err != nil {
+		return false
+	}
+	t, ok := c.d.Config().Target(op.TargetKey)
+	return ok && t.Batching
+}
+
+// Deploy marks in effect (MERGED → VALIDATED) the requests of the MR the
+// deployment reports, matched exactly by project and MR iid (R-WF-11,
+// beyond the seed's watermark). The flip (store.BindingMarkValidated) is
+// the only path to the success side effect (Deps.OnValidated, I9): a
+// duplicate, a race with reconciliation or a callback for a request not
+// yet MERGED flips nothing and emits nothing. A callback that arrives
+// before MERGED is written is picked up by the merge step (see
+// validateIfDeployed).
+func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult, error) {
+	if !strings.EqualFold(ev.Status, "SUCCESS") {
+		return CallbackStale, nil
+	}
+	ops, err := c.d.Store.OperationListByMR(ctx, ev.ProjectID, ev.MRIID)
+	if err != nil {
+		return 0, err
+	}
+	out := CallbackStale
+	for _, op := range ops {
+		flipped, err := c.d.markValidated(ctx, op.OperationID, "deploy-callback",
+			fmt.Sprintf("deployed (delivery %s)", ev.DeliveryKey))
+		if err != nil {
+			return 0, err
+		}
+		if flipped {
+			out = CallbackApplied
+		}
+	}
+	return out, nil
+}
+
+// markValidated flips operationID's binding MERGED → VALIDATED and runs
+// the success hook after the commit, only when this call flipped it.
+func (d Deps) markValidated(ctx context.Context, operationID, actor, note string) (bool, error) {
+	flip, err := d.Store.BindingMarkValidated(ctx, store.BindingMarkValidatedParams{
+		OperationID: operationID, CalledBackStep: int(domain.StepCalledBack), Actor: actor, Note: note,
+	})
+	if err != nil || flip == nil {
+		return false, err
+	}
+	if d.OnValidated != nil {
+		d.OnValidated(ctx, *flip)
+	}
+	return true, nil
+}
+
+// validateIfDeployed is the merged outcome's after-commit hook: a deploy
+// callback recorded while the binding was still MERGING (the deployment
+// was faster than our write) is acted on now.
+func (d Deps) validateIfDeployed(projectID, mrIID int64) FlipHook {
+	return func(ctx context.Context, f store.Flip) {
+		seen, err := d.Store.DeployCallbackSeen(ctx, projectID, mrIID)
+		if err != nil || !seen {
+			return
+		}
+		if _, err := d.markValidated(ctx, f.OperationID, "deploy-callback", "deploy callback arrived before MERGED"); err != nil {
+			d.logger().Warn("validate after merge", "operation", f.OperationID, "err", err)
+		}
+	}
+}
+
+// GitLab speeds up waiting on a pipeline or a rebase: a pipeline or merge
+// request event for an MR makes its requests' waiting poll due now
+// (store.WorkExpedite: never a step that is running, attempts kept for
+// the tiers), instead of at the next tier time. Polling stays the
+// fallback, so anything unexpected in the event is ignored (stale).
+func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (CallbackResult, error) {
+	var ev struct {
+		Project struct {
+			ID int64 `json:"id"`
+		} `json:"project"`
+		ObjectAttributes struct {
+			IID int64 `json:"iid"`
+		} `json:"object_attributes"`
+		MergeRequest *struct {
+			IID int64 `json:"iid"`
+		} `json:"merge_request"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return CallbackStale, nil
+	}
+	iid := ev.ObjectAttributes.IID
+	if kind == "pipeline" {
+		if ev.MergeRequest == nil {
+			return CallbackStale, nil
+		}
+		iid = ev.MergeRequest.IID
+	}
+	if ev.Project.ID == 0 || iid == 0 {
+		return CallbackStale, nil
+	}
+	ops, err := c.d.Store.OperationListByMR(ctx, ev.Project.ID, iid)
+	if err != nil {
+		return 0, err
+	}
+	out := CallbackStale
+	for _, op := range ops {
+		switch op.NextAction {
+		case ActionPollPipeline, ActionPollRebase, ActionMerge:
+		default:
+			continue
+		}
+		moved, err := c.d.Store.WorkExpedite(ctx, op.OperationID, op.NextAction)
+		if err != nil {
+			return 0, err
+		}
+		if moved {
+			out = CallbackApplied
+		}
+	}
+	if out == CallbackApplied && c.e != nil {
+		c.e.Wake()
+	}
+	return out, nil
+}

@@ -1,0 +1,57 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"changeflow/internal/approval"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// submitApproval is submit_approval: the approval form for the request,
+// looked up by operationId before it is submitted and again after a lost
+// answer (approval.EnsureSubmitted), so there is never a second approval.
+//
+// The binding is APPROVAL_SENDING before the call (legacy: written here
+// as progress; approve-first: written at submission) and APPROVAL_SENT
+// after it. The decision's callback may arrive before SENT is written
+// (R-WF-5): the sink accepts SENDING as waiting, moves the request on and
+// pre-empts this step's lease, so this step's own SENT write is then
+// dropped (ErrPreempted) instead of moving the request back.
+//
+// The flow is decided by what the database holds: an operation with an
+// MR is on the legacy flow and its form carries ext.mrId, which is how
+// the callback tells the flows apart (R-WF-12).
+func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
+	op := w.Operation
+	if domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting {
+		if err := w.Progress(ctx, Transition{Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending,
+			Note: "submitting approval"}); err != nil {
+			return Outcome{}, err
+		}
+	}
+	form := approval.Form{
+		OperationID: op.OperationID,
+		Requester:   op.Subject,
+		Title:       fmt.Sprintf("Bind %s to %s", op.Subject, op.TargetKey),
+		Fields: map[string]any{
+			"targetKey": op.TargetKey, "subject": op.Subject, "reason": op.Reason,
+			"expiresAt": op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"),
+		},
+	}
+	if op.MRIID != 0 {
+		form.Ext.MRID = strconv.FormatInt(op.MRIID, 10)
+		form.Fields["mrUrl"] = op.MRURL
+	}
+	a, err := approval.EnsureSubmitted(ctx, d.Approval, form)
+	if err != nil {
+		if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
+			return RetryAfter(d.retryDelay(), "submit approval: "+err.Error()), nil
+		}
+		return Fail(domain.StepCreateApprovalFailed, domain.BindingCreateFailed, "submit approval: "+err.Error()), nil
+	}
+	return Done("", Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
+		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}), nil
+}

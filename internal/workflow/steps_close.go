@@ -1,0 +1,41 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+)
+
+// closeMR is close_mr (legacy flow, after a rejected or withdrawn
+// approval): read the MR first — already closed → done, no call; merged →
+// stop in CLOSE_FAILED for an operator (the change is live although the
+// approval said no) — else close it and read GitLab's answer, which says
+// "merged" when a merge won the race.
+func (d Deps) closeMR(ctx context.Context, w Work) (Outcome, error) {
+	op := w.Operation
+	if op.MRIID == 0 {
+		return Done("", Transition{Step: domain.StepCloseMRClosed, Note: "no MR to close"}), nil
+	}
+	project, err := d.project(op)
+	if err != nil {
+		return Outcome{}, err
+	}
+	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
+		if mr, err = d.GitLab.CloseMR(ctx, project, op.MRIID); err != nil {
+			return d.retryOr(err, "close MR")
+		}
+	}
+	switch mr.State {
+	case gitlab.MRStateClosed:
+		return Done("", Transition{Step: domain.StepCloseMRClosed, Note: fmt.Sprintf("MR !%d closed", mr.IID)}), nil
+	case gitlab.MRStateMerged:
+		return Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the approval was not granted", mr.IID)), nil
+	}
+	return RetryAfter(d.retryDelay(), "MR !"+fmt.Sprint(mr.IID)+" is "+mr.State), nil
+}

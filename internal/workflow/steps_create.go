@@ -1,0 +1,157 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// createMR is create_mr: the branch, the commit and the MR of a
+// single-request change, each looked up before it is created, so the step
+// is safe to run any number of times (a crash, a lost answer, an
+// operator's retrigger) and never makes a second branch, commit or MR:
+//
+//  1. the MR by its deterministic source branch (any state): found → adopt;
+//  2. the branch: missing → the commit creates it from the target branch;
+//  3. the binding file on the branch (else the target branch): when it
+//     already holds this operation's entry, the commit is not made again;
+//     otherwise add-or-replace the subject's entry (bindingfile) and commit,
+//     the operationId as a trailer in the message;
+//  4. CreateMR, the operationId as a trailer in the description.
+//
+// A write whose answer was lost (OutcomeUnknown) or a transient failure is
+// RetryAfter: the next run finds what the lost call did. The MR's iid, URL
+// and branch are written with the outcome, under the lease.
+func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
+	op := w.Operation
+	project, err := d.project(op)
+	if err != nil {
+		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
+	}
+	branch := BranchName(op.OperationID)
+	gl := d.GitLab
+
+	mr, found, err := gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
+	if err != nil {
+		return d.retryOr(err, "look up MR")
+	}
+	if found {
+		if mr.State == gitlab.MRStateClosed {
+			return Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
+				fmt.Sprintf("MR !%d of branch %s was closed outside changeflow", mr.IID, branch)), nil
+		}
+		return d.mrCreated(op, mr, branch), nil
+	}
+
+	target, ok := d.Config().Target(op.TargetKey)
+	if !ok {
+		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "target "+op.TargetKey+" is no longer configured"), nil
+	}
+	_, err = gl.GetBranch(ctx, project, branch)
+	branchExists := err == nil
+	if err != nil && !gitlab.IsNotFound(err) {
+		return d.retryOr(err, "look up branch")
+	}
+	ref := d.targetBranch()
+	if branchExists {
+		ref = branch
+	}
+	file, exists, err := d.readBindingFile(ctx, project, target.File, ref)
+	if err != nil {
+		var invalid bool
+		if invalid = errors.Is(err, bindingfile.ErrInvalid); invalid {
+			return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "binding file "+target.File+": "+err.Error()), nil
+		}
+		return d.retryOr(err, "read binding file")
+	}
+	if e, ok := file.Entry(op.Subject); !branchExists || !ok || e.OperationID != op.OperationID {
+		next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
+		action := gitlab.ActionUpdate
+		if !exists {
+			action = gitlab.ActionCreate
+		}
+		req := gitlab.CommitRequest{
+			Branch:  branch,
+			Message: commitMessage(op) + "\n\n" + Trailer(op.OperationID) + "\n",
+			Actions: []gitlab.FileAction{{Action: action, Path: target.File, Content: string(next.Marshal())}},
+		}
+		if !branchExists {
+			req.StartBranch = d.targetBranch()
+		}
+		if _, err := gl.CreateCommit(ctx, project, req); err != nil {
+			return d.retryOr(err, "commit")
+		}
+		if domain.StepStatus(op.Step) == domain.StepCreateStarted {
+			if err := w.Progress(ctx, Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
+				Note: "committed on " + branch}); err != nil {
+				return Outcome{}, err
+			}
+		}
+	}
+
+	mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
+		SourceBranch: branch, TargetBranch: d.targetBranch(),
+		Title:       commitMessage(op),
+		Description: mrDescription(op),
+	})
+	if err != nil {
+		if gitlab.IsConflict(err) {
+			// Another open MR for the branch: ours, from a run whose answer
+			// was lost. The next run adopts it.
+			return RetryAfter(0, "MR exists already: "+err.Error()), nil
+		}
+		return d.retryOr(err, "open MR")
+	}
+	return d.mrCreated(op, mr, branch), nil
+}
+
+// mrCreated is create_mr's outcome once the MR exists.
+func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) Outcome {
+	return Done(ActionPollPipeline, Transition{
+		Step:   domain.StepCreateMRCreated,
+		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
+		Note:   fmt.Sprintf("MR !%d", mr.IID),
+	})
+}
+
+// readBindingFile reads and parses path at ref; a missing file is empty.
+func (d Deps) readBindingFile(ctx context.Context, project, path, ref string) (bindingfile.File, bool, error) {
+	f, err := d.GitLab.GetFile(ctx, project, path, ref)
+	if gitlab.IsNotFound(err) {
+		return bindingfile.File{}, false, nil
+	}
+	if err != nil {
+		return bindingfile.File{}, false, err
+	}
+	parsed, err := bindingfile.Parse(f.Content)
+	return parsed, true, err
+}
+
+// retryOr turns a transient failure into RetryAfter and anything else
+// into an error for the safety net.
+func (d Deps) retryOr(err error, what string) (Outcome, error) {
+	if transient(err) {
+		return RetryAfter(d.retryDelay(), what+": "+err.Error()), nil
+	}
+	return Outcome{}, fmt.Errorf("%s: %w", what, err)
+}
+
+func commitMessage(op store.Operation) string {
+	return fmt.Sprintf("changeflow: bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+}
+
+func mrDescription(op store.Operation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Requested by %s through changeflow.\n\n", op.Subject)
+	if op.Reason != "" {
+		fmt.Fprintf(&b, "Reason: %s\n\n", op.Reason)
+	}
+	b.WriteString(Trailer(op.OperationID) + "\n")
+	return b.String()
+}

@@ -1,0 +1,138 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"changeflow/internal/approval"
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// Flow names stored in operation.flow.
+const (
+	FlowLegacy       = "LEGACY"
+	FlowApproveFirst = "APPROVE_FIRST"
+)
+
+// DefaultTargetBranch is the config repo's branch MRs go to when
+// Deps.TargetBranch is empty.
+const DefaultTargetBranch = "main"
+
+// Deps are what the business steps and the callback sink need. The
+// composition root builds them once; Config is read on every run, so a
+// reload (polling tiers, approval loop settings, targets) applies to the
+// next step without a restart.
+type Deps struct {
+	Store    *store.Store
+	GitLab   gitlab.GitLab
+	Approver gitlab.Approver
+	Approval approval.Service
+	Config   func() *config.Snapshot
+	Logger   *slog.Logger
+	// TargetBranch is the config repo's branch MRs go to ("" = main).
+	TargetBranch string
+	// RetryDelay is how long a step waits after a transient failure (no
+	// answer, 429, 5xx, open breaker) before it runs again; ≤ 0 means 5 s.
+	// The engine's MaxRetries bounds the retries.
+	RetryDelay time.Duration
+	// OnValidated runs after commit, once per binding that a deploy
+	// callback flipped MERGED → VALIDATED (I9): the success metric and
+	// notification hook. May be nil.
+	OnValidated func(ctx context.Context, f store.Flip)
+}
+
+func (d Deps) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return d.Logger
+}
+
+func (d Deps) retryDelay() time.Duration {
+	if d.RetryDelay <= 0 {
+		return 5 * time.Second
+	}
+	return d.RetryDelay
+}
+
+func (d Deps) targetBranch() string {
+	if d.TargetBranch == "" {
+		return DefaultTargetBranch
+	}
+	return d.TargetBranch
+}
+
+// project is the GitLab :id of op's config repo: the project stored on
+// the operation at submission, else the first gitlab.projects entry.
+func (d Deps) project(op store.Operation) (string, error) {
+	if op.ProjectID > 0 {
+		return strconv.FormatInt(op.ProjectID, 10), nil
+	}
+	if ps, _ := d.Config().List(config.KeyGitLabProjects); len(ps) > 0 && ps[0] != "" {
+		return ps[0], nil
+	}
+	return "", fmt.Errorf("operation %s has no project and gitlab.projects is empty", op.OperationID)
+}
+
+// projectID is the numeric project id for the deploy callback match and
+// batch admission (0 when the project is configured by path only).
+func (d Deps) projectID(op store.Operation) int64 {
+	if op.ProjectID > 0 {
+		return op.ProjectID
+	}
+	p, err := d.project(op)
+	if err != nil {
+		return 0
+	}
+	id, _ := strconv.ParseInt(p, 10, 64)
+	return id
+}
+
+// transient says err is worth a RetryAfter: no answer (the outcome may be
+// unknown — the next run reads before it writes), 429, 5xx, open breaker.
+func transient(err error) bool {
+	return gitlab.IsTransient(err) || gitlab.OutcomeUnknown(err) || gitlab.IsBreakerOpen(err)
+}
+
+// Declarations of the business steps (R-WF-4): the state the safety net
+// leaves on an error or panic, and on a pool refusal.
+var (
+	createDecl = Declaration{
+		OnError:  Failure{Step: domain.StepCreateFailed, Binding: domain.BindingCreateFailed},
+		OnReject: Failure{Step: domain.StepCreatePoolRejected, Binding: domain.BindingCreateFailed},
+	}
+	approvalDecl = Declaration{
+		OnError:  Failure{Step: domain.StepCreateApprovalFailed, Binding: domain.BindingCreateFailed},
+		OnReject: Failure{Step: domain.StepCreatePoolRejected, Binding: domain.BindingCreateFailed},
+	}
+	approveDecl = Declaration{
+		OnError:  Failure{Step: domain.StepHandleApproveFailed, Binding: domain.BindingHandleFailed},
+		OnReject: Failure{Step: domain.StepHandlePoolRejected, Binding: domain.BindingHandleFailed},
+	}
+	mergeDecl = Declaration{
+		OnError:  Failure{Step: domain.StepHandleMergeFailed, Binding: domain.BindingHandleFailed},
+		OnReject: Failure{Step: domain.StepHandlePoolRejected, Binding: domain.BindingHandleFailed},
+	}
+	closeDecl = Declaration{
+		OnError: Failure{Step: domain.StepCloseFailed},
+	}
+)
+
+// RegisterSteps registers every business step of the single-request MR
+// lifecycle (both flows) on e.
+func RegisterSteps(e *Engine, d Deps) {
+	e.Register(ActionCreateMR, StepFunc{Decl: createDecl, Fn: d.createMR})
+	e.Register(ActionPollPipeline, StepFunc{Decl: createDecl, Fn: d.pollPipeline})
+	e.Register(ActionSubmitApproval, StepFunc{Decl: approvalDecl, Fn: d.submitApproval})
+	e.Register(ActionApprove, StepFunc{Decl: approveDecl, Fn: d.approve})
+	e.Register(ActionMerge, StepFunc{Decl: mergeDecl, Fn: d.merge})
+	e.Register(ActionPollRebase, StepFunc{Decl: mergeDecl, Fn: d.pollRebase})
+	e.Register(ActionCloseMR, StepFunc{Decl: closeDecl, Fn: d.closeMR})
+}

@@ -1,0 +1,257 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+)
+
+// maxRebases bounds merge → rebase → merge rounds of one request: a merge
+// that keeps failing after fresh rebases (a pre-receive hook, a protected
+// branch) is a merge failure, not a reason to loop.
+const maxRebases = 3
+
+// handle is the state of a handling step as it goes: the step the row
+// shows now (the claim's, then whatever this run wrote as progress).
+type handle struct {
+	d       Deps
+	w       Work
+	project string
+	step    domain.StepStatus
+}
+
+func (d Deps) handle(w Work) (*handle, error) {
+	project, err := d.project(w.Operation)
+	if err != nil {
+		return nil, err
+	}
+	if w.Operation.MRIID == 0 {
+		return nil, fmt.Errorf("operation %s has no MR", w.Operation.OperationID)
+	}
+	return &handle{d: d, w: w, project: project, step: domain.StepStatus(w.Operation.Step)}, nil
+}
+
+// progress writes t now and remembers the step.
+func (h *handle) progress(ctx context.Context, t Transition) error {
+	if err := h.w.Progress(ctx, t); err != nil {
+		return err
+	}
+	if t.Step != 0 {
+		h.step = t.Step
+	}
+	return nil
+}
+
+// read reads the MR (rebase_in_progress included).
+func (h *handle) read(ctx context.Context) (gitlab.MR, error) {
+	return h.d.GitLab.GetMR(ctx, h.project, h.w.Operation.MRIID)
+}
+
+// merged finishes as merged (R-WF-6: an MR found merged is not approved
+// or merged again — a second approve would be refused and recorded as a
+// false "approval failed"). The table has HANDLE_MERGED after approval or
+// a rebase; from a running pipeline the row passes HANDLE_APPROVED first.
+func (h *handle) merged(ctx context.Context, mr gitlab.MR) (Outcome, error) {
+	if h.step == domain.StepHandlePipelineRunning {
+		if err := h.progress(ctx, Transition{Step: domain.StepHandleApproved, Note: "MR found merged"}); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return Done("", Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged,
+		Note: fmt.Sprintf("MR !%d merged (%s)", mr.IID, mr.MergeCommitSHA)}).
+		OnFlip(h.d.validateIfDeployed(h.d.projectID(h.w.Operation), h.w.Operation.MRIID)), nil
+}
+
+// closedOutside fails a request whose MR was closed by someone else.
+func closedOutside(mr gitlab.MR) Outcome {
+	return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+		fmt.Sprintf("MR !%d was closed outside changeflow", mr.IID))
+}
+
+// approve is approve: the two bot approvals, each through
+// gitlab.ApproveAsBot on its own (never retried as a pair, R-WF-6), after
+// reading the MR — merged → finish as merged, closed → fail.
+// Approve-first arrives from CREATE_SUCCEEDED/MR_CREATED and first moves
+// to HANDLE_STARTED/MERGING; legacy arrives there from the callback.
+func (d Deps) approve(ctx context.Context, w Work) (Outcome, error) {
+	h, err := d.handle(w)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if h.step != domain.StepHandleStarted {
+		if err := h.progress(ctx, Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"}); err != nil {
+			return Outcome{}, err
+		}
+	}
+	mr, err := h.read(ctx)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	switch mr.State {
+	case gitlab.MRStateMerged:
+		return h.merged(ctx, mr)
+	case gitlab.MRStateClosed:
+		return closedOutside(mr), nil
+	}
+	settings := gitlab.LoopSettingsFromConfig(d.Config())
+	for _, bot := range []gitlab.Bot{gitlab.Approver1, gitlab.Approver2} {
+		err := gitlab.ApproveAsBot(ctx, d.GitLab, d.Approver, settings, bot, h.project, mr.IID, mr.SHA, d.logger())
+		switch {
+		case err == nil:
+			continue
+		case gitlab.IsForbidden(err):
+			return Fail(domain.StepHandleApproveForbidden, domain.BindingHandleFailed,
+				fmt.Sprintf("%s may not approve MR !%d: %v", bot, mr.IID, err)), nil
+		case gitlab.IsConflict(err):
+			// The head moved since the read: read again and approve that.
+			return RetryAfter(0, string(bot)+": "+err.Error()), nil
+		case transient(err):
+			return RetryAfter(d.retryDelay(), string(bot)+": "+err.Error()), nil
+		}
+		return Fail(domain.StepHandleApproveFailed, domain.BindingHandleFailed,
+			fmt.Sprintf("%s could not approve MR !%d: %v", bot, mr.IID, err)), nil
+	}
+	return Done(ActionMerge, Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d approved by both bots", mr.IID)}), nil
+}
+
+// settling are the detailed merge statuses GitLab is still computing.
+var settling = map[string]bool{"unchecked": true, "checking": true, "preparing": true, "approvals_syncing": true, "ci_still_running": true}
+
+// merge is merge: read the MR (merged → MERGED; closed → fail; a rebase
+// running → poll it; mergeability still being computed → look again),
+// merge at the head sha, and when GitLab refuses (405/406/422) ask for a
+// rebase and poll it (poll_rebase), at most maxRebases times.
+func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
+	h, err := d.handle(w)
+	if err != nil {
+		return Outcome{}, err
+	}
+	mr, err := h.read(ctx)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	switch {
+	case mr.State == gitlab.MRStateMerged:
+		return h.merged(ctx, mr)
+	case mr.State == gitlab.MRStateClosed:
+		return closedOutside(mr), nil
+	case mr.RebaseInProgress:
+		return Done(ActionPollRebase, Transition{Step: domain.StepHandleRebasing, Note: "rebase in progress"}), nil
+	case settling[mr.DetailedMergeStatus]:
+		return PollAgain(d.Config().Polling(config.PollingRebase), w, Transition{},
+			Failure{Step: domain.StepHandleMergeUnknown},
+			fmt.Sprintf("MR !%d stayed %q", mr.IID, mr.DetailedMergeStatus)), nil
+	}
+	got, err := d.GitLab.Merge(ctx, h.project, mr.IID, mr.SHA)
+	switch {
+	case err == nil && got.State == gitlab.MRStateMerged:
+		return h.merged(ctx, got)
+	case err == nil:
+		return RetryAfter(0, "merge answered state "+got.State), nil
+	case gitlab.IsConflict(err):
+		return RetryAfter(0, "head moved: "+err.Error()), nil
+	case transient(err):
+		return RetryAfter(d.retryDelay(), "merge: "+err.Error()), nil
+	case !gitlab.IsMethodNotAllowed(err) && !gitlab.IsMergeFailed(err):
+		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
+	}
+	mergeErr := err
+	// Read before the next write: a refusal may mean a merge (ours, whose
+	// answer was lost, or someone else's) already happened.
+	if again, err := h.read(ctx); err == nil {
+		switch again.State {
+		case gitlab.MRStateMerged:
+			return h.merged(ctx, again)
+		case gitlab.MRStateClosed:
+			return closedOutside(again), nil
+		}
+	}
+	n, err := d.rebases(ctx, w.Operation.OperationID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if n >= maxRebases {
+		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+			fmt.Sprintf("merge still refused after %d rebases: %v", n, mergeErr)), nil
+	}
+	if err := d.GitLab.Rebase(ctx, h.project, mr.IID); err != nil && !gitlab.IsConflict(err) {
+		if transient(err) {
+			return RetryAfter(d.retryDelay(), "rebase: "+err.Error()), nil
+		}
+		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "rebase: "+err.Error()), nil
+	}
+	return Done(ActionPollRebase, Transition{Step: domain.StepHandleRebasing,
+		Note: "merge refused (" + strconv.Itoa(gitlab.StatusOf(mergeErr)) + "), rebasing"}), nil
+}
+
+// rebases counts how often the request entered HANDLE_REBASING.
+func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
+	hist, err := d.Store.OperationStepList(ctx, operationID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range hist {
+		if domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// pollRebase is poll_rebase: the rebase GitLab runs asynchronously, then
+// the pipeline of the new head, in tiers (R-WF-7). A failed rebase is
+// HANDLE_REBASE_CONFLICT (deterministic: CONTACT_MAINTAINERS); a failed
+// pipeline HANDLE_PIPELINE_FAILED; a poll that runs out of time is
+// HANDLE_REBASE_PENDING or HANDLE_PIPELINE_PENDING (KEEP_WAITING); a
+// green head goes back to merge.
+func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
+	h, err := d.handle(w)
+	if err != nil {
+		return Outcome{}, err
+	}
+	mr, err := h.read(ctx)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	switch {
+	case mr.State == gitlab.MRStateMerged:
+		return h.merged(ctx, mr)
+	case mr.State == gitlab.MRStateClosed:
+		return closedOutside(mr), nil
+	case mr.RebaseInProgress:
+		return PollAgain(d.Config().Polling(config.PollingRebase), w, Transition{Step: domain.StepHandleRebasing},
+			Failure{Step: domain.StepHandleRebasePending}, fmt.Sprintf("rebase of MR !%d did not finish in time", mr.IID)), nil
+	case mr.MergeError != "":
+		if h.step != domain.StepHandleRebasing {
+			if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing}); err != nil {
+				return Outcome{}, err
+			}
+		}
+		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+			fmt.Sprintf("rebase of MR !%d failed: %s", mr.IID, mr.MergeError)), nil
+	}
+	status := ""
+	if mr.HeadPipeline != nil {
+		status = mr.HeadPipeline.Status
+	}
+	switch status {
+	case pipelineSuccess, pipelineSkipped, "":
+		return Done(ActionMerge, Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d rebased", mr.IID)}), nil
+	case pipelineFailed, pipelineCanceled:
+		if h.step != domain.StepHandlePipelineRunning {
+			if err := h.progress(ctx, Transition{Step: domain.StepHandlePipelineRunning}); err != nil {
+				return Outcome{}, err
+			}
+		}
+		return Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
+			fmt.Sprintf("pipeline of rebased MR !%d %s", mr.IID, status)), nil
+	}
+	return PollAgain(d.Config().Polling(config.PollingPipeline), w, Transition{Step: domain.StepHandlePipelineRunning},
+		Failure{Step: domain.StepHandlePipelinePending},
+		fmt.Sprintf("pipeline of rebased MR !%d did not finish in time (last status %q)", mr.IID, status)), nil
+}

@@ -1,0 +1,61 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+)
+
+// Pipeline statuses as GitLab names them.
+const (
+	pipelineSuccess  = "success"
+	pipelineFailed   = "failed"
+	pipelineCanceled = "canceled"
+	pipelineSkipped  = "skipped"
+)
+
+// pollPipeline is poll_pipeline: one look at the MR's head pipeline, in
+// tiers (polling.pipeline.*, R-WF-7) — passed, failed or timed out:
+//
+//   - success → legacy: submit_approval (CREATE_SUCCEEDED, MR_CREATED);
+//     approve-first: approve (same state; approve moves it on);
+//   - failed or canceled → CREATE_PIPELINE_FAILED, CREATE_FAILED: the same
+//     MR would fail again, so the hint is CONTACT_MAINTAINERS;
+//   - anything else → poll again, CREATE_PIPELINE_RUNNING; once the tier's
+//     budget is spent → CREATE_PIPELINE_PENDING with the binding left as
+//     it is: the outcome is unknown, not failed (KEEP_WAITING).
+//
+// It only reads, so it is safe to run any number of times.
+func (d Deps) pollPipeline(ctx context.Context, w Work) (Outcome, error) {
+	op := w.Operation
+	project, err := d.project(op)
+	if err != nil {
+		return Outcome{}, err
+	}
+	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	status := ""
+	if mr.HeadPipeline != nil {
+		status = mr.HeadPipeline.Status
+	}
+	switch status {
+	case pipelineSuccess, pipelineSkipped:
+		next := ActionSubmitApproval
+		if op.Flow == FlowApproveFirst {
+			next = ActionApprove
+		}
+		return Done(next, Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated,
+			Note: fmt.Sprintf("check pipeline of MR !%d passed", mr.IID)}), nil
+	case pipelineFailed, pipelineCanceled:
+		return Fail(domain.StepCreatePipelineFailed, domain.BindingCreateFailed,
+			fmt.Sprintf("check pipeline of MR !%d %s", mr.IID, status)), nil
+	}
+	return PollAgain(d.Config().Polling(config.PollingPipeline), w,
+		Transition{Step: domain.StepCreatePipelineRunning},
+		Failure{Step: domain.StepCreatePipelinePending},
+		fmt.Sprintf("check pipeline of MR !%d did not finish in time (last status %q)", mr.IID, status)), nil
+}
