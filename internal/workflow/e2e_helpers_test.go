@@ -1,0 +1,300 @@
+package workflow_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/approval"
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/httpapi"
+	"changeflow/internal/metrics"
+	"changeflow/internal/sim"
+	simapproval "changeflow/internal/sim/approval"
+	simgl "changeflow/internal/sim/gitlab"
+	"changeflow/internal/store"
+	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/httpsink"
+)
+
+const (
+	e2eToken   = "e2e-callback-token"
+	tSingle    = "payments-db"  // batching off: a single-request MR
+	tBatched   = "crm-readonly" // batching on
+	e2eProject = "1"
+)
+
+// world is the whole single-request MR lifecycle over real HTTP: every
+// simulator (sim.New) behind an httptest server, the real GitLab and
+// approval adapters pointed at it, the real HTTP layer's callback
+// endpoints (httpapi) with the workflow's sink, a real store, and an
+// engine the test drives with RunDue.
+type world struct {
+	t     *testing.T
+	st    *store.Store
+	sim   *sim.Sim
+	simTS *httptest.Server
+	cbTS  *httptest.Server
+	cfg   atomic.Pointer[config.Snapshot]
+	eng   *workflow.Engine
+	cbs   *workflow.Callbacks
+
+	mu        sync.Mutex
+	validated map[string]int // success side effects per operation (I9)
+}
+
+type worldOpt func(ov map[string]any)
+
+func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
+	t.Helper()
+	w := &world{t: t, st: st, validated: map[string]int{}}
+	var handler atomic.Pointer[http.Handler]
+	w.cbTS = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if h := handler.Load(); h != nil {
+			(*h).ServeHTTP(rw, r)
+			return
+		}
+		http.Error(rw, "not ready", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(w.cbTS.Close)
+
+	manual := simapproval.Policy{Mode: simapproval.Manual}
+	deployDelay := 5 * time.Millisecond
+	s, err := sim.New(sim.Config{
+		Listen: "127.0.0.1:0", CallbackURLs: []string{w.cbTS.URL}, CallbackToken: e2eToken, WebhookToken: e2eToken,
+		ApprovalPolicy: &manual, DeployDelay: &deployDelay, DeliveryBackoffMax: 50 * time.Millisecond,
+		GitLab: func(o *simgl.Options) {
+			o.MergeabilityDelay = 10 * time.Millisecond
+			o.PipelineStartDelay = 2 * time.Millisecond
+			o.PipelineDuration = 20 * time.Millisecond
+			o.RebaseDuration = 10 * time.Millisecond
+		},
+	})
+	require.NoError(t, err)
+	w.sim = s
+	w.simTS = httptest.NewServer(s.Handler())
+	t.Cleanup(func() { w.simTS.Close(); _ = s.Close() })
+
+	ov := map[string]any{
+		"gitlab.baseURL":            w.simTS.URL + "/gitlab/",
+		"gitlab.projects":           []any{e2eProject},
+		"gitlab.tokens.committer":   "local-committer-token",
+		"gitlab.tokens.approver1":   "local-approver-1-token",
+		"gitlab.tokens.approver2":   "local-approver-2-token",
+		"approval.baseURL":          w.simTS.URL + "/approval/",
+		"approval.maxRetries":       1,
+		"approval.backoffMs":        10,
+		"callbacks.tokens.approval": e2eToken, "callbacks.tokens.deploy": e2eToken, "callbacks.tokens.gitlab": e2eToken,
+		"polling.pipeline.shortInterval": "10ms", "polling.pipeline.shortAttempts": 5,
+		"polling.pipeline.longInterval": "30ms", "polling.pipeline.timeout": "5s",
+		"polling.rebase.shortInterval": "10ms", "polling.rebase.shortAttempts": 5,
+		"polling.rebase.longInterval": "30ms", "polling.rebase.timeout": "5s",
+		"targets": map[string]any{
+			tSingle:  map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
+			tBatched: map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30},
+		},
+	}
+	for _, o := range opts {
+		o(ov)
+	}
+	w.load(ov)
+
+	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Load()) }})
+	deps := workflow.Deps{
+		Store: st, GitLab: gl,
+		Approver: gitlab.SelectingApprover{
+			CheckItemsEnabled: func() bool { return w.cfg.Load().Approval().CheckItems },
+			Library:           gitlab.LibraryApprover{GitLab: gl},
+			CheckItems:        gitlab.NewCheckItemsApprover(gl, nil),
+		},
+		Approval:   approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(w.cfg.Load()) }}),
+		Config:     w.cfg.Load,
+		RetryDelay: 20 * time.Millisecond,
+		OnValidated: func(_ context.Context, f store.Flip) {
+			w.mu.Lock()
+			w.validated[f.OperationID]++
+			w.mu.Unlock()
+		},
+	}
+	e, err := workflow.New(workflow.Options{Store: st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
+		PollInterval: time.Hour, MaxRetries: 20})
+	require.NoError(t, err)
+	workflow.RegisterSteps(e, deps)
+	w.eng = e
+	w.cbs = workflow.NewCallbacks(deps, e)
+	require.NoError(t, e.Start(t.Context()))
+	t.Cleanup(e.Stop)
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := httpapi.NewServer(httpapi.Deps{
+		Logger: logger, Metrics: metrics.New(logger, "test"), Version: "test",
+		Business: httpapi.Business{Config: w, Callbacks: st, Sink: httpsink.New(w.cbs)},
+	})
+	handler.Store(&srv)
+	return w
+}
+
+// Current implements httpapi.ConfigSource.
+func (w *world) Current() *config.Snapshot { return w.cfg.Load() }
+
+func (w *world) load(ov map[string]any) {
+	w.t.Helper()
+	mgr, err := config.Load(w.t.Context(), config.Options{Overlay: maps.Clone(ov)})
+	require.NoError(w.t, err)
+	w.cfg.Store(mgr.Current())
+	_ = mgr.Close()
+}
+
+// submit writes a request as the HTTP submit does: the operation and its
+// binding at the flow's entry state, its first action due at once.
+func (w *world) submit(opID, subject, target string, approveFirst bool) {
+	w.t.Helper()
+	entry := workflow.Entry(approveFirst)
+	_, err := w.st.OperationSubmit(w.t.Context(), store.OperationSubmitParams{
+		Operation: store.OperationCreateParams{
+			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: entry.Flow,
+			Step: int(entry.Step), Reason: "e2e", Days: 7, ExpiresAt: time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC),
+			Actor: subject, NextAction: entry.Action,
+		},
+		BindingStatus: entry.Binding,
+	})
+	require.NoError(w.t, err)
+	w.eng.Wake()
+}
+
+// until drives the engine (RunDue) until cond holds for opID.
+func (w *world) until(opID string, what string, cond func(store.Operation, store.Binding) bool) (store.Operation, store.Binding) {
+	w.t.Helper()
+	var (
+		o store.Operation
+		b store.Binding
+	)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, _ = w.eng.RunDue(w.t.Context())
+		var err error
+		o, err = w.st.OperationGet(w.t.Context(), opID)
+		require.NoError(w.t, err)
+		b, err = w.st.BindingGet(w.t.Context(), o.Subject, o.TargetKey)
+		require.NoError(w.t, err)
+		if cond(o, b) {
+			return o, b
+		}
+		if time.Now().After(deadline) {
+			hist, _ := w.st.OperationStepList(w.t.Context(), opID)
+			for _, h := range hist {
+				w.t.Logf("history: %s → %s %s→%s %s: %s", domain.StepStatus(h.FromStep), domain.StepStatus(h.ToStep), h.FromBinding, h.ToBinding, h.Actor, h.Note)
+			}
+			w.t.Fatalf("%s never reached %s: step %s, binding %s, next %q, last error %q",
+				opID, what, domain.StepStatus(o.Step), b.Status, o.NextAction, o.LastError)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// at is a condition: the step and binding given ("" = any binding), the
+// row not running.
+func at(step domain.StepStatus, binding domain.BindingStatus) func(store.Operation, store.Binding) bool {
+	return func(o store.Operation, b store.Binding) bool {
+		return domain.StepStatus(o.Step) == step && (binding == "" || b.Status == binding) && o.LeaseOwner == ""
+	}
+}
+
+// simJSON calls a simulator's HTTP API and decodes the answer into out.
+func (w *world) simJSON(method, path string, body any, out any) int {
+	w.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(w.t.Context(), method, w.simTS.URL+path, rd)
+	require.NoError(w.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(w.t, err)
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && len(raw) > 0 {
+		require.NoError(w.t, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
+	}
+	return resp.StatusCode
+}
+
+// approvalOf returns the approval system's approvals for opID.
+func (w *world) approvalsOf(opID string) []approval.Approval {
+	w.t.Helper()
+	var out struct {
+		Items []approval.Approval `json:"items"`
+	}
+	w.simJSON(http.MethodGet, "/approval/v1/approvals?operationId="+opID, nil, &out)
+	return out.Items
+}
+
+// decide decides opID's approval in the approval system, which calls back.
+func (w *world) decide(opID, verb string) {
+	w.t.Helper()
+	var as []approval.Approval
+	require.Eventually(w.t, func() bool { as = w.approvalsOf(opID); return len(as) > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Len(w.t, as, 1, "exactly one approval per operation")
+	code := w.simJSON(http.MethodPost, "/approval/_control/approvals/"+as[0].ApprovalID+"/"+verb, map[string]any{}, nil)
+	require.Equal(w.t, http.StatusOK, code, "decide %s", verb)
+}
+
+// mrsOf lists the MRs of opID's branch, any state.
+func (w *world) mrsOf(opID string) []map[string]any {
+	w.t.Helper()
+	var out []map[string]any
+	w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/merge_requests?state=all&source_branch="+
+		urlQuery(workflow.BranchName(opID)), nil, &out)
+	return out
+}
+
+// validations is how often the success side effect ran for opID.
+func (w *world) validations(opID string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.validated[opID]
+}
+
+// fileOnMain reads the binding file of target on main.
+func (w *world) fileOnMain(target string) string {
+	w.t.Helper()
+	req, _ := http.NewRequestWithContext(w.t.Context(), http.MethodGet,
+		w.simTS.URL+"/gitlab/api/v4/projects/1/repository/files/bindings%2F"+target+".yaml/raw?ref=main", nil)
+	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(w.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func urlQuery(s string) string {
+	var b bytes.Buffer
+	for _, c := range []byte(s) {
+		if c == '/' {
+			b.WriteString("%2F")
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+var _ = fmt.Sprintf
