@@ -35,6 +35,7 @@ const (
 	e2eToken   = "e2e-callback-token"
 	tSingle    = "payments-db"  // batching off: a single-request MR
 	tBatched   = "crm-readonly" // batching on
+	tOther     = "billing-db"   // batching off, another file
 	e2eProject = "1"
 )
 
@@ -106,6 +107,7 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 		"targets": map[string]any{
 			tSingle:  map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
 			tBatched: map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30},
+			tOther:   map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
 		},
 	}
 	for _, o := range opts {
