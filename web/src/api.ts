@@ -1,0 +1,98 @@
+// How the app talks to the API (docs/api.md): JSON in the envelope
+// {code, message, data}; the app branches on code, shows message to
+// people, and never shows a raw body.
+import { currentUser } from './user';
+
+/** ApiError is every failure, already in words a person can act on. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly status: number,
+    /** seconds, from Retry-After on 429 */
+    readonly retryAfter?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface Result<T> {
+  code: string;
+  data: T;
+  status: number;
+}
+
+// Words for codes whose server message is generic or missing.
+const fallbackWords: Record<string, string> = {
+  UNAUTHENTICATED: 'You are not logged in. Pick a user at the top of the page (local run) or sign in again.',
+  ACCESS_DENIED: 'Access denied. Your account may not do this.',
+  NOT_FOUND: 'Nothing was found under that name. Check the ID, or it may belong to someone else.',
+  RATE_LIMITED: 'Too many attempts. Please wait a moment and try again.',
+  RETRY_LATER: 'The service is busy. Please try again in a moment.',
+  INTERNAL_ERROR: 'Something went wrong on our side. Try again later; if it keeps happening, contact the maintainers.',
+};
+
+function wordsFor(code: string, message: string, status: number): string {
+  if (code === 'INTERNAL_ERROR' || status >= 500) return fallbackWords[code] ?? fallbackWords.INTERNAL_ERROR;
+  if (code === 'UNAUTHENTICATED') return fallbackWords.UNAUTHENTICATED;
+  if (message) return message;
+  return fallbackWords[code] ?? `The request was refused (HTTP ${status}).`;
+}
+
+export async function call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Result<T>> {
+  const h: Record<string, string> = { Accept: 'application/json', ...headers };
+  const user = currentUser();
+  if (user) h['X-Auth-Request-User'] = user;
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    throw new ApiError('Cannot reach changeflow. Check your connection and try again.', 'NETWORK', 0);
+  }
+  let env: { code?: unknown; message?: unknown; data?: unknown } | null = null;
+  try {
+    env = await res.json();
+  } catch {
+    env = null;
+  }
+  if (!env || typeof env.code !== 'string') {
+    throw new ApiError(`The server answered unexpectedly (HTTP ${res.status}). Try again in a moment.`, 'UNEXPECTED', res.status);
+  }
+  const code = env.code;
+  const message = typeof env.message === 'string' ? env.message : '';
+  if (!res.ok) {
+    const ra = Number(res.headers.get('Retry-After'));
+    throw new ApiError(wordsFor(code, message, res.status), code, res.status, Number.isFinite(ra) && ra > 0 ? ra : undefined);
+  }
+  return { code, data: env.data as T, status: res.status };
+}
+
+export const get = <T>(path: string) => call<T>('GET', path);
+
+// Shapes (docs/api.md).
+export interface Target {
+  key: string;
+  title: string;
+  accessMode: string;
+  open: boolean;
+  why?: string;
+}
+export interface Step {
+  code: number;
+  name: string;
+}
+export interface RequestView {
+  operationId: string;
+  subject: string;
+  targetKey: string;
+  status: string;
+  step: Step;
+  hint: string;
+  blocker?: { kind: string; detail: string; since: string };
+  mr?: { iid: number; url: string };
+  batchId?: number;
+  expiresAt?: string;
+  createdAt?: string;
+  updatedAt: string;
+}

@@ -1,0 +1,34 @@
+import type { ComponentChildren } from 'preact';
+import { isFailed, phaseIndex, phases, statusWord } from './words';
+
+export function ErrorNote({ children }: { children?: ComponentChildren }) {
+  if (!children) return null;
+  return (
+    <p class="note error" role="alert">
+      {children}
+    </p>
+  );
+}
+
+export function Status({ status }: { status: string }) {
+  const cls = status === 'VALIDATED' ? 'ok' : isFailed(status) ? 'bad' : 'busy';
+  return <span class={`status ${cls}`}>{statusWord(status)}</span>;
+}
+
+/** Progress shows the external phase as a line of steps. */
+export function Progress({ status }: { status: string }) {
+  const at = phaseIndex(status);
+  const failed = isFailed(status);
+  return (
+    <ol class="progress" aria-label="Progress">
+      {phases.map((p, i) => {
+        const cls = i < at || (i === at && status === 'VALIDATED') ? 'done' : i === at ? (failed ? 'failed' : 'current') : 'todo';
+        return (
+          <li key={p} class={cls} aria-current={i === at ? 'step' : undefined}>
+            {p}
+          </li>
+        );
+      })}
+    </ol>
+  );
+}

@@ -1,0 +1,49 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, get } from './api';
+
+export interface Loaded<T> {
+  data?: T;
+  error?: string;
+  loading: boolean;
+}
+
+/** useGet loads path, and again every pollMs while the tab is visible
+ * (live status without reloading). A failed poll keeps the last data and
+ * shows the error next to it. */
+export function useGet<T>(path: string | null, pollMs = 0, deps: unknown[] = []): Loaded<T> & { reload: () => void } {
+  const [state, setState] = useState<Loaded<T>>({ loading: true });
+  const [tick, setTick] = useState(0);
+  const alive = useRef(true);
+  useEffect(() => {
+    alive.current = true;
+    return () => {
+      alive.current = false;
+    };
+  }, []);
+  useEffect(() => {
+    if (!path) return;
+    let stopped = false;
+    let timer: number | undefined;
+    const load = async () => {
+      try {
+        const r = await get<T>(path);
+        if (!stopped) setState({ data: r.data, loading: false });
+      } catch (e) {
+        if (!stopped) setState((s) => ({ data: s.data, loading: false, error: e instanceof ApiError ? e.message : 'Something went wrong.' }));
+      }
+      if (!stopped && pollMs > 0) timer = window.setTimeout(tickIfVisible, pollMs);
+    };
+    const tickIfVisible = () => {
+      if (document.visibilityState === 'hidden') timer = window.setTimeout(tickIfVisible, pollMs);
+      else void load();
+    };
+    setState((s) => ({ ...s, loading: true }));
+    void load();
+    return () => {
+      stopped = true;
+      window.clearTimeout(timer);
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [path, pollMs, tick, ...deps]);
+  return { ...state, reload: () => setTick((t) => t + 1) };
+}

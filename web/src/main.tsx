@@ -1,0 +1,7 @@
+import { render } from 'preact';
+import { App } from './app';
+import { dropReloadParam } from './router';
+import './style.css';
+
+dropReloadParam();
+render(<App />, document.getElementById('app')!);
