@@ -69,10 +69,22 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
+
+		// The web app (SPEC §3.5, internal/web): the entry page and the
+		// hashed assets. Client routes and root files reach the same
+		// handler through serveMux's fallback (isAppRequest), counted as
+		// webPagesRoute.
+		{pattern: "GET /{$}", handler: s.deps.Web, metrics: true},
+		{pattern: "GET /assets/", handler: s.deps.Web, metrics: true},
 	} {
 		s.handle(rt)
 	}
+	s.pages = s.apiMetrics(webPagesRoute, s.deps.Web)
 }
+
+// webPagesRoute is the metrics route label of the app's client routes:
+// one label for every page path, so cardinality stays bounded.
+const webPagesRoute = "GET /{page}"
 
 // handle wraps a route in its per-route chain and registers it. The order
 // is fixed by R-X-1 (rate limiting → authorization → API metrics →

@@ -7,10 +7,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
 	"changeflow/internal/domain"
 	"changeflow/internal/metrics"
+	"changeflow/internal/web"
 )
 
 // Readiness is what GET /readyz asks of the storage layer.
@@ -38,6 +41,10 @@ type Deps struct {
 	// Business is what the user, ops and callback endpoints need
 	// (handlers_deps.go).
 	Business Business
+	// Web serves the single-page app (SPEC §3.5): its entry page, assets
+	// and client routes. Nil serves the app embedded in the binary
+	// (internal/web); tests pass a handler over a build of their own.
+	Web http.Handler
 }
 
 // Server is the HTTP handler of the product.
@@ -46,6 +53,9 @@ type Server struct {
 	mux  *http.ServeMux
 	rl   *rateLimiter
 	act  *activity
+	// pages is the app behind serveMux's client-route fallback, with its
+	// API metrics under the route label webPagesRoute.
+	pages http.Handler
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
@@ -61,6 +71,9 @@ func NewServer(d Deps) http.Handler { return newServer(d) }
 func newServer(d Deps, extra ...route) http.Handler {
 	if d.ReadyTimeout <= 0 {
 		d.ReadyTimeout = 2 * time.Second
+	}
+	if d.Web == nil {
+		d.Web = web.Embedded()
 	}
 	s := &Server{deps: d, mux: http.NewServeMux()}
 	s.rl = newRateLimiter(d)
@@ -85,6 +98,10 @@ func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
+	if isAppRequest(r) {
+		s.pages.ServeHTTP(w, r)
+		return
+	}
 	s.deps.Metrics.RequestReceived("unmatched", r.Method)
 	start := time.Now()
 	rec := &statusOnlyWriter{header: w.Header()}
@@ -98,6 +115,25 @@ func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
 	w.Header().Del("X-Content-Type-Options")
 	writeJSON(w, s.deps.Logger, StatusOf(code), Envelope{Code: code, Message: msg})
 	s.deps.Metrics.RequestCompleted("unmatched", r.Method, StatusOf(code), time.Since(start))
+}
+
+// isAppRequest: a GET or HEAD outside the API's namespaces is the web
+// app's (a client route, a root file, a missing asset — internal/web
+// decides between the page, the file and a 404). Under /api, /ops and
+// /callbacks an unknown path is an API mistake and keeps the envelope 404,
+// even when a browser asks for HTML; that is also why the app's own routes
+// stay out of those prefixes (its console is /console, not /ops).
+func isAppRequest(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := path.Clean("/" + r.URL.Path)
+	for _, prefix := range [...]string{"/api", "/ops", "/callbacks"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // statusOnlyWriter captures the mux's status for an unmatched request and
