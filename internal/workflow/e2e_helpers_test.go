@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -298,5 +297,3 @@ func urlQuery(s string) string {
 	}
 	return b.String()
 }
-
-var _ = fmt.Sprintf

@@ -1,7 +1,6 @@
 package workflow_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
@@ -63,5 +62,3 @@ func TestApproveFirstHappyPath(t *testing.T) {
 		require.Equal(t, 1, w.validations("op-af-1"))
 	})
 }
-
-var _ = http.MethodGet
