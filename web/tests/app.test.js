@@ -1,0 +1,144 @@
+// Browser tests of the web app against the real binary (docs/webapp.md).
+// Run: npm test --prefix web (needs Go and /usr/bin/chromium).
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { launchBrowser, newPage, repoRoot, skipReason, startServer } from './harness.js';
+
+const skip = skipReason();
+
+describe('the web app in a real browser', { skip: skip || false }, () => {
+  let server;
+  let chrome;
+  before(async () => {
+    // ratelimit.apply.limit 1: each account may submit once a minute, so
+    // a second submission shows the rate-limit message.
+    server = await startServer({ applyLimit: 1 });
+    chrome = await launchBrowser();
+  });
+  after(async () => {
+    await chrome?.close();
+    await server?.stop();
+  });
+
+  it('alice picks herself, sees the targets, submits once on a double click, and finds the request in my requests', async () => {
+    const page = await newPage(chrome.browser, server.base);
+    const submits = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/requests') submits.push(r);
+    });
+    // Hold the submission back for a moment, so a second click lands
+    // while the first is in flight.
+    await page.route('**/api/requests', async (route) => {
+      if (route.request().method() === 'POST') await new Promise((r) => setTimeout(r, 400));
+      await route.continue();
+    });
+
+    await page.goto('/');
+    await page.selectOption('select[name=user]', 'alice');
+    const rows = page.locator('[data-testid=targets] tbody tr');
+    await rows.first().waitFor();
+    assert.equal(await rows.count(), 4);
+    const closed = page.locator('tr[data-target=legacy-ftp]');
+    assert.match(await closed.innerText(), /Closed/);
+    assert.match(await closed.innerText(), /CLOSED/, 'a closed target says why');
+    assert.match(await page.locator('tr[data-target=payments-db-readonly]').innerText(), /Open/);
+
+    const shots = process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1' ? join(repoRoot, 'docs', 'screenshots') : join(repoRoot, 'web', 'tests', 'artifacts');
+    mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: join(shots, 'targets.png'), fullPage: true });
+
+    await page.click('tr[data-target=payments-db-readonly] a.button');
+    await page.waitForURL('**/request/payments-db-readonly');
+    await page.fill('textarea[name=reason]', 'quarterly audit');
+    await page.fill('input[name=days]', '7');
+    const operationId = await page.getAttribute('form', 'data-operation-id');
+    await page.dblclick('button[type=submit]');
+    await page.keyboard.press('Enter');
+    await page.locator('[data-testid=submitted]').waitFor();
+    await page.waitForTimeout(300);
+    assert.equal(submits.length, 1, 'a double click sends one request');
+    assert.equal(submits[0].headers()['idempotency-key'], operationId, 'the form instance\'s operationId is the Idempotency-Key');
+    assert.equal(await page.isDisabled('button[type=submit]'), true, 'the form stays locked after the submission');
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(shots, 'submit.png') });
+
+    await page.click('[data-testid=submitted] a[href="/requests"]');
+    const mine = page.locator(`[data-testid=my-requests] tr[data-operation-id="${operationId}"]`);
+    await mine.waitFor();
+    assert.match(await mine.innerText(), /payments-db-readonly/);
+    assert.match(await mine.innerText(), /approval|Approval/, 'the status is in words');
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(shots, 'my-requests.png') });
+
+    await mine.locator('a').click();
+    await page.locator('[data-testid=request-detail]').waitFor();
+    assert.match(await page.locator('[data-testid=request-detail]').innerText(), /Waiting for|Sending for approval|Waiting for approval/);
+    await page.context().close();
+  });
+
+  it('a rate-limited submission shows the message and when to try again', async () => {
+    const page = await newPage(chrome.browser, server.base, 'bob');
+    await page.goto('/request/billing-dashboard');
+    await page.fill('textarea[name=reason]', 'first');
+    await page.click('button[type=submit]');
+    await page.locator('[data-testid=submitted]').waitFor();
+
+    await page.goto('/request/payments-db-readonly');
+    await page.fill('textarea[name=reason]', 'second within the minute');
+    await page.click('button[type=submit]');
+    const note = page.locator('[data-testid=rate-limited]');
+    await note.waitFor();
+    const text = await note.innerText();
+    assert.match(text, /Too many submissions, please try again later/);
+    assert.match(text, /try again in \d+ s/);
+    assert.doesNotMatch(text, /[{}"]/, 'no raw JSON');
+    assert.equal(await page.isDisabled('button[type=submit]'), true, 'no retry before Retry-After');
+    await page.context().close();
+  });
+
+  // A page of the old release asks for a chunk the new release no longer
+  // has: the real server answers 404 JSON for it (the chunk's URL is
+  // rewritten to a hashed name that does not exist). The guard reloads
+  // once; the chunk is still missing, so the second failure, within 30 s,
+  // shows "Refresh page" and nothing reloads again.
+  for (const [name, pattern, path] of [
+    ['a lazily loaded chunk', /\/assets\/console-[^/]+\.js$/, '/console'],
+    ['the core script', /\/assets\/index-[^/]+\.js$/, '/'],
+  ]) {
+    it(`a missing hashed asset (${name}) reloads exactly once, then offers "Refresh page"`, async () => {
+      const page = await newPage(chrome.browser, server.base, 'olivia');
+      const documents = [];
+      page.on('request', (r) => {
+        if (r.resourceType() === 'document') documents.push(r.url());
+      });
+      await page.route(pattern, (route) => route.continue({ url: `${server.base}/assets/gone-abc123.js` }));
+      await page.goto(path);
+      const button = page.getByRole('button', { name: 'Refresh page' });
+      await button.waitFor({ timeout: 10000 });
+      await page.waitForTimeout(1500);
+      assert.equal(documents.length, 2, `one automatic reload, got ${documents.join(', ')}`);
+      assert.match(documents[1], /[?&]__reload=\d+/, 'the reload carries a cache-busting parameter');
+      assert.equal(await button.count(), 1);
+
+      // Once the release is whole again, the button's reload works.
+      await page.unroute(pattern);
+      await button.click();
+      await page.waitForLoadState('load');
+      if (path === '/console') await page.getByRole('heading', { name: 'Operations console' }).waitFor();
+      else await page.getByRole('heading', { name: 'Targets' }).waitFor();
+      assert.equal(await page.getByRole('button', { name: 'Refresh page' }).count(), 0);
+      await page.context().close();
+    });
+  }
+
+  it('the server answers a missing asset with a 404 envelope and a page navigation with the app, both no-store', async () => {
+    const asset = await fetch(`${server.base}/assets/gone-abc123.js`);
+    assert.equal(asset.status, 404);
+    assert.equal(asset.headers.get('cache-control'), 'no-store');
+    assert.equal((await asset.json()).code, 'NOT_FOUND');
+    const page = await fetch(`${server.base}/requests/whatever`, { headers: { Accept: 'text/html' } });
+    assert.equal(page.status, 200);
+    assert.equal(page.headers.get('cache-control'), 'no-store');
+    assert.match(await page.text(), /<div id="app">/);
+  });
+});
