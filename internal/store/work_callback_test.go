@@ -1,0 +1,162 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+// mustSubmitApproveFirst submits operationID at the approve-first entry
+// (CREATE_APPROVAL_SUBMITTING, APPROVAL_SENDING, submit_approval due).
+func mustSubmitApproveFirst(t testing.TB, s *store.Store, operationID, subject string) {
+	t.Helper()
+	p := opParams(operationID, subject, "t")
+	p.Flow, p.Step, p.NextAction = "APPROVE_FIRST", int(domain.StepCreateApprovalSubmitting), "submit_approval"
+	_, err := s.OperationSubmit(t.Context(), store.OperationSubmitParams{Operation: p, BindingStatus: domain.BindingApprovalSending})
+	require.NoError(t, err)
+}
+
+func approved(opID string) store.WorkCallbackParams {
+	return store.WorkCallbackParams{
+		OperationID: opID, Waiting: []domain.BindingStatus{domain.BindingApprovalSending, domain.BindingApprovalSent},
+		Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: "create_mr",
+		ApprovalID: "APR-1", Actor: "approval-callback", Note: "approved",
+	}
+}
+
+func TestWorkCallbackApplyGuardsAndPreempts(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		mustSubmitApproveFirst(t, s, "op-1", "alice")
+		claimed, err := s.WorkClaimDue(ctx, "i1", time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+
+		// The decision arrives while submit_approval still runs (SENDING).
+		res, err := s.WorkCallbackApply(ctx, approved("op-1"))
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		require.NotNil(t, res.Flip)
+		require.Equal(t, domain.BindingApprovalSending, res.Flip.From)
+		o := mustOperation(t, s, "op-1")
+		require.Equal(t, int(domain.StepCreateStarted), o.Step)
+		require.Equal(t, "create_mr", o.NextAction)
+		require.Equal(t, "APR-1", o.ApprovalID)
+		require.Empty(t, o.LeaseOwner, "the running step's lease is pre-empted")
+		require.Equal(t, domain.BindingMRCreating, mustBinding(t, s, "alice", "t").Status)
+
+		// The step's own SENT write is refused, not applied.
+		_, err = s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-1", Lease: claimed[0].Lease,
+			Step: int(domain.StepCreateApprovalSubmitted), Binding: domain.BindingApprovalSent})
+		require.ErrorIs(t, err, domain.ErrPreempted)
+
+		// A second delivery finds the binding out of the waiting set.
+		res, err = s.WorkCallbackApply(ctx, approved("op-1"))
+		require.NoError(t, err)
+		require.False(t, res.Applied)
+		require.Nil(t, res.Flip)
+
+		// Unknown operation: stale.
+		res, err = s.WorkCallbackApply(ctx, approved("op-none"))
+		require.NoError(t, err)
+		require.False(t, res.Applied)
+	})
+}
+
+func TestWorkCallbackApplyOwnershipAndTable(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		mustSubmitApproveFirst(t, s, "op-old", "bob")
+		rej := approved("op-old")
+		rej.Step, rej.Binding, rej.NextAction = int(domain.StepCloseRejected), domain.BindingRejected, ""
+		res, err := s.WorkCallbackApply(ctx, rej)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		o := mustOperation(t, s, "op-old")
+		require.Empty(t, o.NextAction)
+		require.True(t, o.DueAt.IsZero())
+
+		// Re-applied: the row belongs to op-new; op-old's approval is stale.
+		mustSubmitApproveFirst(t, s, "op-new", "bob")
+		res, err = s.WorkCallbackApply(ctx, approved("op-old"))
+		require.NoError(t, err)
+		require.False(t, res.Applied)
+		require.Equal(t, "op-new", res.Current.OperationID)
+		require.Equal(t, domain.BindingApprovalSending, mustBinding(t, s, "bob", "t").Status)
+
+		// A move the table does not list writes nothing.
+		bad := approved("op-new")
+		bad.Step = int(domain.StepHandleMerged)
+		_, err = s.WorkCallbackApply(ctx, bad)
+		require.True(t, errors.Is(err, domain.ErrIllegalTransition), "%v", err)
+		require.Equal(t, int(domain.StepCreateApprovalSubmitting), mustOperation(t, s, "op-new").Step)
+
+		// Admission in the same transaction.
+		adm := approved("op-new")
+		adm.Step, adm.NextAction, adm.AdmitProject = int(domain.StepCreateAdmitted), "", 1
+		res, err = s.WorkCallbackApply(ctx, adm)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		n, err := s.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	})
+}
+
+func TestWorkExpediteOnlyWaitingRows(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		mustSchedule(t, s, "op-w", "create_mr")
+		claimed, err := s.WorkClaimDue(ctx, "i1", time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		moved, err := s.WorkExpedite(ctx, "op-w", "create_mr")
+		require.NoError(t, err)
+		require.False(t, moved, "a running step is not pre-empted")
+
+		_, err = s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-w", Lease: claimed[0].Lease,
+			Step: int(domain.StepCreateMRCreated), NextAction: "poll_pipeline", Delay: time.Hour,
+			Fields: store.WorkFields{MRIID: 42}})
+		require.NoError(t, err)
+		moved, err = s.WorkExpedite(ctx, "op-w", "merge")
+		require.NoError(t, err)
+		require.False(t, moved, "another action is left alone")
+		moved, err = s.WorkExpedite(ctx, "op-w", "poll_pipeline")
+		require.NoError(t, err)
+		require.True(t, moved)
+		again, err := s.WorkClaimDue(ctx, "i1", time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, again, 1)
+		_, err = s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-w", Lease: again[0].Lease,
+			NextAction: "poll_pipeline", Delay: time.Hour}) // a poll: wait again
+		require.NoError(t, err)
+		moved, err = s.WorkExpedite(ctx, "op-w", "poll_pipeline")
+		require.NoError(t, err)
+		require.True(t, moved)
+		again, err = s.WorkClaimDue(ctx, "i1", time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, again, 1)
+		require.Equal(t, 2, again[0].Operation.Attempts, "attempts kept for the polling tiers")
+
+		ops, err := s.OperationListByMR(ctx, 1, 42)
+		require.NoError(t, err)
+		require.Len(t, ops, 1)
+		seen, err := s.DeployCallbackSeen(ctx, 1, 42)
+		require.NoError(t, err)
+		require.False(t, seen)
+		_, err = s.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: 1, MRIID: 42, Status: "SUCCESS"})
+		require.NoError(t, err)
+		seen, err = s.DeployCallbackSeen(ctx, 1, 42)
+		require.NoError(t, err)
+		require.True(t, seen)
+	})
+}
