@@ -131,6 +131,46 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     });
   }
 
+  it('an operator looks a request up in the console: both states, step history, batches, configuration with fallbacks', async () => {
+    const submitted = await fetch(`${server.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'adam', 'Idempotency-Key': 'web-console-1', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'billing-dashboard', reason: 'console test' }),
+    });
+    assert.equal(submitted.status, 202);
+
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    await page.goto('/console');
+    await page.fill('input[name=operationId]', 'web-console-1');
+    await page.click('form button[type=submit]');
+    await page.waitForURL('**/console/requests/web-console-1');
+    const detail = page.locator('[data-testid=ops-request]');
+    await page.locator('[data-testid=step-history] tbody tr').first().waitFor();
+    const text = await detail.innerText();
+    assert.match(text, /Requested by\s+adam/);
+    assert.match(text, /Step \(operation\)\s+CREATE_APPROVAL_SUBMITTING/);
+    assert.match(text, /Binding\s+Sending for approval/);
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(repoRoot, 'docs', 'screenshots', 'console-request.png'), fullPage: true });
+
+    await page.click('nav.tabs a[href="/console/batches"]');
+    await page.getByText(/No batches yet|Batch/).first().waitFor();
+
+    await page.click('nav.tabs a[href="/console/config"]');
+    const config = page.locator('[data-testid=config]');
+    await config.waitFor();
+    assert.match(await config.innerText(), /ratelimit\.apply\.limit/);
+    assert.match(await page.locator('main').innerText(), /item\(s\) fell back to a default/);
+    await page.context().close();
+
+    // Someone without the rule codes gets the answer in words.
+    const alice = await newPage(chrome.browser, server.base, 'alice');
+    await alice.goto('/console/config');
+    const denied = alice.locator('.note.error');
+    await denied.waitFor();
+    assert.match(await denied.innerText(), /Access denied/);
+    await alice.context().close();
+  });
+
   it('the server answers a missing asset with a 404 envelope and a page navigation with the app, both no-store', async () => {
     const asset = await fetch(`${server.base}/assets/gone-abc123.js`);
     assert.equal(asset.status, 404);

@@ -3,6 +3,7 @@
 // database and the embedded simulators, and Debian's chromium driven by
 // playwright-core. Nothing is downloaded.
 import { spawn, execFileSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -24,8 +25,24 @@ export function skipReason() {
   return why;
 }
 
+/** freePort asks the kernel for a port that is free right now. The
+ * simulators need a known address before the server starts, because the
+ * configuration names their URLs (the permission service decides the ops
+ * routes); the short race with another process is accepted in a test. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 /** The local profile's configuration, on free ports and a temp database. */
-function configYAML(dir, applyLimit) {
+function configYAML(dir, applyLimit, simPort) {
+  const sim = `http://127.0.0.1:${simPort}`;
   return `
 server:
   listen: 127.0.0.1:0
@@ -36,7 +53,20 @@ log:
   level: warn
 sim:
   embedded: true
-  listen: 127.0.0.1:0
+  listen: 127.0.0.1:${simPort}
+gitlab:
+  baseURL: ${sim}/gitlab/
+  projects: [1]
+  tokens:
+    committer: local-committer-token
+    approver1: local-approver-1-token
+    approver2: local-approver-2-token
+approval:
+  baseURL: ${sim}/approval/
+permission:
+  baseURL: ${sim}/permission/
+oidc:
+  issuer: ${sim}/oidc/
 callbacks:
   tokens:
     approval: test-callback-token
@@ -87,7 +117,7 @@ export async function startServer({ applyLimit = 10 } = {}) {
   execFileSync(process.env.GO || 'go', ['build', '-o', bin, './cmd/changeflow'], { cwd: repoRoot, stdio: 'inherit' });
   writeFileSync(join(dir, 'directory.yaml'), readFileSync(join(repoRoot, 'cmd/changeflow/local/directory.yaml')));
   const cfg = join(dir, 'changeflow.yaml');
-  writeFileSync(cfg, configYAML(dir, applyLimit));
+  writeFileSync(cfg, configYAML(dir, applyLimit, await freePort()));
 
   const child = spawn(bin, ['serve', '--config', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

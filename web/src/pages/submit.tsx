@@ -93,7 +93,9 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
           />
         </label>
         <label>
-          Days <span class="muted">(leave empty for the target's maximum)</span>
+          <span>
+            Days <span class="muted hint">(leave empty for the target's maximum)</span>
+          </span>
           <input
             name="days"
             type="number"
