@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +56,26 @@ type world struct {
 
 	mu        sync.Mutex
 	validated map[string]int // success side effects per operation (I9)
+	approves  int            // approve POSTs the adapter sent
+}
+
+// countingTransport counts the approve calls that leave the adapter.
+type countingTransport struct{ w *world }
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/approve") {
+		c.w.mu.Lock()
+		c.w.approves++
+		c.w.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// approveCalls is how many approve POSTs were sent so far.
+func (w *world) approveCalls() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.approves
 }
 
 type worldOpt func(ov map[string]any)
@@ -114,7 +135,8 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	}
 	w.load(ov)
 
-	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Load()) }})
+	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Load()) },
+		Transport: countingTransport{w}})
 	deps := workflow.Deps{
 		Store: st, GitLab: gl,
 		Approver: gitlab.SelectingApprover{

@@ -122,3 +122,39 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 		require.Empty(t, w.approvalsOf("op-sw-new")[0].Ext.MRID)
 	})
 }
+
+// TestCheckItemsChangeSelfHeals: with approval.checkItems.enabled the
+// direct-HTTP approver sends the project's check items (read once, cached
+// per project); when GitLab's list changes between two requests, the
+// first approve of the second request answers 422 with the current list,
+// and the approver rebuilds and retries exactly once (R-WF-8).
+func TestCheckItemsChangeSelfHeals(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st, func(ov map[string]any) { ov["approval.checkItems.enabled"] = true })
+		items := func(version int) {
+			code := w.simJSON(http.MethodPut, "/gitlab/_control/projects/1/check_items",
+				map[string]any{"check_items": []map[string]any{{"key": "security", "version": version, "title": "Security review"}}}, nil)
+			require.Equal(t, http.StatusOK, code)
+		}
+		w.simJSON(http.MethodPut, "/gitlab/_control/settings", map[string]any{"require_check_items": true}, nil)
+		items(1)
+		w.submit("op-ci-1", "rae", tSingle, false)
+		w.until("op-ci-1", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		w.decide("op-ci-1", "approve")
+		w.until("op-ci-1", "merged", mergedOrLater)
+		require.Equal(t, 2, w.approveCalls(), "one approve per bot with the cached list")
+
+		items(2)
+		w.submit("op-ci-2", "sam", tOther, false)
+		w.until("op-ci-2", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		w.decide("op-ci-2", "approve")
+		w.until("op-ci-2", "merged", mergedOrLater)
+		require.Equal(t, 2+3, w.approveCalls(), "the stale list costs exactly one retry")
+	})
+}
+
+// mergedOrLater: MERGED, or already VALIDATED by a fast deploy callback.
+func mergedOrLater(_ store.Operation, b store.Binding) bool {
+	return b.Status == domain.BindingMerged || b.Status == domain.BindingValidated
+}
