@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { committedHash, sourceHash, webDir } from '../scripts/source-hash.mjs';
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const chromiumPath = process.env.CHANGEFLOW_CHROMIUM || '/usr/bin/chromium';
@@ -110,8 +111,13 @@ targets:
 `;
 }
 
-/** startServer builds the binary into a temp directory and serves it. */
+/** startServer builds the binary into a temp directory and serves it.
+ * The binary embeds internal/web/dist, so the app is rebuilt first when
+ * web/ changed since the last build: the tests run the sources you see. */
 export async function startServer({ applyLimit = 10 } = {}) {
+  if (sourceHash() !== committedHash()) {
+    execFileSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build'], { cwd: webDir, stdio: 'inherit' });
+  }
   const dir = mkdtempSync(join(tmpdir(), 'changeflow-web-'));
   const bin = join(dir, 'changeflow');
   execFileSync(process.env.GO || 'go', ['build', '-o', bin, './cmd/changeflow'], { cwd: repoRoot, stdio: 'inherit' });
