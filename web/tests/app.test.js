@@ -1,6 +1,7 @@
 // Browser tests of the web app against the real binary (docs/webapp.md).
 // Run: npm test --prefix web (needs Go and /usr/bin/chromium).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -169,6 +170,11 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await denied.waitFor();
     assert.match(await denied.innerText(), /Access denied/);
     await alice.context().close();
+  });
+
+  it('the curl smoke script passes against the real server', () => {
+    const out = execFileSync(join(repoRoot, 'web', 'scripts', 'smoke-static.sh'), [server.base], { encoding: 'utf8' });
+    assert.match(out, /all static-asset checks passed/);
   });
 
   it('the server answers a missing asset with a 404 envelope and a page navigation with the app, both no-store', async () => {
