@@ -41,9 +41,7 @@ func TestCheckPipelineFailedIsContactMaintainers(t *testing.T) {
 func TestCheckPipelineNeverFinishingTimesOut(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st, func(ov map[string]any) {
-			ov["polling.pipeline.shortAttempts"], ov["polling.pipeline.timeout"] = 2, "100ms"
-		})
+		w := newWorld(t, st, withConfig(map[string]any{"polling.pipeline.shortAttempts": 2, "polling.pipeline.timeout": "100ms"}))
 		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		w.submit("op-pt", "dave", tSingle, false)
 		o, b := w.until("op-pt", "pipeline pending", at(domain.StepCreatePipelinePending, domain.BindingMRCreating))

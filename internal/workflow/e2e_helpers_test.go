@@ -78,7 +78,63 @@ func (w *world) approveCalls() int {
 	return w.approves
 }
 
-type worldOpt func(ov map[string]any)
+// worldSetup is what options may change before the world is built.
+type worldSetup struct {
+	// ov is the configuration overlay.
+	ov map[string]any
+	// noEngine: this process runs no steps (another process does).
+	noEngine bool
+	// onValidated replaces the in-memory success counter.
+	onValidated func(ctx context.Context, f store.Flip)
+}
+
+type worldOpt func(*worldSetup)
+
+// withConfig sets configuration keys.
+func withConfig(kv map[string]any) worldOpt {
+	return func(s *worldSetup) { maps.Copy(s.ov, kv) }
+}
+
+// e2eOverlay is the configuration of the simulated world at simURL.
+func e2eOverlay(simURL string) map[string]any {
+	return map[string]any{
+		"gitlab.baseURL":            simURL + "/gitlab/",
+		"gitlab.projects":           []any{e2eProject},
+		"gitlab.tokens.committer":   "local-committer-token",
+		"gitlab.tokens.approver1":   "local-approver-1-token",
+		"gitlab.tokens.approver2":   "local-approver-2-token",
+		"approval.baseURL":          simURL + "/approval/",
+		"approval.maxRetries":       1,
+		"approval.backoffMs":        10,
+		"callbacks.tokens.approval": e2eToken, "callbacks.tokens.deploy": e2eToken, "callbacks.tokens.gitlab": e2eToken,
+		"polling.pipeline.shortInterval": "10ms", "polling.pipeline.shortAttempts": 5,
+		"polling.pipeline.longInterval": "30ms", "polling.pipeline.timeout": "5s",
+		"polling.rebase.shortInterval": "10ms", "polling.rebase.shortAttempts": 5,
+		"polling.rebase.longInterval": "30ms", "polling.rebase.timeout": "5s",
+		"targets": map[string]any{
+			tSingle:  map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
+			tBatched: map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30},
+			tOther:   map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
+		},
+	}
+}
+
+// e2eDeps are the business steps' dependencies over the real adapters.
+func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper, onValidated func(context.Context, store.Flip)) workflow.Deps {
+	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg()) }, Transport: tr})
+	return workflow.Deps{
+		Store: st, GitLab: gl,
+		Approver: gitlab.SelectingApprover{
+			CheckItemsEnabled: func() bool { return cfg().Approval().CheckItems },
+			Library:           gitlab.LibraryApprover{GitLab: gl},
+			CheckItems:        gitlab.NewCheckItemsApprover(gl, nil),
+		},
+		Approval:    approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(cfg()) }}),
+		Config:      cfg,
+		RetryDelay:  20 * time.Millisecond,
+		OnValidated: onValidated,
+	}
+}
 
 func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	t.Helper()
@@ -110,57 +166,26 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	w.simTS = httptest.NewServer(s.Handler())
 	t.Cleanup(func() { w.simTS.Close(); _ = s.Close() })
 
-	ov := map[string]any{
-		"gitlab.baseURL":            w.simTS.URL + "/gitlab/",
-		"gitlab.projects":           []any{e2eProject},
-		"gitlab.tokens.committer":   "local-committer-token",
-		"gitlab.tokens.approver1":   "local-approver-1-token",
-		"gitlab.tokens.approver2":   "local-approver-2-token",
-		"approval.baseURL":          w.simTS.URL + "/approval/",
-		"approval.maxRetries":       1,
-		"approval.backoffMs":        10,
-		"callbacks.tokens.approval": e2eToken, "callbacks.tokens.deploy": e2eToken, "callbacks.tokens.gitlab": e2eToken,
-		"polling.pipeline.shortInterval": "10ms", "polling.pipeline.shortAttempts": 5,
-		"polling.pipeline.longInterval": "30ms", "polling.pipeline.timeout": "5s",
-		"polling.rebase.shortInterval": "10ms", "polling.rebase.shortAttempts": 5,
-		"polling.rebase.longInterval": "30ms", "polling.rebase.timeout": "5s",
-		"targets": map[string]any{
-			tSingle:  map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
-			tBatched: map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30},
-			tOther:   map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
-		},
-	}
+	ws := &worldSetup{ov: e2eOverlay(w.simTS.URL)}
 	for _, o := range opts {
-		o(ov)
+		o(ws)
 	}
-	w.load(ov)
+	w.load(ws.ov)
 
-	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Load()) },
-		Transport: countingTransport{w}})
-	deps := workflow.Deps{
-		Store: st, GitLab: gl,
-		Approver: gitlab.SelectingApprover{
-			CheckItemsEnabled: func() bool { return w.cfg.Load().Approval().CheckItems },
-			Library:           gitlab.LibraryApprover{GitLab: gl},
-			CheckItems:        gitlab.NewCheckItemsApprover(gl, nil),
-		},
-		Approval:   approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(w.cfg.Load()) }}),
-		Config:     w.cfg.Load,
-		RetryDelay: 20 * time.Millisecond,
-		OnValidated: func(_ context.Context, f store.Flip) {
+	onValidated := ws.onValidated
+	if onValidated == nil {
+		onValidated = func(_ context.Context, f store.Flip) {
 			w.mu.Lock()
 			w.validated[f.OperationID]++
 			w.mu.Unlock()
-		},
+		}
 	}
-	e, err := workflow.New(workflow.Options{Store: st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
-		PollInterval: time.Hour, MaxRetries: 20})
-	require.NoError(t, err)
-	workflow.RegisterSteps(e, deps)
-	w.eng = e
-	w.cbs = workflow.NewCallbacks(deps, e)
-	require.NoError(t, e.Start(t.Context()))
-	t.Cleanup(e.Stop)
+	deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, onValidated)
+	if ws.noEngine {
+		w.cbs = workflow.NewCallbacks(deps, nil)
+	} else {
+		w.startEngine(deps)
+	}
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.NewServer(httpapi.Deps{
@@ -169,6 +194,20 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	})
 	handler.Store(&srv)
 	return w
+}
+
+// startEngine runs the steps in this process, driven by RunDue.
+func (w *world) startEngine(deps workflow.Deps) {
+	w.t.Helper()
+	e, err := workflow.New(workflow.Options{Store: w.st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
+		PollInterval: time.Hour, MaxRetries: 20})
+	require.NoError(w.t, err)
+	workflow.RegisterSteps(e, deps)
+	w.eng = e
+	w.cbs = workflow.NewCallbacks(deps, e)
+	require.NoError(w.t, e.Start(w.t.Context()))
+	w.t.Cleanup(e.Stop)
+
 }
 
 // Current implements httpapi.ConfigSource.
@@ -196,7 +235,9 @@ func (w *world) submit(opID, subject, target string, approveFirst bool) {
 		BindingStatus: entry.Binding,
 	})
 	require.NoError(w.t, err)
-	w.eng.Wake()
+	if w.eng != nil {
+		w.eng.Wake()
+	}
 }
 
 // until drives the engine (RunDue) until cond holds for opID.
@@ -208,7 +249,9 @@ func (w *world) until(opID string, what string, cond func(store.Operation, store
 	)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, _ = w.eng.RunDue(w.t.Context())
+		if w.eng != nil {
+			_, _ = w.eng.RunDue(w.t.Context())
+		}
 		var err error
 		o, err = w.st.OperationGet(w.t.Context(), opID)
 		require.NoError(w.t, err)

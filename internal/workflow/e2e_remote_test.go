@@ -105,7 +105,7 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		var ov map[string]any
-		w := newWorld(t, st, func(m map[string]any) { ov = m })
+		w := newWorld(t, st, func(s *worldSetup) { ov = s.ov })
 		w.submit("op-sw-old", "pia", tSingle, false)
 		w.until("op-sw-old", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		ov["workflow.approveFirst"] = true
@@ -131,7 +131,7 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 func TestCheckItemsChangeSelfHeals(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st, func(ov map[string]any) { ov["approval.checkItems.enabled"] = true })
+		w := newWorld(t, st, withConfig(map[string]any{"approval.checkItems.enabled": true}))
 		items := func(version int) {
 			code := w.simJSON(http.MethodPut, "/gitlab/_control/projects/1/check_items",
 				map[string]any{"check_items": []map[string]any{{"key": "security", "version": version, "title": "Security review"}}}, nil)
