@@ -132,6 +132,31 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     });
   }
 
+  for (const [name, agoMs, reloads] of [
+    ['5 s', 5000, 0],
+    ['31 s', 31000, 1],
+  ]) {
+    it(`a failure ${name} after the last automatic reload ${reloads ? 'reloads once more' : 'shows "Refresh page" at once'}`, async () => {
+      const page = await newPage(chrome.browser, server.base, 'olivia');
+      // The previous automatic reload, as the guard records it, set
+      // before the page's first script runs (and only on the first load).
+      await page.addInitScript((ago) => {
+        if (!window.sessionStorage.getItem('test.seeded')) {
+          window.sessionStorage.setItem('test.seeded', '1');
+          window.sessionStorage.setItem('changeflow.lastAutoReload', String(Date.now() - ago));
+        }
+      }, agoMs);
+      const documents = [];
+      page.on('request', (r) => r.resourceType() === 'document' && documents.push(r.url()));
+      await page.route(/\/assets\/console-[^/]+\.js$/, (route) => route.continue({ url: `${server.base}/assets/gone-abc123.js` }));
+      await page.goto('/console');
+      await page.getByRole('button', { name: 'Refresh page' }).waitFor({ timeout: 10000 });
+      await page.waitForTimeout(1000);
+      assert.equal(documents.length, 1 + reloads, documents.join(', '));
+      await page.context().close();
+    });
+  }
+
   it('an operator looks a request up in the console: both states, step history, batches, configuration with fallbacks', async () => {
     const submitted = await fetch(`${server.base}/api/requests`, {
       method: 'POST',
