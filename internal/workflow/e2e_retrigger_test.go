@@ -1,0 +1,59 @@
+package workflow_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
+)
+
+// TestRetriggerResumesWhereItStopped: a request stopped on a pending
+// pipeline and one stopped on a forbidden approval each resume from
+// where they stopped once the cause is gone, and finish; a request that
+// is not stopped is refused.
+func TestRetriggerResumesWhereItStopped(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		var ov map[string]any
+		w := newWorld(t, st, withConfig(map[string]any{"polling.pipeline.shortAttempts": 2, "polling.pipeline.timeout": "100ms"}),
+			func(s *worldSetup) { ov = s.ov })
+		ctx := t.Context()
+
+		// A pipeline that never finished: pending, KEEP_WAITING.
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+		w.submit("op-rt", "uma", tSingle, false)
+		o, _ := w.until("op-rt", "pipeline pending", at(domain.StepCreatePipelinePending, domain.BindingMRCreating))
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines",
+			map[string]any{"mr_iid": o.MRIID, "outcome": "pass"}, nil)
+		_, err := workflow.Retrigger(ctx, st, "op-rt", "ops")
+		require.NoError(t, err, "a pending step may be retriggered")
+		_, err = workflow.Retrigger(ctx, st, "op-rt", "ops")
+		require.ErrorIs(t, err, workflow.ErrNotStopped, "twice in a row: the first made it due")
+		w.until("op-rt", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+
+		// A bot without approve permission: forbidden, CONTACT_MAINTAINERS.
+		ov["gitlab.tokens.approver1"] = "local-observer-token"
+		w.load(ov)
+		w.decide("op-rt", "approve")
+		o, b := w.until("op-rt", "forbidden", at(domain.StepHandleApproveForbidden, domain.BindingHandleFailed))
+		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
+		ov["gitlab.tokens.approver1"] = "local-approver-1-token"
+		w.load(ov)
+		action, err := workflow.Retrigger(ctx, st, "op-rt", "ops")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionApprove, action)
+		w.until("op-rt", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		require.ElementsMatch(t, []string{"approver-1", "approver-2"}, approvedBy(w, strconv.FormatInt(o.MRIID, 10)))
+
+		_, err = workflow.Retrigger(ctx, st, "op-rt", "ops")
+		require.ErrorIs(t, err, workflow.ErrNotStopped, "a finished request")
+		_, err = workflow.Retrigger(ctx, st, "op-none", "ops")
+		require.ErrorIs(t, err, domain.ErrNotFound)
+	})
+}
