@@ -3,7 +3,8 @@
 // installing the locked dependencies first when they are missing or
 // changed. A fresh checkout therefore runs without touching npm.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { committedHash, sourceHash, webDir } from './source-hash.mjs';
 
@@ -13,24 +14,16 @@ if (current === committedHash()) {
   process.exit(0);
 }
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-const lock = join(webDir, 'package-lock.json');
-const installed = join(webDir, 'node_modules', '.package-lock.json');
-if (!existsSync(installed) || readFileSync(installed, 'utf8') === '' || !sameDeps(lock, installed)) {
-  console.log('web app: installing locked dependencies (npm ci)');
+// node_modules is (re)installed when it is missing or was installed from
+// another package-lock.json than the one checked out; the stamp records
+// the lock it was installed from.
+const lockHash = createHash('sha256').update(readFileSync(join(webDir, 'package-lock.json'))).digest('hex');
+const installedStamp = join(webDir, 'node_modules', '.changeflow-lock.sha256');
+const installedFrom = existsSync(installedStamp) ? readFileSync(installedStamp, 'utf8').trim() : '';
+if (installedFrom !== lockHash) {
+  console.log('web app: installing the locked dependencies (npm ci)');
   execFileSync(npm, ['ci', '--no-audit', '--no-fund'], { cwd: webDir, stdio: 'inherit' });
+  writeFileSync(installedStamp, `${lockHash}\n`);
 }
 console.log('web app: sources changed, rebuilding internal/web/dist');
 execFileSync(npm, ['run', 'build'], { cwd: webDir, stdio: 'inherit' });
-
-// sameDeps compares the lock's package versions with what npm installed.
-function sameDeps(lockFile, installedFile) {
-  try {
-    const want = JSON.parse(readFileSync(lockFile, 'utf8')).packages ?? {};
-    const have = JSON.parse(readFileSync(installedFile, 'utf8')).packages ?? {};
-    return Object.keys(want)
-      .filter((k) => k !== '')
-      .every((k) => have[k]?.version === want[k].version);
-  } catch {
-    return false;
-  }
-}
