@@ -1,0 +1,38 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ApprovalCallbackRecord is one recorded approval callback delivery.
+type ApprovalCallbackRecord struct {
+	DeliveryKey string
+	OperationID string
+	ApprovalID  string
+	Result      string
+	ReceivedAt  time.Time
+}
+
+// ApprovalCallbackLatest returns the latest recorded approval callback
+// for operationID (idx_approval_callback_operation); ok is false when
+// there is none. The workflow reads it when it looks at a request waiting
+// for its approval: a decision that was recorded but not acted on (the
+// sink failed, or none was wired) is applied from here.
+func (s *Store) ApprovalCallbackLatest(ctx context.Context, operationID string) (ApprovalCallbackRecord, bool, error) {
+	var r ApprovalCallbackRecord
+	err := s.db.QueryRowContext(ctx,
+		"SELECT delivery_key, operation_id, approval_id, result, received_at FROM approval_callback "+
+			"WHERE operation_id = ? ORDER BY id DESC LIMIT 1", operationID).
+		Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ApprovalCallbackRecord{}, false, nil
+	}
+	if err != nil {
+		return ApprovalCallbackRecord{}, false, fmt.Errorf("latest approval callback of %s: %w", operationID, translate(err))
+	}
+	return r, true, nil
+}
