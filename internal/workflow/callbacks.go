@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"changeflow/internal/domain"
@@ -73,6 +74,59 @@ func NewCallbacks(d Deps, e *Engine) *Callbacks { return &Callbacks{d: d, e: e} 
 //   - REJECTED / WITHDRAWN → CLOSE_REJECTED / CLOSE_WITHDRAWN, REJECTED;
 //     legacy also schedules close_mr.
 func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (CallbackResult, error) {
+	res, next, err := c.d.applyApproval(ctx, ev)
+	if err == nil && next != "" && c.e != nil {
+		c.e.Wake()
+	}
+	return res, err
+}
+
+// ReplayApproval applies operationID's latest recorded approval decision
+// (the callback inbox) again — an operator's replay, or the workflow's
+// own look at the inbox after submit_approval wrote APPROVAL_SENT. The
+// guard is the same as for a delivery, so a decision already acted on is
+// stale. The inbox keeps no ext.mrId; the flow is read from what the
+// database holds instead, which is equivalent while the request waits for
+// its approval: a legacy request has its MR then, an approve-first one
+// has none yet.
+func (c *Callbacks) ReplayApproval(ctx context.Context, operationID string) (CallbackResult, error) {
+	res, next, err := c.d.replayApproval(ctx, operationID)
+	if err == nil && next != "" && c.e != nil {
+		c.e.Wake()
+	}
+	return res, err
+}
+
+func (d Deps) replayApproval(ctx context.Context, operationID string) (CallbackResult, string, error) {
+	rec, ok, err := d.Store.ApprovalCallbackLatest(ctx, operationID)
+	if err != nil || !ok {
+		return CallbackStale, "", err
+	}
+	op, err := d.Store.OperationGet(ctx, operationID)
+	if err != nil {
+		return 0, "", err
+	}
+	ev := ApprovalEvent{DeliveryKey: rec.DeliveryKey, ApprovalID: rec.ApprovalID, OperationID: operationID, Result: rec.Result}
+	if op.MRIID != 0 {
+		ev.MRID = strconv.FormatInt(op.MRIID, 10)
+	}
+	return d.applyApproval(ctx, ev)
+}
+
+// applyRecordedDecision is submit_approval's after-commit hook: a
+// decision recorded while the request was not yet waiting for it, or
+// whose sink call failed, is applied now.
+func (d Deps) applyRecordedDecision(ctx context.Context, f store.Flip) {
+	if res, _, err := d.replayApproval(ctx, f.OperationID); err != nil {
+		d.logger().Warn("apply a recorded approval decision", "operation", f.OperationID, "err", err)
+	} else if res == CallbackApplied {
+		d.logger().Info("applied an approval decision from the callback inbox", "operation", f.OperationID)
+	}
+}
+
+// applyApproval is Approval's transition; it returns the action it
+// scheduled ("" for none).
+func (d Deps) applyApproval(ctx context.Context, ev ApprovalEvent) (CallbackResult, string, error) {
 	legacy := strings.TrimSpace(ev.MRID) != ""
 	p := store.WorkCallbackParams{
 		OperationID: ev.OperationID, Waiting: approvalWaiting, ApprovalID: ev.ApprovalID,
@@ -83,14 +137,14 @@ func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (CallbackRes
 		switch {
 		case legacy:
 			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, ActionApprove
-		case c.batching(ctx, ev.OperationID):
-			op, err := c.d.Store.OperationGet(ctx, ev.OperationID)
+		case d.batching(ctx, ev.OperationID):
+			op, err := d.Store.OperationGet(ctx, ev.OperationID)
 			if err != nil {
-				return 0, err
+				return 0, "", err
 			}
-			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, c.d.projectID(op)
+			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, d.projectID(op)
 			if p.AdmitProject == 0 {
-				return 0, fmt.Errorf("admit %s: no numeric project id", ev.OperationID)
+				return 0, "", fmt.Errorf("admit %s: no numeric project id", ev.OperationID)
 			}
 		default:
 			p.Step, p.Binding, p.NextAction = int(domain.StepCreateStarted), domain.BindingMRCreating, ActionCreateMR
@@ -104,31 +158,28 @@ func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (CallbackRes
 			p.NextAction = ActionCloseMR
 		}
 	default:
-		return 0, fmt.Errorf("approval callback for %s: unknown result %q", ev.OperationID, ev.Result)
+		return 0, "", fmt.Errorf("approval callback for %s: unknown result %q", ev.OperationID, ev.Result)
 	}
-	res, err := c.d.Store.WorkCallbackApply(ctx, p)
+	res, err := d.Store.WorkCallbackApply(ctx, p)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if !res.Applied {
-		c.d.logger().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
+		d.logger().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
 			"bindingOwner", res.Current.OperationID, "bindingStatus", res.Current.Status)
-		return CallbackStale, nil
+		return CallbackStale, "", nil
 	}
-	if p.NextAction != "" && c.e != nil {
-		c.e.Wake()
-	}
-	return CallbackApplied, nil
+	return CallbackApplied, p.NextAction, nil
 }
 
 // batching says whether the operation's target joins batch rounds; a
 // target no longer configured counts as batching off (a single MR).
-func (c *Callbacks) batching(ctx context.Context, operationID string) bool {
-	op, err := c.d.Store.OperationGet(ctx, operationID)
+func (d Deps) batching(ctx context.Context, operationID string) bool {
+	op, err := d.Store.OperationGet(ctx, operationID)
 	if err != nil {
 		return false
 	}
-	t, ok := c.d.Config().Target(op.TargetKey)
+	t, ok := d.Config().Target(op.TargetKey)
 	return ok && t.Batching
 }
 

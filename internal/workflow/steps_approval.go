@@ -52,6 +52,10 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 		}
 		return Fail(domain.StepCreateApprovalFailed, domain.BindingCreateFailed, "submit approval: "+err.Error()), nil
 	}
+	// A decision already in the callback inbox (its sink call failed, or
+	// the request was retriggered after a crash) is applied once SENT is
+	// committed, instead of waiting for a callback that was delivered.
 	return Done("", Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
-		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}), nil
+		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}).
+		OnFlip(d.applyRecordedDecision), nil
 }
