@@ -21,6 +21,10 @@ function inlineRecoveryGuard(): Plugin {
 
 export default defineConfig({
   plugins: [inlineRecoveryGuard()],
+  // The release label, empty in the committed build. The browser tests
+  // build a second release with CHANGEFLOW_RELEASE=B, so its hashed files
+  // differ from the committed ones (tests/release.test.js).
+  define: { __RELEASE__: JSON.stringify(process.env.CHANGEFLOW_RELEASE ?? '') },
   build: {
     // Committed and embedded by internal/web (go:embed), so go build and
     // go test never need Node.

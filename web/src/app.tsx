@@ -11,6 +11,8 @@ declare global {
     __changeflowRecover?: () => void;
   }
 }
+/** __RELEASE__ labels a test build (vite.config.ts); '' in real builds. */
+declare const __RELEASE__: string;
 
 function useUser(): string {
   const [user, setUser] = useState(currentUser());
@@ -87,7 +89,9 @@ export function App() {
   return (
     <div onClick={(e) => onLinkClick(e as unknown as MouseEvent)}>
       <header class="top">
-        <span class="brand">changeflow</span>
+        <span class="brand" data-release={__RELEASE__ || undefined}>
+          changeflow
+        </span>
         <nav>
           {nav('/', 'Targets', path === '/' || path === '/targets' || path.startsWith('/request/'))}
           {nav('/requests', 'My requests', path.startsWith('/requests'))}

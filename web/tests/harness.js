@@ -4,9 +4,9 @@
 // playwright-core. Nothing is downloaded.
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { committedHash, sourceHash, webDir } from '../scripts/source-hash.mjs';
 
@@ -30,7 +30,7 @@ export function skipReason() {
  * simulators need a known address before the server starts, because the
  * configuration names their URLs (the permission service decides the ops
  * routes); the short race with another process is accepted in a test. */
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.on('error', reject);
@@ -42,11 +42,11 @@ function freePort() {
 }
 
 /** The local profile's configuration, on free ports and a temp database. */
-function configYAML(dir, applyLimit, simPort) {
+function configYAML(dir, applyLimit, simPort, port) {
   const sim = `http://127.0.0.1:${simPort}`;
   return `
 server:
-  listen: 127.0.0.1:0
+  listen: 127.0.0.1:${port}
 database:
   driver: sqlite
   dsn: file:${join(dir, 'changeflow.db')}?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate
@@ -111,19 +111,64 @@ targets:
 `;
 }
 
-/** startServer builds the binary into a temp directory and serves it.
- * The binary embeds internal/web/dist, so the app is rebuilt first when
- * web/ changed since the last build: the tests run the sources you see. */
-export async function startServer({ applyLimit = 10 } = {}) {
+/** ensureBuild rebuilds the app when web/ changed since the committed
+ * build: the binary embeds internal/web/dist, and the tests must run the
+ * sources you see. */
+function ensureBuild() {
   if (sourceHash() !== committedHash()) {
     execFileSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build'], { cwd: webDir, stdio: 'inherit' });
   }
-  const dir = mkdtempSync(join(tmpdir(), 'changeflow-web-'));
+}
+
+function listFiles(dir, out = []) {
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) listFiles(p, out);
+    else out.push(p);
+  }
+  return out;
+}
+
+/** buildRelease builds the binary into a temp directory and returns its
+ * path. release '' is the committed build; any other label is a second
+ * release of the same sources (vite with CHANGEFLOW_RELEASE=label, so its
+ * hashed files have other names), swapped in for internal/web/dist with
+ * go build -overlay — the checkout is never touched. */
+export function buildRelease(release = '') {
+  ensureBuild();
+  const dir = mkdtempSync(join(tmpdir(), `changeflow-bin${release ? '-' + release : ''}-`));
   const bin = join(dir, 'changeflow');
-  execFileSync(process.env.GO || 'go', ['build', '-o', bin, './cmd/changeflow'], { cwd: repoRoot, stdio: 'inherit' });
+  const args = ['build', '-o', bin];
+  if (release) {
+    const out = join(dir, 'dist');
+    execFileSync(join(webDir, 'node_modules', '.bin', 'vite'), ['build', '--outDir', out, '--emptyOutDir', '--logLevel', 'warn'], {
+      cwd: webDir,
+      stdio: 'inherit',
+      env: { ...process.env, CHANGEFLOW_RELEASE: release },
+    });
+    const committed = join(repoRoot, 'internal', 'web', 'dist');
+    const replace = {};
+    for (const f of listFiles(committed)) replace[f] = '';
+    for (const f of listFiles(out)) replace[join(committed, relative(out, f))] = f;
+    writeFileSync(join(dir, 'overlay.json'), JSON.stringify({ Replace: replace }));
+    args.push('-overlay', join(dir, 'overlay.json'));
+  }
+  execFileSync(process.env.GO || 'go', [...args, './cmd/changeflow'], { cwd: repoRoot, stdio: 'inherit' });
+  return bin;
+}
+
+/** startServer serves a binary (by default the committed build's) with a
+ * data directory (by default a new one) on a port (by default a free one).
+ * Two releases share one origin and one database by passing the same dir
+ * and port. */
+export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0 } = {}) {
+  const ownBin = !bin;
+  if (!bin) bin = buildRelease('');
+  const ownDir = !dir;
+  if (!dir) dir = mkdtempSync(join(tmpdir(), 'changeflow-web-'));
   writeFileSync(join(dir, 'directory.yaml'), readFileSync(join(repoRoot, 'cmd/changeflow/local/directory.yaml')));
   const cfg = join(dir, 'changeflow.yaml');
-  writeFileSync(cfg, configYAML(dir, applyLimit, await freePort()));
+  writeFileSync(cfg, configYAML(dir, applyLimit, await freePort(), port));
 
   const child = spawn(bin, ['serve', '--config', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -162,7 +207,8 @@ export async function startServer({ applyLimit = 10 } = {}) {
       const t = setTimeout(() => child.kill('SIGKILL'), 5000);
       await exited;
       clearTimeout(t);
-      rmSync(dir, { recursive: true, force: true });
+      if (ownDir) rmSync(dir, { recursive: true, force: true });
+      if (ownBin) rmSync(dirname(bin), { recursive: true, force: true });
     },
   };
 }

@@ -38,10 +38,12 @@ interface ConfigItem {
   reason?: string;
 }
 
+declare const __RELEASE__: string;
+
 export default function Console({ path }: { path: string }) {
   const req = match('/console/requests/:id', path);
   return (
-    <section>
+    <section data-release={__RELEASE__ || undefined}>
       <h1>Operations console</h1>
       <nav class="tabs">
         <a href="/console" class={path === '/console' || req ? 'active' : ''}>
