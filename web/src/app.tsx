@@ -63,7 +63,8 @@ function LazyConsole({ path }: { path: string }) {
 }
 
 export function App() {
-  const path = usePath();
+  // "/requests/" is "/requests"; "/" stays "/".
+  const path = usePath().replace(/(.)\/+$/, '$1');
   const user = useUser();
   let page;
   let p: Record<string, string> | null;

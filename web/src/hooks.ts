@@ -37,7 +37,9 @@ export function useGet<T>(path: string | null, pollMs = 0, deps: unknown[] = [])
       if (document.visibilityState === 'hidden') timer = window.setTimeout(tickIfVisible, pollMs);
       else void load();
     };
-    setState((s) => ({ ...s, loading: true }));
+    // Another path (or user) is another resource: never show the last
+    // one's data under the new heading.
+    setState({ loading: true });
     void load();
     return () => {
       stopped = true;
