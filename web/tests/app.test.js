@@ -197,6 +197,62 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await alice.context().close();
   });
 
+  // The API's answers are faked from here on (page.route) to show states
+  // the local run reaches only with the workflow running: hints, an MR
+  // link, a status that changes while the page is open, failures.
+  it('live status: my requests and the detail update without a reload, with the hint in plain words and the MR link', async () => {
+    const page = await newPage(chrome.browser, server.base, 'alice');
+    const item = (status, step, hint, extra = {}) => ({
+      operationId: 'op-live', subject: 'alice', targetKey: 'payments-db-readonly', status,
+      step: { code: 1, name: step }, hint, updatedAt: new Date().toISOString(), ...extra,
+    });
+    let answer = item('MR_CREATED', 'PIPELINE_RUNNING', 'KEEP_WAITING', { mr: { iid: 7, url: 'http://gitlab.example/config/bindings/-/merge_requests/7' } });
+    const envelope = (data) => ({ status: 200, contentType: 'application/json', body: JSON.stringify({ code: 'OK', message: '', data }) });
+    await page.route(/\/api\/requests\?/, (route) => route.fulfill(envelope({ items: [answer], nextCursor: '' })));
+    await page.route('**/api/requests/op-live', (route) => route.fulfill(envelope(answer)));
+    const documents = [];
+    page.on('request', (r) => r.resourceType() === 'document' && documents.push(r.url()));
+
+    await page.goto('/requests');
+    const row = page.locator('tr[data-operation-id=op-live]');
+    await row.getByText('You can keep waiting').waitFor();
+    answer = item('HANDLE_FAILED', 'PIPELINE_FAILED', 'CONTACT_MAINTAINERS', { mr: answer.mr });
+    await row.getByText('Contact the maintainers; waiting will not help.').waitFor({ timeout: 10000 });
+
+    await row.locator('a').click();
+    const detail = page.locator('[data-testid=request-detail]');
+    await detail.waitFor();
+    assert.equal(await detail.locator('a[href$="/merge_requests/7"]').innerText(), '!7');
+    answer = item('VALIDATED', 'DONE', 'NONE', { mr: answer.mr });
+    await detail.getByText('In effect', { exact: true }).first().waitFor({ timeout: 10000 });
+    assert.equal(documents.length, 1, 'no reload on the way');
+    await page.context().close();
+  });
+
+  it('errors are plain words, never a body: a proxy error page, an internal error, no connection', async () => {
+    const page = await newPage(chrome.browser, server.base, 'alice');
+    let mode = 'proxy';
+    await page.route('**/api/targets', (route) => {
+      if (mode === 'proxy') return route.fulfill({ status: 502, contentType: 'text/html', body: '<html><h1>502 Bad Gateway</h1></html>' });
+      if (mode === 'internal') {
+        return route.fulfill({ status: 500, contentType: 'application/json', body: JSON.stringify({ code: 'INTERNAL_ERROR', message: 'sql: no rows in result set', data: null }) });
+      }
+      return route.abort('connectionrefused');
+    });
+    const note = page.locator('.note.error');
+    for (const [m, words] of [
+      ['proxy', 'The server answered unexpectedly (HTTP 502). Try again in a moment.'],
+      ['internal', 'Something went wrong on our side. Try again later; if it keeps happening, contact the maintainers.'],
+      ['down', 'Cannot reach changeflow. Check your connection and try again.'],
+    ]) {
+      mode = m;
+      await page.goto('/');
+      await note.waitFor();
+      assert.equal(await note.innerText(), words);
+    }
+    await page.context().close();
+  });
+
   it('the curl smoke script passes against the real server', () => {
     const out = execFileSync(join(repoRoot, 'web', 'scripts', 'smoke-static.sh'), [server.base], { encoding: 'utf8' });
     assert.match(out, /all static-asset checks passed/);
