@@ -197,6 +197,40 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await alice.context().close();
   });
 
+  it('a lost answer: the retry carries the same operationId, gets DUPLICATE_SUBMIT, and the form stays locked', async () => {
+    // Its own server: with apply.limit 1 the retry would be rate limited
+    // (rate limiting runs before the idempotency check, docs/api.md).
+    const srv = await startServer({ applyLimit: 10 });
+    try {
+      const page = await newPage(chrome.browser, srv.base, 'alice');
+      const keys = [];
+      await page.route('**/api/requests', async (route) => {
+        if (route.request().method() !== 'POST') return route.continue();
+        keys.push(route.request().headers()['idempotency-key']);
+        if (keys.length === 1) {
+          await route.fetch(); // the server accepts it …
+          return route.abort('connectionreset'); // … and the answer is lost
+        }
+        return route.continue();
+      });
+      await page.goto('/request/payments-db-readonly');
+      await page.fill('textarea[name=reason]', 'lost answer');
+      await page.click('button[type=submit]');
+      await page.locator('.note.error').getByText('Cannot reach changeflow').waitFor();
+      assert.equal(await page.isDisabled('button[type=submit]'), false, 'an unknown outcome may be retried');
+      await page.click('button[type=submit]');
+      const done = page.locator('[data-testid=submitted]');
+      await done.waitFor();
+      assert.match(await done.innerText(), /already submitted; nothing was sent twice/);
+      assert.equal(keys.length, 2);
+      assert.equal(keys[0], keys[1], 'one operationId per form instance');
+      assert.equal(await page.isDisabled('button[type=submit]'), true);
+      await page.context().close();
+    } finally {
+      await srv.stop();
+    }
+  });
+
   // The API's answers are faked from here on (page.route) to show states
   // the local run reaches only with the workflow running: hints, an MR
   // link, a status that changes while the page is open, failures.
