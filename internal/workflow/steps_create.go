@@ -63,11 +63,12 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 		ref = branch
 	}
 	file, exists, err := d.readBindingFile(ctx, project, target.File, ref)
+	if errors.Is(err, bindingfile.ErrInvalid) {
+		// A hand-edited file that no longer parses: rewriting it would
+		// lose entries, so a person looks first.
+		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "binding file "+target.File+": "+err.Error()), nil
+	}
 	if err != nil {
-		var invalid bool
-		if invalid = errors.Is(err, bindingfile.ErrInvalid); invalid {
-			return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "binding file "+target.File+": "+err.Error()), nil
-		}
 		return d.retryOr(err, "read binding file")
 	}
 	if e, ok := file.Entry(op.Subject); !branchExists || !ok || e.OperationID != op.OperationID {
