@@ -142,3 +142,23 @@ func (w *world) postCallback(path string, body map[string]any) string {
 	_ = json.NewDecoder(resp.Body).Decode(&env)
 	return env.Code
 }
+
+// TestUnparsableBindingFileStops: a hand-edited binding file that is not
+// a valid list is not rewritten: CREATE_FAILED, and no branch or MR.
+func TestUnparsableBindingFileStops(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		code := w.simJSON(http.MethodPost, "/gitlab/api/v4/projects/1/repository/commits", map[string]any{
+			"branch": "main", "commit_message": "hand edit",
+			"actions": []map[string]any{{"action": "create", "file_path": "bindings/" + tOther + ".yaml",
+				"content": "- subject: a\n  expiresAt: \"2031-01-01T00:00:00Z\"\n- subject: a\n  expiresAt: \"2031-01-01T00:00:00Z\"\n"}},
+		}, nil)
+		require.Equal(t, http.StatusCreated, code)
+		w.submit("op-badfile", "yan", tOther, false)
+		o, b := w.until("op-badfile", "create failed", at(domain.StepCreateFailed, domain.BindingCreateFailed))
+		require.Contains(t, o.LastError, "appears twice")
+		require.Equal(t, domain.HintKeepWaiting, hint(o, b))
+		require.Empty(t, w.mrsOf("op-badfile"))
+	})
+}
