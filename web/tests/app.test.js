@@ -54,6 +54,11 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await page.waitForURL('**/request/payments-db-readonly');
     await page.fill('textarea[name=reason]', 'quarterly audit');
     await page.fill('input[name=days]', '7');
+    // The preview of the change, read from the GitLab simulator.
+    const preview = page.locator('[data-testid=preview]');
+    await preview.waitFor();
+    await preview.locator('summary').click();
+    assert.match(await preview.innerText(), /\+ .*subject: "?alice/);
     const operationId = await page.getAttribute('form', 'data-operation-id');
     await page.dblclick('button[type=submit]');
     await page.keyboard.press('Enter');

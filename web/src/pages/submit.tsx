@@ -9,6 +9,12 @@ function newOperationId(): string {
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
+/** Preview is GET /api/targets/{key}/preview; {} when none can be made. */
+interface Preview {
+  file?: string;
+  diff?: { op: string; text: string }[];
+}
+
 type Outcome =
   | { kind: 'idle' }
   | { kind: 'sent'; operationId: string; duplicate: boolean }
@@ -35,6 +41,8 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
   // the button: a double click must send one request.
   const inFlight = useRef(false);
   const targets = useGet<{ items: Target[] }>('/api/targets');
+  const daysParam = /^\d+$/.test(days.trim()) ? `?days=${days.trim()}` : '';
+  const preview = useGet<Preview>(`/api/targets/${encodeURIComponent(targetKey)}/preview${daysParam}`);
   const target = targets.data?.items.find((t) => t.key === targetKey);
 
   useEffect(() => {
@@ -113,6 +121,7 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
           <span class="muted mono small">operation {operationId}</span>
         </div>
       </form>
+      <PreviewBox preview={preview.data} />
       {outcome.kind === 'sent' && (
         <p class="note ok" role="status" data-testid="submitted">
           {outcome.duplicate ? 'This request was already submitted; nothing was sent twice. ' : 'Submitted. '}
@@ -136,5 +145,30 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
         </>
       )}
     </section>
+  );
+}
+
+/** PreviewBox shows the change the request would make to the binding file.
+ * A preview never blocks a submission: without one (GitLab slow or down)
+ * it says so and nothing else. */
+function PreviewBox({ preview }: { preview?: Preview }) {
+  if (!preview) return null;
+  const changed = preview.diff?.filter((l) => l.op !== ' ') ?? [];
+  if (!preview.file || changed.length === 0) {
+    return <p class="muted small">No preview of the change is available right now; you can still submit.</p>;
+  }
+  return (
+    <details class="preview" data-testid="preview">
+      <summary>
+        The change to <span class="mono">{preview.file}</span> ({changed.length} line{changed.length === 1 ? '' : 's'})
+      </summary>
+      <pre>
+        {preview.diff!.map((l, i) => (
+          <div key={i} class={l.op === '+' ? 'add' : l.op === '-' ? 'del' : ''}>
+            {l.op} {l.text}
+          </div>
+        ))}
+      </pre>
+    </details>
   );
 }
