@@ -57,3 +57,41 @@ func TestRetriggerResumesWhereItStopped(t *testing.T) {
 		require.ErrorIs(t, err, domain.ErrNotFound)
 	})
 }
+
+// TestRetriggerAfterOperatorFix: the runbook's fixes — a repaired binding
+// file, then a rebase conflict the operator resolved by merging by hand —
+// each followed by a retrigger that finishes the request.
+func TestRetriggerAfterOperatorFix(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		ctx := t.Context()
+		file := func(action, content string) {
+			code := w.simJSON(http.MethodPost, "/gitlab/api/v4/projects/1/repository/commits", map[string]any{
+				"branch": "main", "commit_message": "hand edit",
+				"actions": []map[string]any{{"action": action, "file_path": "bindings/" + tOther + ".yaml", "content": content}},
+			}, nil)
+			require.Equal(t, http.StatusCreated, code)
+		}
+		file("create", "- subject: a\n- subject: a\n")
+		w.submit("op-fix", "zed", tOther, false)
+		w.until("op-fix", "create failed", at(domain.StepCreateFailed, domain.BindingCreateFailed))
+		file("update", "[]\n")
+		action, err := workflow.Retrigger(ctx, st, "op-fix", "ops")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionCreateMR, action)
+		o, _ := w.until("op-fix", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+
+		iid := strconv.FormatInt(o.MRIID, 10)
+		w.simJSON(http.MethodPost, "/gitlab/_control/projects/1/merge_requests/"+iid+"/conflict", map[string]any{}, nil)
+		w.decide("op-fix", "approve")
+		w.until("op-fix", "rebase conflict", at(domain.StepHandleRebaseConflict, domain.BindingHandleFailed))
+		// The operator puts the target's file back as the MR expects it.
+		file("update", "[]\n")
+		action, err = workflow.Retrigger(ctx, st, "op-fix", "ops")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionMerge, action, "a stopped rebase poll resumes at merge")
+		w.until("op-fix", "merged", mergedOrLater)
+		require.Contains(t, w.fileOnMain(tOther), `subject: "zed"`)
+	})
+}

@@ -23,8 +23,14 @@ var resume = map[string]Failure{
 	ActionSubmitApproval: {Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending},
 	ActionApprove:        {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
 	ActionMerge:          {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
-	ActionPollRebase:     {Step: domain.StepHandleRebasing, Binding: domain.BindingMerging},
 }
+
+// resumeAs is the action a retrigger runs instead of the kept one: a
+// stopped rebase poll resumes at merge, which reads the MR first (merged
+// by hand → MERGED; a rebase still running → poll it) and asks for a
+// fresh rebase when needed — polling again would only find the old
+// rebase's merge_error.
+var resumeAs = map[string]string{ActionPollRebase: ActionMerge}
 
 // Retrigger re-runs a stopped request from where it stopped (the ops
 // endpoint POST /ops/requests/{id}/retrigger): the action kept in
@@ -51,14 +57,18 @@ func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) 
 	if err != nil {
 		return "", fmt.Errorf("retrigger %s: %w", operationID, err)
 	}
-	to, ok := resume[op.NextAction]
+	action := op.NextAction
+	if a, ok := resumeAs[action]; ok {
+		action = a
+	}
+	to, ok := resume[action]
 	if !ok {
 		to = Failure{Step: domain.StepStatus(op.Step), Binding: b.Status}
 	}
 	res, err := st.WorkCallbackApply(ctx, store.WorkCallbackParams{
 		OperationID: operationID, Waiting: []domain.BindingStatus{b.Status},
-		Step: int(to.Step), Binding: to.Binding, NextAction: op.NextAction,
-		Actor: actor, Note: "retrigger " + op.NextAction + " from " + domain.StepStatus(op.Step).String(),
+		Step: int(to.Step), Binding: to.Binding, NextAction: action,
+		Actor: actor, Note: retriggerNote + action + " from " + domain.StepStatus(op.Step).String(),
 	})
 	if err != nil {
 		return "", fmt.Errorf("retrigger %s: %w", operationID, err)
@@ -66,5 +76,9 @@ func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) 
 	if !res.Applied {
 		return "", fmt.Errorf("retrigger %s: the binding moved meanwhile: %w", operationID, domain.ErrPreempted)
 	}
-	return op.NextAction, nil
+	return action, nil
 }
+
+// retriggerNote starts the step-history note of a retrigger; merge counts
+// its rebases since the last one.
+const retriggerNote = "retrigger "

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
@@ -188,7 +189,9 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 		Note: "merge refused (" + strconv.Itoa(gitlab.StatusOf(mergeErr)) + "), rebasing"}), nil
 }
 
-// rebases counts how often the request entered HANDLE_REBASING.
+// rebases counts how often the request entered HANDLE_REBASING by a
+// merge refusal since it was last retriggered (an operator's retrigger
+// grants a fresh round).
 func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 	hist, err := d.Store.OperationStepList(ctx, operationID)
 	if err != nil {
@@ -196,7 +199,10 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 	}
 	n := 0
 	for _, s := range hist {
-		if domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep {
+		switch {
+		case strings.HasPrefix(s.Note, retriggerNote):
+			n = 0
+		case domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep:
 			n++
 		}
 	}
