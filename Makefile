@@ -5,10 +5,15 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -X main.version=$(VERSION)
 
-.PHONY: run test build bench lint clean
+.PHONY: run test build web bench lint clean
+
+## web: rebuild the embedded web app when web/ changed since the committed build (Node needed only then)
+web:
+	@if command -v node >/dev/null 2>&1; then node web/scripts/build-if-changed.mjs; \
+	else echo "node not found: serving the committed web build (internal/web/dist)"; fi
 
 ## build: the single static binary
-build:
+build: web
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/changeflow
 
 ## run: the whole system locally (SQLite under ./var, simulators, web app)
@@ -23,6 +28,10 @@ FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/ident
 
 test:
 	./scripts/test-services.sh $(GO) test -race -count=1 -timeout 15m ./...
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix web --no-audit --no-fund && GO=$(GO) npm test --prefix web; \
+	elif [ "$$CHANGEFLOW_TEST_REQUIRE_SERVICES" = 1 ]; then echo "npm is required for the web app's browser tests"; exit 1; \
+	else echo "*** SKIPPING the web app's browser tests: npm not found ***"; fi
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
