@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"time"
 
+	"changeflow/internal/approval"
 	"changeflow/internal/config"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
@@ -18,6 +20,8 @@ import (
 	"changeflow/internal/permission"
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/httpsink"
 )
 
 // runServe is the composition root: configuration, storage, metrics and
@@ -84,6 +88,35 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	})
 
 	m := metrics.New(logger, version)
+
+	// The workflow: durable steps claimed from the database by every
+	// instance (R-WF-9), the callback sink that applies approval and deploy
+	// callbacks, and the success metric counted once per flip (I9).
+	appr := approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(cfg.Current()) }})
+	wfc := cfg.Current().Workflow()
+	engine, err := workflow.New(workflow.Options{
+		Store: st, Owner: cfg.Current().Instance().ID,
+		Workers: wfc.Workers, QueueSize: wfc.QueueSize, Lease: wfc.LeaseDuration,
+		LeaseSource: func() time.Duration { return cfg.Current().Workflow().LeaseDuration },
+		Logger:      logger,
+	})
+	if err != nil {
+		return fmt.Errorf("workflow engine: %w", err)
+	}
+	wdeps := workflow.Deps{
+		Store: st, GitLab: gl, Approval: appr, Config: cfg.Current, Logger: logger,
+		Approver: gitlab.SelectingApprover{
+			CheckItemsEnabled: func() bool { return cfg.Current().Approval().CheckItems },
+			Library:           gitlab.LibraryApprover{GitLab: gl},
+			CheckItems:        gitlab.NewCheckItemsApprover(gl, logger),
+		},
+		OnValidated: func(_ context.Context, f store.Flip) { m.RequestValidated(f.TargetKey) },
+	}
+	workflow.RegisterSteps(engine, wdeps)
+	if err := engine.Start(ctx); err != nil {
+		return fmt.Errorf("start workflow engine: %w", err)
+	}
+	defer engine.Stop()
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:    logger,
 		Metrics:   m,
@@ -94,6 +127,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: gl,
+			Sink: httpsink.New(workflow.NewCallbacks(wdeps, engine)),
+			Work: engine,
 		},
 	})
 

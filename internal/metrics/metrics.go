@@ -31,6 +31,7 @@ type Metrics struct {
 	httpCompleted *prometheus.CounterVec
 	httpSucceeded *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
+	validated     *prometheus.CounterVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -64,13 +65,19 @@ func New(logger *slog.Logger, version string) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method"}),
 	}
+	// target is a configured target key: bounded by configuration, never
+	// by callers.
+	m.validated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_requests_validated_total",
+		Help: "Requests whose change the deployment reported in effect, counted once per flip after commit (I9).",
+	}, []string{"target"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
 		Help:        "Build information; the value is always 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, info)
 	return m
 }
 
@@ -112,6 +119,18 @@ func (m *Metrics) RequestCompleted(route, method string, status int, d time.Dura
 		if status >= 200 && status < 300 {
 			m.httpSucceeded.WithLabelValues(r, me).Inc()
 		}
+	})
+}
+
+// RequestValidated counts one request that reached VALIDATED. Callers
+// invoke it only for the call that flipped the state, after commit.
+func (m *Metrics) RequestValidated(target string) {
+	m.guard("requests_validated", func() {
+		t, ok := Label(target)
+		if !ok {
+			return
+		}
+		m.validated.WithLabelValues(t).Inc()
 	})
 }
 

@@ -63,3 +63,16 @@ func TestGuardSwallowsPanics(t *testing.T) {
 	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
 	m.guard("boom", func() { panic("collector exploded") }) // must not panic
 }
+
+func TestRequestValidatedCountsPerTarget(t *testing.T) {
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	m.RequestValidated("payments-db-readonly")
+	m.RequestValidated("payments-db-readonly")
+	m.RequestValidated("")
+	if got := testutil.ToFloat64(m.validated.WithLabelValues("payments-db-readonly")); got != 2 {
+		t.Fatalf("validated = %v, want 2", got)
+	}
+	if n := testutil.CollectAndCount(m.validated); n != 1 {
+		t.Fatalf("series = %d, want 1 (the empty target is skipped)", n)
+	}
+}
