@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePort returns a loopback port nobody listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestLocalJourneyReachesValidated is the composition root's end-to-end
+// check: the local profile's shape (embedded simulators, auto-approval,
+// deployment callback) with the real binary's wiring. bob asks for a
+// non-batching target and the request reaches VALIDATED with nobody
+// touching anything, through the approval callback, a real MR in the
+// simulated GitLab, its pipeline, two bot approvals, the merge and the
+// deployment callback.
+func TestLocalJourneyReachesValidated(t *testing.T) {
+	dir := t.TempDir()
+	simPort := freePort(t)
+	local, err := localFiles.ReadFile("local/changeflow.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirFile, err := localFiles.ReadFile("local/directory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "directory.yaml"), dirFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The local profile, moved to free ports and a temporary directory.
+	cfg := string(local)
+	for old, repl := range map[string]string{
+		"listen: 127.0.0.1:8080": "listen: 127.0.0.1:0",
+		"127.0.0.1:8090":         fmt.Sprintf("127.0.0.1:%d", simPort),
+		"file:var/changeflow.db": "file:" + filepath.Join(dir, "cf.db"),
+		"var/directory.yaml":     filepath.Join(dir, "directory.yaml"),
+		"embedded: true":         fmt.Sprintf("embedded: true\n  listen: 127.0.0.1:%d", simPort),
+		"level: info":            "level: warn",
+	} {
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("local profile no longer contains %q", old)
+		}
+		cfg = strings.ReplaceAll(cfg, old, repl)
+	}
+	file := filepath.Join(dir, "changeflow.yaml")
+	writeConfig(t, file, cfg)
+	in := startServe(t, file, nil)
+
+	call := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, in.base+path, bytes.NewBufferString(body))
+		req.Header.Set("X-Auth-Request-User", "E10024") // bob, by employee ID
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var env map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+			t.Fatalf("%s %s: decode: %v", method, path, err)
+		}
+		return resp.StatusCode, env
+	}
+
+	code, env := call("POST", "/api/requests", `{"operationId":"journey-1","targetKey":"billing-dashboard","reason":"month-end close","days":2}`)
+	if code != 202 || env["code"] != "ACCEPTED" {
+		t.Fatalf("submit = %d %v", code, env)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var last map[string]any
+	for time.Now().Before(deadline) {
+		_, env := call("GET", "/api/requests/journey-1", "")
+		last, _ = env["data"].(map[string]any)
+		if last != nil && last["status"] == "VALIDATED" {
+			break
+		}
+		if last != nil && last["hint"] == "CONTACT_MAINTAINERS" {
+			t.Fatalf("request failed deterministically: %v", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if last == nil || last["status"] != "VALIDATED" {
+		t.Fatalf("request did not reach VALIDATED within 60s; last state %v\nstderr:\n%s", last, in.stderr.String())
+	}
+	if subject := last["subject"]; subject != "bob" {
+		t.Fatalf("subject = %v, want the canonical account bob", subject)
+	}
+	mr, _ := last["mr"].(map[string]any)
+	if mr == nil || mr["iid"] == nil {
+		t.Fatalf("a validated request names its MR; got %v", last)
+	}
+
+	// The change is really in the config repository's default branch.
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/gitlab/api/v4/projects/1/repository/files/bindings%%2Fbilling-dashboard.yaml/raw?ref=main", simPort), nil)
+	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(buf.String(), "bob") || !strings.Contains(buf.String(), "journey-1") {
+		t.Fatalf("bindings file on main = %d %q; want bob's entry with operation journey-1", resp.StatusCode, buf.String())
+	}
+
+	// The success metric counted the flip exactly once.
+	mresp, err := http.Get(in.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	_, _ = buf.ReadFrom(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(buf.String(), `changeflow_requests_validated_total{target="billing-dashboard"} 1`) {
+		t.Fatalf("validated metric not counted once:\n%s", grepLines(buf.String(), "validated"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
