@@ -26,14 +26,16 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	BindingMRCreating:      {BindingMRCreated, BindingCreateFailed, BindingClosed},
 	// MR_CREATED: the legacy flow submits the approval next, approve-first
 	// starts handling.
-	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed},
-	BindingMerging:      {BindingMerged, BindingHandleFailed},
+	// MR_CREATED, MERGING, HANDLE_FAILED → MR_CREATING: a member of a batch
+	// that settled FAILED is re-admitted to the waiting set (batch path).
+	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating},
+	BindingMerging:      {BindingMerged, BindingHandleFailed, BindingMRCreating},
 	BindingMerged:       {BindingValidated},
 	BindingValidated:    {BindingClosed},
 	BindingCreateFailed: {BindingMRCreating, BindingApprovalSending, BindingClosed},
 	// HANDLE_FAILED: a retrigger resumes handling; a read showing the MR
 	// merged finishes it ("merged wins").
-	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed},
+	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed, BindingMRCreating},
 	BindingRejected:     {BindingApprovalSending, BindingMRCreating},
 	BindingClosed:       {BindingApprovalSending, BindingMRCreating},
 }
@@ -56,6 +58,12 @@ var (
 	handleRetrigger = []StepStatus{StepHandleStarted, StepHandleApproved, StepHandleRebasing, StepHandlePipelineRunning, StepHandleMerged, StepCloseCancelled}
 	// approvalAnswers: what the approval callback writes on a waiting row.
 	approvalAnswers = []StepStatus{StepHandleStarted, StepCreateStarted, StepCreateAdmitted, StepCloseRejected, StepCloseWithdrawn}
+	// batchRequeue: a member of a batch that settled FAILED (its MR closed
+	// unmerged: check pipeline failed, a handling step failed, the batch
+	// timed out) goes back to the waiting set for the next round, from
+	// wherever the batch's durable steps had taken it (the batch path,
+	// internal/workflow/batch*.go).
+	batchRequeue = []StepStatus{StepCreateAdmitted}
 )
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
@@ -64,38 +72,38 @@ var (
 var stepTransitions = map[StepStatus][]StepStatus{
 	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting},
 
-	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures),
+	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures, batchRequeue),
 	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures),
 	StepCreateCommitted:       join([]StepStatus{StepCreateMRCreated}, createFailures),
-	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures),
-	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures),
-	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures),
+	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue),
+	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue),
+	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures, batchRequeue),
 	StepCreateApprovalSubmitting: join([]StepStatus{StepCreateApprovalSubmitted, StepCreateApprovalFailed},
 		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}),
 	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}),
 	StepCreateAdmitted:          join([]StepStatus{StepCreateStarted, StepCloseCancelled}, createFailures),
 
-	StepCreateFailed:          createRetrigger,
-	StepCreatePipelineFailed:  createRetrigger,
-	StepCreatePoolRejected:    createRetrigger,
+	StepCreateFailed:          join(createRetrigger, batchRequeue),
+	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue),
+	StepCreatePoolRejected:    join(createRetrigger, batchRequeue),
 	StepCreateApprovalFailed:  createRetrigger,
-	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}),
+	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue),
 
-	StepHandleStarted:         join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack),
-	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack),
-	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged}, handleFailures, calledBack),
-	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending}, handleFailures, calledBack),
+	StepHandleStarted:         join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
+	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
+	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
+	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending}, handleFailures, calledBack, batchRequeue),
 	StepHandleMerged:          calledBack,
 
-	StepHandleApproveFailed:    join(handleRetrigger, calledBack),
-	StepHandleApproveForbidden: join(handleRetrigger, calledBack),
-	StepHandleRebaseConflict:   join(handleRetrigger, calledBack),
-	StepHandleMergeFailed:      join(handleRetrigger, calledBack),
-	StepHandlePipelineFailed:   join(handleRetrigger, calledBack),
-	StepHandlePoolRejected:     join(handleRetrigger, calledBack),
-	StepHandlePipelinePending:  join(handleRetrigger, calledBack),
-	StepHandleMergeUnknown:     join(handleRetrigger, calledBack),
-	StepHandleRebasePending:    join(handleRetrigger, calledBack),
+	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue),
+	StepHandleApproveForbidden: join(handleRetrigger, calledBack, batchRequeue),
+	StepHandleRebaseConflict:   join(handleRetrigger, calledBack, batchRequeue),
+	StepHandleMergeFailed:      join(handleRetrigger, calledBack, batchRequeue),
+	StepHandlePipelineFailed:   join(handleRetrigger, calledBack, batchRequeue),
+	StepHandlePoolRejected:     join(handleRetrigger, calledBack, batchRequeue),
+	StepHandlePipelinePending:  join(handleRetrigger, calledBack, batchRequeue),
+	StepHandleMergeUnknown:     join(handleRetrigger, calledBack, batchRequeue),
+	StepHandleRebasePending:    join(handleRetrigger, calledBack, batchRequeue),
 
 	StepCloseRejected:  {StepCloseMRClosed, StepCloseFailed},
 	StepCloseWithdrawn: {StepCloseMRClosed, StepCloseFailed},
