@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"changeflow/internal/domain"
+)
+
+// Reconciliation's reads (R-WF-11, MR lifecycle §3.7). The scan never
+// writes: every flip goes through BindingMarkValidated, the method the
+// deploy callback uses, so the two paths racing flip a binding once.
+
+// ReconcileRow is one MERGED binding in the reconciliation window with
+// what the comparison needs: its MR and whether a successful deploy
+// callback for exactly that MR was recorded.
+type ReconcileRow struct {
+	OperationID string
+	// ProjectID and MRIID are the operation's MR; MRIID is 0 when the
+	// operation has none recorded (it then stays MERGED).
+	ProjectID int64
+	MRIID     int64
+	// CalledBack: a SUCCESS deploy callback for (ProjectID, MRIID) exists
+	// (the exact match).
+	CalledBack bool
+}
+
+// ReconcileScan is what one reconciliation run compares: the rows of the
+// window and, per project, the highest MR iid a SUCCESS deploy callback
+// reported (the watermark; a project absent from the map has none).
+type ReconcileScan struct {
+	Rows       []ReconcileRow
+	Watermarks map[int64]int64
+}
+
+// ReconcileScanParams is the window (now − MaxAge, now − MinAge), by the
+// database clock.
+type ReconcileScanParams struct {
+	MinAge time.Duration
+	MaxAge time.Duration
+	// ChunkSize bounds each IN list; ≤ 0 means InChunkSize (500).
+	ChunkSize int
+}
+
+// ReconcileWindow returns the operationIds of the MERGED bindings whose
+// updated_at lies strictly inside (now − maxAge, now − minAge), oldest
+// first, by idx_binding_status_updated (status, updated_at): a range scan
+// of the index on one status.
+func (s *Store) ReconcileWindow(ctx context.Context, minAge, maxAge time.Duration) ([]string, error) {
+	if minAge < 0 || maxAge <= minAge {
+		return nil, fmt.Errorf("reconcile window: need 0 ≤ minAge < maxAge, got %s, %s", minAge, maxAge)
+	}
+	oldest, oldestArg := s.dialect.NowMinus(maxAge)
+	newest, newestArg := s.dialect.NowMinus(minAge)
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT operation_id FROM binding WHERE status = ? AND updated_at > "+oldest+
+			" AND updated_at < "+newest+" ORDER BY updated_at, id",
+		string(domain.BindingMerged), oldestArg, newestArg)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile window: %w", translate(err))
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return nil, fmt.Errorf("reconcile window: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("reconcile window: %w", translate(err))
+	}
+	return ids, nil
+}
+
+// ReconcileLookup is the scan's two comparison queries for the window's
+// operationIds:
+//
+//  1. one IN query per chunk of ≤ chunkSize ids (the seed's bulk
+//     operationId → MR map), by uk_operation_operation_id; the exact
+//     match rides along as an EXISTS on idx_deploy_callback_mr;
+//  2. one query for MAX(mr_iid) per project among SUCCESS deploy
+//     callbacks (idx_deploy_callback_mr), for the projects of 1.
+//
+// Ids with no operation row are left out.
+func (s *Store) ReconcileLookup(ctx context.Context, operationIDs []string, chunkSize int) (ReconcileScan, error) {
+	out := ReconcileScan{Watermarks: map[int64]int64{}}
+	projects := map[int64]bool{}
+	for _, part := range chunk(operationIDs, chunkSize) {
+		rows, err := s.db.QueryContext(ctx,
+			"SELECT o.operation_id, o.project_id, COALESCE(o.mr_iid, 0),"+
+				" CASE WHEN o.mr_iid IS NOT NULL AND EXISTS (SELECT 1 FROM deploy_callback d"+
+				" WHERE d.project_id = o.project_id AND d.mr_iid = o.mr_iid AND UPPER(d.status) = 'SUCCESS')"+
+				" THEN 1 ELSE 0 END"+
+				" FROM operation o WHERE o.operation_id IN ("+placeholders(len(part))+")",
+			args(part)...)
+		if err != nil {
+			return ReconcileScan{}, fmt.Errorf("reconcile lookup: %w", translate(err))
+		}
+		for rows.Next() {
+			var r ReconcileRow
+			var called int
+			if err := rows.Scan(&r.OperationID, &r.ProjectID, &r.MRIID, &called); err != nil {
+				_ = rows.Close()
+				return ReconcileScan{}, fmt.Errorf("reconcile lookup: %w", err)
+			}
+			r.CalledBack = called == 1
+			out.Rows = append(out.Rows, r)
+			if r.MRIID > 0 {
+				projects[r.ProjectID] = true
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return ReconcileScan{}, fmt.Errorf("reconcile lookup: %w", translate(err))
+		}
+	}
+	if len(projects) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, 0, len(projects))
+	for p := range projects {
+		ids = append(ids, p)
+	}
+	for _, part := range chunk(ids, chunkSize) {
+		rows, err := s.db.QueryContext(ctx,
+			"SELECT project_id, MAX(mr_iid) FROM deploy_callback WHERE project_id IN ("+placeholders(len(part))+
+				") AND UPPER(status) = 'SUCCESS' GROUP BY project_id", args(part)...)
+		if err != nil {
+			return ReconcileScan{}, fmt.Errorf("reconcile watermarks: %w", translate(err))
+		}
+		for rows.Next() {
+			var p, m int64
+			if err := rows.Scan(&p, &m); err != nil {
+				_ = rows.Close()
+				return ReconcileScan{}, fmt.Errorf("reconcile watermarks: %w", err)
+			}
+			out.Watermarks[p] = m
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return ReconcileScan{}, fmt.Errorf("reconcile watermarks: %w", translate(err))
+		}
+	}
+	return out, nil
+}
+
+// ReconcileScanWindow is ReconcileWindow then ReconcileLookup.
+func (s *Store) ReconcileScanWindow(ctx context.Context, p ReconcileScanParams) (ReconcileScan, error) {
+	ids, err := s.ReconcileWindow(ctx, p.MinAge, p.MaxAge)
+	if err != nil {
+		return ReconcileScan{}, err
+	}
+	if len(ids) == 0 {
+		return ReconcileScan{Watermarks: map[int64]int64{}}, nil
+	}
+	return s.ReconcileLookup(ctx, ids, p.ChunkSize)
+}
