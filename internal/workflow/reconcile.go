@@ -1,0 +1,198 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// Reconciliation for lost deploy callbacks (R-WF-11, MR lifecycle §3.7).
+//
+// A run scans the MERGED bindings whose updated_at lies in
+// (now − reconcile.maxAge, now − reconcile.minAge) by the database clock,
+// looks their MRs up in bulk, and compares each row once:
+//
+//  1. exact match: a SUCCESS deploy callback for the same project and MR
+//     iid was recorded (it arrived, but its flip was lost — e.g. it came
+//     while the binding was MERGING and the merge step's after-commit
+//     check did not run) → VALIDATED with step CALLED_BACK;
+//  2. watermark: the MR iid is below the highest MR iid a SUCCESS deploy
+//     callback reported for the same project → VALIDATED with step
+//     RECONCILED. A later MR was deployed, so this one's callback was
+//     lost. This inference is only valid because the deployment pipeline
+//     runs in merge order and a run never skips changes merged before it,
+//     and because MR iids grow monotonically per project; minAge keeps a
+//     callback that is merely late from being taken for lost;
+//  3. otherwise the row stays MERGED for the next run.
+//
+// Every validation goes through store.BindingMarkValidated, the method the
+// deploy callback uses, so the two racing flip a binding exactly once and
+// Deps.OnValidated (the success metric) runs only for the call that
+// flipped, after its commit.
+
+// ReconcileResult counts one reconciliation run.
+type ReconcileResult struct {
+	// Scanned is the MERGED bindings in the window.
+	Scanned int `json:"scanned"`
+	// Validated is how many of them this run flipped to VALIDATED.
+	Validated int `json:"validated"`
+	// Waiting is how many stay MERGED: no callback for their MR and none
+	// above it (or no MR recorded).
+	Waiting int `json:"waiting"`
+}
+
+// ReconcileActor is the step-history actor of a reconciliation flip.
+const ReconcileActor = "reconcile"
+
+// Reconciler runs reconciliation every reconcile.interval (read before
+// each wait, so a reload applies). Every instance runs one; overlapping
+// runs are safe (the flips are row-locked and idempotent).
+type Reconciler struct {
+	d Deps
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewReconciler returns a reconciler over d (Store, Config, Logger and
+// OnValidated are used).
+func NewReconciler(d Deps) *Reconciler { return &Reconciler{d: d} }
+
+// Start runs RunOnce every reconcile.interval until Stop or ctx ends. A
+// second Start, or one after Stop, does nothing.
+func (r *Reconciler) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return nil
+	}
+	r.started = true
+	runCtx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	r.done = make(chan struct{})
+	go r.loop(runCtx)
+	return nil
+}
+
+// Stop stops the loop and waits for a run in progress. Safe twice, and
+// before Start.
+func (r *Reconciler) Stop() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.stopped = true
+	started := r.started
+	r.mu.Unlock()
+	if !started {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
+func (r *Reconciler) loop(ctx context.Context) {
+	defer close(r.done)
+	timer := time.NewTimer(r.interval())
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		res, err := r.RunOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.d.logger().Warn("reconcile", "err", err)
+		case res.Validated > 0:
+			r.d.logger().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
+		}
+		timer.Reset(r.interval())
+	}
+}
+
+func (r *Reconciler) interval() time.Duration {
+	if iv := r.d.Config().Reconcile().Interval; iv > 0 {
+		return iv
+	}
+	return time.Minute
+}
+
+// RunOnce runs one reconciliation now (the scheduler and POST
+// /ops/reconcile). An error on one row stops the run after the rows
+// before it were handled; the next run picks the rest up.
+func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
+	rc := r.d.Config().Reconcile()
+	scan, err := r.d.Store.ReconcileScanWindow(ctx, store.ReconcileScanParams{MinAge: rc.MinAge, MaxAge: rc.MaxAge})
+	if err != nil {
+		return ReconcileResult{}, err
+	}
+	res := ReconcileResult{Scanned: len(scan.Rows)}
+	for _, row := range scan.Rows {
+		var (
+			step domain.StepStatus
+			note string
+		)
+		mark, hasMark := scan.Watermarks[row.ProjectID]
+		switch {
+		case row.MRIID == 0:
+		case row.CalledBack:
+			step, note = domain.StepCalledBack, fmt.Sprintf("reconciled: deploy callback for MR !%d recorded", row.MRIID)
+		case hasMark && row.MRIID < mark:
+			step, note = domain.StepReconciled, fmt.Sprintf("reconciled: MR !%d below the deployed watermark !%d", row.MRIID, mark)
+		}
+		if step == 0 {
+			res.Waiting++
+			continue
+		}
+		flipped, err := r.d.reconcileValidate(ctx, row.OperationID, step, note)
+		if errors.Is(err, domain.ErrIllegalTransition) {
+			// The row's step does not lead to a callback step: a person
+			// has to look (the table names the allowed repairs).
+			r.d.logger().Warn("reconcile: step not repairable", "operation", row.OperationID, "err", err)
+			res.Waiting++
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("reconcile %s: %w", row.OperationID, err)
+		}
+		if flipped {
+			res.Validated++
+		}
+	}
+	return res, nil
+}
+
+// reconcileValidate is markValidated with the step to repair to. A step the table
+// does not allow is the trace of a racing flip — the deploy callback
+// wrote CALLED_BACK and VALIDATED between the scan and this call, and
+// CALLED_BACK may not become RECONCILED — so it is a no-op when the
+// binding is no longer MERGED.
+func (d Deps) reconcileValidate(ctx context.Context, operationID string, step domain.StepStatus, note string) (bool, error) {
+	flip, err := d.Store.BindingMarkValidated(ctx, store.BindingMarkValidatedParams{
+		OperationID: operationID, CalledBackStep: int(step), Actor: ReconcileActor, Note: note,
+	})
+	if errors.Is(err, domain.ErrIllegalTransition) {
+		b, gerr := d.Store.BindingGetByOperation(ctx, operationID)
+		if gerr == nil && b.Status != domain.BindingMerged {
+			return false, nil
+		}
+	}
+	if err != nil || flip == nil {
+		return false, err
+	}
+	if d.OnValidated != nil {
+		d.OnValidated(ctx, *flip)
+	}
+	return true, nil
+}
