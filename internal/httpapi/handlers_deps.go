@@ -83,6 +83,9 @@ type Business struct {
 	Requests RequestStore
 	// Ops backs /ops/*.
 	Ops OpsStore
+	// OpsActions backs the ops write endpoints of the single-request path
+	// and reconciliation (ops_write.go); nil answers them with 500.
+	OpsActions OpsActions
 	// Callbacks is the callback inbox.
 	Callbacks CallbackStore
 	// Sink acts on a recorded callback; nil until the workflow implements

@@ -63,12 +63,16 @@ func (s *Server) routes() {
 		{pattern: "POST /callbacks/deploy", handler: s.handleDeployCallback(), metrics: true},
 		{pattern: "POST /callbacks/gitlab", handler: s.handleGitLabWebhook(), metrics: true},
 
-		// Operations (SPEC §3.3), read-only; the write endpoints
-		// (retrigger, settle, rounds, reconcile) land with the workflow.
+		// Operations (SPEC §3.3), read-only.
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
+		// Operations, write (ops_write.go): retrigger a stopped request,
+		// replay its recorded approval decision, run reconciliation now.
+		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},
+		{pattern: "POST /ops/requests/{operationId}/replay-approval", handler: s.handleOpsReplayApproval(), metrics: true, rules: config.RouteOpsRequestRetrigger},
+		{pattern: "POST /ops/reconcile", handler: s.handleOpsReconcile(), metrics: true, rules: config.RouteOpsReconcileRun},
 
 		// The web app (SPEC §3.5, internal/web): the entry page and the
 		// hashed assets. Client routes and root files reach the same

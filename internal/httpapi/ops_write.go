@@ -1,0 +1,224 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/identity"
+	"changeflow/internal/store"
+	"changeflow/internal/workflow"
+)
+
+// The ops write endpoints of the single-request path and reconciliation
+// (SPEC §3.3): retrigger a stopped request, run reconciliation now, and
+// replay a recorded approval decision from the callback inbox. The batch
+// endpoints (rounds, settle) are the batch path's.
+
+// OpsActions is what the ops write endpoints do; WorkflowOps is the
+// production implementation. A nil OpsActions makes them answer 500 with
+// the generic message (logged), never a fake success.
+type OpsActions interface {
+	// Retrigger re-runs a stopped request and returns the action resumed
+	// (workflow.Retrigger's contract and errors).
+	Retrigger(ctx context.Context, operationID, actor string) (action string, err error)
+	// Reconcile runs one reconciliation now.
+	Reconcile(ctx context.Context) (workflow.ReconcileResult, error)
+	// ReplayApproval applies the request's latest recorded approval
+	// decision again (stale when already acted on).
+	ReplayApproval(ctx context.Context, operationID string) (workflow.CallbackResult, error)
+}
+
+// WorkflowOps implements OpsActions with the workflow.
+type WorkflowOps struct {
+	Store      *store.Store
+	Reconciler *workflow.Reconciler
+	Callbacks  *workflow.Callbacks
+	// Engine, when non-nil, is woken after a retrigger so the resumed
+	// action starts at once rather than at the next poll.
+	Engine *workflow.Engine
+}
+
+// Retrigger implements OpsActions.
+func (o WorkflowOps) Retrigger(ctx context.Context, operationID, actor string) (string, error) {
+	if o.Store == nil {
+		return "", errors.New("retrigger: no store wired")
+	}
+	action, err := workflow.Retrigger(ctx, o.Store, operationID, actor)
+	if err == nil && o.Engine != nil {
+		o.Engine.Wake()
+	}
+	return action, err
+}
+
+// Reconcile implements OpsActions.
+func (o WorkflowOps) Reconcile(ctx context.Context) (workflow.ReconcileResult, error) {
+	if o.Reconciler == nil {
+		return workflow.ReconcileResult{}, errors.New("reconcile: no reconciler wired")
+	}
+	return o.Reconciler.RunOnce(ctx)
+}
+
+// ReplayApproval implements OpsActions.
+func (o WorkflowOps) ReplayApproval(ctx context.Context, operationID string) (workflow.CallbackResult, error) {
+	if o.Callbacks == nil {
+		return 0, errors.New("replay approval: no callbacks wired")
+	}
+	return o.Callbacks.ReplayApproval(ctx, operationID)
+}
+
+// opsWrite runs an ops write and records it, like opsCall for reads: the
+// body (a JSON object, optional) is read only here, after rate limiting
+// and authorization passed; its fields, the query and the path
+// parameters are the audit record's parameters, with the reserved
+// __authenticatedOperator written over them by the server (opsParams).
+func (s *Server) opsWrite(action string, pathParams []string, run func(r *http.Request, operator identity.Identity, body map[string]any) (resource string, code domain.Code, data any, err error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := identity.FromContext(r.Context())
+		client := map[string]any{}
+		for k, v := range r.URL.Query() {
+			if len(v) == 1 {
+				client[k] = v[0]
+			} else {
+				client[k] = v
+			}
+		}
+		fields := map[string]any{}
+		raw, err := readBody(w, r)
+		if err == nil && len(strings.TrimSpace(string(raw))) > 0 {
+			if err = decodeJSON(raw, &fields); err == nil {
+				for k, v := range fields {
+					client[k] = v
+				}
+			}
+		}
+		for _, p := range pathParams {
+			client[p] = r.PathValue(p)
+		}
+		params := opsParams(client, res.Identity)
+		resource := ""
+		if len(pathParams) > 0 {
+			resource = r.PathValue(pathParams[0])
+		}
+		code, data := domain.CodeOK, any(nil)
+		if err == nil {
+			resource, code, data, err = run(r, res.Identity, fields)
+		}
+		outcome := code
+		if err != nil {
+			outcome = domain.ErrorCode(err)
+		}
+		s.audit(context.WithoutCancel(r.Context()), res.Identity, action, resource, "ops-"+uuid.NewString(), params, string(outcome))
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		respond(w, s.deps.Logger, code, data)
+	})
+}
+
+// retriggerView is the 202 answer.
+type retriggerView struct {
+	OperationID string `json:"operationId"`
+	// Action is the action resumed (due now).
+	Action string `json:"action"`
+	// From is the step the request stopped at.
+	From stepView `json:"from"`
+}
+
+// handleOpsRetrigger is POST /ops/requests/{operationId}/retrigger. The
+// optional body field "step", when given, must name where the request
+// stopped — its step (e.g. HANDLE_MERGE_FAILED) or the action it keeps
+// (e.g. merge) — so an operator never resumes a request that moved since
+// they looked.
+func (s *Server) handleOpsRetrigger() http.Handler {
+	return s.opsWrite(config.RouteOpsRequestRetrigger, []string{"operationId"},
+		func(r *http.Request, operator identity.Identity, body map[string]any) (string, domain.Code, any, error) {
+			id := r.PathValue("operationId")
+			want, ok := body["step"].(string)
+			if v, present := body["step"]; present && v != nil && !ok {
+				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument, "step must be a string.", "retrigger %s: step %v", id, v)
+			}
+			acts, st := s.deps.Business.OpsActions, s.deps.Business.Ops
+			if acts == nil || st == nil {
+				return id, "", nil, domain.Internal("ops retrigger: no workflow wired", nil)
+			}
+			ctx := r.Context()
+			op, err := st.OperationGet(ctx, id)
+			if errors.Is(err, domain.ErrNotFound) {
+				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "retrigger %s", id)
+			} else if err != nil {
+				return id, "", nil, domain.Internal("ops retrigger", err)
+			}
+			from := stepView{op.Step, domain.StepStatus(op.Step).String()}
+			if want = strings.TrimSpace(want); want != "" && !strings.EqualFold(want, from.Name) && !strings.EqualFold(want, op.NextAction) {
+				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument,
+					"The request is not stopped at "+want+": it is at "+from.Name+".",
+					"retrigger %s: step %q, is %s (action %q)", id, want, from.Name, op.NextAction)
+			}
+			action, err := acts.Retrigger(ctx, id, operator.Account)
+			switch {
+			case errors.Is(err, workflow.ErrNotStopped), errors.Is(err, domain.ErrPreempted):
+				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+					"The request is not stopped: it is waiting for its next step, running, or finished, so there is nothing to retrigger.",
+					"retrigger %s: %w", id, err)
+			case errors.Is(err, domain.ErrNotFound):
+				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "retrigger %s: %w", id, err)
+			case errors.Is(err, domain.ErrIllegalTransition):
+				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+					"The request cannot be retriggered from "+from.Name+".", "retrigger %s: %w", id, err)
+			case err != nil:
+				return id, "", nil, domain.Internal("ops retrigger", err)
+			}
+			return id, domain.CodeAccepted, retriggerView{OperationID: id, Action: action, From: from}, nil
+		})
+}
+
+func (s *Server) handleOpsReconcile() http.Handler {
+	return s.opsWrite(config.RouteOpsReconcileRun, nil,
+		func(r *http.Request, _ identity.Identity, _ map[string]any) (string, domain.Code, any, error) {
+			acts := s.deps.Business.OpsActions
+			if acts == nil {
+				return "", "", nil, domain.Internal("ops reconcile: no workflow wired", nil)
+			}
+			res, err := acts.Reconcile(r.Context())
+			if err != nil {
+				return "", "", nil, domain.Internal("ops reconcile", err)
+			}
+			return "", domain.CodeOK, res, nil
+		})
+}
+
+// replayView is POST /ops/requests/{operationId}/replay-approval's answer.
+type replayView struct {
+	OperationID string `json:"operationId"`
+	// Applied: the recorded decision moved the request on; false when
+	// there is none or it was already acted on.
+	Applied bool `json:"applied"`
+}
+
+func (s *Server) handleOpsReplayApproval() http.Handler {
+	return s.opsWrite(config.RouteOpsRequestRetrigger, []string{"operationId"},
+		func(r *http.Request, _ identity.Identity, _ map[string]any) (string, domain.Code, any, error) {
+			id := r.PathValue("operationId")
+			acts, st := s.deps.Business.OpsActions, s.deps.Business.Ops
+			if acts == nil || st == nil {
+				return id, "", nil, domain.Internal("ops replay: no workflow wired", nil)
+			}
+			if _, err := st.OperationGet(r.Context(), id); errors.Is(err, domain.ErrNotFound) {
+				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "replay %s", id)
+			} else if err != nil {
+				return id, "", nil, domain.Internal("ops replay", err)
+			}
+			res, err := acts.ReplayApproval(r.Context(), id)
+			if err != nil {
+				return id, "", nil, domain.Internal("ops replay", err)
+			}
+			return id, domain.CodeOK, replayView{OperationID: id, Applied: res == workflow.CallbackApplied}, nil
+		})
+}
