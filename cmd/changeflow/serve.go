@@ -117,6 +117,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("start workflow engine: %w", err)
 	}
 	defer engine.Stop()
+	// Reconciliation of lost deploy callbacks (R-WF-11) on every instance
+	// every reconcile.interval; its flips count the same validated metric
+	// through wdeps.OnValidated, once per flip.
+	reconciler := workflow.NewReconciler(wdeps)
+	if err := reconciler.Start(ctx); err != nil {
+		return fmt.Errorf("start reconciliation: %w", err)
+	}
+	defer reconciler.Stop()
+	callbacks := workflow.NewCallbacks(wdeps, engine)
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:    logger,
 		Metrics:   m,
@@ -127,8 +136,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: gl,
-			Sink: httpsink.New(workflow.NewCallbacks(wdeps, engine)),
-			Work: engine,
+			Sink:       httpsink.New(callbacks),
+			Work:       engine,
+			OpsActions: httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
 		},
 	})
 
