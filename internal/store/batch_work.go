@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"changeflow/internal/domain"
+)
+
+// BatchMemberState is one member of a batch with the state and versions a
+// TransitionMany of the batch's members needs.
+type BatchMemberState struct {
+	OperationID string
+	Step        int
+	Version     int64
+	NextAction  string
+	// Binding and BindingVersion are the binding the operation owns; ""
+	// and 0 when it no longer owns one (re-applied for a newer request).
+	Binding        domain.BindingStatus
+	BindingVersion int64
+}
+
+// BatchMemberStates returns the state of every member a batch ever had
+// (membership history, claim order), in one statement.
+func (s *Store) BatchMemberStates(ctx context.Context, batchID int64) ([]BatchMemberState, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT o.operation_id, o.step_status, o.version, o.next_action, b.status, b.version"+
+			" FROM merge_batch_history h JOIN operation o ON o.operation_id = h.operation_id"+
+			" LEFT JOIN binding b ON b.subject_id = o.subject AND b.target_key = o.target_key AND b.operation_id = o.operation_id"+
+			" WHERE h.batch_id = ? ORDER BY h.id", batchID)
+	if err != nil {
+		return nil, fmt.Errorf("member states of batch %d: %w", batchID, translate(err))
+	}
+	defer rows.Close()
+	var out []BatchMemberState
+	for rows.Next() {
+		var (
+			m      BatchMemberState
+			next   sql.NullString
+			status sql.NullString
+			bv     sql.NullInt64
+		)
+		if err := rows.Scan(&m.OperationID, &m.Step, &m.Version, &next, &status, &bv); err != nil {
+			return nil, err
+		}
+		m.NextAction, m.Binding, m.BindingVersion = next.String, domain.BindingStatus(status.String), bv.Int64
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
+// BatchMR is the merge request of a batch.
+type BatchMR struct {
+	IID    int64
+	URL    string
+	Branch string
+}
+
+// BatchSchedule names the operation that carries a batch's next action
+// (the batch's driver) and the action.
+type BatchSchedule struct {
+	OperationID string
+	Action      string
+}
+
+// BatchApplyParams is one transaction of the batch path. Whatever is set
+// is written in this order, and all or nothing:
+//
+//  1. the batch row first (the guarded write): SetMR (only while the batch
+//     is RUNNING or BLOCKED), or a settlement to SettleTo (FAILED or
+//     SUCCEEDED) guarded on From and Version — a second settlement path
+//     fails here and rolls back having written nothing; FAILED also
+//     deletes the members' waiting-set rows (as BatchSettleFailed);
+//  2. LinkMR: the MR, the branch and batch_id on every listed operation,
+//     ≤ 500 per statement;
+//  3. Moves: TransitionMany moves in order (each ≤ 500 rows per statement);
+//  4. Readmit: the listed operations admitted to the project's waiting set
+//     again (a duplicate is an answer, as BatchAdmitTx);
+//  5. Schedule: the driver's next action, due now.
+type BatchApplyParams struct {
+	BatchID int64
+
+	SetMR *BatchMR
+
+	SettleTo       domain.BatchStatus
+	From           domain.BatchStatus
+	Version        int64
+	FailureCode    string
+	FailureMessage string
+
+	LinkMR  *BatchMR
+	LinkOps []string
+
+	Moves []TransitionManyParams
+
+	Readmit   []string
+	ProjectID int64
+
+	Schedule *BatchSchedule
+
+	// Unschedule clears these operations' next action and lease (after the
+	// moves, before Schedule).
+	Unschedule []string
+}
+
+// BatchApply runs p in one transaction (see BatchApplyParams); an InnoDB
+// deadlock re-runs it. It returns the members a FAILED settlement
+// released.
+func (s *Store) BatchApply(ctx context.Context, p BatchApplyParams) ([]BatchMember, error) {
+	for _, m := range p.Moves {
+		if err := m.validate(); err != nil {
+			return nil, fmt.Errorf("batch %d: %w", p.BatchID, err)
+		}
+	}
+	var released []BatchMember
+	err := retryDeadlock(func() error {
+		released = nil
+		return s.InTx(ctx, nil, func(tx *sql.Tx) error {
+			var err error
+			released, err = s.batchApplyTx(ctx, tx, p)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", p.BatchID, err)
+	}
+	return released, nil
+}
+
+func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams) ([]BatchMember, error) {
+	d := s.dialect
+	var released []BatchMember
+	switch {
+	case p.SetMR != nil:
+		err := execN(ctx, tx, 1,
+			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ? WHERE id = ? AND status IN (?, ?)",
+			p.SetMR.IID, clipRunes(p.SetMR.URL, 512), clipRunes(p.SetMR.Branch, 255), p.BatchID,
+			domain.BatchRunning, domain.BatchBlocked)
+		if err != nil {
+			return nil, fmt.Errorf("record MR: %w", err)
+		}
+	case p.SettleTo != 0:
+		if p.SettleTo != domain.BatchFailed && p.SettleTo != domain.BatchSucceeded {
+			return nil, fmt.Errorf("settle to %s: not a settlement", p.SettleTo)
+		}
+		if _, err := batchSetState(ctx, tx, batchStateWrite{
+			id: p.BatchID, from: p.From, to: p.SettleTo, version: p.Version,
+			failureCode: p.FailureCode, failureMessage: p.FailureMessage,
+		}); err != nil {
+			return nil, err
+		}
+		if p.SettleTo == domain.BatchFailed {
+			members, err := batchMembers(ctx, tx, p.BatchID)
+			if err != nil {
+				return nil, fmt.Errorf("members: %w", err)
+			}
+			if err := settleReleaseMembers(ctx, tx, d, p.BatchID, members); err != nil {
+				return nil, err
+			}
+			released = members
+		}
+	}
+	if p.LinkMR != nil {
+		for _, part := range chunk(p.LinkOps, InChunkSize) {
+			a := []any{p.BatchID, p.LinkMR.IID, clipRunes(p.LinkMR.URL, 512), clipRunes(p.LinkMR.Branch, 255)}
+			for _, id := range part {
+				a = append(a, id)
+			}
+			if err := execN(ctx, tx, int64(len(part)),
+				"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+					" SET batch_id = ?, mr_iid = ?, mr_url = ?, branch = ? WHERE operation_id IN ("+placeholders(len(part))+")",
+				a...); err != nil {
+				return nil, fmt.Errorf("link MR: %w", err)
+			}
+		}
+	}
+	for _, m := range p.Moves {
+		if err := transitionTx(ctx, tx, d, m); err != nil {
+			return nil, fmt.Errorf("move members %d → %d: %w", m.FromStep, m.ToStep, err)
+		}
+	}
+	for _, id := range p.Readmit {
+		if _, err := batchAdmit(ctx, tx, id, p.ProjectID); err != nil && !errors.Is(err, domain.ErrDuplicate) {
+			return nil, fmt.Errorf("re-admit %s: %w", id, err)
+		}
+	}
+	if len(p.Unschedule) > 0 {
+		if err := batchUnscheduleTx(ctx, tx, d, p.Unschedule); err != nil {
+			return nil, err
+		}
+	}
+	if p.Schedule != nil {
+		if err := s.WorkScheduleTx(ctx, tx, p.Schedule.OperationID, p.Schedule.Action, 0); err != nil {
+			return nil, err
+		}
+	}
+	return released, nil
+}
+
+// BatchMemberOperations returns the operations of every member a batch
+// ever had (membership history, claim order), in one statement.
+func (s *Store) BatchMemberOperations(ctx context.Context, batchID int64) ([]Operation, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT "+prefixColumns("o.", operationColumns)+
+			" FROM merge_batch_history h JOIN operation o ON o.operation_id = h.operation_id WHERE h.batch_id = ? ORDER BY h.id", batchID)
+	if err != nil {
+		return nil, fmt.Errorf("member operations of batch %d: %w", batchID, translate(err))
+	}
+	defer rows.Close()
+	var out []Operation
+	for rows.Next() {
+		o, err := scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
+// prefixColumns qualifies every column of a comma-separated list.
+func prefixColumns(prefix, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// BatchUnschedule is part of a settlement: it clears the listed operations'
+// next action and lease, so that a step still running under the lease can
+// no longer commit its outcome (domain.ErrPreempted).
+func batchUnscheduleTx(ctx context.Context, tx *sql.Tx, d Dialect, ids []string) error {
+	for _, part := range chunk(ids, InChunkSize) {
+		a := make([]any, len(part))
+		for i, id := range part {
+			a[i] = id
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+			" SET next_action = NULL, due_at = NULL, lease_owner = NULL, lease_expires_at = NULL"+
+			" WHERE operation_id IN ("+placeholders(len(part))+")", a...); err != nil {
+			return fmt.Errorf("unschedule: %w", translate(err))
+		}
+	}
+	return nil
+}
+
+// BatchUnstarted returns the project's RUNNING batch that has no MR
+// recorded and was claimed more than minAge ago by the database clock — a
+// batch whose round died between the claim and recording the MR — or
+// domain.ErrNotFound.
+func (s *Store) BatchUnstarted(ctx context.Context, projectID int64, minAge time.Duration) (Batch, error) {
+	before, arg := s.dialect.NowMinus(minAge)
+	b, err := scanBatch(s.db.QueryRowContext(ctx,
+		"SELECT "+batchColumns+" FROM merge_batch WHERE project_id = ? AND status = ? AND mr_iid IS NULL AND created_at < "+before,
+		projectID, domain.BatchRunning, arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Batch{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return Batch{}, fmt.Errorf("unstarted batch of project %d: %w", projectID, translate(err))
+	}
+	return b, nil
+}

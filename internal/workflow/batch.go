@@ -1,0 +1,337 @@
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// Actions of the batch path (docs/workflow.md, "Batch rounds"). They run
+// on the batch's driver — its first member in claim order — and reuse the
+// single-request steps on the batch MR; every member's state follows the
+// driver's in batched statements (store.BatchApply).
+const (
+	ActionBatchPollPipeline = "batch_poll_pipeline"
+	ActionBatchApprove      = "batch_approve"
+	ActionBatchMerge        = "batch_merge"
+	ActionBatchPollRebase   = "batch_poll_rebase"
+	// ActionBatchFinish aligns every member to MERGED and marks the batch
+	// SUCCEEDED once the driver saw the MR merged.
+	ActionBatchFinish = "batch_finish"
+	// ActionBatchSettle settles a batch whose driver failed or timed out:
+	// close the MR, re-read it, merged wins.
+	ActionBatchSettle = "batch_settle"
+)
+
+// batchActionOf maps a single-request step's next action to the batch
+// path's.
+var batchActionOf = map[string]string{
+	ActionPollPipeline:   ActionBatchPollPipeline,
+	ActionSubmitApproval: ActionBatchApprove, // members are approve-first; never expected
+	ActionApprove:        ActionBatchApprove,
+	ActionMerge:          ActionBatchMerge,
+	ActionPollRebase:     ActionBatchPollRebase,
+}
+
+// BatchBranchName is the deterministic source branch of a batch's MR.
+func BatchBranchName(batchID int64) string {
+	return "changeflow/batch-" + strconv.FormatInt(batchID, 10)
+}
+
+// RegisterBatchSteps registers the batch path's durable steps on e.
+func RegisterBatchSteps(e *Engine, d Deps) {
+	e.Register(ActionBatchPollPipeline, StepFunc{Decl: createDecl, Fn: d.batchStep(d.pollPipeline)})
+	e.Register(ActionBatchApprove, StepFunc{Decl: approveDecl, Fn: d.batchStep(d.approve)})
+	e.Register(ActionBatchMerge, StepFunc{Decl: mergeDecl, Fn: d.batchStep(d.merge)})
+	e.Register(ActionBatchPollRebase, StepFunc{Decl: mergeDecl, Fn: d.batchStep(d.pollRebase)})
+	e.Register(ActionBatchFinish, StepFunc{Decl: mergeDecl, Fn: d.batchFinish})
+	e.Register(ActionBatchSettle, StepFunc{Decl: mergeDecl, Fn: d.batchSettleStep})
+}
+
+// batchStep runs a single-request step on the batch's driver (its row
+// carries the batch MR) and maps its outcome onto the batch path:
+//
+//   - first, the other members catch up with the driver's state (one
+//     transaction, a few statements per 500 members) — so a crash between
+//     the driver's commit and the members' move is repaired by the next
+//     run, and the members lag the driver by at most one step;
+//   - Done(next) → the batch variant of next; Done("") after the merge →
+//     batch_finish;
+//   - Fail / TimedOut → the driver shows the failure and batch_settle is
+//     due at once (a batch never stops with its slot held and nobody
+//     acting on it);
+//   - WaitUntil / RetryAfter are kept as they are.
+func (d Deps) batchStep(inner func(context.Context, Work) (Outcome, error)) func(context.Context, Work) (Outcome, error) {
+	return func(ctx context.Context, w Work) (Outcome, error) {
+		b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
+		if err != nil {
+			return d.retryOr(err, "read batch")
+		}
+		if b.Status != domain.BatchRunning {
+			// Settled (or blocked) by another path: nothing left to drive.
+			return Done("", Transition{Note: fmt.Sprintf("batch %d is %s", b.ID, b.Status)}), nil
+		}
+		if err := d.batchFollow(ctx, b.ID, w.Operation.OperationID, domain.StepStatus(w.Operation.Step)); err != nil {
+			d.logger().Warn("batch members catch up", "batch", b.ID, "err", err)
+		}
+		out, err := inner(ctx, w)
+		if err != nil {
+			return out, err
+		}
+		t := out.Transition()
+		switch out.Kind() {
+		case OutcomeDone:
+			if out.Next() == "" {
+				if t.Step == domain.StepHandleMerged {
+					return Done(ActionBatchFinish, t), nil
+				}
+				return Done(ActionBatchSettle, t), nil
+			}
+			next, ok := batchActionOf[out.Next()]
+			if !ok {
+				return Outcome{}, fmt.Errorf("batch %d: no batch action for %q", b.ID, out.Next())
+			}
+			return Done(next, t), nil
+		case OutcomeFail, OutcomeTimedOut:
+			t.Note = out.Reason()
+			return Done(ActionBatchSettle, t), nil
+		}
+		return out, nil
+	}
+}
+
+// milestone is a state the members of a running batch show while the
+// driver goes through the batch MR's steps.
+type milestone struct {
+	step    domain.StepStatus
+	binding domain.BindingStatus
+}
+
+var (
+	msAdmitted   = milestone{domain.StepCreateAdmitted, domain.BindingMRCreating}
+	msMRCreated  = milestone{domain.StepCreateMRCreated, domain.BindingMRCreating}
+	msSucceeded  = milestone{domain.StepCreateSucceeded, domain.BindingMRCreated}
+	msHandling   = milestone{domain.StepHandleStarted, domain.BindingMerging}
+	msMerged     = milestone{domain.StepHandleMerged, domain.BindingMerged}
+	batchNowhere = milestone{}
+)
+
+// followMilestone is where the members follow a driver at step s.
+func followMilestone(s domain.StepStatus) milestone {
+	switch s {
+	case domain.StepCreateMRCreated, domain.StepCreatePipelineRunning, domain.StepCreatePipelinePending:
+		return msMRCreated
+	case domain.StepCreateSucceeded:
+		return msSucceeded
+	case domain.StepHandleMerged, domain.StepCalledBack, domain.StepReconciled:
+		return msMerged
+	}
+	if s.Phase() == int(domain.StepHandleStarted)/100 || s == domain.StepHandlePipelinePending ||
+		s == domain.StepHandleMergeUnknown || s == domain.StepHandleRebasePending {
+		return msHandling
+	}
+	return batchNowhere
+}
+
+// batchFollow moves every member except the driver to the milestone of the
+// driver's step, when they are behind it.
+func (d Deps) batchFollow(ctx context.Context, batchID int64, driver string, driverStep domain.StepStatus) error {
+	target := followMilestone(driverStep)
+	if target == batchNowhere {
+		return nil
+	}
+	members, err := d.Store.BatchMemberStates(ctx, batchID)
+	if err != nil {
+		return err
+	}
+	moves, err := planMoves(members, target, func(m store.BatchMemberState) bool {
+		return m.OperationID != driver && m.Binding != "" && !behindOrAt(m, target)
+	}, "batch-"+strconv.FormatInt(batchID, 10), "follows the batch MR")
+	if err != nil || len(moves) == 0 {
+		return err
+	}
+	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{BatchID: batchID, Moves: moves})
+	return err
+}
+
+// behindOrAt reports whether m is already at target or past it (a member
+// the deploy callback validated, or one that is no longer on the path).
+func behindOrAt(m store.BatchMemberState, target milestone) bool {
+	order := []milestone{msAdmitted, {domain.StepCreateStarted, domain.BindingMRCreating}, msMRCreated, msSucceeded, msHandling, msMerged}
+	cur := slices.Index(order, milestone{domain.StepStatus(m.Step), m.Binding})
+	if cur < 0 {
+		return true // not on the path: leave it alone
+	}
+	return cur >= slices.Index(order, target)
+}
+
+// planMoves plans, for every member pick selects, the shortest sequence of
+// legal two-layer moves (domain.CheckStep and CheckBinding, I7) from its
+// state to target, and groups them into TransitionMany moves: members that
+// start in the same state share their hops, so the statement count grows
+// with the number of distinct states, not with the members.
+func planMoves(members []store.BatchMemberState, target milestone, pick func(store.BatchMemberState) bool, actor, note string) ([]store.TransitionManyParams, error) {
+	type group struct {
+		from milestone
+		rows []store.BatchMemberState
+	}
+	var groups []*group
+	byFrom := map[milestone]*group{}
+	for _, m := range members {
+		if !pick(m) {
+			continue
+		}
+		from := milestone{domain.StepStatus(m.Step), m.Binding}
+		if from == target {
+			continue
+		}
+		g := byFrom[from]
+		if g == nil {
+			g = &group{from: from}
+			byFrom[from] = g
+			groups = append(groups, g)
+		}
+		g.rows = append(g.rows, m)
+	}
+	var moves []store.TransitionManyParams
+	for _, g := range groups {
+		path, ok := statePath(g.from, target)
+		if !ok {
+			return nil, fmt.Errorf("no legal path from %s/%s to %s/%s: %w", g.from.step, g.from.binding,
+				target.step, target.binding, domain.ErrIllegalTransition)
+		}
+		versions := make([]store.TransitionRow, len(g.rows))
+		for i, m := range g.rows {
+			versions[i] = store.TransitionRow{OperationID: m.OperationID, Version: m.Version, BindingVersion: m.BindingVersion}
+		}
+		cur := g.from
+		for _, next := range path {
+			p := store.TransitionManyParams{FromStep: int(cur.step), ToStep: int(next.step),
+				Rows: slices.Clone(versions), Actor: actor, Note: note}
+			if next.binding != cur.binding {
+				p.BindingFrom, p.BindingTo = cur.binding, next.binding
+			}
+			moves = append(moves, p)
+			for i := range versions {
+				versions[i].Version++
+				if p.BindingFrom != "" {
+					versions[i].BindingVersion++
+				}
+			}
+			cur = next
+		}
+	}
+	return moves, nil
+}
+
+// statePath is a shortest path of legal moves from → to over the two
+// layers: each hop moves the step (to a different step) and optionally the
+// binding, both checked against the central table.
+func statePath(from, to milestone) ([]milestone, bool) {
+	if from == to {
+		return nil, true
+	}
+	steps := append([]domain.StepStatus{}, domain.Steps()...)
+	bindings := domain.BindingStatuses
+	prev := map[milestone]milestone{from: from}
+	queue := []milestone{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, s := range steps {
+			if s == cur.step || domain.CheckStep(cur.step, s) != nil {
+				continue
+			}
+			for _, b := range append([]domain.BindingStatus{cur.binding}, bindings...) {
+				if b != cur.binding && domain.CheckBinding(cur.binding, b) != nil {
+					continue
+				}
+				n := milestone{s, b}
+				if _, seen := prev[n]; seen {
+					continue
+				}
+				prev[n] = cur
+				if n == to {
+					var path []milestone
+					for x := n; x != from; x = prev[x] {
+						path = append(path, x)
+					}
+					slices.Reverse(path)
+					return path, true
+				}
+				queue = append(queue, n)
+			}
+		}
+	}
+	return nil, false
+}
+
+// batchFiles builds the content of every binding file the batch changes:
+// per target file, the file at ref with every member's entry added or
+// replaced (several members of one file make one edit). It returns the
+// commit's actions, empty when ref already holds every entry.
+func (d Deps) batchFiles(ctx context.Context, project, ref string, ops []store.Operation) ([]gitlab.FileAction, error) {
+	byFile := map[string][]store.Operation{}
+	var files []string
+	for _, op := range ops {
+		target, ok := d.Config().Target(op.TargetKey)
+		if !ok {
+			return nil, fmt.Errorf("target %s is no longer configured", op.TargetKey)
+		}
+		if _, seen := byFile[target.File]; !seen {
+			files = append(files, target.File)
+		}
+		byFile[target.File] = append(byFile[target.File], op)
+	}
+	slices.Sort(files)
+	var actions []gitlab.FileAction
+	for _, path := range files {
+		file, exists, err := d.readBindingFile(ctx, project, path, ref)
+		if err != nil {
+			return nil, fmt.Errorf("binding file %s: %w", path, err)
+		}
+		next := file
+		for _, op := range byFile[path] {
+			next = next.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
+		}
+		content := next.Marshal()
+		if exists && bytes.Equal(content, file.Marshal()) {
+			continue
+		}
+		action := gitlab.ActionUpdate
+		if !exists {
+			action = gitlab.ActionCreate
+		}
+		actions = append(actions, gitlab.FileAction{Action: action, Path: path, Content: string(content)})
+	}
+	return actions, nil
+}
+
+// batchText is the commit message and MR description of a batch: one
+// Changeflow-Operation trailer per member.
+func batchText(batchID int64, ops []store.Operation) (title, body string) {
+	title = fmt.Sprintf("changeflow: batch %d (%d request(s))", batchID, len(ops))
+	var b strings.Builder
+	fmt.Fprintf(&b, "Batch %d of changeflow:\n\n", batchID)
+	for _, op := range ops {
+		fmt.Fprintf(&b, "- bind %s to %s until %s\n", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	b.WriteString("\n")
+	for _, op := range ops {
+		b.WriteString(Trailer(op.OperationID) + "\n")
+	}
+	return title, b.String()
+}
+
+// errBatchMRClosed: the batch's branch has an MR that was closed — the
+// batch cannot go on with it and is settled.
+var errBatchMRClosed = errors.New("the batch MR was closed")

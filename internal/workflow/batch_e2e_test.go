@@ -1,0 +1,214 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
+)
+
+// batchWorld is the e2e world with the batch path registered and a round
+// service the test drives with RunRound.
+type batchWorld struct {
+	*world
+	deps   workflow.Deps
+	rounds *workflow.Rounds
+}
+
+func newBatchWorld(t *testing.T, st *store.Store) *batchWorld {
+	t.Helper()
+	w := newWorld(t, st)
+	deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, func(_ context.Context, f store.Flip) {
+		w.mu.Lock()
+		w.validated[f.OperationID]++
+		w.mu.Unlock()
+	})
+	workflow.RegisterBatchSteps(w.eng, deps)
+	return &batchWorld{world: w, deps: deps, rounds: workflow.NewRounds(deps, w.eng)}
+}
+
+// admitted submits approve-first requests for the batching target and
+// approves them: each ends CREATE_ADMITTED in the waiting set.
+func (w *batchWorld) admitted(ids ...string) {
+	w.t.Helper()
+	for i, id := range ids {
+		w.submit(id, fmt.Sprintf("user-%s-%d", id, i), tBatched, true)
+	}
+	for _, id := range ids {
+		w.until(id, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		w.decide(id, "approve")
+	}
+	for _, id := range ids {
+		w.until(id, "admitted", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
+	}
+}
+
+// batchMRs lists the MRs of a batch's branch, any state.
+func (w *batchWorld) batchMRs(batchID int64) []map[string]any {
+	w.t.Helper()
+	var out []map[string]any
+	w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/merge_requests?state=all&source_branch="+
+		urlQuery(workflow.BatchBranchName(batchID)), nil, &out)
+	return out
+}
+
+// TestBatchRoundOneMRForEveryMember: three approved requests of a batching
+// target (approve-first) → two overlapping rounds claim one batch → ONE MR
+// whose single commit adds all three entries to the one binding file →
+// pipeline → two bot approvals → merge → every member VALIDATED by the
+// deploy callback, one success side effect each.
+func TestBatchRoundOneMRForEveryMember(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-b1", "op-b2", "op-b3"}
+		w.admitted(ids...)
+
+		var (
+			wg      sync.WaitGroup
+			results [2]workflow.RoundResult
+			errs    [2]error
+		)
+		for i := range results {
+			wg.Go(func() { results[i], errs[i] = w.rounds.RunRound(t.Context(), 1) })
+		}
+		wg.Wait()
+		var claimed []workflow.RoundResult
+		for i, r := range results {
+			require.NoError(t, errs[i])
+			if r.Outcome == "CLAIMED" {
+				claimed = append(claimed, r)
+			}
+		}
+		require.Len(t, claimed, 1, "two overlapping rounds claim one batch: %+v", results)
+		batch := claimed[0]
+		require.Equal(t, 3, batch.Members)
+		require.NotZero(t, batch.MRIID)
+
+		for _, id := range ids {
+			o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			require.Equal(t, batch.BatchID, o.BatchID)
+			require.Equal(t, batch.MRIID, o.MRIID)
+			require.Equal(t, 1, w.validations(id), "one success side effect for %s", id)
+		}
+		mrs := w.batchMRs(batch.BatchID)
+		require.Len(t, mrs, 1, "one MR for the batch")
+		require.Equal(t, "merged", mrs[0]["state"])
+		file := w.fileOnMain(tBatched)
+		for _, id := range ids {
+			require.Contains(t, mrs[0]["description"], "Changeflow-Operation: "+id)
+			require.Contains(t, file, `operationId: "`+id+`"`)
+		}
+		b, err := st.BatchGet(t.Context(), batch.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchSucceeded, b.Status)
+		require.Equal(t, batch.MRIID, b.MRIID)
+		require.Equal(t, 2, w.approveCalls(), "two bot approvals for the whole batch")
+
+		// The slot is free and nothing waits: the next round does nothing.
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "NOTHING_WAITING", r.Outcome)
+	})
+}
+
+// TestBatchPipelineFailureSettlesAndReadmits: the batch's check pipeline
+// fails → batch_settle closes the MR, re-reads it (closed) → the batch
+// FAILED, every member back at CREATE_ADMITTED in the waiting set (history
+// kept); the next round's batch goes through.
+func TestBatchPipelineFailureSettlesAndReadmits(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-bf1", "op-bf2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
+		first, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", first.Outcome)
+
+		require.Eventually(t, func() bool {
+			_, _ = w.eng.RunDue(t.Context())
+			b, err := st.BatchGet(t.Context(), first.BatchID)
+			return err == nil && b.Status == domain.BatchFailed
+		}, 20e9, 5e6)
+		for _, id := range ids {
+			w.until(id, "re-admitted", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
+		}
+		n, err := st.BatchWaitingCount(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, 2, n, "both members wait again")
+		mrs := w.batchMRs(first.BatchID)
+		require.Len(t, mrs, 1)
+		require.Equal(t, "closed", mrs[0]["state"])
+
+		second, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", second.Outcome)
+		require.NotEqual(t, first.BatchID, second.BatchID)
+		for _, id := range ids {
+			o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			require.Equal(t, second.BatchID, o.BatchID)
+			hist, err := st.OperationStepList(t.Context(), id)
+			require.NoError(t, err)
+			require.True(t, strings.Contains(fmt.Sprint(hist), "back to the waiting set"), "history keeps the failed batch")
+		}
+	})
+}
+
+// TestBatchSettleRacingTheMergeMergedWins: the batch MR is merged by hand
+// while an operator settles the batch: settlement closes nothing, reads
+// merged, and every member ends MERGED, the batch SUCCEEDED. A second
+// settlement racing it is a no-op.
+func TestBatchSettleRacingTheMergeMergedWins(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-bm1", "op-bm2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		// The close loses to a merge that lands at the same moment.
+		w.simJSON(http.MethodPost, "/gitlab/_control/close_merge_race", map[string]any{"count": 1}, nil)
+
+		var (
+			wg   sync.WaitGroup
+			res  [2]workflow.SettleResult
+			errs [2]error
+		)
+		for i := range res {
+			wg.Go(func() {
+				res[i], errs[i] = w.deps.SettleBatch(t.Context(), r.BatchID, "OPS", "settled by an operator", "ops")
+			})
+		}
+		wg.Wait()
+		settled := 0
+		for i := range res {
+			require.NoError(t, errs[i])
+			if !res[i].AlreadySettled {
+				settled++
+				require.True(t, res[i].Merged, "merged wins")
+			}
+		}
+		require.Equal(t, 1, settled, "one settlement wins: %+v", res)
+		b, err := st.BatchGet(t.Context(), r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchSucceeded, b.Status)
+		for _, id := range ids {
+			w.until(id, "merged or validated", func(o store.Operation, bd store.Binding) bool {
+				return bd.Status == domain.BindingMerged || bd.Status == domain.BindingValidated
+			})
+		}
+	})
+}

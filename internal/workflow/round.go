@@ -1,0 +1,317 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// RoundResult is what one batch round did.
+type RoundResult struct {
+	// Outcome is the claim's answer: CLAIMED, SLOT_OCCUPIED,
+	// NOTHING_WAITING, PREEMPTED or BUSY.
+	Outcome string `json:"outcome"`
+	// BatchID is the batch claimed (or the project's active batch when the
+	// slot was occupied); 0 otherwise.
+	BatchID int64 `json:"batchId,omitempty"`
+	Members int   `json:"members,omitempty"`
+	MRIID   int64 `json:"mrIid,omitempty"`
+	// Resumed: the slot was held by a batch whose MR had not been recorded
+	// yet (its round died half-way); this round finished building it.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// Rounds runs batch rounds: RunRound on demand (POST /ops/rounds), and
+// every batch.interval for every configured project once started, together
+// with the timeout sweep. Every instance runs it; overlapping rounds are
+// safe (the project's slot answers).
+type Rounds struct {
+	d    Deps
+	wake func()
+	// ResumeAfter is how old (database clock) a RUNNING batch without a
+	// recorded MR must be before a round takes over building it; its own
+	// round normally records the MR within seconds. Default 2 minutes.
+	ResumeAfter time.Duration
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewRounds returns the round service over d; e (may be nil) is woken when
+// a batch's first durable step was scheduled.
+func NewRounds(d Deps, e *Engine) *Rounds {
+	r := &Rounds{d: d, wake: func() {}, ResumeAfter: 2 * time.Minute}
+	if e != nil {
+		r.wake = e.Wake
+	}
+	return r
+}
+
+func claimOutcomeName(o store.ClaimOutcome) string {
+	switch o {
+	case store.ClaimClaimed:
+		return "CLAIMED"
+	case store.ClaimSlotOccupied:
+		return "SLOT_OCCUPIED"
+	case store.ClaimNothingWaiting:
+		return "NOTHING_WAITING"
+	case store.ClaimPreempted:
+		return "PREEMPTED"
+	case store.ClaimBusy:
+		return "BUSY"
+	}
+	return "UNKNOWN"
+}
+
+// RunRound runs one round for the config repo projectID: claim the waiting
+// set (store.BatchClaim, up to batch.maxRequests); when claimed, build the
+// batch's MR and schedule its durable steps. Slot occupied by a batch that
+// has had no MR recorded for ResumeAfter (its round died after the claim)
+// → finish building that batch (idempotent: every remote write is looked
+// up first). Anything else does nothing.
+func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, error) {
+	cfg := r.d.Config().Batch()
+	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: cfg.MaxRequests})
+	if err != nil {
+		return RoundResult{}, err
+	}
+	res := RoundResult{Outcome: claimOutcomeName(claim.Outcome), BatchID: claim.BatchID, Members: len(claim.Members)}
+	switch claim.Outcome {
+	case store.ClaimClaimed:
+	case store.ClaimSlotOccupied:
+		// A batch whose round died before recording its MR: finish it. A
+		// young one may still be being built by its own round.
+		b, err := r.d.Store.BatchUnstarted(ctx, projectID, r.ResumeAfter)
+		if errors.Is(err, domain.ErrNotFound) {
+			return res, nil
+		}
+		if err != nil {
+			return res, err
+		}
+		res.BatchID, res.Resumed = b.ID, true
+	default:
+		return res, nil
+	}
+	b, err := r.d.Store.BatchGet(ctx, res.BatchID)
+	if err != nil {
+		return res, err
+	}
+	mr, n, err := r.d.startBatch(ctx, b)
+	res.MRIID, res.Members = mr, n
+	if err != nil {
+		return res, err
+	}
+	r.wake()
+	return res, nil
+}
+
+// startBatch builds the batch's MR and hands the batch to the engine:
+//
+//  1. the MR by the deterministic branch changeflow/batch-<id> (any
+//     state): opened or merged → adopt; closed → settle the batch;
+//  2. the branch, then every member's binding file on it (else on the
+//     target branch): the members' entries are added per file — several
+//     members of one file are one edit — and committed as ONE commit with
+//     a Changeflow-Operation trailer per member, unless the branch already
+//     holds them all;
+//  3. CreateMR (409: ours from a lost answer → look up again);
+//  4. one transaction (store.BatchApply): the MR on the batch row (first:
+//     only a batch still RUNNING or BLOCKED), the MR and batch_id on every
+//     member, every member CREATE_ADMITTED → CREATE_STARTED →
+//     CREATE_MR_CREATED (checked moves, batched statements), and the
+//     driver's batch_poll_pipeline due now.
+//
+// A crash anywhere before 4 commits leaves a RUNNING batch without an MR
+// recorded; the next round on any instance finds the slot occupied by it
+// and runs startBatch again, which adopts what the dead one did.
+func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, members int, err error) {
+	ops, err := d.Store.BatchMemberOperations(ctx, b.ID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(ops) == 0 {
+		return 0, 0, fmt.Errorf("batch %d has no members", b.ID)
+	}
+	project := strconv.FormatInt(b.ProjectID, 10)
+	branch := BatchBranchName(b.ID)
+	gl := d.GitLab
+
+	mr, found, err := gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
+	if err != nil {
+		return 0, len(ops), fmt.Errorf("look up MR of %s: %w", branch, err)
+	}
+	if found && mr.State == gitlab.MRStateClosed {
+		_, err := d.SettleBatch(ctx, b.ID, "BATCH_MR_CLOSED", errBatchMRClosed.Error(), "round")
+		return mr.IID, len(ops), err
+	}
+	if !found {
+		_, err = gl.GetBranch(ctx, project, branch)
+		branchExists := err == nil
+		if err != nil && !gitlab.IsNotFound(err) {
+			return 0, len(ops), fmt.Errorf("look up branch: %w", err)
+		}
+		ref := d.targetBranch()
+		if branchExists {
+			ref = branch
+		}
+		actions, err := d.batchFiles(ctx, project, ref, ops)
+		if err != nil {
+			return 0, len(ops), err
+		}
+		title, body := batchText(b.ID, ops)
+		if len(actions) > 0 {
+			req := gitlab.CommitRequest{Branch: branch, Message: title + "\n\n" + body, Actions: actions}
+			if !branchExists {
+				req.StartBranch = d.targetBranch()
+			}
+			if _, err := gl.CreateCommit(ctx, project, req); err != nil {
+				return 0, len(ops), fmt.Errorf("commit: %w", err)
+			}
+		}
+		mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
+			SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
+		})
+		if gitlab.IsConflict(err) {
+			mr, found, err = gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateOpened)
+			if err == nil && !found {
+				err = fmt.Errorf("MR of %s: conflict, then not found", branch)
+			}
+		}
+		if err != nil {
+			return 0, len(ops), fmt.Errorf("open MR: %w", err)
+		}
+	}
+
+	states, err := d.Store.BatchMemberStates(ctx, b.ID)
+	if err != nil {
+		return mr.IID, len(ops), err
+	}
+	ids := make([]string, len(ops))
+	for i, op := range ops {
+		ids[i] = op.OperationID
+	}
+	actor := "batch-" + strconv.FormatInt(b.ID, 10)
+	moves, err := planMoves(states, msMRCreated, func(m store.BatchMemberState) bool {
+		return m.Binding == domain.BindingMRCreating && domain.StepStatus(m.Step) == domain.StepCreateAdmitted
+	}, actor, fmt.Sprintf("batch %d: MR !%d", b.ID, mr.IID))
+	if err != nil {
+		return mr.IID, len(ops), err
+	}
+	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch}
+	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{
+		BatchID: b.ID, SetMR: link, LinkMR: link, LinkOps: ids, Moves: moves,
+		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: ActionBatchPollPipeline},
+	})
+	if err != nil {
+		return mr.IID, len(ops), fmt.Errorf("record MR !%d: %w", mr.IID, err)
+	}
+	return mr.IID, len(ops), nil
+}
+
+// Start runs rounds and the timeout sweep every batch.interval (read at
+// every tick) for every gitlab.projects entry with a numeric id, until
+// Stop or ctx ends. Safe to call twice; a no-op after Stop.
+func (r *Rounds) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go r.loop(ctx)
+}
+
+// Stop ends the loop and waits for a running round. Safe twice.
+func (r *Rounds) Stop() {
+	r.mu.Lock()
+	r.stopped = true
+	cancel, done := r.cancel, r.done
+	r.cancel = nil
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (r *Rounds) loop(ctx context.Context) {
+	defer close(r.done)
+	for {
+		interval := r.d.Config().Batch().Interval
+		if interval <= 0 {
+			interval = 10 * time.Second
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		r.Tick(ctx)
+	}
+}
+
+// Tick runs one round per configured project and one timeout sweep.
+func (r *Rounds) Tick(ctx context.Context) {
+	if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+		r.d.logger().Warn("batch sweep", "err", err)
+	}
+	for _, id := range r.Projects() {
+		if _, err := r.RunRound(ctx, id); err != nil && ctx.Err() == nil {
+			r.d.logger().Warn("batch round", "project", id, "err", err)
+		}
+	}
+}
+
+// Projects are the numeric ids of gitlab.projects.
+func (r *Rounds) Projects() []int64 {
+	ps, _ := r.d.Config().List(config.KeyGitLabProjects)
+	var out []int64
+	for _, p := range ps {
+		if id, err := strconv.ParseInt(p, 10, 64); err == nil && id > 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Sweep settles every RUNNING batch older than batch.timeout
+// (store.BatchSweepTimedOut, guarded per batch), then for each swept
+// batch closes and re-reads its MR and moves its members: merged → MERGED
+// (the batch row stays FAILED: terminal states have no way out); else
+// back to the waiting set.
+func (r *Rounds) Sweep(ctx context.Context) (int, error) {
+	timeout := r.d.Config().Batch().Timeout
+	if timeout <= 0 {
+		return 0, nil
+	}
+	swept, err := r.d.Store.BatchSweepTimedOut(ctx, store.BatchSweepParams{MaxAge: timeout, FailureCode: "BATCH_TIMEOUT",
+		FailureMessage: "the batch did not finish within batch.timeout"})
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range swept {
+		b, err := r.d.Store.BatchGet(ctx, s.BatchID)
+		if err != nil {
+			return len(swept), err
+		}
+		if _, err := r.d.settleMembers(ctx, b, "sweep", true); err != nil {
+			r.d.logger().Warn("settle swept batch", "batch", b.ID, "err", err)
+		}
+	}
+	return len(swept), nil
+}
