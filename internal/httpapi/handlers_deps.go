@@ -86,6 +86,10 @@ type Business struct {
 	// OpsActions backs the ops write endpoints of the single-request path
 	// and reconciliation (ops_write.go); nil answers them with 500.
 	OpsActions OpsActions
+	// BatchActions backs the batch write endpoints (ops_batch_write.go):
+	// POST /ops/rounds and POST /ops/batches/{id}/settle; nil answers
+	// them with 500.
+	BatchActions BatchActions
 	// Callbacks is the callback inbox.
 	Callbacks CallbackStore
 	// Sink acts on a recorded callback; nil until the workflow implements

@@ -73,6 +73,10 @@ func (s *Server) routes() {
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		{pattern: "POST /ops/requests/{operationId}/replay-approval", handler: s.handleOpsReplayApproval(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		{pattern: "POST /ops/reconcile", handler: s.handleOpsReconcile(), metrics: true, rules: config.RouteOpsReconcileRun},
+		// Operations, write, batch path (ops_batch_write.go): run a round
+		// now, settle a batch.
+		{pattern: "POST /ops/rounds", handler: s.handleOpsRounds(), metrics: true, rules: config.RouteOpsRoundsRun},
+		{pattern: "POST /ops/batches/{id}/settle", handler: s.handleOpsBatchSettle(), metrics: true, rules: config.RouteOpsBatchSettle},
 
 		// The web app (SPEC §3.5, internal/web): the entry page and the
 		// hashed assets. Client routes and root files reach the same

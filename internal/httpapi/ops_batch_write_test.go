@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"strconv"
+	"testing"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
+)
+
+// withBatchActions wires the workflow-backed batch actions over the
+// world's store, configuration and simulated GitLab.
+func withBatchActions() worldOpt {
+	return func(w *bizWorld, d *Deps) {
+		gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Current()) }})
+		wd := workflow.Deps{Store: w.st, GitLab: gl, Config: w.cfg.Current}
+		d.Business.BatchActions = WorkflowBatchOps{Rounds: workflow.NewRounds(wd, nil), Deps: wd}
+	}
+}
+
+func TestOpsBatchWrite(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st, withBatchActions())
+		ctx := t.Context()
+		if _, err := st.BatchAdmit(ctx, "op-waiting", 1); err != nil {
+			t.Fatal(err)
+		}
+		claim, err := st.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		if err != nil || claim.Outcome != store.ClaimClaimed {
+			t.Fatalf("claim %+v %v", claim, err)
+		}
+		settle := "/ops/batches/" + strconv.FormatInt(claim.BatchID, 10) + "/settle"
+		paths := []string{"/ops/rounds", settle}
+
+		t.Run("401 before the body is read", func(t *testing.T) {
+			for _, p := range paths {
+				w.do(req{method: "POST", path: p, body: "{not json"}).want(t, 401, "UNAUTHENTICATED")
+			}
+		})
+		t.Run("403: no rule (alice), or a read rule only (bob)", func(t *testing.T) {
+			w.perm.SetGrants("bob", []string{"ops.read"})
+			defer w.perm.SetGrants("bob", nil)
+			for _, p := range paths {
+				for _, u := range []string{"alice", "bob"} {
+					r := w.do(req{method: "POST", path: p, user: u})
+					r.want(t, 403, "ACCESS_DENIED")
+					if r.env.Message != "Access denied" {
+						t.Fatalf("message %q", r.env.Message)
+					}
+				}
+			}
+		})
+		t.Run("rounds: the slot answers while the batch runs", func(t *testing.T) {
+			r := w.do(req{method: "POST", path: "/ops/rounds", user: "olivia", body: `{"projectId":1}`})
+			r.want(t, 200, "OK")
+			rounds := r.data["rounds"].([]any)
+			if len(rounds) != 1 || rounds[0].(map[string]any)["outcome"] != "NOTHING_WAITING" {
+				t.Fatalf("rounds %v", rounds)
+			}
+			w.do(req{method: "POST", path: "/ops/rounds", user: "olivia", body: `{"projectId":"x"}`}).want(t, 400, "INVALID_ARGUMENT")
+		})
+		t.Run("settle: no MR → FAILED, then already settled", func(t *testing.T) {
+			r := w.do(req{method: "POST", path: settle, user: "olivia"})
+			if r.status != 200 {
+				t.Log(w.logs.String())
+			}
+			r.want(t, 200, "OK")
+			if r.data["status"] != "FAILED" || r.data["alreadySettled"] != false || r.data["merged"] != false {
+				t.Fatalf("data %v", r.data)
+			}
+			b, err := st.BatchGet(ctx, claim.BatchID)
+			if err != nil || b.Status != domain.BatchFailed {
+				t.Fatalf("batch %+v %v", b, err)
+			}
+			r = w.do(req{method: "POST", path: settle, user: "olivia"})
+			r.want(t, 200, "OK")
+			if r.data["alreadySettled"] != true {
+				t.Fatalf("data %v", r.data)
+			}
+			if recs := auditOf(t, st, strconv.FormatInt(claim.BatchID, 10)); len(recs) != 2 {
+				t.Fatalf("audit %v", recs)
+			}
+		})
+		t.Run("settle: unknown batch 404, bad id 400", func(t *testing.T) {
+			w.do(req{method: "POST", path: "/ops/batches/999999/settle", user: "olivia"}).want(t, 404, "NOT_FOUND")
+			w.do(req{method: "POST", path: "/ops/batches/x/settle", user: "olivia"}).want(t, 400, "INVALID_ARGUMENT")
+		})
+	})
+}
+
+func TestOpsBatchWriteWithoutWorkflow(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st)
+		w.do(req{method: "POST", path: "/ops/rounds", user: "olivia"}).want(t, 500, "INTERNAL_ERROR")
+		w.do(req{method: "POST", path: "/ops/batches/1/settle", user: "olivia"}).want(t, 500, "INTERNAL_ERROR")
+	})
+}
