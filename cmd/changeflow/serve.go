@@ -113,6 +113,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		OnValidated: func(_ context.Context, f store.Flip) { m.RequestValidated(f.TargetKey) },
 	}
 	workflow.RegisterSteps(engine, wdeps)
+	workflow.RegisterBatchSteps(engine, wdeps)
 	if err := engine.Start(ctx); err != nil {
 		return fmt.Errorf("start workflow engine: %w", err)
 	}
@@ -125,6 +126,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("start reconciliation: %w", err)
 	}
 	defer reconciler.Stop()
+	// Batch rounds (R-WF-10) and the batch timeout sweep on every instance
+	// every batch.interval for every gitlab.projects entry; overlapping
+	// rounds of several instances are answered by the project's slot.
+	rounds := workflow.NewRounds(wdeps, engine)
+	rounds.Start(ctx)
+	defer rounds.Stop()
 	callbacks := workflow.NewCallbacks(wdeps, engine)
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:    logger,
@@ -136,9 +143,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: gl,
-			Sink:       httpsink.New(callbacks),
-			Work:       engine,
-			OpsActions: httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
+			Sink:         httpsink.New(callbacks),
+			Work:         engine,
+			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
+			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 		},
 	})
 
