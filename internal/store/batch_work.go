@@ -61,6 +61,9 @@ type BatchMR struct {
 	IID    int64
 	URL    string
 	Branch string
+	// SplitDepth is recorded on the batch row with SetMR (culprit
+	// isolation: how many halvings led to this batch's size).
+	SplitDepth int
 }
 
 // BatchSchedule names the operation that carries a batch's next action
@@ -140,8 +143,8 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 	switch {
 	case p.SetMR != nil:
 		err := execN(ctx, tx, 1,
-			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ? WHERE id = ? AND status IN (?, ?)",
-			p.SetMR.IID, clipRunes(p.SetMR.URL, 512), clipRunes(p.SetMR.Branch, 255), p.BatchID,
+			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ?, split_depth = ? WHERE id = ? AND status IN (?, ?)",
+			p.SetMR.IID, clipRunes(p.SetMR.URL, 512), clipRunes(p.SetMR.Branch, 255), p.SetMR.SplitDepth, p.BatchID,
 			domain.BatchRunning, domain.BatchBlocked)
 		if err != nil {
 			return nil, fmt.Errorf("record MR: %w", err)

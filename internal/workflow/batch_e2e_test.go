@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -24,7 +25,7 @@ type batchWorld struct {
 	rounds *workflow.Rounds
 }
 
-func newBatchWorld(t *testing.T, st *store.Store) *batchWorld {
+func newBatchWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) gitlab.GitLab) *batchWorld {
 	t.Helper()
 	w := newWorld(t, st)
 	deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, func(_ context.Context, f store.Flip) {
@@ -32,6 +33,9 @@ func newBatchWorld(t *testing.T, st *store.Store) *batchWorld {
 		w.validated[f.OperationID]++
 		w.mu.Unlock()
 	})
+	for _, f := range wrap {
+		deps.GitLab = f(deps.GitLab)
+	}
 	workflow.RegisterBatchSteps(w.eng, deps)
 	return &batchWorld{world: w, deps: deps, rounds: workflow.NewRounds(deps, w.eng)}
 }
@@ -124,7 +128,7 @@ func TestBatchRoundOneMRForEveryMember(t *testing.T) {
 // TestBatchPipelineFailureSettlesAndReadmits: the batch's check pipeline
 // fails → batch_settle closes the MR, re-reads it (closed) → the batch
 // FAILED, every member back at CREATE_ADMITTED in the waiting set (history
-// kept); the next round's batch goes through.
+// kept); the next rounds (halved: one member each) go through.
 func TestBatchPipelineFailureSettlesAndReadmits(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
@@ -151,13 +155,12 @@ func TestBatchPipelineFailureSettlesAndReadmits(t *testing.T) {
 		require.Len(t, mrs, 1)
 		require.Equal(t, "closed", mrs[0]["state"])
 
-		second, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", second.Outcome)
-		require.NotEqual(t, first.BatchID, second.BatchID)
+		// The next claims are halved (culprit isolation): one member each.
+		later := w.roundsUntilIdle()
+		require.Len(t, later, 2)
 		for _, id := range ids {
 			o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			require.Equal(t, second.BatchID, o.BatchID)
+			require.NotEqual(t, first.BatchID, o.BatchID)
 			hist, err := st.OperationStepList(t.Context(), id)
 			require.NoError(t, err)
 			require.True(t, strings.Contains(fmt.Sprint(hist), "back to the waiting set"), "history keeps the failed batch")
@@ -210,5 +213,77 @@ func TestBatchSettleRacingTheMergeMergedWins(t *testing.T) {
 				return bd.Status == domain.BindingMerged || bd.Status == domain.BindingValidated
 			})
 		}
+	})
+}
+
+// culpritGitLab makes the check pipeline of every MR whose description
+// names the culprit's operationId fail: the culprit's change breaks the
+// checks, in whichever batch it is.
+type culpritGitLab struct {
+	gitlab.GitLab
+	culprit string
+}
+
+func (c culpritGitLab) GetMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
+	mr, err := c.GitLab.GetMR(ctx, project, iid)
+	if err == nil && mr.HeadPipeline != nil && workflow.HasTrailer(mr.Description, c.culprit) {
+		p := *mr.HeadPipeline
+		p.Status = "failed"
+		mr.HeadPipeline = &p
+	}
+	return mr, err
+}
+
+// roundsUntilIdle runs rounds, each driven until its batch settled, until
+// nothing waits; it returns the batches claimed.
+func (w *batchWorld) roundsUntilIdle() []workflow.RoundResult {
+	w.t.Helper()
+	var out []workflow.RoundResult
+	for range 20 {
+		r, err := w.rounds.RunRound(w.t.Context(), 1)
+		require.NoError(w.t, err)
+		if r.Outcome == "NOTHING_WAITING" {
+			return out
+		}
+		require.Equal(w.t, "CLAIMED", r.Outcome, "%+v", r)
+		out = append(out, r)
+		require.Eventually(w.t, func() bool {
+			_, _ = w.eng.RunDue(w.t.Context())
+			b, err := w.st.BatchGet(w.t.Context(), r.BatchID)
+			return err == nil && !b.Status.Active()
+		}, 20e9, 5e6)
+	}
+	w.t.Fatalf("still waiting after 20 rounds: %+v", out)
+	return nil
+}
+
+// TestBatchCulpritIsolation: one member's change breaks the check pipeline
+// of every batch it is in. The failed batch's members are re-admitted and
+// the next claims halve (bounded by batch.maxSplitDepth) until the culprit
+// fails alone: it ends CREATE_PIPELINE_FAILED with CONTACT_MAINTAINERS and
+// is not re-admitted; every other member is VALIDATED.
+func TestBatchCulpritIsolation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return culpritGitLab{GitLab: g, culprit: "op-i2"} })
+		ids := []string{"op-i0", "op-i1", "op-i2", "op-i3"}
+		w.admitted(ids...)
+		rounds := w.roundsUntilIdle()
+		sizes := make([]int, len(rounds))
+		for i, r := range rounds {
+			sizes[i] = r.Members
+		}
+		require.LessOrEqual(t, len(rounds), 6, "MRs opened: %v", sizes)
+		require.Equal(t, 4, sizes[0])
+		o, b := w.until("op-i2", "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
+		n, err := st.BatchWaitingCount(t.Context(), 1)
+		require.NoError(t, err)
+		require.Zero(t, n, "the culprit is not re-admitted")
+		for _, id := range []string{"op-i0", "op-i1", "op-i3"} {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			require.Equal(t, 1, w.validations(id))
+		}
+		t.Logf("batch sizes: %v", sizes)
 	})
 }

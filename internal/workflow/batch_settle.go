@@ -38,10 +38,13 @@ type SettleResult struct {
 // AlreadySettled. Used by batch_settle, POST /ops/batches/{id}/settle and
 // the round when it finds the batch MR closed.
 func (d Deps) SettleBatch(ctx context.Context, batchID int64, code, message, actor string) (SettleResult, error) {
-	return d.settleBatch(ctx, batchID, code, message, actor, "")
+	return d.settleBatch(ctx, batchID, code, message, actor, "", "")
 }
 
-func (d Deps) settleBatch(ctx context.Context, batchID int64, code, message, actor, runningDriver string) (SettleResult, error) {
+// settleBatch is SettleBatch from the running batch: runningDriver's own
+// lease is kept (its step finishes the run), and culprit, when set, is
+// not re-admitted — it keeps the failure state it shows.
+func (d Deps) settleBatch(ctx context.Context, batchID int64, code, message, actor, runningDriver, culprit string) (SettleResult, error) {
 	b, err := d.Store.BatchGet(ctx, batchID)
 	if err != nil {
 		return SettleResult{}, err
@@ -52,7 +55,7 @@ func (d Deps) settleBatch(ctx context.Context, batchID int64, code, message, act
 	// A member that moved between the read and the write (the driver's
 	// poll) pre-empts the whole transaction: read again and retry.
 	for attempt := 1; ; attempt++ {
-		res, err := d.settleCore(ctx, b, code, message, actor, true, runningDriver)
+		res, err := d.settleCore(ctx, b, code, message, actor, true, runningDriver, culprit)
 		if err == nil || !errors.Is(err, domain.ErrPreempted) || attempt == 3 {
 			return res, err
 		}
@@ -69,10 +72,10 @@ func (d Deps) settleBatch(ctx context.Context, batchID int64, code, message, act
 // path (the timeout sweep) already moved to FAILED: close, re-read, and
 // move the members as SettleBatch does, without writing the batch.
 func (d Deps) settleMembers(ctx context.Context, b store.Batch, actor string, _ bool) (SettleResult, error) {
-	return d.settleCore(ctx, b, "", "", actor, false, "")
+	return d.settleCore(ctx, b, "", "", actor, false, "", "")
 }
 
-func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, actor string, writeBatch bool, runningDriver string) (SettleResult, error) {
+func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, actor string, writeBatch bool, runningDriver, culprit string) (SettleResult, error) {
 	res := SettleResult{BatchID: b.ID}
 	merged, err := d.closeAndRead(ctx, b)
 	if err != nil {
@@ -105,7 +108,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, acto
 	} else {
 		res.Status = domain.BatchFailed.String()
 		pick := func(m store.BatchMemberState) bool {
-			return m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
+			return m.OperationID != culprit && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
 		}
 		if p.Moves, err = planMoves(states, msAdmitted, pick, actor,
 			fmt.Sprintf("batch %d failed (%s): back to the waiting set", b.ID, code)); err != nil {
@@ -239,8 +242,23 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 // failure, a timeout, a closed MR) — settle the batch.
 func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 	op := w.Operation
-	reason := fmt.Sprintf("%s stopped at %s", op.OperationID, domain.StepStatus(op.Step))
-	res, err := d.settleBatch(ctx, op.BatchID, "BATCH_STEP_FAILED", reason, "batch-"+strconv.FormatInt(op.BatchID, 10), op.OperationID)
+	step := domain.StepStatus(op.Step)
+	reason := fmt.Sprintf("%s stopped at %s", op.OperationID, step)
+	code, culprit := "BATCH_STEP_FAILED", ""
+	if step == domain.StepCreatePipelineFailed || step == domain.StepHandlePipelineFailed {
+		// The checks refused the batch's change: the next round halves
+		// its size (roundSize). A batch of one has found its culprit: it
+		// keeps the failure (CONTACT_MAINTAINERS) and is not re-admitted.
+		code = codePipelineFailed
+		members, err := d.Store.BatchMembers(ctx, op.BatchID)
+		if err != nil {
+			return d.retryOr(err, "read members")
+		}
+		if len(members) == 1 {
+			culprit = op.OperationID
+		}
+	}
+	res, err := d.settleBatch(ctx, op.BatchID, code, reason, "batch-"+strconv.FormatInt(op.BatchID, 10), op.OperationID, culprit)
 	if err != nil {
 		if transient(err) {
 			return RetryAfter(d.retryDelay(), "settle: "+err.Error()), nil

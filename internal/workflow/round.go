@@ -27,6 +27,43 @@ type RoundResult struct {
 	// Resumed: the slot was held by a batch whose MR had not been recorded
 	// yet (its round died half-way); this round finished building it.
 	Resumed bool `json:"resumed,omitempty"`
+	// SplitDepth: how many times the claim size was halved after batches
+	// whose check pipeline failed (culprit isolation).
+	SplitDepth int `json:"splitDepth,omitempty"`
+}
+
+// codePipelineFailed is the failure code of a batch whose check pipeline
+// failed deterministically; the next round halves the claim size.
+const codePipelineFailed = "BATCH_PIPELINE_FAILED"
+
+// roundSize is the claim size of the project's next round (culprit
+// isolation): after a batch that FAILED because its check pipeline failed,
+// half that batch's size (at least 1) at split depth + 1; past
+// batch.maxSplitDepth, single requests; otherwise batch.maxRequests at
+// depth 0. The members of the failed batch were re-admitted in claim
+// order, so successive halves narrow down to the request whose change
+// breaks the checks, which then fails alone (single-request batch) and is
+// not re-admitted. Read from the database (the project's latest batch), so
+// every instance agrees.
+func (d Deps) roundSize(ctx context.Context, projectID int64) (size, depth int, err error) {
+	cfg := d.Config().Batch()
+	page, err := d.Store.BatchList(ctx, store.BatchListParams{ProjectID: projectID, Limit: 1})
+	if err != nil || len(page.Items) == 0 {
+		return cfg.MaxRequests, 0, err
+	}
+	last := page.Items[0]
+	if last.Status != domain.BatchFailed || last.FailureCode != codePipelineFailed {
+		return cfg.MaxRequests, 0, nil
+	}
+	members, err := d.Store.BatchMembers(ctx, last.ID)
+	if err != nil {
+		return 0, 0, err
+	}
+	depth = last.SplitDepth + 1
+	if depth > cfg.MaxSplitDepth {
+		return 1, depth, nil
+	}
+	return max(1, len(members)/2), depth, nil
 }
 
 // Rounds runs batch rounds: RunRound on demand (POST /ops/rounds), and
@@ -81,12 +118,15 @@ func claimOutcomeName(o store.ClaimOutcome) string {
 // → finish building that batch (idempotent: every remote write is looked
 // up first). Anything else does nothing.
 func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, error) {
-	cfg := r.d.Config().Batch()
-	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: cfg.MaxRequests})
+	size, depth, err := r.d.roundSize(ctx, projectID)
 	if err != nil {
 		return RoundResult{}, err
 	}
-	res := RoundResult{Outcome: claimOutcomeName(claim.Outcome), BatchID: claim.BatchID, Members: len(claim.Members)}
+	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: size})
+	if err != nil {
+		return RoundResult{}, err
+	}
+	res := RoundResult{Outcome: claimOutcomeName(claim.Outcome), BatchID: claim.BatchID, Members: len(claim.Members), SplitDepth: depth}
 	switch claim.Outcome {
 	case store.ClaimClaimed:
 	case store.ClaimSlotOccupied:
@@ -99,7 +139,7 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 		if err != nil {
 			return res, err
 		}
-		res.BatchID, res.Resumed = b.ID, true
+		res.BatchID, res.Resumed, res.SplitDepth = b.ID, true, b.SplitDepth
 	default:
 		return res, nil
 	}
@@ -107,6 +147,7 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 	if err != nil {
 		return res, err
 	}
+	b.SplitDepth = res.SplitDepth
 	mr, n, err := r.d.startBatch(ctx, b)
 	res.MRIID, res.Members = mr, n
 	if err != nil {
@@ -208,7 +249,7 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 	if err != nil {
 		return mr.IID, len(ops), err
 	}
-	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch}
+	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch, SplitDepth: b.SplitDepth}
 	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{
 		BatchID: b.ID, SetMR: link, LinkMR: link, LinkOps: ids, Moves: moves,
 		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: ActionBatchPollPipeline},
