@@ -113,8 +113,8 @@ func claimOutcomeName(o store.ClaimOutcome) string {
 
 // RunRound runs one round for the config repo projectID: claim the waiting
 // set (store.BatchClaim, up to batch.maxRequests); when claimed, build the
-// batch's MR and schedule its durable steps. Slot occupied by a batch that
-// has had no MR recorded for ResumeAfter (its round died after the claim)
+// batch's MR and schedule its durable steps. Otherwise, a RUNNING batch
+// that has had no MR recorded for ResumeAfter (its round died after the claim)
 // → finish building that batch (idempotent: every remote write is looked
 // up first). Anything else does nothing.
 func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, error) {
@@ -129,9 +129,10 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 	res := RoundResult{Outcome: claimOutcomeName(claim.Outcome), BatchID: claim.BatchID, Members: len(claim.Members), SplitDepth: depth}
 	switch claim.Outcome {
 	case store.ClaimClaimed:
-	case store.ClaimSlotOccupied:
+	case store.ClaimSlotOccupied, store.ClaimNothingWaiting:
 		// A batch whose round died before recording its MR: finish it. A
-		// young one may still be being built by its own round.
+		// young one may still be being built by its own round. (The claim's
+		// pre-check answers "nothing waiting" before it looks at the slot.)
 		b, err := r.d.Store.BatchUnstarted(ctx, projectID, r.ResumeAfter)
 		if errors.Is(err, domain.ErrNotFound) {
 			return res, nil

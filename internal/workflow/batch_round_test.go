@@ -1,0 +1,108 @@
+package workflow_test
+
+import (
+	"maps"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+// reload applies extra configuration keys on top of the world's overlay.
+func (w *batchWorld) reload(kv map[string]any) {
+	w.t.Helper()
+	ov := e2eOverlay(w.simTS.URL)
+	maps.Copy(ov, kv)
+	w.load(ov)
+}
+
+// TestBatchRoundDiedAfterTheClaimIsResumed: a round that died right after
+// its claim (a RUNNING batch, no MR recorded, members still admitted) is
+// finished by a later round once it is older than ResumeAfter, and the
+// batch goes through with one MR.
+func TestBatchRoundDiedAfterTheClaimIsResumed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-r1", "op-r2"}
+		w.admitted(ids...)
+		claim, err := st.BatchClaim(t.Context(), store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		require.NoError(t, err)
+		require.Equal(t, store.ClaimClaimed, claim.Outcome)
+
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Contains(t, []string{"SLOT_OCCUPIED", "NOTHING_WAITING"}, r.Outcome)
+		require.False(t, r.Resumed, "a young batch is left to its own round")
+
+		w.rounds.ResumeAfter = time.Millisecond
+		time.Sleep(5 * time.Millisecond)
+		r, err = w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.True(t, r.Resumed)
+		require.Equal(t, claim.BatchID, r.BatchID)
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		}
+		require.Len(t, w.batchMRs(claim.BatchID), 1)
+	})
+}
+
+// TestBatchSweepSettlesATimedOutBatch: a batch whose pipeline never
+// finishes outlives batch.timeout; the sweep fails it, closes its MR and
+// re-admits its members (none merged).
+func TestBatchSweepSettlesATimedOutBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		w.reload(map[string]any{"batch.timeout": "1s"})
+		ids := []string{"op-s1", "op-s2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		require.Eventually(t, func() bool {
+			n, err := w.rounds.Sweep(t.Context())
+			require.NoError(t, err)
+			return n == 1
+		}, 10*time.Second, 50*time.Millisecond)
+		b, err := st.BatchGet(t.Context(), r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchFailed, b.Status)
+		require.Equal(t, "BATCH_TIMEOUT", b.FailureCode)
+		require.Equal(t, "closed", w.batchMRs(r.BatchID)[0]["state"])
+		for _, id := range ids {
+			w.until(id, "re-admitted", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
+		}
+		n, err := st.BatchWaitingCount(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+	})
+}
+
+// TestBatchRoundServiceRunsRoundsOnItsOwn: Start (twice) runs rounds every
+// batch.interval; admitted requests end VALIDATED without a manual round;
+// Stop is safe twice.
+func TestBatchRoundServiceRunsRoundsOnItsOwn(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		w.reload(map[string]any{"batch.interval": "20ms"})
+		w.rounds.Start(t.Context())
+		w.rounds.Start(t.Context())
+		defer w.rounds.Stop()
+		ids := []string{"op-svc1", "op-svc2"}
+		w.admitted(ids...)
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		}
+		w.rounds.Stop()
+		w.rounds.Stop()
+	})
+}
