@@ -111,6 +111,11 @@ type BatchApplyParams struct {
 	// Unschedule clears these operations' next action and lease (after the
 	// moves, before Schedule).
 	Unschedule []string
+
+	// Park sets an operation's next action without making it due (a
+	// stopped row that remembers what a retrigger re-runs); its lease is
+	// kept.
+	Park *BatchSchedule
 }
 
 // BatchApply runs p in one transaction (see BatchApplyParams); an InnoDB
@@ -197,6 +202,12 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 	if len(p.Unschedule) > 0 {
 		if err := batchUnscheduleTx(ctx, tx, d, p.Unschedule); err != nil {
 			return nil, err
+		}
+	}
+	if p.Park != nil {
+		if err := execN(ctx, tx, 1, "UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+			" SET next_action = ?, due_at = NULL WHERE operation_id = ?", p.Park.Action, p.Park.OperationID); err != nil {
+			return nil, fmt.Errorf("park %s: %w", p.Park.OperationID, err)
 		}
 	}
 	if p.Schedule != nil {

@@ -277,6 +277,8 @@ func TestBatchCulpritIsolation(t *testing.T) {
 		require.Equal(t, 4, sizes[0])
 		o, b := w.until("op-i2", "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
 		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
+		require.Equal(t, workflow.ActionCreateMR, o.NextAction, "stopped where a retrigger opens its own MR")
+		require.True(t, o.DueAt.IsZero())
 		n, err := st.BatchWaitingCount(t.Context(), 1)
 		require.NoError(t, err)
 		require.Zero(t, n, "the culprit is not re-admitted")

@@ -120,6 +120,11 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, acto
 			}
 		}
 		p.ProjectID = b.ProjectID
+		if culprit != "" {
+			// Stopped where an operator's retrigger opens a single-request
+			// MR for it (after the file or the checks are fixed).
+			p.Park = &store.BatchSchedule{OperationID: culprit, Action: ActionCreateMR}
+		}
 		if writeBatch {
 			p.SettleTo, p.FailureCode, p.FailureMessage = domain.BatchFailed, code, message
 		}
@@ -264,6 +269,11 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 			return RetryAfter(d.retryDelay(), "settle: "+err.Error()), nil
 		}
 		return Outcome{}, err
+	}
+	if culprit != "" && !res.AlreadySettled && !res.Merged {
+		// The row stays in its failure state, stopped, next action
+		// create_mr (parked by the settlement).
+		return Fail(step, domain.BindingCreateFailed, reason+"; the batch's culprit: not re-admitted"), nil
 	}
 	return Done("", Transition{Note: fmt.Sprintf("batch %d settled %s", res.BatchID, res.Status)}), nil
 }
