@@ -106,3 +106,41 @@ func TestBatchRoundServiceRunsRoundsOnItsOwn(t *testing.T) {
 		w.rounds.Stop()
 	})
 }
+
+// TestBatchBlockedUntilAPersonSettlesIt: a bot may not approve the batch MR
+// (403) — every next batch would fail the same way, so the batch becomes
+// BLOCKED and keeps the slot (rounds answer SLOT_OCCUPIED, new requests
+// wait); once the bot is fixed an operator settles it: FAILED, members
+// re-admitted, and the next round validates them.
+func TestBatchBlockedUntilAPersonSettlesIt(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-k1", "op-k2"}
+		w.admitted(ids...)
+		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		require.Eventually(t, func() bool {
+			_, _ = w.eng.RunDue(t.Context())
+			b, err := st.BatchGet(t.Context(), r.BatchID)
+			return err == nil && b.Status == domain.BatchBlocked
+		}, 20*time.Second, 5*time.Millisecond)
+
+		w.admitted("op-k3")
+		again, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "SLOT_OCCUPIED", again.Outcome, "a blocked batch keeps the slot")
+
+		w.reload(nil)
+		res, err := w.deps.SettleBatch(t.Context(), r.BatchID, "OPS", "bot fixed", "olivia")
+		require.NoError(t, err)
+		require.Equal(t, "FAILED", res.Status)
+		require.Equal(t, 2, res.Readmitted)
+		w.roundsUntilIdle()
+		for _, id := range append(ids, "op-k3") {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		}
+	})
+}

@@ -250,6 +250,9 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 	step := domain.StepStatus(op.Step)
 	reason := fmt.Sprintf("%s stopped at %s", op.OperationID, step)
 	code, culprit := "BATCH_STEP_FAILED", ""
+	if step == domain.StepHandleApproveForbidden {
+		return d.batchBlock(ctx, op.BatchID, reason)
+	}
 	if step == domain.StepCreatePipelineFailed || step == domain.StepHandlePipelineFailed {
 		// The checks refused the batch's change: the next round halves
 		// its size (roundSize). A batch of one has found its culprit: it
@@ -276,4 +279,30 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 		return Fail(step, domain.BindingCreateFailed, reason+"; the batch's culprit: not re-admitted"), nil
 	}
 	return Done("", Transition{Note: fmt.Sprintf("batch %d settled %s", res.BatchID, res.Status)}), nil
+}
+
+// codeNeedsAPerson is the code of a batch blocked on a failure no retry or
+// re-admission can fix (a bot may not approve): every next batch would
+// fail the same way.
+const codeNeedsAPerson = "BATCH_NEEDS_A_PERSON"
+
+// batchBlock moves a RUNNING batch to BLOCKED: it keeps the project's slot,
+// so no further batch starts until a person fixed the cause and settled it
+// (POST /ops/batches/{id}/settle: close, re-read, merged wins, members
+// re-admitted). The driver keeps its failure state.
+func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (Outcome, error) {
+	b, err := d.Store.BatchGet(ctx, batchID)
+	if err != nil {
+		return d.retryOr(err, "read batch")
+	}
+	if b.Status == domain.BatchRunning {
+		_, err := d.Store.BatchBlock(ctx, store.BatchBlockParams{ID: b.ID, Version: b.Version, Code: codeNeedsAPerson, Message: reason})
+		if errors.Is(err, domain.ErrPreempted) {
+			return RetryAfter(0, "batch moved meanwhile"), nil
+		}
+		if err != nil {
+			return d.retryOr(err, "block batch")
+		}
+	}
+	return Done("", Transition{Note: fmt.Sprintf("batch %d blocked: %s", b.ID, reason)}), nil
 }
