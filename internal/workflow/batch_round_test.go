@@ -1,14 +1,18 @@
 package workflow_test
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 )
@@ -142,5 +146,47 @@ func TestBatchBlockedUntilAPersonSettlesIt(t *testing.T) {
 		for _, id := range append(ids, "op-k3") {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		}
+	})
+}
+
+// lostMRAnswer opens the MR in GitLab and then loses the answer, once: what
+// a round that died right after CreateMR leaves behind.
+type lostMRAnswer struct {
+	gitlab.GitLab
+	lost *atomic.Bool
+}
+
+func (l lostMRAnswer) CreateMR(ctx context.Context, project string, r gitlab.CreateMRRequest) (gitlab.MR, error) {
+	mr, err := l.GitLab.CreateMR(ctx, project, r)
+	if err == nil && l.lost.CompareAndSwap(false, true) {
+		return gitlab.MR{}, errors.New("connection reset after the MR was created")
+	}
+	return mr, err
+}
+
+// TestBatchRoundThatDiedAfterOpeningTheMRIsAdopted: the round's MR exists
+// in GitLab but was never recorded (the round died); the round that
+// resumes the batch adopts it by its branch — one MR, one commit, every
+// member VALIDATED.
+func TestBatchRoundThatDiedAfterOpeningTheMRIsAdopted(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		lost := &atomic.Bool{}
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return lostMRAnswer{GitLab: g, lost: lost} })
+		ids := []string{"op-l1", "op-l2"}
+		w.admitted(ids...)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.Error(t, err, "the round died after CreateMR")
+		require.Equal(t, "CLAIMED", r.Outcome)
+		w.rounds.ResumeAfter = time.Millisecond
+		time.Sleep(5 * time.Millisecond)
+		again, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.True(t, again.Resumed)
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		}
+		mrs := w.batchMRs(r.BatchID)
+		require.Len(t, mrs, 1, "the lost MR was adopted, not opened again")
 	})
 }
