@@ -280,7 +280,7 @@ func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (Callb
 	out := CallbackStale
 	for _, op := range ops {
 		switch op.NextAction {
-		case ActionPollPipeline, ActionPollRebase, ActionMerge:
+		case ActionPollPipeline, ActionPollRebase, ActionMerge, ActionBatchPollPipeline, ActionBatchPollRebase, ActionBatchMerge:
 		default:
 			continue
 		}
