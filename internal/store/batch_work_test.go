@@ -1,0 +1,104 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+// admittedOps submits n approve-first requests at CREATE_ADMITTED /
+// MR_CREATING, admitted to project 1's waiting set.
+func admittedOps(t *testing.T, s *store.Store, prefix string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
+		_, err := s.OperationSubmit(t.Context(), store.OperationSubmitParams{
+			Operation: store.OperationCreateParams{
+				OperationID: ids[i], Subject: ids[i], TargetKey: "t", ProjectID: 1, Flow: "APPROVE_FIRST",
+				Step: int(domain.StepCreateAdmitted), Reason: "r", Days: 1,
+				ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: ids[i],
+			},
+			BindingStatus: domain.BindingMRCreating,
+		})
+		require.NoError(t, err)
+		_, err = s.BatchAdmit(t.Context(), ids[i], 1)
+		require.NoError(t, err)
+	}
+	time.Sleep(3 * time.Millisecond)
+	return ids
+}
+
+// TestBatchApply: the MR, links, moves and schedule commit together; a
+// stale member rolls back everything, the batch row included; a second
+// settlement fails at its first statement; a FAILED settlement releases
+// the members and re-admits the listed ones in the same transaction.
+func TestBatchApply(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		ids := admittedOps(t, s, "ba", 3)
+		c, err := s.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		require.NoError(t, err)
+		require.Equal(t, store.ClaimClaimed, c.Outcome)
+		states, err := s.BatchMemberStates(ctx, c.BatchID)
+		require.NoError(t, err)
+		require.Len(t, states, 3)
+		rows := make([]store.TransitionRow, len(states))
+		for i, m := range states {
+			require.Equal(t, domain.BindingMRCreating, m.Binding)
+			rows[i] = store.TransitionRow{OperationID: m.OperationID, Version: m.Version, BindingVersion: m.BindingVersion}
+		}
+		mr := &store.BatchMR{IID: 7, URL: "u", Branch: "changeflow/batch-1", SplitDepth: 1}
+
+		stale := append([]store.TransitionRow(nil), rows...)
+		stale[1].Version++
+		_, err = s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SetMR: mr, LinkMR: mr, LinkOps: ids,
+			Moves: []store.TransitionManyParams{{FromStep: int(domain.StepCreateAdmitted), ToStep: int(domain.StepCreateStarted), Rows: stale}}})
+		require.ErrorIs(t, err, domain.ErrPreempted)
+		b, err := s.BatchGet(ctx, c.BatchID)
+		require.NoError(t, err)
+		require.Zero(t, b.MRIID, "rolled back with the stale member")
+
+		_, err = s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SetMR: mr, LinkMR: mr, LinkOps: ids,
+			Moves:    []store.TransitionManyParams{{FromStep: int(domain.StepCreateAdmitted), ToStep: int(domain.StepCreateStarted), Rows: rows}},
+			Schedule: &store.BatchSchedule{OperationID: ids[0], Action: "batch_poll_pipeline"}})
+		require.NoError(t, err)
+		b, err = s.BatchGet(ctx, c.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, int64(7), b.MRIID)
+		require.Equal(t, 1, b.SplitDepth)
+		ops, err := s.BatchMemberOperations(ctx, c.BatchID)
+		require.NoError(t, err)
+		for _, o := range ops {
+			require.Equal(t, int64(7), o.MRIID)
+			require.Equal(t, c.BatchID, o.BatchID)
+			require.Equal(t, int(domain.StepCreateStarted), o.Step)
+		}
+		require.Equal(t, "batch_poll_pipeline", ops[0].NextAction)
+
+		settle := store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: b.Version,
+			FailureCode: "X", Readmit: ids[1:], ProjectID: 1, Unschedule: ids[:1]}
+		released, err := s.BatchApply(ctx, settle)
+		require.NoError(t, err)
+		require.Len(t, released, 3)
+		n, err := s.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, 2, n, "two re-admitted")
+		o, err := s.OperationGet(ctx, ids[0])
+		require.NoError(t, err)
+		require.Empty(t, o.NextAction, "unscheduled")
+
+		_, err = s.BatchApply(ctx, settle)
+		require.ErrorIs(t, err, domain.ErrPreempted, "a second settlement fails at its first statement")
+		n, err = s.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, 2, n, "and re-admits nothing twice")
+	})
+}
