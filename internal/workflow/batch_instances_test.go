@@ -63,7 +63,15 @@ func TestBatchThreeInstancesConverge(t *testing.T) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("op-m%d", i)
 		}
-		w.admitted(ids...)
+		for i, id := range ids {
+			w.submit(id, fmt.Sprintf("user-m%d", i), tBatched, true)
+		}
+		for _, id := range ids {
+			w.until(id, "approval sent", func(o store.Operation, _ store.Binding) bool {
+				return domain.StepStatus(o.Step) != domain.StepCreateApprovalSubmitting
+			})
+			w.decide(id, "approve")
+		}
 		for _, id := range ids {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 			require.Equal(t, 1, w.validations(id), "one success side effect for %s", id)
