@@ -21,16 +21,17 @@ func TestWebhookSpeedsUpPolling(t *testing.T) {
 		w := newWorld(t, st, withConfig(map[string]any{
 			"polling.pipeline.shortInterval": "1h", "polling.pipeline.longInterval": "1h", "polling.pipeline.timeout": "10h",
 		}))
-		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "pass", "delay": "300ms", "count": 1}, nil)
+		// The pipeline stays running until the test says otherwise, so the
+		// first poll is sure to find it running and wait an hour, however
+		// slowly the machine runs (a timed pass raced the first poll).
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		w.submit("op-hook", "xia", tSingle, false)
+		running, _ := w.until("op-hook", "first poll waiting", at(domain.StepCreatePipelineRunning, ""))
+		require.NotZero(t, running.MRIID)
+		// Passing the pipeline sends the Pipeline Hook; only the webhook can
+		// make the hour-long wait due now.
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": running.MRIID, "outcome": "pass"}, nil)
 		o, _ := w.until("op-hook", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
-		require.NotZero(t, o.MRIID)
-		hist, err := st.OperationStepList(t.Context(), "op-hook")
-		require.NoError(t, err)
-		waited := false
-		for _, h := range hist {
-			waited = waited || domain.StepStatus(h.ToStep) == domain.StepCreatePipelineRunning
-		}
-		require.True(t, waited, "the first poll found the pipeline running and waited an hour")
+		require.Equal(t, running.MRIID, o.MRIID)
 	})
 }
