@@ -56,14 +56,27 @@ func TestServeReconcilesALostDeployCallback(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	resp, err := http.Get(in.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// The metric is emitted after the flip commits (I9), so it may trail
+	// the row we just read by a moment: poll it, bounded.
+	var lines string
+	for {
+		resp, err := http.Get(in.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		lines = reconcileMetricLines(string(body), `changeflow_requests_validated_total{`)
+		if lines != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("validated metric never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `changeflow_requests_validated_total{target="payments-db"} 1`) {
-		t.Fatalf("validated metric missing or wrong:\n%s", reconcileMetricLines(string(body), "validated"))
+	if lines != `changeflow_requests_validated_total{target="payments-db"} 1` {
+		t.Fatalf("validated metric wrong, want exactly one count:\n%s", lines)
 	}
 }
 
