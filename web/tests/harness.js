@@ -168,7 +168,8 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   if (!dir) dir = mkdtempSync(join(tmpdir(), 'changeflow-web-'));
   writeFileSync(join(dir, 'directory.yaml'), readFileSync(join(repoRoot, 'cmd/changeflow/local/directory.yaml')));
   const cfg = join(dir, 'changeflow.yaml');
-  writeFileSync(cfg, configYAML(dir, applyLimit, await freePort(), port));
+  const simPort = await freePort();
+  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port));
 
   const child = spawn(bin, ['serve', '--config', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -198,6 +199,18 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   if (!base) {
     child.kill('SIGKILL');
     throw new Error(`changeflow did not become healthy:\n${stderr}`);
+  }
+  // Approvals are decided by hand in these tests: the served workflow
+  // engine would otherwise move requests on after the approval system's
+  // automatic 2 s, and the pages' assertions would race it.
+  const policy = await fetch(`http://127.0.0.1:${simPort}/approval/_control/policy`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ mode: 'manual' }),
+  });
+  if (!policy.ok) {
+    child.kill('SIGKILL');
+    throw new Error(`approval simulator refused the manual policy: ${policy.status}`);
   }
   return {
     base,
