@@ -24,7 +24,7 @@ run: build
 # After the suite, each fuzz target explores for FUZZTIME beyond its
 # committed corpus (which the plain run already replays).
 FUZZTIME ?= 5s
-FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/identity FuzzDecodeSubmit:./internal/httpapi
+FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/identity FuzzDecodeSubmit:./internal/httpapi FuzzTargetAccess:./internal/config
 
 test:
 	./scripts/test-services.sh $(GO) test -race -count=1 -timeout 15m ./...
