@@ -134,6 +134,18 @@ func (m *Metrics) RequestValidated(target string) {
 	})
 }
 
+// Sabotage makes every recorder of m panic from now on: each vector is
+// replaced by an unregistered one whose label arity never matches. It
+// exists for the tests that prove R-MET-1 across whole servers — metrics
+// never change a response — and is never called in production code.
+func (m *Metrics) Sabotage() {
+	broken := func() *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
+	}
+	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated = broken(), broken(), broken(), broken()
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
+}
+
 // guard runs a metric write so that nothing it does (a panic in a
 // collector, a label mismatch) reaches the business path: the failure is
 // logged and the request goes on.

@@ -76,3 +76,15 @@ func TestRequestValidatedCountsPerTarget(t *testing.T) {
 		t.Fatalf("series = %d, want 1 (the empty target is skipped)", n)
 	}
 }
+
+func TestSabotagedRecordersPanicInsideTheGuardOnly(t *testing.T) {
+	var logs strings.Builder
+	m := New(slog.New(slog.NewTextHandler(&logs, nil)), "test")
+	m.Sabotage()
+	m.RequestReceived("GET /x", "GET")
+	m.RequestCompleted("GET /x", "GET", 200, time.Millisecond)
+	m.RequestValidated("t")
+	if n := strings.Count(logs.String(), "metric failed"); n != 3 {
+		t.Fatalf("want 3 logged metric failures, got %d:\n%s", n, logs.String())
+	}
+}
