@@ -84,6 +84,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		s.faults.LoseResponseNext--
 		lose = true
 	}
+	var hold time.Duration
+	if h := &s.faults.HoldResponseNext; h.Count > 0 {
+		h.Count--
+		hold = time.Duration(h.DelayMs) * time.Millisecond
+	}
 	s.mu.Unlock()
 	s.logger.Info("approval submitted", "approvalId", a.ApprovalID, "operationId", a.OperationID)
 
@@ -97,6 +102,14 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 				s.logger.Warn("early callback not acknowledged before answering the submit", "approvalId", created.ApprovalID, "err", err)
 			}
 		}
+	}
+	if hold > 0 {
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		}
+		t.Stop()
 	}
 	if lose {
 		dropConnection(w)

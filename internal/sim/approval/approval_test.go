@@ -402,6 +402,45 @@ func TestSubmitFaults(t *testing.T) {
 			t.Fatalf("resubmit: %d", status)
 		}
 	})
+	t.Run("held response: created first, answered after the hold or when the caller gives up", func(t *testing.T) {
+		w.do("POST", "/_control/faults", `{"holdResponseNext":{"count":1,"delayMs":60000}}`)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", w.api.URL+"/v1/approvals",
+			bytes.NewBufferString(`{"operationId":"op-held","requester":"alice","title":"t"}`))
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		// The form exists while its answer is held.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, b := w.do("GET", "/v1/approvals?operationId=op-held", "")
+			if bytes.Contains(b, []byte(`"operationId":"op-held"`)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the held form was never created")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("answered while held: %v", err)
+		default:
+		}
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the caller gave up, want its error")
+		}
+		// Only the next one was held.
+		if status, _ := w.submit("op-after-hold", ""); status != 201 {
+			t.Fatalf("next submit: %d", status)
+		}
+	})
 	t.Run("bad faults are 400, DELETE resets", func(t *testing.T) {
 		for _, body := range []string{`{"earlyResult":"MAYBE"}`, `{"failNext":{"status":200,"count":1}}`, `{`} {
 			if status, _ := w.do("POST", "/_control/faults", body); status != 400 {

@@ -144,6 +144,8 @@ func (s *Server) SetFaults(f Faults) error {
 	f.CallbackBeforeResponse = max(f.CallbackBeforeResponse, 0)
 	f.LoseResponseNext = max(f.LoseResponseNext, 0)
 	f.FailNext.Count = max(f.FailNext.Count, 0)
+	f.HoldResponseNext.Count = max(f.HoldResponseNext.Count, 0)
+	f.HoldResponseNext.DelayMs = max(f.HoldResponseNext.DelayMs, 0)
 	s.mu.Lock()
 	s.faults = f
 	s.mu.Unlock()

@@ -18,6 +18,17 @@ type Faults struct {
 	// connection without an answer (a lost response): the caller must look
 	// up by operationId before submitting again.
 	LoseResponseNext int `json:"loseResponseNext"`
+	// HoldResponseNext creates the next Count new forms and then holds the
+	// answer DelayMs long (or until the caller gives up): the caller is
+	// stuck between the remote write and its own, where a crash test
+	// kills it.
+	HoldResponseNext HoldNext `json:"holdResponseNext"`
+}
+
+// HoldNext holds the answer of Count requests DelayMs long.
+type HoldNext struct {
+	Count   int `json:"count"`
+	DelayMs int `json:"delayMs"`
 }
 
 // FailNext answers Count requests with Status.
