@@ -181,6 +181,12 @@ func (c *Client) CreateCommit(ctx context.Context, project string, r CommitReque
 	if r.StartBranch != "" {
 		opt.StartBranch = gl.Ptr(r.StartBranch)
 	}
+	if r.StartSHA != "" {
+		opt.StartSHA = gl.Ptr(r.StartSHA)
+	}
+	if r.Force {
+		opt.Force = gl.Ptr(true)
+	}
 	for _, a := range r.Actions {
 		act := &gl.CommitActionOptions{Action: gl.Ptr(gl.FileActionValue(a.Action)), FilePath: gl.Ptr(a.Path)}
 		if a.Action != ActionDelete {
@@ -192,11 +198,28 @@ func (c *Client) CreateCommit(ctx context.Context, project string, r CommitReque
 	err := c.call(ctx, "CreateCommit", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		cm, resp, err := cl.Commits.CreateCommit(project, opt, gl.WithContext(ctx))
 		if err == nil && cm != nil {
-			out = Commit{ID: cm.ID, Title: cm.Title}
+			out = toCommit(cm)
 		}
 		return resp, err
 	})
 	return out, err
+}
+
+// GetCommit implements GitLab.
+func (c *Client) GetCommit(ctx context.Context, project, ref string) (Commit, error) {
+	var out Commit
+	err := c.call(ctx, "GetCommit", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		cm, resp, err := cl.Commits.GetCommit(project, ref, nil, gl.WithContext(ctx))
+		if err == nil && cm != nil {
+			out = toCommit(cm)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+func toCommit(cm *gl.Commit) Commit {
+	return Commit{ID: cm.ID, Title: cm.Title, Message: cm.Message, ParentIDs: cm.ParentIDs}
 }
 
 // GetFile implements GitLab.

@@ -74,6 +74,32 @@ func TestContract(t *testing.T) {
 		}
 	})
 
+	t.Run("force commit on the target's head, GetCommit reads the parents", func(t *testing.T) {
+		main, err := g.GetBranch(c, project, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.CreateCommit(c, project, gitlab.CommitRequest{Branch: "req/force", StartBranch: "main", Message: "first",
+			Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "bindings/f.yaml", Content: binding("fay")}}}); err != nil {
+			t.Fatal(err)
+		}
+		regen := gitlab.CommitRequest{Branch: "req/force", StartSHA: main.CommitID, Message: "regenerated\n\nOperation-Id: op-f",
+			Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "bindings/f.yaml", Content: binding("fay")}}}
+		_, err = g.CreateCommit(c, project, regen)
+		wantErr(t, err, "CreateCommit", 400) // an existing branch is overwritten only with Force
+		regen.Force = true
+		cm, err := g.CreateCommit(c, project, regen)
+		if err != nil || len(cm.ParentIDs) != 1 || cm.ParentIDs[0] != main.CommitID {
+			t.Fatalf("forced CreateCommit: %+v %v", cm, err)
+		}
+		got, err := g.GetCommit(c, project, "req/force")
+		if err != nil || got.ID != cm.ID || !slices.Equal(got.ParentIDs, []string{main.CommitID}) || !strings.Contains(got.Message, "Operation-Id: op-f") {
+			t.Fatalf("GetCommit: %+v %v", got, err)
+		}
+		_, err = g.GetCommit(c, project, strings.Repeat("f", 40))
+		wantErr(t, err, "GetCommit", 404)
+	})
+
 	var mr gitlab.MR
 	t.Run("MR: find none, create, find, create again is 409", func(t *testing.T) {
 		if _, ok, err := g.FindMRBySourceBranch(c, project, "req/contract", gitlab.StateAll); ok || err != nil {

@@ -61,8 +61,13 @@ type GitLab interface {
 	// CreateBranch creates branch at ref; an existing branch is a 400.
 	CreateBranch(ctx context.Context, project, branch, ref string) (Branch, error)
 	// CreateCommit commits the actions on c.Branch (created from
-	// c.StartBranch when set and the branch does not exist).
+	// c.StartBranch or c.StartSHA when the branch does not exist; with
+	// c.Force an existing branch is overwritten by one commit on the start
+	// point).
 	CreateCommit(ctx context.Context, project string, c CommitRequest) (Commit, error)
+	// GetCommit reads a commit by sha or ref (a branch's head); missing →
+	// 404.
+	GetCommit(ctx context.Context, project, ref string) (Commit, error)
 	// GetFile reads a file at ref (a branch, tag or sha); missing → 404.
 	GetFile(ctx context.Context, project, path, ref string) (File, error)
 	// FindMRBySourceBranch returns the newest MR whose source branch is
@@ -145,20 +150,29 @@ type FileAction struct {
 	Content string
 }
 
-// CommitRequest is a multi-file commit.
+// CommitRequest is a multi-file commit (POST …/repository/commits).
 type CommitRequest struct {
 	Branch string
 	// StartBranch creates Branch from it when Branch does not exist yet
-	// ("" = Branch must exist).
+	// ("" = Branch must exist). Mutually exclusive with StartSHA.
 	StartBranch string
-	Message     string
-	Actions     []FileAction
+	// StartSHA is a commit to start from instead of a branch: the parent
+	// is exactly what the caller read, even if the branch moved since.
+	StartSHA string
+	// Force overwrites an existing Branch with one new commit on the start
+	// point (GitLab's force push through the API); without it, starting an
+	// existing branch anywhere else is a 400.
+	Force   bool
+	Message string
+	Actions []FileAction
 }
 
-// Commit is a created commit.
+// Commit is a commit as the workflow reads it.
 type Commit struct {
-	ID    string
-	Title string
+	ID        string
+	Title     string
+	Message   string
+	ParentIDs []string
 }
 
 // File is a file's text and the last commit that changed it.

@@ -252,6 +252,39 @@ func TestContractOfficialClient(t *testing.T) {
 		}
 	})
 
+	t.Run("force commit regenerates a branch on the target's head", func(t *testing.T) {
+		e.branchWithFiles("regen", map[string]string{"bindings/r.yaml": binding("rita")})
+		upd := func(content string) []*gl.CommitActionOptions {
+			return []*gl.CommitActionOptions{{Action: gl.Ptr(gl.FileUpdate), FilePath: gl.Ptr("bindings/README.md"), Content: gl.Ptr(content)}}
+		}
+		if _, _, err := bot.Commits.CreateCommit(pid, &gl.CreateCommitOptions{Branch: gl.Ptr("main"),
+			CommitMessage: gl.Ptr("main moves"), Actions: upd("moved\n")}); err != nil {
+			t.Fatal(err)
+		}
+		mainBr, _, err := bot.Branches.GetBranch(pid, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = bot.Commits.CreateCommit(pid, &gl.CreateCommitOptions{Branch: gl.Ptr("regen"), StartBranch: gl.Ptr("main"),
+			CommitMessage: gl.Ptr("no force"), Actions: upd("x\n")})
+		wantStatus(t, err, 400)
+		_, _, err = bot.Commits.CreateCommit(pid, &gl.CreateCommitOptions{Branch: gl.Ptr("regen"), StartBranch: gl.Ptr("main"),
+			StartSHA: gl.Ptr(mainBr.Commit.ID), Force: gl.Ptr(true), CommitMessage: gl.Ptr("both"), Actions: upd("x\n")})
+		wantStatus(t, err, 400)
+		c, resp, err := bot.Commits.CreateCommit(pid, &gl.CreateCommitOptions{Branch: gl.Ptr("regen"), StartSHA: gl.Ptr(mainBr.Commit.ID),
+			Force: gl.Ptr(true), CommitMessage: gl.Ptr("regenerated"), Actions: upd("regenerated\n")})
+		if err != nil || resp.StatusCode != 201 || len(c.ParentIDs) != 1 || c.ParentIDs[0] != mainBr.Commit.ID {
+			t.Fatalf("force commit: %v %+v", err, c)
+		}
+		got, _, err := bot.Commits.GetCommit(pid, "regen", nil)
+		if err != nil || got.ID != c.ID || len(got.ParentIDs) != 1 || got.ParentIDs[0] != mainBr.Commit.ID {
+			t.Fatalf("branch head after force: %v %+v", err, got)
+		}
+		if _, _, err := bot.RepositoryFiles.GetRawFile(pid, "bindings/r.yaml", &gl.GetRawFileOptions{Ref: gl.Ptr("regen")}); !errors.Is(err, gl.ErrNotFound) {
+			t.Fatalf("the overwritten commit's file must be gone: %v", err)
+		}
+	})
+
 	t.Run("lost response surfaces as a transport error", func(t *testing.T) {
 		e.must(201, "POST", "", "/_control/faults", map[string]any{"method": "POST", "path": "/projects/*/repository/branches", "kind": "drop"})
 		_, _, err := bot.Branches.CreateBranch(pid, &gl.CreateBranchOptions{Branch: gl.Ptr("lost"), Ref: gl.Ptr("main")})

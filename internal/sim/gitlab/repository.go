@@ -152,10 +152,20 @@ type commitAction struct {
 }
 
 // handleCreateCommit: POST /projects/:id/repository/commits with branch,
-// commit_message, actions[] and optional start_branch/start_sha → 201
-// Commit; 400 with Gitaly's messages ("A file with this name already
+// commit_message, actions[] and optional start_branch/start_sha/force →
+// 201 Commit; 400 with Gitaly's messages ("A file with this name already
 // exists", "A file with this name doesn't exist"); 403 without push access.
 // The new commit lands with an update-ref compare-and-swap.
+//
+// The start point follows lib/api/commits.rb and Commits::CreateService:
+// start_branch and start_sha are mutually exclusive (400); without
+// start_sha, start_branch defaults to branch; a start_branch that does not
+// exist is 400 "You can only create or edit files when you are on a
+// branch"; starting elsewhere than branch while branch exists is 400 "A
+// branch called … already exists" unless force is true. The new commit's
+// parent is always the start point, so with force the branch is
+// overwritten with one commit on start_branch's head (or start_sha) —
+// GitLab's "force push" through the API.
 func (s *Server) handleCreateCommit(w http.ResponseWriter, r *http.Request) {
 	u := caller(r)
 	in, err := readParams(r)
@@ -171,6 +181,7 @@ func (s *Server) handleCreateCommit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	startBranch, startSHA := in.get("start_branch"), in.get("start_sha")
 	switch {
 	case branch == "":
 		writeParamError(w, "branch is missing")
@@ -181,6 +192,12 @@ func (s *Server) handleCreateCommit(w http.ResponseWriter, r *http.Request) {
 	case len(actions) == 0:
 		writeParamError(w, "actions is missing")
 		return
+	case startBranch != "" && startSHA != "":
+		writeParamError(w, "start_branch, start_sha are mutually exclusive")
+		return
+	}
+	if startSHA == "" && startBranch == "" {
+		startBranch = branch
 	}
 	p := s.lockProject(w, r)
 	if p == nil {
@@ -197,33 +214,26 @@ func (s *Server) handleCreateCommit(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	parent := old
-	startBranch, startSHA := in.get("start_branch"), in.get("start_sha")
-	if old == "" {
-		start := ""
-		switch {
-		case startSHA != "":
-			start, err = p.repo.resolve(ctx, startSHA)
-		case startBranch != "":
-			start, err = p.repo.branchHead(ctx, startBranch)
-		default:
-			writeError(w, http.StatusBadRequest, "You can only create or edit files when you are on a branch")
-			return
-		}
-		if err != nil {
-			s.internal(w, err)
-			return
-		}
-		if start == "" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("Cannot find start_branch or start_sha: %s%s", startBranch, startSHA))
-			return
-		}
-		parent = start
-	} else if (startBranch != "" && startBranch != branch) || startSHA != "" {
-		if !in.boolean("force") {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("A branch called '%s' already exists. Switch to that branch in order to make changes", branch))
-			return
-		}
+	var parent string
+	if startSHA != "" {
+		parent, err = p.repo.resolve(ctx, startSHA)
+	} else {
+		parent, err = p.repo.branchHead(ctx, startBranch)
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	switch {
+	case parent == "" && startSHA != "":
+		writeError(w, http.StatusBadRequest, "Cannot find start_sha: "+startSHA)
+		return
+	case parent == "":
+		writeError(w, http.StatusBadRequest, "You can only create or edit files when you are on a branch")
+		return
+	case old != "" && startBranch != branch && !in.boolean("force"):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("A branch called '%s' already exists. Switch to that branch in order to make changes", branch))
+		return
 	}
 	changes, status, emsg := s.planActions(r, p, parent, actions)
 	if status != 0 {

@@ -184,3 +184,98 @@ func TestCommitsAndFiles(t *testing.T) {
 		e.must(404, "GET", tokBot, "/projects/1/repository/commits/"+strings.Repeat("f", 40), nil)
 	})
 }
+
+// TestCommitStartAndForce: the start point of a commit as GitLab's
+// commits API has it — start_branch/start_sha mutually exclusive, a
+// missing start branch, an existing branch overwritten only with force
+// (the new commit's parent is the start point, not the old head), the
+// branch's open MR following the new head with its approvals reset.
+func TestCommitStartAndForce(t *testing.T) {
+	e := newEnv(t)
+	action := func(content string) []any {
+		return []any{map[string]any{"action": "update", "file_path": "bindings/README.md", "content": content}}
+	}
+	commit := func(want int, body map[string]any) resp {
+		t.Helper()
+		body["commit_message"] = "change"
+		if _, ok := body["actions"]; !ok {
+			body["actions"] = action("x\n")
+		}
+		return e.must(want, "POST", tokBot, "/projects/1/repository/commits", body)
+	}
+	head := func(branch string) string {
+		return e.must(200, "GET", tokBot, "/projects/1/repository/branches/"+url.PathEscape(branch), nil).obj()["commit"].(map[string]any)["id"].(string)
+	}
+	parents := func(r resp) []any { return r.obj()["parent_ids"].([]any) }
+
+	iid := e.readyMR("feature", map[string]string{"bindings/f.yaml": binding("fay")})
+	mainHead := head("main")
+	featureHead := head("feature")
+
+	t.Run("start_branch and start_sha together are 400", func(t *testing.T) {
+		r := commit(400, map[string]any{"branch": "feature", "start_branch": "main", "start_sha": mainHead, "force": true})
+		if !strings.Contains(r.str("error"), "mutually exclusive") {
+			t.Fatalf("body: %s", r.Raw)
+		}
+	})
+	t.Run("a start branch that does not exist is 400", func(t *testing.T) {
+		r := commit(400, map[string]any{"branch": "fresh", "start_branch": "nope"})
+		if r.str("message") != "You can only create or edit files when you are on a branch" {
+			t.Fatalf("body: %s", r.Raw)
+		}
+	})
+	t.Run("an unknown start_sha is 400", func(t *testing.T) {
+		commit(400, map[string]any{"branch": "fresh", "start_sha": strings.Repeat("e", 40)})
+	})
+	t.Run("start_sha onto an existing branch without force is 400", func(t *testing.T) {
+		r := commit(400, map[string]any{"branch": "feature", "start_sha": mainHead})
+		if !strings.Contains(r.str("message"), "already exists") {
+			t.Fatalf("body: %s", r.Raw)
+		}
+		if head("feature") != featureHead {
+			t.Fatal("a refused commit moved the branch")
+		}
+	})
+	t.Run("force with start_branch overwrites the branch with one commit on the start", func(t *testing.T) {
+		// main moves first, so "on main's current head" is observable.
+		commit(201, map[string]any{"branch": "main", "actions": action("main moved\n")})
+		mainHead = head("main")
+		r := commit(201, map[string]any{"branch": "feature", "start_branch": "main", "force": true,
+			"actions": []any{map[string]any{"action": "create", "file_path": "bindings/g.yaml", "content": binding("gus")}}})
+		if ps := parents(r); len(ps) != 1 || ps[0] != mainHead {
+			t.Fatalf("parents %v, want [%s]", ps, mainHead)
+		}
+		if head("feature") != r.str("id") {
+			t.Fatal("branch not moved to the forced commit")
+		}
+		// The old commit's file is gone: the branch was replaced, not extended.
+		if got := e.call("GET", tokBot, "/projects/1/repository/files/"+url.PathEscape("bindings/f.yaml")+"/raw?ref=feature", nil); got.Status != 404 {
+			t.Fatalf("f.yaml after force: %d", got.Status)
+		}
+		mr := e.mr(iid)
+		if mr["sha"] != r.str("id") {
+			t.Fatalf("MR head %v, want %s", mr["sha"], r.str("id"))
+		}
+		// Approvals are reset on push (the project's default).
+		e.waitStatus(iid, "not_approved")
+	})
+	t.Run("force with start_sha pins the parent", func(t *testing.T) {
+		r := commit(201, map[string]any{"branch": "feature", "start_sha": mainHead, "force": true})
+		if ps := parents(r); len(ps) != 1 || ps[0] != mainHead {
+			t.Fatalf("parents %v, want [%s]", ps, mainHead)
+		}
+	})
+	t.Run("start_branch equal to branch extends it, force or not", func(t *testing.T) {
+		before := head("feature")
+		r := commit(201, map[string]any{"branch": "feature", "start_branch": "feature", "actions": action("y\n")})
+		if ps := parents(r); len(ps) != 1 || ps[0] != before {
+			t.Fatalf("parents %v, want [%s]", ps, before)
+		}
+	})
+	t.Run("start_sha creates a new branch", func(t *testing.T) {
+		r := commit(201, map[string]any{"branch": "from-sha", "start_sha": mainHead})
+		if ps := parents(r); len(ps) != 1 || ps[0] != mainHead {
+			t.Fatalf("parents %v, want [%s]", ps, mainHead)
+		}
+	})
+}
