@@ -14,6 +14,7 @@ export function useGet<T>(path: string | null, pollMs = 0, deps: unknown[] = [])
   const [state, setState] = useState<Loaded<T>>({ loading: true });
   const [tick, setTick] = useState(0);
   const alive = useRef(true);
+  const shown = useRef('');
   useEffect(() => {
     alive.current = true;
     return () => {
@@ -38,8 +39,11 @@ export function useGet<T>(path: string | null, pollMs = 0, deps: unknown[] = [])
       else void load();
     };
     // Another path (or user) is another resource: never show the last
-    // one's data under the new heading.
-    setState({ loading: true });
+    // one's data under the new heading. A reload of the same one keeps
+    // it on screen until the new answer replaces it.
+    const key = JSON.stringify([path, ...deps]);
+    if (key !== shown.current) setState({ loading: true });
+    shown.current = key;
     void load();
     return () => {
       stopped = true;

@@ -23,8 +23,10 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await server?.stop();
   });
 
-  it('alice picks herself, sees the targets, submits once on a double click, and finds the request in my requests', async () => {
+  it('alice picks herself, submits once on a double click, is approved through the simulator, and watches her request reach "In effect" without a reload', async () => {
     const page = await newPage(chrome.browser, server.base);
+    const documents = [];
+    page.on('request', (r) => r.resourceType() === 'document' && documents.push(r.url()));
     const submits = [];
     page.on('request', (r) => {
       if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/requests') submits.push(r);
@@ -77,8 +79,27 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(shots, 'my-requests.png') });
 
     await mine.locator('a').click();
-    await page.locator('[data-testid=request-detail]').waitFor();
-    assert.match(await page.locator('[data-testid=request-detail]').innerText(), /Waiting for|Sending for approval|Waiting for approval/);
+    const detail = page.locator('[data-testid=request-detail]');
+    await detail.waitFor();
+    assert.match(await detail.innerText(), /Waiting for|Sending for approval|Waiting for approval/);
+
+    // The approver says yes, through the approval simulator's control
+    // API (the harness switched it to manual decisions). The form exists
+    // once the request waits for approval.
+    await detail.locator('.status', { hasText: 'Waiting for approval' }).waitFor({ timeout: 20000 });
+    const approvals = await (await fetch(`${server.sim}/approval/_control/approvals`)).json();
+    const form = approvals.items.find((a) => a.operationId === operationId);
+    assert.ok(form, `an approval form for ${operationId}`);
+    const approved = await fetch(`${server.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST' });
+    assert.equal(approved.status, 200);
+
+    // The page follows on its own: batch round, MR, pipeline, merge,
+    // deployment callback — "In effect", with the MR link and no reload.
+    await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor({ timeout: 90000 });
+    assert.match(await detail.locator('a[href*="/merge_requests/"]').innerText(), /^!\d+$/);
+    assert.match(await detail.innerText(), /Access until/);
+    assert.equal(documents.length, 1, `no reload on the way: ${documents.join(', ')}`);
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(shots, 'request-in-effect.png') });
     await page.context().close();
   });
 
@@ -206,6 +227,94 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await alice.context().close();
   });
 
+  it('an operator re-triggers a failed request from the console, and it proceeds', async () => {
+    const sim = (path, method, body) =>
+      fetch(`${server.sim}/approval/_control/${path}`, {
+        method,
+        headers: { 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    // The approval system refuses the next form: the request stops at
+    // CREATE_FAILED, where only an operator moves it on.
+    assert.equal((await sim('faults', 'POST', { failNext: { status: 422, count: 1 } })).status, 200);
+    const id = 'web-retrigger-1';
+    const submitted = await fetch(`${server.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'olivia', 'Idempotency-Key': id, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'billing-dashboard', reason: 'retrigger test' }),
+    });
+    assert.equal(submitted.status, 202);
+
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    await page.goto(`/console/requests/${id}`);
+    const detail = page.locator('[data-testid=ops-request]');
+    const retrigger = page.locator('[data-testid=retrigger]');
+    await retrigger.waitFor({ timeout: 20000 });
+    assert.match(await detail.innerText(), /stopped at CREATE_\w*FAILED/);
+
+    // A refusal is shown in the server's words (faked once: a real one
+    // needs the request to move between the look and the click).
+    await page.route(`**/ops/requests/${id}/retrigger`, (route) =>
+      route.fulfill({
+        status: 409,
+        contentType: 'application/json',
+        body: JSON.stringify({ code: 'REQUEST_IN_PROGRESS', message: 'The request is not stopped: it is waiting for its next step, running, or finished, so there is nothing to retrigger.', data: null }),
+      }),
+    );
+    await retrigger.getByRole('button', { name: 'Re-trigger' }).click();
+    await retrigger.getByRole('button', { name: 'Yes, re-trigger' }).click();
+    const refusal = retrigger.locator('.note.error');
+    await refusal.waitFor();
+    assert.match(await refusal.innerText(), /^The request is not stopped: /);
+    await page.unroute(`**/ops/requests/${id}/retrigger`);
+
+    // The cause is fixed; the operator re-triggers for real.
+    assert.equal((await sim('faults', 'DELETE')).status, 200);
+    await retrigger.getByRole('button', { name: 'Re-trigger' }).click();
+    assert.match(await retrigger.innerText(), /Re-run this request from submit_approval now\?/);
+    await retrigger.getByRole('button', { name: 'Yes, re-trigger' }).click();
+    const done = detail.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.match(await done.innerText(), /Re-triggered: submit_approval runs now \(it had stopped at CREATE_\w*FAILED\)/);
+    // … and it proceeds: the form reaches the approval system and the
+    // request waits for a decision.
+    await detail.locator('dd .status', { hasText: 'Waiting for approval' }).first().waitFor({ timeout: 20000 });
+    assert.equal(await retrigger.count(), 0, 'nothing left to re-trigger');
+    const forms = await (await sim('approvals', 'GET')).json();
+    assert.ok(forms.items.some((a) => a.operationId === id && a.status === 'PENDING'));
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(repoRoot, 'docs', 'screenshots', 'console-retriggered.png'), fullPage: true });
+    await page.context().close();
+  });
+
+  it('an operator settles a blocked batch after confirming, and reads the outcome in words', async () => {
+    // A blocked batch needs a stuck merge in the simulated GitLab; the
+    // list and the answer are faked here, the console's part is real.
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    let settled = false;
+    const batch = (status) => ({ id: 41, projectId: 1, status, createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(), failureMessage: status === 'BLOCKED' ? 'the merge needs a person' : undefined });
+    const envelope = (data) => ({ status: 200, contentType: 'application/json', body: JSON.stringify({ code: 'OK', message: '', data }) });
+    await page.route(/\/ops\/batches\?/, (route) => route.fulfill(envelope({ items: [batch(settled ? 'FAILED' : 'BLOCKED')] })));
+    const posts = [];
+    await page.route('**/ops/batches/41/settle', (route) => {
+      posts.push(route.request().method());
+      settled = true;
+      return route.fulfill(envelope({ batchId: 41, status: 'FAILED', merged: false, alreadySettled: false, readmitted: 3 }));
+    });
+    await page.goto('/console/batches');
+    const settle = page.locator('[data-testid=settle-41]');
+    await settle.getByRole('button', { name: 'Settle' }).click();
+    assert.match(await settle.innerText(), /Settle batch #41\? Its MR is closed if still open/);
+    assert.equal(posts.length, 0, 'nothing is sent before the confirmation');
+    await settle.getByRole('button', { name: 'Yes, settle' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.equal(await done.innerText(), 'Batch #41 settled as FAILED; 3 request(s) wait for the next round.');
+    await page.locator('[data-testid=batches] td', { hasText: 'FAILED' }).waitFor();
+    assert.equal(await settle.count(), 0, 'a settled batch offers no settle');
+    assert.deepEqual(posts, ['POST']);
+    await page.context().close();
+  });
+
   it('a lost answer: the retry carries the same operationId, gets DUPLICATE_SUBMIT, and the form stays locked', async () => {
     // Its own server: with apply.limit 1 the retry would be rate limited
     // (rate limiting runs before the idempotency check, docs/api.md).
@@ -267,7 +376,8 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await detail.waitFor();
     assert.equal(await detail.locator('a[href$="/merge_requests/7"]').innerText(), '!7');
     answer = item('VALIDATED', 'DONE', 'NONE', { mr: answer.mr });
-    await detail.getByText('In effect', { exact: true }).first().waitFor({ timeout: 10000 });
+    // The status badge, not the progress line's last label (always there).
+    await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor({ timeout: 10000 });
     assert.equal(documents.length, 1, 'no reload on the way');
     await page.context().close();
   });

@@ -78,6 +78,9 @@ identity:
   trustedProxies: [127.0.0.1/32, "::1/128"]
 workflow:
   approveFirst: true
+batch:
+  # Rounds every second, so an approved batching request is merged soon.
+  interval: 1s
 ratelimit:
   window: 60s
   apply:
@@ -214,6 +217,8 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   }
   return {
     base,
+    /** sim is the embedded simulators' base URL (…/approval/_control/…). */
+    sim: `http://127.0.0.1:${simPort}`,
     logs: () => stderr,
     async stop() {
       child.kill('SIGTERM');

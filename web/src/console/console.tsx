@@ -1,8 +1,10 @@
-// The operations console (SPEC §3.3), read-only: loaded lazily, because
-// most people never open it. Its routes live under /console, not /ops,
-// which is the API's.
+// The operations console (SPEC §3.3): loaded lazily, because most people
+// never open it. Its routes live under /console, not /ops, which is the
+// API's. The two writes — re-trigger a stopped request, settle a batch —
+// each ask for a confirmation first and answer in words.
 import { useState } from 'preact/hooks';
 import type { Step } from '../api';
+import { ApiError, call } from '../api';
 import { ErrorNote, Progress, Status } from '../components';
 import { useGet } from '../hooks';
 import { match, navigate } from '../router';
@@ -80,15 +82,112 @@ function Lookup({ id }: { id: string }) {
   );
 }
 
+/** Confirmed is a write behind a confirmation: the first click asks, the
+ * second does it. A refusal stays next to the button in the server's
+ * words; the answer goes to onDone, because a success usually removes the
+ * button (the request is no longer stopped, the batch is settled). */
+function Confirmed({
+  label,
+  question,
+  run,
+  onDone,
+  testid,
+}: {
+  label: string;
+  question: string;
+  run: () => Promise<string>;
+  onDone: (message: string) => void;
+  testid: string;
+}) {
+  const [asking, setAsking] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const go = async () => {
+    if (busy) return;
+    setBusy(true);
+    setError('');
+    try {
+      onDone(await run());
+    } catch (e) {
+      setError(e instanceof ApiError ? e.message : 'Something went wrong.');
+    } finally {
+      setBusy(false);
+      setAsking(false);
+    }
+  };
+  return (
+    <div class="confirm" data-testid={testid}>
+      {!asking ? (
+        <button type="button" onClick={() => setAsking(true)} disabled={busy}>
+          {label}
+        </button>
+      ) : (
+        <span class="ask">
+          {question}{' '}
+          <button type="button" class="danger" onClick={go} disabled={busy}>
+            Yes, {label.toLowerCase()}
+          </button>{' '}
+          <button type="button" class="secondary" onClick={() => setAsking(false)} disabled={busy}>
+            Cancel
+          </button>
+        </span>
+      )}
+      <ErrorNote>{error}</ErrorNote>
+    </div>
+  );
+}
+
+function Done({ children }: { children: string }) {
+  if (!children) return null;
+  return (
+    <p class="note ok" role="status" data-testid="done">
+      {children}
+    </p>
+  );
+}
+
+/** stopped: the request keeps where it stopped (next action) but nothing
+ * is due and nobody holds it — what POST …/retrigger accepts
+ * (docs/workflow.md "Retrigger"). */
+function stopped(op: OpsRequest['operation']): boolean {
+  return !!op.nextAction && !op.dueAt && !op.leaseOwner;
+}
+
 function OpsRequestView({ id }: { id: string }) {
-  const r = useGet<OpsRequest>(`/ops/requests/${encodeURIComponent(id)}`, 5000);
+  const r = useGet<OpsRequest>(`/ops/requests/${encodeURIComponent(id)}`, 3000);
+  const [done, setDone] = useState('');
   const x = r.data;
   return (
     <div data-testid="ops-request">
+      <Done>{done}</Done>
       <ErrorNote>{r.error}</ErrorNote>
       {r.loading && !x && <p>Loading…</p>}
       {x && (
         <>
+          {stopped(x.operation) && (
+            <div class="card actions">
+              <p>
+                This request stopped at <span class="mono">{x.step.name}</span>
+                {x.operation.lastError ? <> ({String(x.operation.lastError)})</> : null}. Fix the cause, then re-trigger it: it resumes
+                from <span class="mono">{String(x.operation.nextAction)}</span>, reading what already exists first.
+              </p>
+              <Confirmed
+                testid="retrigger"
+                label="Re-trigger"
+                question={`Re-run this request from ${String(x.operation.nextAction)} now?`}
+                onDone={setDone}
+                run={async () => {
+                  // The step the operator saw: the server refuses if the
+                  // request moved since (docs/api.md).
+                  const res = await call<{ action: string; from: Step }>('POST', `/ops/requests/${encodeURIComponent(id)}/retrigger`, {
+                    step: x.step.name,
+                  });
+                  r.reload();
+                  return `Re-triggered: ${res.data.action} runs now (it had stopped at ${res.data.from.name}).`;
+                }}
+              />
+            </div>
+          )}
           <div class="card">
             <Progress status={x.status} />
             <dl class="facts">
@@ -209,8 +308,10 @@ function OpsRequestView({ id }: { id: string }) {
 
 function Batches() {
   const r = useGet<{ items: Batch[] }>('/ops/batches?limit=50', 5000);
+  const [done, setDone] = useState('');
   return (
     <>
+      <Done>{done}</Done>
       <ErrorNote>{r.error}</ErrorNote>
       {r.data && r.data.items.length === 0 && <p class="muted">No batches yet.</p>}
       {r.data && r.data.items.length > 0 && (
@@ -223,6 +324,7 @@ function Batches() {
               <th>MR</th>
               <th>Failure</th>
               <th>Updated</th>
+              <th></th>
             </tr>
           </thead>
           <tbody>
@@ -234,6 +336,28 @@ function Batches() {
                 <td>{b.mr ? <a href={b.mr.url}>!{b.mr.iid}</a> : ''}</td>
                 <td class="small">{b.failureMessage || b.failureCode || ''}</td>
                 <td class="small">{when(b.updatedAt)}</td>
+                <td>
+                  {(b.status === 'RUNNING' || b.status === 'BLOCKED') && (
+                    <Confirmed
+                      testid={`settle-${b.id}`}
+                      label="Settle"
+                      onDone={setDone}
+                      question={`Settle batch #${b.id}? Its MR is closed if still open and read again: merged wins, otherwise the batch fails and its requests wait for the next round.`}
+                      run={async () => {
+                        const res = await call<{ status: string; merged: boolean; alreadySettled: boolean; readmitted: number }>(
+                          'POST',
+                          `/ops/batches/${b.id}/settle`,
+                          {},
+                        );
+                        r.reload();
+                        const d = res.data;
+                        if (d.alreadySettled) return `Batch #${b.id} was already settled (${d.status}); nothing was done.`;
+                        if (d.merged) return `Batch #${b.id} had merged: settled as ${d.status}.`;
+                        return `Batch #${b.id} settled as ${d.status}; ${d.readmitted} request(s) wait for the next round.`;
+                      }}
+                    />
+                  )}
+                </td>
               </tr>
             ))}
           </tbody>
