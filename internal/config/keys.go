@@ -62,6 +62,7 @@ const (
 	KeyBatchMaxRequests   = "batch.maxRequests"
 	KeyBatchMaxSplitDepth = "batch.maxSplitDepth"
 	KeyBatchTimeout       = "batch.timeout"
+	KeyBatchResumeAfter   = "batch.resumeAfter"
 
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"

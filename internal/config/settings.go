@@ -112,6 +112,9 @@ type Batch struct {
 	MaxRequests   int
 	MaxSplitDepth int
 	Timeout       time.Duration
+	// ResumeAfter: how old a RUNNING batch without a recorded MR must be
+	// before another round takes over building it (its round died).
+	ResumeAfter time.Duration
 }
 
 // Batch returns batch.*.
@@ -121,6 +124,7 @@ func (s *Snapshot) Batch() Batch {
 		MaxRequests:   s.num(KeyBatchMaxRequests),
 		MaxSplitDepth: s.num(KeyBatchMaxSplitDepth),
 		Timeout:       s.dur(KeyBatchTimeout),
+		ResumeAfter:   s.dur(KeyBatchResumeAfter),
 	}
 }
 

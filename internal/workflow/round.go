@@ -75,7 +75,8 @@ type Rounds struct {
 	wake func()
 	// ResumeAfter is how old (database clock) a RUNNING batch without a
 	// recorded MR must be before a round takes over building it; its own
-	// round normally records the MR within seconds. Default 2 minutes.
+	// round normally records the MR within seconds. 0: batch.resumeAfter,
+	// read at every round (default 2 minutes).
 	ResumeAfter time.Duration
 
 	mu      sync.Mutex
@@ -88,7 +89,7 @@ type Rounds struct {
 // NewRounds returns the round service over d; e (may be nil) is woken when
 // a batch's first durable step was scheduled.
 func NewRounds(d Deps, e *Engine) *Rounds {
-	r := &Rounds{d: d, wake: func() {}, ResumeAfter: 2 * time.Minute}
+	r := &Rounds{d: d, wake: func() {}}
 	if e != nil {
 		r.wake = e.Wake
 	}
@@ -133,7 +134,11 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 		// A batch whose round died before recording its MR: finish it. A
 		// young one may still be being built by its own round. (The claim's
 		// pre-check answers "nothing waiting" before it looks at the slot.)
-		b, err := r.d.Store.BatchUnstarted(ctx, projectID, r.ResumeAfter)
+		resumeAfter := r.ResumeAfter
+		if resumeAfter <= 0 {
+			resumeAfter = r.d.Config().Batch().ResumeAfter
+		}
+		b, err := r.d.Store.BatchUnstarted(ctx, projectID, resumeAfter)
 		if errors.Is(err, domain.ErrNotFound) {
 			return res, nil
 		}
