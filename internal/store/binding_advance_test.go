@@ -43,11 +43,7 @@ func TestBindingMarkValidated(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				subject, opID := fmt.Sprintf("u%d", i), fmt.Sprintf("op-%d", i)
 				mustSubmit(t, s, opID, subject, "t", tt.binding)
-				if tt.step != stepCreateStarted {
-					_, err := s.OperationSetStepIfVersion(t.Context(), store.OperationSetStepIfVersionParams{
-						OperationID: opID, FromStep: stepCreateStarted, ToStep: tt.step, Version: 1})
-					require.NoError(t, err)
-				}
+				storetest.WalkTo(t, s, opID, storetest.LegacyPath, domain.StepStatus(tt.step))
 				if tt.reapply {
 					mustSubmit(t, s, opID+"-newer", subject, "t", domain.BindingMerged)
 				}

@@ -172,15 +172,15 @@ func TestBindingResetDefeatsABA(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
-		mustSubmit(t, s, "op-1", "alice", "t", domain.BindingApprovalSending)
+		mustSubmitApproval(t, s, "op-1", "alice", "t")
 		mustSetBinding(t, s, "alice", "t", domain.BindingRejected, time.Time{})
 		read := mustBinding(t, s, "alice", "t") // the stale reader's view: REJECTED @ v2
 
 		// Meanwhile: another re-application (REJECTED → APPROVAL_SENDING),
 		// rejected again (→ REJECTED). Same status, two versions later.
-		b2 := mustSubmit(t, s, "op-2", "alice", "t", domain.BindingApprovalSending).Application.Binding
+		b2 := mustSubmitApproval(t, s, "op-2", "alice", "t").Application.Binding
 		_, err := s.Transition(ctx, store.TransitionParams{
-			OperationID: "op-2", FromStep: stepCreateStarted, ToStep: stepCreateSucceeded, Version: 1,
+			OperationID: "op-2", FromStep: int(domain.StepCreateApprovalSubmitting), ToStep: int(domain.StepCloseRejected), Version: 1,
 			Binding: &store.BindingMove{From: domain.BindingApprovalSending, To: domain.BindingRejected, Version: b2.Version},
 		})
 		require.NoError(t, err)

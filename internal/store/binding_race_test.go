@@ -42,14 +42,14 @@ func TestRaceReapplicationsKeepOneRowPerRelationship(t *testing.T) {
 		)
 		submit := func(ctx context.Context, opID, target string) (store.OperationSubmitResult, error) {
 			return s.OperationSubmit(ctx, store.OperationSubmitParams{
-				Operation: opParams(opID, "alice", target), BindingStatus: domain.BindingApprovalSending,
+				Operation: approveFirstParams(opID, "alice", target), BindingStatus: domain.BindingApprovalSending,
 			})
 		}
 		// The request's own rejection: only the owner moves an in-flight
 		// binding, so this must never be preempted.
 		reject := func(ctx context.Context, op store.Operation, b store.Binding) error {
 			_, err := s.Transition(ctx, store.TransitionParams{
-				OperationID: op.OperationID, FromStep: stepCreateStarted, ToStep: stepCreateSucceeded, Version: op.Version,
+				OperationID: op.OperationID, FromStep: int(domain.StepCreateApprovalSubmitting), ToStep: int(domain.StepCloseRejected), Version: op.Version,
 				Binding: &store.BindingMove{From: domain.BindingApprovalSending, To: domain.BindingRejected, Version: b.Version},
 			})
 			return err

@@ -18,9 +18,13 @@ import (
 const (
 	stepCreateStarted   = 10001
 	stepCreateSucceeded = 10002
-	stepHandleStarted   = 10101
-	stepHandleApproved  = 10102
-	stepCalledBack      = 10301
+	// stepCreateMRCreated and stepCreatePipelineRunning: on the way from
+	// CREATE_STARTED to CREATE_SUCCEEDED (the table has no direct move).
+	stepCreateMRCreated       = 10007
+	stepCreatePipelineRunning = 10008
+	stepHandleStarted         = 10101
+	stepHandleApproved        = 10102
+	stepCalledBack            = 10301
 )
 
 // opParams returns valid creation parameters for operationID.
@@ -38,6 +42,26 @@ func mustSubmit(t testing.TB, s *store.Store, operationID, subject, target strin
 	t.Helper()
 	res, err := s.OperationSubmit(t.Context(), store.OperationSubmitParams{
 		Operation: opParams(operationID, subject, target), BindingStatus: status,
+	})
+	require.NoError(t, err)
+	return res
+}
+
+// approveFirstParams returns valid creation parameters for operationID at
+// the approve-first entry step, CREATE_APPROVAL_SUBMITTING.
+func approveFirstParams(operationID, subject, target string) store.OperationCreateParams {
+	p := opParams(operationID, subject, target)
+	p.Flow, p.Step = "APPROVE_FIRST", int(domain.StepCreateApprovalSubmitting)
+	return p
+}
+
+// mustSubmitApproval submits operationID at the approve-first entry:
+// CREATE_APPROVAL_SUBMITTING with its binding APPROVAL_SENDING, the state
+// from which an approval's answer moves both layers.
+func mustSubmitApproval(t testing.TB, s *store.Store, operationID, subject, target string) store.OperationSubmitResult {
+	t.Helper()
+	res, err := s.OperationSubmit(t.Context(), store.OperationSubmitParams{
+		Operation: approveFirstParams(operationID, subject, target), BindingStatus: domain.BindingApprovalSending,
 	})
 	require.NoError(t, err)
 	return res

@@ -228,6 +228,12 @@ func (s *Store) TransitionMany(ctx context.Context, p TransitionManyParams) erro
 	if err := p.validate(); err != nil {
 		return fmt.Errorf("transition: %w", err)
 	}
+	// Checked before the transaction too, so an illegal move does not take
+	// the write lock (SQLite) for nothing; transitionTx checks again for
+	// the callers that reach it directly.
+	if err := p.checkTable(); err != nil {
+		return fmt.Errorf("transition %d operation(s)%s: %w", len(p.Rows), bindingMoveText(p), err)
+	}
 	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
 		return transitionTx(ctx, tx, s.dialect, p)
 	})
@@ -244,8 +250,33 @@ func bindingMoveText(p TransitionManyParams) string {
 	return fmt.Sprintf(" (binding %s → %s)", p.BindingFrom, p.BindingTo)
 }
 
-// transitionTx is TransitionMany inside tx.
+// checkTable checks the move against the central transition table (R-WF-2,
+// I7): the step from FromStep to ToStep and, when bindings move, the
+// binding from BindingFrom to BindingTo. The guarded UPDATEs write only
+// rows that are still in exactly these from-states, so checking the
+// parameters checks every row that can be written. An illegal move is a
+// bug in the caller, never a race: the error wraps
+// domain.ErrIllegalTransition, not domain.ErrPreempted.
+func (p TransitionManyParams) checkTable() error {
+	if err := domain.CheckStep(domain.StepStatus(p.FromStep), domain.StepStatus(p.ToStep)); err != nil {
+		return err
+	}
+	if p.BindingFrom != "" {
+		if err := domain.CheckBinding(p.BindingFrom, p.BindingTo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// transitionTx is TransitionMany inside tx. It checks the table before its
+// first write, so every caller (TransitionMany, Transition, BatchApply's
+// member moves) is checked, and an illegal move leaves nothing behind: the
+// caller's transaction rolls back on the error.
 func transitionTx(ctx context.Context, tx *sql.Tx, d Dialect, p TransitionManyParams) error {
+	if err := p.checkTable(); err != nil {
+		return err
+	}
 	rows := slices.SortedFunc(slices.Values(p.Rows), func(a, b TransitionRow) int {
 		return cmp.Compare(a.OperationID, b.OperationID)
 	})

@@ -19,6 +19,13 @@ func TestTransition(t *testing.T) {
 		op      store.Operation
 		binding store.Binding
 	}
+	// Every case starts at the approve-first entry (CREATE_APPROVAL_SUBMITTING,
+	// APPROVAL_SENDING); the moves it tries are in the transition table
+	// unless the case is about a move that is not.
+	const (
+		submitting = int(domain.StepCreateApprovalSubmitting)
+		submitted  = int(domain.StepCreateApprovalSubmitted)
+	)
 	tests := []struct {
 		name string
 		// params builds the transition from what was read.
@@ -30,7 +37,7 @@ func TestTransition(t *testing.T) {
 			name: "step and binding move together and both versions grow",
 			params: func(a arranged) store.TransitionParams {
 				return store.TransitionParams{
-					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: stepCreateSucceeded, Version: a.op.Version,
+					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: submitted, Version: a.op.Version,
 					Binding: &store.BindingMove{From: a.binding.Status, To: domain.BindingApprovalSent, Version: a.binding.Version},
 					Actor:   "worker-1", Note: "approval submitted",
 				}
@@ -40,7 +47,7 @@ func TestTransition(t *testing.T) {
 		{
 			name: "the step alone moves when no binding move is given",
 			params: func(a arranged) store.TransitionParams {
-				return store.TransitionParams{OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: stepCreateSucceeded, Version: a.op.Version}
+				return store.TransitionParams{OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: submitted, Version: a.op.Version}
 			},
 			wantBinding: domain.BindingApprovalSending,
 		},
@@ -48,7 +55,7 @@ func TestTransition(t *testing.T) {
 			name: "a stale operation version is preempted and writes nothing",
 			params: func(a arranged) store.TransitionParams {
 				return store.TransitionParams{
-					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: stepCreateSucceeded, Version: a.op.Version + 1,
+					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: submitted, Version: a.op.Version + 1,
 					Binding: &store.BindingMove{From: a.binding.Status, To: domain.BindingApprovalSent, Version: a.binding.Version},
 				}
 			},
@@ -58,7 +65,7 @@ func TestTransition(t *testing.T) {
 		{
 			name: "another step at the right version is preempted",
 			params: func(a arranged) store.TransitionParams {
-				return store.TransitionParams{OperationID: a.op.OperationID, FromStep: stepHandleStarted, ToStep: stepCreateSucceeded, Version: a.op.Version}
+				return store.TransitionParams{OperationID: a.op.OperationID, FromStep: submitted, ToStep: int(domain.StepHandleStarted), Version: a.op.Version}
 			},
 			wantErr:     domain.ErrPreempted,
 			wantBinding: domain.BindingApprovalSending,
@@ -67,7 +74,7 @@ func TestTransition(t *testing.T) {
 			name: "a stale binding version rolls the operation write back too",
 			params: func(a arranged) store.TransitionParams {
 				return store.TransitionParams{
-					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: stepCreateSucceeded, Version: a.op.Version,
+					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: submitted, Version: a.op.Version,
 					Binding: &store.BindingMove{From: a.binding.Status, To: domain.BindingApprovalSent, Version: a.binding.Version + 1},
 				}
 			},
@@ -78,7 +85,7 @@ func TestTransition(t *testing.T) {
 			name: "a binding in another status is preempted",
 			params: func(a arranged) store.TransitionParams {
 				return store.TransitionParams{
-					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: stepCreateSucceeded, Version: a.op.Version,
+					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: int(domain.StepCreateStarted), Version: a.op.Version,
 					Binding: &store.BindingMove{From: domain.BindingApprovalSent, To: domain.BindingMRCreating, Version: a.binding.Version},
 				}
 			},
@@ -88,9 +95,28 @@ func TestTransition(t *testing.T) {
 		{
 			name: "an unknown operation is preempted",
 			params: func(a arranged) store.TransitionParams {
-				return store.TransitionParams{OperationID: "nope", FromStep: a.op.Step, ToStep: stepCreateSucceeded, Version: 1}
+				return store.TransitionParams{OperationID: "nope", FromStep: a.op.Step, ToStep: submitted, Version: 1}
 			},
 			wantErr:     domain.ErrPreempted,
+			wantBinding: domain.BindingApprovalSending,
+		},
+		{
+			name: "a step move the table does not list is refused and writes nothing",
+			params: func(a arranged) store.TransitionParams {
+				return store.TransitionParams{OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: int(domain.StepHandleMerged), Version: a.op.Version}
+			},
+			wantErr:     domain.ErrIllegalTransition,
+			wantBinding: domain.BindingApprovalSending,
+		},
+		{
+			name: "a binding move the table does not list is refused with its legal step move",
+			params: func(a arranged) store.TransitionParams {
+				return store.TransitionParams{
+					OperationID: a.op.OperationID, FromStep: a.op.Step, ToStep: submitted, Version: a.op.Version,
+					Binding: &store.BindingMove{From: a.binding.Status, To: domain.BindingValidated, Version: a.binding.Version},
+				}
+			},
+			wantErr:     domain.ErrIllegalTransition,
 			wantBinding: domain.BindingApprovalSending,
 		},
 	}
@@ -98,8 +124,9 @@ func TestTransition(t *testing.T) {
 		for i, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				subject := fmt.Sprintf("u%d", i)
-				res := mustSubmit(t, s, subject+"-op", subject, "t", domain.BindingApprovalSending)
+				res := mustSubmitApproval(t, s, subject+"-op", subject, "t")
 				a := arranged{op: res.Operation, binding: res.Application.Binding}
+				require.Equal(t, submitting, a.op.Step)
 				p := tt.params(a)
 
 				got, err := s.Transition(t.Context(), p)
@@ -112,7 +139,7 @@ func TestTransition(t *testing.T) {
 					require.Equal(t, a.op.Version, op.Version)
 					require.Equal(t, a.op.Step, op.Step)
 					require.Equal(t, a.binding.Version, b.Version)
-					require.Len(t, steps, 1, "no history for a preempted write")
+					require.Len(t, steps, 1, "no history for a refused write")
 					return
 				}
 				require.NoError(t, err)
@@ -141,25 +168,61 @@ func TestTransition(t *testing.T) {
 	})
 }
 
+// TestTransitionIllegalIsNotPreempted: a move the table refuses is a bug in
+// the caller, told apart from a lost race — the error matches
+// ErrIllegalTransition and not ErrPreempted, names both states, and the
+// batched form refuses it before writing any row.
+func TestTransitionIllegalIsNotPreempted(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rows := bulkSubmit(t, s, "ill", 3, domain.BindingMRCreating)
+		err := s.TransitionMany(t.Context(), store.TransitionManyParams{
+			FromStep: stepCreateStarted, ToStep: stepCalledBack,
+			BindingFrom: domain.BindingMRCreating, BindingTo: domain.BindingValidated, Rows: rows,
+		})
+		require.ErrorIs(t, err, domain.ErrIllegalTransition)
+		require.NotErrorIs(t, err, domain.ErrPreempted)
+		var ill *domain.IllegalTransitionError
+		require.ErrorAs(t, err, &ill)
+		require.Equal(t, "step", ill.Layer)
+		require.Contains(t, err.Error(), "CREATE_STARTED → CALLED_BACK")
+		require.Equal(t, 3, count(t, s.DB(), "SELECT COUNT(*) FROM operation WHERE step_status = ? AND version = 1", stepCreateStarted))
+		require.Equal(t, 3, count(t, s.DB(), "SELECT COUNT(*) FROM binding WHERE status = ? AND version = 1", "MR_CREATING"))
+		require.Equal(t, 3, count(t, s.DB(), "SELECT COUNT(*) FROM operation_step"))
+
+		// A legal step with an illegal binding move: refused the same way.
+		err = s.TransitionMany(t.Context(), store.TransitionManyParams{
+			FromStep: stepCreateStarted, ToStep: int(domain.StepCreateFailed),
+			BindingFrom: domain.BindingMRCreating, BindingTo: domain.BindingMerging, Rows: rows,
+		})
+		require.ErrorIs(t, err, domain.ErrIllegalTransition)
+		require.ErrorAs(t, err, &ill)
+		require.Equal(t, "binding", ill.Layer)
+		require.Equal(t, 3, count(t, s.DB(), "SELECT COUNT(*) FROM operation_step"))
+	})
+}
+
 func TestTransitionDoesNotMoveABindingReappliedForANewerRequest(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
-		old := mustSubmit(t, s, "op-old", "alice", "t", domain.BindingApprovalSending)
+		old := mustSubmitApproval(t, s, "op-old", "alice", "t")
 		mustSetBinding(t, s, "alice", "t", domain.BindingRejected, old.Operation.ExpiresAt)
-		stale := mustBinding(t, s, "alice", "t")
-		mustSubmit(t, s, "op-new", "alice", "t", domain.BindingApprovalSending)
+		mustSubmitApproval(t, s, "op-new", "alice", "t")
+		cur := mustBinding(t, s, "alice", "t")
+		require.Equal(t, domain.BindingApprovalSending, cur.Status)
 
-		// The old request's late step, with the binding version it last
-		// saw plus its status from before the re-application.
+		// The old request's late step, a legal move naming the binding's
+		// current status and version: only the operation_id in the guard
+		// tells the newer request's row from the old one's.
 		_, err := s.Transition(ctx, store.TransitionParams{
-			OperationID: "op-old", FromStep: stepCreateStarted, ToStep: stepCreateSucceeded, Version: 1,
-			Binding: &store.BindingMove{From: domain.BindingRejected, To: domain.BindingClosed, Version: stale.Version},
+			OperationID: "op-old", FromStep: int(domain.StepCreateApprovalSubmitting), ToStep: int(domain.StepCreateApprovalSubmitted), Version: 1,
+			Binding: &store.BindingMove{From: domain.BindingApprovalSending, To: domain.BindingApprovalSent, Version: cur.Version},
 		})
 		require.ErrorIs(t, err, domain.ErrPreempted)
 		b := mustBinding(t, s, "alice", "t")
 		require.Equal(t, "op-new", b.OperationID)
-		require.Equal(t, domain.BindingApprovalSending, b.Status)
+		require.Equal(t, cur, b)
 		require.Equal(t, int64(1), mustOperation(t, s, "op-old").Version, "rolled back")
 	})
 }
@@ -171,33 +234,35 @@ func TestOperationSetStepIfVersionDefeatsABA(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
-		op, err := s.OperationCreate(ctx, opParams("op-aba", "alice", "t"))
+		_, err := s.OperationCreate(ctx, opParams("op-aba", "alice", "t"))
 		require.NoError(t, err)
-		read := op // the stale writer's view: CREATE_STARTED @ v1
+		// The stale writer's view: HANDLE_APPROVED at some version.
+		read := storetest.WalkTo(t, s, "op-aba", storetest.LegacyPath, domain.StepHandleApproved)
+		before := len(mustSteps(t, s, "op-aba"))
 
-		// Meanwhile: A → B → A.
+		// Meanwhile: A → B → A (a merge refused, rebased, approved again).
 		v, err := s.OperationSetStepIfVersion(ctx, store.OperationSetStepIfVersionParams{
-			OperationID: "op-aba", FromStep: stepCreateStarted, ToStep: stepHandleStarted, Version: 1})
+			OperationID: "op-aba", FromStep: stepHandleApproved, ToStep: int(domain.StepHandleRebasing), Version: read.Version})
 		require.NoError(t, err)
 		v, err = s.OperationSetStepIfVersion(ctx, store.OperationSetStepIfVersionParams{
-			OperationID: "op-aba", FromStep: stepHandleStarted, ToStep: stepCreateStarted, Version: v})
+			OperationID: "op-aba", FromStep: int(domain.StepHandleRebasing), ToStep: stepHandleApproved, Version: v})
 		require.NoError(t, err)
-		require.Equal(t, int64(3), v)
+		require.Equal(t, read.Version+2, v)
 
 		tx, err := s.DB().BeginTx(ctx, nil)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), mustExec(t, tx,
 			"UPDATE operation SET step_status = ? WHERE operation_id = ? AND step_status = ?",
-			stepCreateSucceeded, "op-aba", read.Step), "the seed's status-only guard passes")
+			int(domain.StepHandleMerged), "op-aba", read.Step), "the seed's status-only guard passes")
 		require.NoError(t, tx.Rollback())
 
 		_, err = s.OperationSetStepIfVersion(ctx, store.OperationSetStepIfVersionParams{
-			OperationID: "op-aba", FromStep: read.Step, ToStep: stepCreateSucceeded, Version: read.Version})
+			OperationID: "op-aba", FromStep: read.Step, ToStep: int(domain.StepHandleMerged), Version: read.Version})
 		require.ErrorIs(t, err, domain.ErrPreempted)
 		got := mustOperation(t, s, "op-aba")
-		require.Equal(t, stepCreateStarted, got.Step)
-		require.Equal(t, int64(3), got.Version)
-		require.Len(t, mustSteps(t, s, "op-aba"), 3)
+		require.Equal(t, stepHandleApproved, got.Step)
+		require.Equal(t, read.Version+2, got.Version)
+		require.Len(t, mustSteps(t, s, "op-aba"), before+2)
 	})
 }
 
@@ -209,41 +274,48 @@ func TestTransitionMany(t *testing.T) {
 	const n = 2*store.InChunkSize + 3
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
-		rows := bulkSubmit(t, s, "bulk", n, domain.BindingMRCreating)
+		// A batch's members whose check pipeline runs: submitted, then
+		// walked there with TransitionMany itself (two hops, bindings
+		// untouched).
+		rows := bulkWalk(t, s, bulkSubmit(t, s, "bulk", n, domain.BindingMRCreating),
+			stepCreateStarted, stepCreateMRCreated, stepCreatePipelineRunning)
+		v := rows[0].Version
+		require.Equal(t, int64(3), v)
+		hist := 3 * n
 
 		t.Run("one stale row anywhere rolls back every chunk", func(t *testing.T) {
 			stale := append([]store.TransitionRow(nil), rows...)
 			stale[n-1].BindingVersion++ // in the last chunk, bindings: after every operation was moved
 			err := s.TransitionMany(ctx, store.TransitionManyParams{
-				FromStep: stepCreateStarted, ToStep: stepCreateSucceeded,
+				FromStep: stepCreatePipelineRunning, ToStep: stepCreateSucceeded,
 				BindingFrom: domain.BindingMRCreating, BindingTo: domain.BindingMRCreated, Rows: stale,
 			})
 			require.ErrorIs(t, err, domain.ErrPreempted)
-			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM operation WHERE step_status = ? AND version = 1", stepCreateStarted))
+			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM operation WHERE step_status = ? AND version = ?", stepCreatePipelineRunning, v))
 			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM binding WHERE status = ? AND version = 1", "MR_CREATING"))
-			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM operation_step"))
+			require.Equal(t, hist, count(t, s.DB(), "SELECT COUNT(*) FROM operation_step"))
 		})
 		t.Run("every row moves, in a few statements per chunk", func(t *testing.T) {
 			err := s.TransitionMany(ctx, store.TransitionManyParams{
-				FromStep: stepCreateStarted, ToStep: stepCreateSucceeded,
+				FromStep: stepCreatePipelineRunning, ToStep: stepCreateSucceeded,
 				BindingFrom: domain.BindingMRCreating, BindingTo: domain.BindingMRCreated, Rows: rows,
 				Actor: "round", Note: "pipeline passed",
 			})
 			require.NoError(t, err)
-			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM operation WHERE step_status = ? AND version = 2", stepCreateSucceeded))
+			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM operation WHERE step_status = ? AND version = ?", stepCreateSucceeded, v+1))
 			require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM binding WHERE status = ? AND version = 2", "MR_CREATED"))
 			require.Equal(t, n, count(t, s.DB(),
 				"SELECT COUNT(*) FROM operation_step WHERE from_step = ? AND to_step = ? AND from_binding_status = ? AND to_binding_status = ? AND note = ?",
-				stepCreateStarted, stepCreateSucceeded, "MR_CREATING", "MR_CREATED", "pipeline passed"))
+				stepCreatePipelineRunning, stepCreateSucceeded, "MR_CREATING", "MR_CREATED", "pipeline passed"))
 		})
 		t.Run("a second settlement of the same rows fails at its first write", func(t *testing.T) {
 			err := s.TransitionMany(ctx, store.TransitionManyParams{
-				FromStep: stepCreateStarted, ToStep: stepCreateSucceeded,
+				FromStep: stepCreatePipelineRunning, ToStep: stepCreateSucceeded,
 				BindingFrom: domain.BindingMRCreating, BindingTo: domain.BindingMRCreated, Rows: rows,
 			})
 			require.ErrorIs(t, err, domain.ErrPreempted)
 			require.Contains(t, err.Error(), "move operations", "the operation guard, the first statement, refused")
-			require.Equal(t, 2*n, count(t, s.DB(), "SELECT COUNT(*) FROM operation_step"))
+			require.Equal(t, hist+n, count(t, s.DB(), "SELECT COUNT(*) FROM operation_step"))
 		})
 	})
 }
@@ -257,22 +329,23 @@ func TestTransitionManyLocksOnlyTheListedRows(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		onlyMySQL(t, s, "SQLite serializes all writers")
-		rows := bulkSubmit(t, s, "lock", 500, domain.BindingMRCreating)
+		rows := bulkWalk(t, s, bulkSubmit(t, s, "lock", 500, domain.BindingMRCreating),
+			stepCreateStarted, stepCreateMRCreated, stepCreatePipelineRunning)
 		other := rows[450]
 		var (
 			elapsed time.Duration
 			err     error
 		)
 		p := store.TransitionManyBeforeCommit(store.TransitionManyParams{
-			FromStep: stepCreateStarted, ToStep: stepCreateSucceeded,
+			FromStep: stepCreatePipelineRunning, ToStep: stepCreateSucceeded,
 			BindingFrom: domain.BindingMRCreating, BindingTo: domain.BindingMRCreated, Rows: rows[:400],
 		}, func() {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 			defer cancel()
 			start := time.Now()
 			_, err = s.Transition(ctx, store.TransitionParams{
-				OperationID: other.OperationID, FromStep: stepCreateStarted, ToStep: stepHandleStarted, Version: 1,
-				Binding: &store.BindingMove{From: domain.BindingMRCreating, To: domain.BindingMerging, Version: 1},
+				OperationID: other.OperationID, FromStep: stepCreatePipelineRunning, ToStep: int(domain.StepCreateFailed), Version: other.Version,
+				Binding: &store.BindingMove{From: domain.BindingMRCreating, To: domain.BindingCreateFailed, Version: other.BindingVersion},
 			})
 			elapsed = time.Since(start)
 		})
@@ -328,6 +401,23 @@ func bulkSubmit(t *testing.T, s *store.Store, prefix string, n int, status domai
 		mustExec(t, s.DB(), "INSERT INTO operation_step (operation_id, to_step) VALUES "+valuesList(m, 2), steps...)
 	}
 	return rows
+}
+
+// bulkWalk moves rows along the legal step path steps (rows start at
+// steps[0]) with one TransitionMany per hop, bindings untouched, and
+// returns them at their new versions.
+func bulkWalk(t *testing.T, s *store.Store, rows []store.TransitionRow, steps ...int) []store.TransitionRow {
+	t.Helper()
+	out := append([]store.TransitionRow(nil), rows...)
+	for i := 1; i < len(steps); i++ {
+		require.NoError(t, s.TransitionMany(t.Context(), store.TransitionManyParams{
+			FromStep: steps[i-1], ToStep: steps[i], Rows: out, Actor: "test", Note: "arrange",
+		}))
+		for j := range out {
+			out[j].Version++
+		}
+	}
+	return out
 }
 
 // valuesList returns rows copies of "(?, …, ?)" with cols placeholders.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 )
@@ -71,4 +72,33 @@ func TestRequireServicesFailsInsteadOfSkipping(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNamedPathsAreLegal(t *testing.T) {
+	for name, path := range map[string][]domain.StepStatus{"legacy": storetest.LegacyPath, "approve-first": storetest.ApproveFirstPath} {
+		require.NoError(t, domain.CheckStep(domain.StepNone, path[0]), "%s starts at a first step", name)
+		for i := 1; i < len(path); i++ {
+			require.NoError(t, domain.CheckStep(path[i-1], path[i]), "%s hop %d", name, i)
+		}
+	}
+}
+
+func TestWalkToMovesHopByHop(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		_, err := s.OperationCreate(t.Context(), store.OperationCreateParams{
+			OperationID: "op-walk", Subject: "alice", TargetKey: "t", ProjectID: 1, Flow: "LEGACY",
+			Step: int(domain.StepCreateStarted), Reason: "r", Days: 1, RequestHash: "h", Actor: "test",
+		})
+		require.NoError(t, err)
+		op := storetest.WalkTo(t, s, "op-walk", storetest.LegacyPath, domain.StepHandleApproved)
+		require.Equal(t, int(domain.StepHandleApproved), op.Step)
+		steps, err := s.OperationStepList(t.Context(), "op-walk")
+		require.NoError(t, err)
+		require.Len(t, steps, 8, "the first step and one row per hop")
+		require.Equal(t, int64(len(steps)), op.Version)
+		for i := 1; i < len(steps); i++ {
+			require.Equal(t, steps[i-1].ToStep, steps[i].FromStep)
+			require.Equal(t, int(storetest.LegacyPath[i]), steps[i].ToStep)
+		}
+	})
 }
