@@ -57,6 +57,9 @@ func (s *Server) routes() {
 		{pattern: "GET /api/stats", handler: s.handleStats(), metrics: true, login: true,
 			rateLimit: &RateLimitSpec{Bucket: bucketStats}},
 
+		// What the web app needs before a login (appconfig.go): no login.
+		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
+
 		// Callbacks (SPEC §3.2): authenticated by their shared token in
 		// the handler, before the body is read; no login.
 		{pattern: "POST /callbacks/approval", handler: s.handleApprovalCallback(), metrics: true},

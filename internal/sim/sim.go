@@ -173,7 +173,7 @@ func New(cfg Config) (_ *Sim, err error) {
 	if s.Permission, err = permission.New(permission.Options{Grants: grants, Logger: cfg.Logger.With("sim", "permission")}); err != nil {
 		return nil, fmt.Errorf("sim: permission: %w", err)
 	}
-	if s.OIDC, err = oidc.New(oidc.Options{Issuer: cfg.PublicURL + "/oidc", Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
+	if s.OIDC, err = oidc.New(oidc.Options{Issuer: cfg.PublicURL + "/oidc", Users: oidc.LocalUsers(), Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
 		return nil, fmt.Errorf("sim: oidc: %w", err)
 	}
 	s.handler = s.routes()

@@ -149,6 +149,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /_control/faults", s.handleGetFaults)
 	s.mux.HandleFunc("POST /_control/faults", s.handleSetFaults)
 	s.mux.HandleFunc("DELETE /_control/faults", s.handleResetFaults)
+	// The control page for a person (page.go).
+	s.mux.HandleFunc("GET /_control/ui", s.handlePage)
+	s.mux.HandleFunc("POST /_control/ui/approvals/{id}/{action}", s.handlePageDecide)
+	s.mux.HandleFunc("POST /_control/ui/policy", s.handlePagePolicy)
 	if s.opts.Deliverer != nil {
 		s.opts.Deliverer.RegisterControl(s.mux, "/_control/deliveries")
 	}

@@ -1,8 +1,9 @@
 // Package oidc simulates an OpenID Connect issuer: a discovery document,
 // a JWKS of RSA keys, RS256 tokens minted on request for a named user
-// (email-style or employee-ID subject), and key rotation — enough for the
-// OIDC login adapter's tests to verify tokens over real HTTP, and for the
-// local run to hand out bearer tokens.
+// (email-style or employee-ID subject), key rotation, and the
+// authorization code flow with PKCE behind a login page where a person
+// picks who to be — enough for the OIDC login adapter's tests to verify
+// tokens over real HTTP, and for the web app to sign in in the local run.
 package oidc
 
 import (
@@ -34,7 +35,10 @@ type Options struct {
 	// DefaultAudience is the "aud" of tokens that name none (default
 	// "changeflow").
 	DefaultAudience string
-	Logger          *slog.Logger
+	// Users are the quick picks of the login page (flow.go); any subject
+	// can be typed in as well. LocalUsers() is the local world's.
+	Users  []User
+	Logger *slog.Logger
 }
 
 // key is one signing key.
@@ -53,7 +57,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	issuer string
-	keys   []*key // the last one signs
+	keys   []*key           // the last one signs
+	grants map[string]grant // authorization codes not yet exchanged (flow.go)
 }
 
 // New generates the first signing key.
@@ -74,7 +79,7 @@ func New(opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, logger: logger, mux: http.NewServeMux(), issuer: strings.TrimRight(opts.Issuer, "/")}
+	s := &Server{opts: opts, logger: logger, mux: http.NewServeMux(), issuer: strings.TrimRight(opts.Issuer, "/"), grants: map[string]grant{}}
 	k, err := s.newKey()
 	if err != nil {
 		return nil, err

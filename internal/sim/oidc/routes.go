@@ -12,8 +12,10 @@ import (
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /.well-known/openid-configuration", s.handleDiscovery)
 	s.mux.HandleFunc("GET /jwks", s.handleJWKS)
-	s.mux.HandleFunc("/authorize", s.handleNoFlow)
-	s.mux.HandleFunc("/token", s.handleNoFlow)
+	s.mux.HandleFunc("GET /authorize", s.handleAuthorizePage)
+	s.mux.HandleFunc("POST /authorize", s.handleAuthorize)
+	s.mux.HandleFunc("POST /token", s.handleToken)
+	s.mux.HandleFunc("OPTIONS /token", s.handlePreflight)
 	s.mux.HandleFunc("POST /_control/token", s.handleMint)
 	s.mux.HandleFunc("POST /_control/rotate", s.handleRotate)
 	s.mux.HandleFunc("GET /_control/keys", s.handleKeys)
@@ -24,12 +26,17 @@ func (s *Server) routes() {
 // under the issuer, as verifiers require.
 func (s *Server) handleDiscovery(w http.ResponseWriter, r *http.Request) {
 	iss := s.Issuer()
+	allowCORS(w)
 	simhttp.WriteJSON(w, http.StatusOK, map[string]any{
 		"issuer":                                iss,
 		"jwks_uri":                              iss + "/jwks",
 		"authorization_endpoint":                iss + "/authorize",
 		"token_endpoint":                        iss + "/token",
-		"response_types_supported":              []string{"code", "id_token"},
+		"response_types_supported":              []string{"code"},
+		"grant_types_supported":                 []string{"authorization_code"},
+		"code_challenge_methods_supported":      []string{"S256"},
+		"token_endpoint_auth_methods_supported": []string{"none"},
+		"scopes_supported":                      []string{"openid", "email", "profile"},
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"RS256"},
 		"claims_supported":                      []string{"iss", "sub", "aud", "exp", "iat", "email", "email_verified", "name", "preferred_username"},
@@ -40,13 +47,8 @@ func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
 	// no-cache: a rotation must be visible at once to a verifier that
 	// refetches on an unknown kid.
 	w.Header().Set("Cache-Control", "no-cache")
+	allowCORS(w)
 	simhttp.WriteJSON(w, http.StatusOK, s.JWKS())
-}
-
-// handleNoFlow answers the interactive endpoints: the simulator mints
-// tokens through its control API only.
-func (s *Server) handleNoFlow(w http.ResponseWriter, r *http.Request) {
-	simhttp.WriteError(w, http.StatusNotImplemented, "the simulator has no login flow; mint tokens with POST /_control/token")
 }
 
 func (s *Server) handleMint(w http.ResponseWriter, r *http.Request) {

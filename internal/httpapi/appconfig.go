@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+)
+
+// appConfigView is GET /api/app-config: what the web app needs to know
+// before anybody has logged in.
+type appConfigView struct {
+	// OIDC is present when oidc.issuer is configured: the app then offers
+	// "Sign in" (authorization code with PKCE against the issuer, as a
+	// public client whose ID is oidc.audience — the audience the server
+	// verifies tokens for).
+	OIDC *oidcView `json:"oidc,omitempty"`
+	// Simulators is present when this process runs the embedded
+	// simulators (the local run): their pages a person uses to play the
+	// external systems' part (docs/simulators.md).
+	Simulators *simulatorsView `json:"simulators,omitempty"`
+}
+
+type oidcView struct {
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"clientId"`
+}
+
+type simulatorsView struct {
+	// Index lists every simulator and its base URL.
+	Index string `json:"index"`
+	// Approval is the approval system's control page (approve, reject,
+	// switch between automatic and manual decisions).
+	Approval string `json:"approval"`
+}
+
+// handleAppConfig needs no login: the app reads it to offer a login. It
+// says nothing that is not public anyway — the issuer's URL and the
+// client ID are in every login redirect — and is read from the
+// configuration in force on every request.
+func (s *Server) handleAppConfig() http.Handler {
+	b := s.deps.Business
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b.Config == nil {
+			writeError(w, r, s.deps.Logger, domain.Internal("app config: no configuration source wired", nil))
+			return
+		}
+		snap := b.Config.Current()
+		ep := snap.Endpoints()
+		var v appConfigView
+		if ep.OIDCIssuer != "" {
+			aud, _ := snap.String(config.KeyOIDCAudience)
+			v.OIDC = &oidcView{Issuer: ep.OIDCIssuer, ClientID: aud}
+		}
+		if base := simBase(ep); base != "" {
+			v.Simulators = &simulatorsView{Index: base + "/", Approval: base + "/approval/_control/ui"}
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		respond(w, s.deps.Logger, domain.CodeOK, v)
+	})
+}
+
+// simBase is the embedded simulators' URL as a browser on this machine
+// reaches them, or "" when they do not run here or their port is chosen at
+// start (":0", not known to the configuration).
+func simBase(ep config.Endpoints) string {
+	if !ep.SimEmbedded {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(ep.SimListen)
+	if err != nil || port == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
