@@ -104,3 +104,42 @@ func (s *Store) BatchSweepTimedOut(ctx context.Context, p BatchSweepParams) ([]B
 	}
 	return settled, nil
 }
+
+// BatchTimedOut returns the RUNNING batches created more than maxAge ago
+// on the database clock, oldest first, at most limit (default
+// BatchSweepDefaultLimit). It only reads: the workflow's sweep settles
+// each one in ONE transaction with its members' moves (close and re-read
+// the MR first, then the batch's guarded write, the moves and the
+// re-admissions together), so that a crash anywhere leaves either a
+// RUNNING batch the next sweep finds again or a settled one whose members
+// are back in the waiting set — never a FAILED batch with stranded
+// members, which BatchSweepTimedOut followed by a separate members' move
+// could leave.
+func (s *Store) BatchTimedOut(ctx context.Context, maxAge time.Duration, limit int) ([]Batch, error) {
+	if maxAge <= 0 {
+		return nil, fmt.Errorf("timed-out batches: maxAge must be positive, is %s", maxAge)
+	}
+	if limit <= 0 {
+		limit = BatchSweepDefaultLimit
+	}
+	cutoff, arg := s.dialect.NowMinus(maxAge)
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT "+batchColumns+" FROM merge_batch WHERE status = ? AND created_at < "+cutoff+
+			" ORDER BY created_at, id LIMIT ?", domain.BatchRunning, arg, limit)
+	if err != nil {
+		return nil, fmt.Errorf("timed-out batches: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, fmt.Errorf("timed-out batches: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("timed-out batches: %w", translate(err))
+	}
+	return out, nil
+}

@@ -38,44 +38,55 @@ type SettleResult struct {
 // AlreadySettled. Used by batch_settle, POST /ops/batches/{id}/settle and
 // the round when it finds the batch MR closed.
 func (d Deps) SettleBatch(ctx context.Context, batchID int64, code, message, actor string) (SettleResult, error) {
-	return d.settleBatch(ctx, batchID, code, message, actor, "", "")
+	return d.settleBatch(ctx, batchID, settleOpts{code: code, message: message, actor: actor})
 }
 
-// settleBatch is SettleBatch from the running batch: runningDriver's own
-// lease is kept (its step finishes the run), and culprit, when set, is
-// not re-admitted — it keeps the failure state it shows.
-func (d Deps) settleBatch(ctx context.Context, batchID int64, code, message, actor, runningDriver, culprit string) (SettleResult, error) {
+// settleOpts says who settles and why.
+type settleOpts struct {
+	code, message, actor string
+	// runningDriver: the running batch settles from its driver's step,
+	// whose own lease is kept (the step finishes the run).
+	runningDriver string
+	// culprit, when set, is not re-admitted: it keeps the failure state
+	// it shows (a single-request batch whose check pipeline failed).
+	culprit string
+	// only settles the batch only while it is in this status (the timeout
+	// sweep: RUNNING — a BLOCKED batch waits for a person); 0: any active.
+	only domain.BatchStatus
+}
+
+// settleBatch reads the batch and settles it (settleCore), reading again
+// and retrying when a member moved meanwhile.
+func (d Deps) settleBatch(ctx context.Context, batchID int64, o settleOpts) (SettleResult, error) {
 	b, err := d.Store.BatchGet(ctx, batchID)
 	if err != nil {
 		return SettleResult{}, err
 	}
-	if !b.Status.Active() {
-		return SettleResult{BatchID: b.ID, Status: b.Status.String(), AlreadySettled: true}, nil
-	}
 	// A member that moved between the read and the write (the driver's
 	// poll) pre-empts the whole transaction: read again and retry.
 	for attempt := 1; ; attempt++ {
-		res, err := d.settleCore(ctx, b, code, message, actor, true, runningDriver, culprit)
+		if !b.Status.Active() || (o.only != 0 && b.Status != o.only) {
+			return SettleResult{BatchID: b.ID, Status: b.Status.String(), AlreadySettled: true}, nil
+		}
+		res, err := d.settleCore(ctx, b, o)
 		if err == nil || !errors.Is(err, domain.ErrPreempted) || attempt == 3 {
 			return res, err
 		}
 		if b, err = d.Store.BatchGet(ctx, batchID); err != nil {
 			return SettleResult{}, err
 		}
-		if !b.Status.Active() {
-			return SettleResult{BatchID: b.ID, Status: b.Status.String(), AlreadySettled: true}, nil
-		}
 	}
 }
 
-// settleMembers is the members' half of a settlement of a batch another
-// path (the timeout sweep) already moved to FAILED: close, re-read, and
-// move the members as SettleBatch does, without writing the batch.
-func (d Deps) settleMembers(ctx context.Context, b store.Batch, actor string, _ bool) (SettleResult, error) {
-	return d.settleCore(ctx, b, "", "", actor, false, "", "")
-}
-
-func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, actor string, writeBatch bool, runningDriver, culprit string) (SettleResult, error) {
+// settleCore closes and re-reads the batch MR, then writes the whole
+// settlement in ONE transaction (store.BatchApply): the batch's guarded
+// write first, then every member's move and re-admission. There is no
+// point between a settled batch and its members' move where a crash could
+// strand them; a crash after the remote close leaves the batch as it was,
+// and the next settlement (the step's retry, the sweep, an operator) finds
+// the MR closed and settles it.
+func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (SettleResult, error) {
+	code, message, actor, runningDriver, culprit := o.code, o.message, o.actor, o.runningDriver, o.culprit
 	res := SettleResult{BatchID: b.ID}
 	merged, err := d.closeAndRead(ctx, b)
 	if err != nil {
@@ -91,10 +102,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, acto
 			unschedule = append(unschedule, m.OperationID)
 		}
 	}
-	p := store.BatchApplyParams{BatchID: b.ID, Unschedule: unschedule}
-	if writeBatch {
-		p.From, p.Version = b.Status, b.Version
-	}
+	p := store.BatchApplyParams{BatchID: b.ID, Unschedule: unschedule, From: b.Status, Version: b.Version}
 	if merged {
 		res.Merged, res.Status = true, domain.BatchSucceeded.String()
 		if p.Moves, err = planMoves(states, msMerged, func(m store.BatchMemberState) bool {
@@ -102,9 +110,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, acto
 		}, actor, fmt.Sprintf("batch %d settled: MR !%d merged", b.ID, b.MRIID)); err != nil {
 			return res, err
 		}
-		if writeBatch {
-			p.SettleTo = domain.BatchSucceeded
-		}
+		p.SettleTo = domain.BatchSucceeded
 	} else {
 		res.Status = domain.BatchFailed.String()
 		pick := func(m store.BatchMemberState) bool {
@@ -125,13 +131,11 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, code, message, acto
 			// MR for it (after the file or the checks are fixed).
 			p.Park = &store.BatchSchedule{OperationID: culprit, Action: ActionCreateMR}
 		}
-		if writeBatch {
-			p.SettleTo, p.FailureCode, p.FailureMessage = domain.BatchFailed, code, message
-		}
+		p.SettleTo, p.FailureCode, p.FailureMessage = domain.BatchFailed, code, message
 		res.Readmitted = len(p.Readmit)
 	}
 	if _, err := d.Store.BatchApply(ctx, p); err != nil {
-		if errors.Is(err, domain.ErrPreempted) && writeBatch {
+		if errors.Is(err, domain.ErrPreempted) {
 			now, gerr := d.Store.BatchGet(ctx, b.ID)
 			if gerr == nil && !now.Status.Active() {
 				return SettleResult{BatchID: b.ID, Status: now.Status.String(), AlreadySettled: true}, nil
@@ -166,8 +170,9 @@ func (d Deps) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 		return false, fmt.Errorf("read MR !%d: %w", iid, err)
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
-		if _, err := d.GitLab.CloseMR(ctx, project, iid); err != nil && transient(err) {
-			return false, fmt.Errorf("close MR !%d: %w", iid, err)
+		_, closeErr := d.GitLab.CloseMR(ctx, project, iid)
+		if closeErr != nil && transient(closeErr) {
+			return false, fmt.Errorf("close MR !%d: %w", iid, closeErr)
 		}
 		// Whatever the close answered, the MR's state now decides: a merge
 		// that won the race cannot be closed any more.
@@ -175,7 +180,8 @@ func (d Deps) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 			return false, fmt.Errorf("re-read MR !%d: %w", iid, err)
 		}
 		if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
-			return false, fmt.Errorf("MR !%d is still %s after closing it", iid, mr.State)
+			return false, fmt.Errorf("MR !%d is still %s after closing it (close answered: %v): %w",
+				iid, mr.State, closeErr, errMRWontClose)
 		}
 	}
 	return mr.State == gitlab.MRStateMerged, nil
@@ -244,16 +250,36 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 }
 
 // batchSettleStep is batch_settle: the driver stopped (a deterministic
-// failure, a timeout, a closed MR) — settle the batch.
+// failure, a timeout, a closed MR) — settle the batch, or block it when no
+// retry or re-admission can fix the cause (docs/workflow.md "Blocked
+// batches"):
+//
+//   - HANDLE_APPROVE_FORBIDDEN: a bot may not approve; every next batch
+//     would fail the same way;
+//   - HANDLE_PIPELINE_FAILED: the batch's own checks passed, and the
+//     pipeline of its head rebased onto the target branch failed: the
+//     target branch, or how the batch's change meets what landed there,
+//     needs a person — re-admitting would run every member into the same
+//     wall one halving at a time and end each as a "culprit";
+//   - CREATE_PIPELINE_FAILED of a batch of more than one member at
+//     batch.maxSplitDepth: the halving bound is spent and the checks still
+//     fail, so the failure is not narrowed to one change;
+//   - a settlement whose MR will not close (errMRWontClose).
+//
+// Otherwise a check-pipeline failure settles FAILED with
+// codePipelineFailed (the next round halves, culprit isolation), and a
+// batch of one whose checks failed has found its culprit.
 func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 	op := w.Operation
 	step := domain.StepStatus(op.Step)
 	reason := fmt.Sprintf("%s stopped at %s", op.OperationID, step)
 	code, culprit := "BATCH_STEP_FAILED", ""
-	if step == domain.StepHandleApproveForbidden {
-		return d.batchBlock(ctx, op.BatchID, reason)
-	}
-	if step == domain.StepCreatePipelineFailed || step == domain.StepHandlePipelineFailed {
+	switch step {
+	case domain.StepHandleApproveForbidden:
+		return d.batchBlock(ctx, op.BatchID, reason+": a bot may not approve the batch MR")
+	case domain.StepHandlePipelineFailed:
+		return d.batchBlock(ctx, op.BatchID, reason+": the pipeline of the batch rebased onto the target branch failed")
+	case domain.StepCreatePipelineFailed:
 		// The checks refused the batch's change: the next round halves
 		// its size (roundSize). A batch of one has found its culprit: it
 		// keeps the failure (CONTACT_MAINTAINERS) and is not re-admitted.
@@ -264,10 +290,24 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 		}
 		if len(members) == 1 {
 			culprit = op.OperationID
+			break
+		}
+		b, err := d.Store.BatchGet(ctx, op.BatchID)
+		if err != nil {
+			return d.retryOr(err, "read batch")
+		}
+		if limit := d.Config().Batch().MaxSplitDepth; b.SplitDepth >= limit {
+			return d.batchBlock(ctx, op.BatchID, fmt.Sprintf(
+				"%s: the check pipeline of %d members still fails after %d halving(s) (batch.maxSplitDepth %d)",
+				reason, len(members), b.SplitDepth, limit))
 		}
 	}
-	res, err := d.settleBatch(ctx, op.BatchID, code, reason, "batch-"+strconv.FormatInt(op.BatchID, 10), op.OperationID, culprit)
+	res, err := d.settleBatch(ctx, op.BatchID, settleOpts{code: code, message: reason,
+		actor: "batch-" + strconv.FormatInt(op.BatchID, 10), runningDriver: op.OperationID, culprit: culprit})
 	if err != nil {
+		if errors.Is(err, errMRWontClose) {
+			return d.batchBlock(ctx, op.BatchID, reason+"; settling it: "+err.Error())
+		}
 		if transient(err) {
 			return RetryAfter(d.retryDelay(), "settle: "+err.Error()), nil
 		}
@@ -281,6 +321,12 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 	return Done("", Transition{Note: fmt.Sprintf("batch %d settled %s", res.BatchID, res.Status)}), nil
 }
 
+// errMRWontClose: the batch MR is still open after closing it (the close
+// was refused: the bot lost its rights, the MR is locked). No retry fixes
+// that, and the batch cannot be settled while its MR might still merge,
+// so the batch is blocked for a person.
+var errMRWontClose = errors.New("the batch MR does not close")
+
 // codeNeedsAPerson is the code of a batch blocked on a failure no retry or
 // re-admission can fix (a bot may not approve): every next batch would
 // fail the same way.
@@ -291,18 +337,29 @@ const codeNeedsAPerson = "BATCH_NEEDS_A_PERSON"
 // (POST /ops/batches/{id}/settle: close, re-read, merged wins, members
 // re-admitted). The driver keeps its failure state.
 func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (Outcome, error) {
-	b, err := d.Store.BatchGet(ctx, batchID)
-	if err != nil {
-		return d.retryOr(err, "read batch")
-	}
-	if b.Status == domain.BatchRunning {
-		_, err := d.Store.BatchBlock(ctx, store.BatchBlockParams{ID: b.ID, Version: b.Version, Code: codeNeedsAPerson, Message: reason})
+	if err := d.blockBatch(ctx, batchID, reason); err != nil {
 		if errors.Is(err, domain.ErrPreempted) {
 			return RetryAfter(0, "batch moved meanwhile"), nil
 		}
-		if err != nil {
-			return d.retryOr(err, "block batch")
-		}
+		return d.retryOr(err, "block batch")
 	}
-	return Done("", Transition{Note: fmt.Sprintf("batch %d blocked: %s", b.ID, reason)}), nil
+	return Done("", Transition{Note: fmt.Sprintf("batch %d blocked: %s", batchID, reason)}), nil
+}
+
+// blockBatch moves the batch to BLOCKED (code BATCH_NEEDS_A_PERSON, the
+// reason as its message) if it is RUNNING; a batch already blocked or
+// settled is left as it is. domain.ErrPreempted: it moved meanwhile.
+func (d Deps) blockBatch(ctx context.Context, batchID int64, reason string) error {
+	b, err := d.Store.BatchGet(ctx, batchID)
+	if err != nil {
+		return err
+	}
+	if b.Status != domain.BatchRunning {
+		return nil
+	}
+	if _, err := d.Store.BatchBlock(ctx, store.BatchBlockParams{ID: b.ID, Version: b.Version, Code: codeNeedsAPerson, Message: reason}); err != nil {
+		return err
+	}
+	d.logger().Warn("batch blocked: it needs a person", "batch", b.ID, "project", b.ProjectID, "reason", reason)
+	return nil
 }

@@ -336,29 +336,45 @@ func (r *Rounds) Projects() []int64 {
 	return out
 }
 
-// Sweep settles every RUNNING batch older than batch.timeout
-// (store.BatchSweepTimedOut, guarded per batch), then for each swept
-// batch closes and re-reads its MR and moves its members: merged → MERGED
-// (the batch row stays FAILED: terminal states have no way out); else
-// back to the waiting set.
+// Sweep settles every RUNNING batch older than batch.timeout (database
+// clock, from its claim): for each, close and re-read its MR, then ONE
+// transaction — the batch's guarded write (RUNNING at the version read)
+// with every member's move: merged → the members MERGED and the batch
+// SUCCEEDED ("merged wins"); else the batch FAILED (BATCH_TIMEOUT) and the
+// members back in the waiting set. A crash at any point leaves either the
+// RUNNING batch, which the next sweep finds again, or a settled batch with
+// its members moved; a running step or another settlement racing it loses
+// at the guarded write or at its own commit (leases cleared). A batch whose
+// MR will not close is blocked for a person rather than swept again every
+// tick. It returns how many batches it settled or blocked.
 func (r *Rounds) Sweep(ctx context.Context) (int, error) {
 	timeout := r.d.Config().Batch().Timeout
 	if timeout <= 0 {
 		return 0, nil
 	}
-	swept, err := r.d.Store.BatchSweepTimedOut(ctx, store.BatchSweepParams{MaxAge: timeout, FailureCode: "BATCH_TIMEOUT",
-		FailureMessage: "the batch did not finish within batch.timeout"})
+	due, err := r.d.Store.BatchTimedOut(ctx, timeout, 0)
 	if err != nil {
 		return 0, err
 	}
-	for _, s := range swept {
-		b, err := r.d.Store.BatchGet(ctx, s.BatchID)
-		if err != nil {
-			return len(swept), err
+	n := 0
+	var errs []error
+	for _, b := range due {
+		res, err := r.d.settleBatch(ctx, b.ID, settleOpts{code: store.BatchFailureTimeout,
+			message: "the batch did not finish within batch.timeout (" + timeout.String() + ")",
+			actor:   "sweep", only: domain.BatchRunning})
+		if errors.Is(err, errMRWontClose) {
+			if err = r.d.blockBatch(ctx, b.ID, "timed out, and settling it: "+err.Error()); err == nil {
+				n++
+				continue
+			}
 		}
-		if _, err := r.d.settleMembers(ctx, b, "sweep", true); err != nil {
-			r.d.logger().Warn("settle swept batch", "batch", b.ID, "err", err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("batch %d: %w", b.ID, err))
+			continue
+		}
+		if !res.AlreadySettled {
+			n++
 		}
 	}
-	return len(swept), nil
+	return n, errors.Join(errs...)
 }
