@@ -285,7 +285,7 @@ func (d Deps) batchFiles(ctx context.Context, project, ref string, ops []store.O
 	for _, op := range ops {
 		target, ok := d.Config().Target(op.TargetKey)
 		if !ok {
-			return nil, fmt.Errorf("target %s is no longer configured", op.TargetKey)
+			return nil, fmt.Errorf("%s of %s: %w", op.TargetKey, op.OperationID, errTargetGone)
 		}
 		if _, seen := byFile[target.File]; !seen {
 			files = append(files, target.File)
@@ -335,3 +335,10 @@ func batchText(batchID int64, ops []store.Operation) (title, body string) {
 // errBatchMRClosed: the batch's branch has an MR that was closed — the
 // batch cannot go on with it and is settled.
 var errBatchMRClosed = errors.New("the batch MR was closed")
+
+// errTargetGone: a member's target is no longer configured, so its binding
+// file is unknown — a person must restore the target or settle the batch.
+var errTargetGone = errors.New("the target is no longer configured")
+
+// errBatchBlocked: the round blocked the batch it was building.
+var errBatchBlocked = errors.New("the batch needs a person")

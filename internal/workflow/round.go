@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"changeflow/internal/bindingfile"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
@@ -30,6 +31,10 @@ type RoundResult struct {
 	// SplitDepth: how many times the claim size was halved after batches
 	// whose check pipeline failed (culprit isolation).
 	SplitDepth int `json:"splitDepth,omitempty"`
+	// Blocked: building the batch's MR met a cause no retry fixes (a
+	// binding file that does not parse, a target no longer configured);
+	// the batch is BLOCKED for a person (GET /ops/batches shows why).
+	Blocked bool `json:"blocked,omitempty"`
 }
 
 // codePipelineFailed is the failure code of a batch whose check pipeline
@@ -156,6 +161,10 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 	b.SplitDepth = res.SplitDepth
 	mr, n, err := r.d.startBatch(ctx, b)
 	res.MRIID, res.Members = mr, n
+	if errors.Is(err, errBatchBlocked) {
+		res.Blocked = true
+		return res, nil
+	}
 	if err != nil {
 		return res, err
 	}
@@ -213,6 +222,15 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 			ref = branch
 		}
 		actions, err := d.batchFiles(ctx, project, ref, ops)
+		if errors.Is(err, bindingfile.ErrInvalid) || errors.Is(err, errTargetGone) {
+			// No retry fixes a file that does not parse (or a target that
+			// is gone): block the batch for a person instead of failing
+			// every round and re-admitting the members forever.
+			if berr := d.blockBatch(ctx, b.ID, fmt.Sprintf("building the batch MR from %s: %v", ref, err)); berr != nil {
+				return 0, len(ops), errors.Join(err, berr)
+			}
+			return 0, len(ops), fmt.Errorf("batch %d blocked: %w", b.ID, errBatchBlocked)
+		}
 		if err != nil {
 			return 0, len(ops), err
 		}
