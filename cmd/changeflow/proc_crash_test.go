@@ -1,0 +1,390 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/workflow"
+)
+
+// crashLease is workflow.leaseDuration in the crash tests: a killed
+// instance's step resumes elsewhere this long after its claim. A step's
+// context ends at 90% of it, so a held call stays held (and the process
+// stuck inside the step) for 1.8 s — far longer than the test needs to see
+// the remote write and kill.
+const crashLease = "2s"
+
+// crashWorld is one crash test's world: a simulator process, a MariaDB
+// database, and a serve configuration file; serve instances are started
+// one after another on the same port (the simulator's callback URL).
+type crashWorld struct {
+	t    *testing.T
+	dir  string
+	st   *store.Store
+	sim  *simProc
+	file string
+	port int
+	n    int
+}
+
+func newCrashWorld(t *testing.T, extra string) *crashWorld {
+	t.Helper()
+	dsn, st := mariaDB(t)
+	w := &crashWorld{t: t, dir: t.TempDir(), st: st, port: freePort(t)}
+	w.sim = startSim(t, w.dir, []string{fmt.Sprintf("http://127.0.0.1:%d", w.port)})
+	// Decisions by hand; a quick deployment; GitLab's asynchronous checks
+	// shortened (their order and states are unchanged).
+	w.sim.must(t, http.MethodPost, "/approval/_control/policy", map[string]any{"mode": "manual"}, nil)
+	w.sim.must(t, http.MethodPost, "/deploy/_control/faults", map[string]any{"delayMs": 20}, nil)
+	w.sim.must(t, http.MethodPut, "/gitlab/_control/settings",
+		map[string]any{"mergeability_delay": "50ms", "pipeline_start_delay": "10ms", "pipeline_duration": "100ms"}, nil)
+	w.file = filepath.Join(w.dir, "changeflow.yaml")
+	writeConfig(t, w.file, procConfig(dsn, w.sim.base, `workflow:
+  approveFirst: true
+  leaseDuration: `+crashLease+`
+reconcile:
+  interval: 200ms
+  minAge: 1s
+  maxAge: 1h
+targets:
+  solo: {accessMode: OPEN, batching: false, maxDays: 30}
+  grouped: {accessMode: OPEN, batching: true, maxDays: 30}
+`+extra))
+	return w
+}
+
+// next starts the next serve instance (inst-1, inst-2, …) on the world's
+// port; env adds CHANGEFLOW_ variables for this instance only.
+func (w *crashWorld) next(env ...string) *serveProc {
+	w.t.Helper()
+	w.n++
+	id := fmt.Sprintf("inst-%d", w.n)
+	p := startProc(w.t, w.dir, id, childEnv(append([]string{"CHANGEFLOW_INSTANCE_ID=" + id,
+		fmt.Sprintf("CHANGEFLOW_SERVER_LISTEN=127.0.0.1:%d", w.port)}, env...)...), "serve", "--config", w.file)
+	s := &serveProc{proc: p, id: id, base: fmt.Sprintf("http://127.0.0.1:%d", w.port)}
+	waitFor(w.t, 30*time.Second, id+" healthy", func() bool {
+		if p.exited() {
+			w.t.Fatalf("%s exited:\n%s", id, tail(p.output(), 4000))
+		}
+		resp, err := http.Get(s.base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+func (w *crashWorld) op(id string) store.Operation {
+	w.t.Helper()
+	o, err := w.st.OperationGet(w.t.Context(), id)
+	if err != nil {
+		w.t.Fatalf("operation %s: %v", id, err)
+	}
+	return o
+}
+
+func (w *crashWorld) binding(id string) domain.BindingStatus {
+	w.t.Helper()
+	b, err := w.st.BindingGetByOperation(w.t.Context(), id)
+	if err != nil {
+		w.t.Fatalf("binding of %s: %v", id, err)
+	}
+	return b.Status
+}
+
+// untilBinding waits until every operation's binding is status.
+func (w *crashWorld) untilBinding(status domain.BindingStatus, ids ...string) {
+	w.t.Helper()
+	for _, id := range ids {
+		waitFor(w.t, 60*time.Second, id+" "+string(status), func() bool {
+			b := w.binding(id)
+			switch b {
+			case status:
+				return true
+			case domain.BindingCreateFailed, domain.BindingHandleFailed, domain.BindingRejected:
+				o := w.op(id)
+				w.t.Fatalf("%s failed: %s / %s (last error %q), want %s", id, domain.StepStatus(o.Step), b, o.LastError, status)
+			}
+			return false
+		})
+	}
+}
+
+// inFlight asserts that s holds a live lease on a row whose next action is
+// action: the step is running in s, between its remote write (which the
+// test just saw) and its own write. A lease owner is the instance id and
+// a per-claim token ("inst-1#…").
+func (w *crashWorld) inFlight(s *serveProc, action string) {
+	w.t.Helper()
+	n := countSQL(w.t, w.st, "SELECT COUNT(*) FROM operation WHERE next_action = ? AND (lease_owner = ? OR lease_owner LIKE ?) AND lease_expires_at > "+
+		w.st.Dialect().Now(), action, s.id, s.id+"#%")
+	if n != 1 {
+		var rows []string
+		r, err := w.st.DB().QueryContext(w.t.Context(), "SELECT operation_id, step_status, COALESCE(next_action, ''), COALESCE(lease_owner, ''), "+
+			"COALESCE(CAST(lease_expires_at AS CHAR), ''), CAST("+w.st.Dialect().Now()+" AS CHAR) FROM operation")
+		if err == nil {
+			for r.Next() {
+				var a, b, c, d, e, f string
+				_ = r.Scan(&a, &b, &c, &d, &e, &f)
+				rows = append(rows, strings.Join([]string{a, b, c, d, e, f}, " "))
+			}
+			r.Close()
+		}
+		w.t.Fatalf("want %s in flight on %s (one leased row), found %d: %v", action, s.id, n, rows)
+	}
+}
+
+// flips counts the step-history rows that moved operationID's binding to
+// VALIDATED: the one flip.
+func (w *crashWorld) flips(operationID string) int {
+	w.t.Helper()
+	steps, err := w.st.OperationStepList(w.t.Context(), operationID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	n := 0
+	for _, s := range steps {
+		if s.ToBinding == domain.BindingValidated {
+			n++
+		}
+	}
+	return n
+}
+
+// untilMetric waits until s counts want validated requests (the metric
+// follows the flip's commit), then asserts it is exactly want.
+func untilMetric(t *testing.T, s *serveProc, want int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%s to count %d validated", s.id, want), func() bool { return s.validatedMetric(t) >= want })
+	if got := s.validatedMetric(t); got != want {
+		t.Fatalf("%s counts %d validated requests, want exactly %d", s.id, got, want)
+	}
+}
+
+// TestServeKill9AtEachStepOfASingleRequest runs one approve-first request
+// of a non-batching target through real `changeflow serve` processes on
+// MariaDB and a `changeflow sim` process, and kill -9s the serve process
+// inside every step in turn, each time after the step's remote write took
+// effect and before its own write: submit_approval (the form created, the
+// answer held), create_mr (the MR opened, the answer held), approve (the
+// first bot's approval applied, the answer held), merge (merged, the answer
+// held) and the deploy callback's handling (recorded, the flip blocked on a
+// row lock the test holds). Each time the next instance resumes once the
+// lease expired — or, for the callback, reconciliation's exact match finds
+// the recorded callback — and the request ends VALIDATED with one MR, one
+// commit, one approval per bot, one approval form, one flip and one count
+// on the surviving instance's success metric.
+func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "")
+	sim := w.sim
+	const op, user = "op-solo", "alice"
+
+	// 1. submit_approval: the form is created, its answer held.
+	sim.must(t, http.MethodPost, "/approval/_control/faults",
+		map[string]any{"holdResponseNext": map[string]any{"count": 1, "delayMs": 60000}}, nil)
+	a := w.next()
+	a.submit(t, user, op, "solo")
+	waitFor(t, 20*time.Second, "the approval form", func() bool { return len(sim.approvals(t, op)) == 1 })
+	w.inFlight(a, workflow.ActionSubmitApproval)
+	a.kill9(t)
+	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
+
+	// 2. create_mr: the MR is opened, its answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
+	b := w.next()
+	w.untilBinding(domain.BindingApprovalSent, op) // the resumed submit_approval found the form
+	sim.approve(t, op)
+	waitFor(t, 20*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
+	w.inFlight(b, workflow.ActionCreateMR)
+	b.kill9(t)
+	sim.clearGitLabFaults(t)
+	iid := sim.mrs(t)[0].IID
+
+	// 3. approve: the first bot's approval applied, its answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
+	c := w.next()
+	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
+	w.inFlight(c, workflow.ActionApprove)
+	c.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	// 4. merge: merged, the answer held. Deployments queue meanwhile so
+	// the deploy callback comes in step 5.
+	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
+	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
+	d := w.next()
+	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
+	w.inFlight(d, workflow.ActionMerge)
+	d.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	// 5. The deploy callback: recorded (the inbox), then the flip waits for
+	// the operation's row lock, which the test holds; killed there.
+	e := w.next()
+	w.untilBinding(domain.BindingMerged, op)
+	lock, err := w.st.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback() //nolint:errcheck // released below; this is the safety net
+	var locked string
+	if err := lock.QueryRowContext(t.Context(), "SELECT operation_id FROM operation WHERE operation_id = ? FOR UPDATE", op).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	sim.must(t, http.MethodPost, "/deploy/_control/resume", nil, nil)
+	waitFor(t, 30*time.Second, "the deploy callback recorded", func() bool {
+		return countSQL(t, w.st, "SELECT COUNT(*) FROM deploy_callback WHERE project_id = 1 AND mr_iid = ?", iid) == 1
+	})
+	if got := w.binding(op); got != domain.BindingMerged {
+		t.Fatalf("binding %s while the flip is blocked, want MERGED", got)
+	}
+	e.kill9(t)
+	if err := lock.Rollback(); err != nil && err != sql.ErrTxDone {
+		t.Fatal(err)
+	}
+
+	// 6. The last instance finishes: VALIDATED, everything once.
+	f := w.next()
+	w.untilBinding(domain.BindingValidated, op)
+	if got := f.requestStatus(t, user, op); got != "VALIDATED" {
+		t.Fatalf("the API says %s, want VALIDATED", got)
+	}
+	untilMetric(t, f, 1)
+	if n := w.flips(op); n != 1 {
+		t.Fatalf("%d flips to VALIDATED in the step history, want 1", n)
+	}
+	if mrs := sim.mrs(t); len(mrs) != 1 {
+		t.Fatalf("%d MRs, want 1: %+v", len(mrs), mrs)
+	}
+	if n := sim.commitsOnMain(t, op); n != 1 {
+		t.Fatalf("%d commits for %s on main, want 1", n, op)
+	}
+	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
+		t.Fatalf("approved by %v, want each bot once", got)
+	}
+	if n := len(sim.approvals(t, op)); n != 1 {
+		t.Fatalf("%d approval forms, want 1", n)
+	}
+	if n := strings.Count(sim.fileOnMain(t, "solo"), op); n != 1 {
+		t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
+	}
+}
+
+// TestServeKill9AtEachStepOfABatch: three approved requests of a batching
+// target, and a `changeflow serve` process killed -9 inside the round's MR
+// creation (the MR opened, the answer held: the batch is claimed but has
+// no MR recorded), inside batch_approve (the first bot's approval applied)
+// and inside batch_merge (merged). The next instance's round finishes
+// building the dead round's batch once batch.resumeAfter passed, adopting
+// its MR; the batch steps resume once their lease expired. Every member
+// ends VALIDATED in the one SUCCEEDED batch, with one MR, one commit
+// holding every member, one approval per bot, one approval form per
+// member and one count each on the surviving instance's success metric.
+func TestServeKill9AtEachStepOfABatch(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "batch:\n  interval: 200ms\n  maxRequests: 10\n  resumeAfter: 1s\n")
+	sim := w.sim
+	ops := []string{"op-b1", "op-b2", "op-b3"}
+	users := []string{"alice", "bob", "carol"}
+
+	// 0. An instance without rounds (batch.interval 1h) gathers every
+	// approved member in the waiting set, so the killed round claims all.
+	a := w.next("CHANGEFLOW_BATCH_INTERVAL=1h")
+	for i, op := range ops {
+		a.submit(t, users[i], op, "grouped")
+	}
+	w.untilBinding(domain.BindingApprovalSent, ops...)
+	for _, op := range ops {
+		sim.approve(t, op)
+	}
+	for _, op := range ops {
+		waitFor(t, 30*time.Second, op+" admitted", func() bool {
+			return domain.StepStatus(w.op(op).Step) == domain.StepCreateAdmitted
+		})
+	}
+	a.stop()
+
+	// 1. The round's MR creation: claimed, committed, the MR opened and its
+	// answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
+	r := w.next()
+	waitFor(t, 30*time.Second, "the batch MR", func() bool { return len(sim.mrs(t)) == 1 })
+	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 1 AND (mr_iid IS NULL OR mr_iid = 0)"); n != 1 {
+		t.Fatalf("want the claimed batch without its MR recorded, found %d", n)
+	}
+	r.kill9(t)
+	sim.clearGitLabFaults(t)
+	iid := sim.mrs(t)[0].IID
+
+	// 2. batch_approve: the first bot's approval applied, answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
+	b := w.next()
+	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
+	w.inFlight(b, workflow.ActionBatchApprove)
+	b.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	// 3. batch_merge: merged, answer held.
+	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
+	c := w.next()
+	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
+	w.inFlight(c, workflow.ActionBatchMerge)
+	c.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	// 4. The last instance finishes.
+	d := w.next()
+	w.untilBinding(domain.BindingValidated, ops...)
+	untilMetric(t, d, len(ops))
+	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch"); n != 1 {
+		t.Fatalf("%d batches, want the one the dead round claimed", n)
+	}
+	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 2 AND mr_iid = ?", iid); n != 1 {
+		t.Fatalf("the batch of MR !%d did not succeed", iid)
+	}
+	if mrs := sim.mrs(t); len(mrs) != 1 {
+		t.Fatalf("%d MRs, want 1: %+v", len(mrs), mrs)
+	}
+	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
+		t.Fatalf("approved by %v, want each bot once", got)
+	}
+	file := sim.fileOnMain(t, "grouped")
+	for i, op := range ops {
+		if got := d.requestStatus(t, users[i], op); got != "VALIDATED" {
+			t.Fatalf("the API says %s for %s, want VALIDATED", got, op)
+		}
+		if n := w.flips(op); n != 1 {
+			t.Fatalf("%s: %d flips to VALIDATED, want 1", op, n)
+		}
+		if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch_history WHERE operation_id = ?", op); n != 1 {
+			t.Fatalf("%s is in %d batches' history, want 1", op, n)
+		}
+		if n := sim.commitsOnMain(t, op); n != 1 {
+			t.Fatalf("%d commits for %s on main, want 1", n, op)
+		}
+		if n := len(sim.approvals(t, op)); n != 1 {
+			t.Fatalf("%s: %d approval forms, want 1", op, n)
+		}
+		if n := strings.Count(file, op); n != 1 {
+			t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
+		}
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
