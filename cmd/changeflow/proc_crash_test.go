@@ -17,10 +17,10 @@ import (
 
 // crashLease is workflow.leaseDuration in the crash tests: a killed
 // instance's step resumes elsewhere this long after its claim. A step's
-// context ends at 90% of it, so a held call stays held (and the process
-// stuck inside the step) for 1.8 s — far longer than the test needs to see
-// the remote write and kill.
-const crashLease = "2s"
+// context ends at 90% of it, so the process stays stuck inside the step,
+// in the held call, until 2.7 s after the claim — far longer than the
+// test needs to see the remote write and kill, even on a loaded machine.
+const crashLease = "3s"
 
 // crashWorld is one crash test's world: a simulator process, a MariaDB
 // database, and a serve configuration file; serve instances are started

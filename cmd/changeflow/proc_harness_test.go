@@ -274,6 +274,20 @@ func (s *simProc) mrs(t *testing.T) []simMR {
 	return out
 }
 
+// allMRs lists every MR of project 1, page by page.
+func (s *simProc) allMRs(t *testing.T) []simMR {
+	t.Helper()
+	var all []simMR
+	for page := 1; ; page++ {
+		var out []simMR
+		s.must(t, http.MethodGet, fmt.Sprintf("/gitlab/api/v4/projects/1/merge_requests?state=all&per_page=100&page=%d", page), nil, &out)
+		all = append(all, out...)
+		if len(out) < 100 {
+			return all
+		}
+	}
+}
+
 // approvedBy lists who approved MR iid.
 func (s *simProc) approvedBy(t *testing.T, iid int64) []string {
 	t.Helper()
