@@ -1,6 +1,7 @@
 // How the app talks to the API (docs/api.md): JSON in the envelope
 // {code, message, data}; the app branches on code, shows message to
 // people, and never shows a raw body.
+import { bearerToken, signOut } from './auth';
 import { currentUser } from './user';
 
 /** ApiError is every failure, already in words a person can act on. */
@@ -24,7 +25,7 @@ export interface Result<T> {
 
 // Words for codes whose server message is generic or missing.
 const fallbackWords: Record<string, string> = {
-  UNAUTHENTICATED: 'You are not logged in. Pick a user at the top of the page (local run) or sign in again.',
+  UNAUTHENTICATED: 'You are not signed in. Sign in (or, in the local run, pick a user) at the top of the page.',
   ACCESS_DENIED: 'Access denied. Your account may not do this.',
   NOT_FOUND: 'Nothing was found under that name. Check the ID, or it may belong to someone else.',
   RATE_LIMITED: 'Too many attempts. Please wait a moment and try again.',
@@ -41,8 +42,12 @@ function wordsFor(code: string, message: string, status: number): string {
 
 export async function call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Result<T>> {
   const h: Record<string, string> = { Accept: 'application/json', ...headers };
-  const user = currentUser();
-  if (user) h['X-Auth-Request-User'] = user;
+  // A signed-in person (OIDC) is named by their token; the local run's
+  // picker header is sent only without one, so the two never disagree.
+  const token = bearerToken();
+  const user = token ? '' : currentUser();
+  if (token) h.Authorization = `Bearer ${token}`;
+  else if (user) h['X-Auth-Request-User'] = user;
   if (body !== undefined) h['Content-Type'] = 'application/json';
   let res: Response;
   try {
@@ -62,6 +67,9 @@ export async function call<T>(method: string, path: string, body?: unknown, head
   const code = env.code;
   const message = typeof env.message === 'string' ? env.message : '';
   if (!res.ok) {
+    // The server no longer takes the token (expired, keys rotated): drop
+    // it, so the page offers "Sign in" again.
+    if (res.status === 401 && token) signOut();
     const ra = Number(res.headers.get('Retry-After'));
     throw new ApiError(wordsFor(code, message, res.status), code, res.status, Number.isFinite(ra) && ra > 0 ? ra : undefined);
   }

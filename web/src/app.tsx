@@ -3,7 +3,10 @@ import { useEffect, useState } from 'preact/hooks';
 import { MyRequestsPage, RequestPage } from './pages/requests';
 import { SubmitPage } from './pages/submit';
 import { TargetsPage } from './pages/targets';
-import { match, onLinkClick, usePath } from './router';
+import { CALLBACK_PATH, completeSignIn, session, signIn, signOut } from './auth';
+import { ErrorNote } from './components';
+import { useAppConfig } from './hooks';
+import { match, navigate, onLinkClick, usePath } from './router';
 import { currentUser, isLocalRun, localUsers, setCurrentUser } from './user';
 
 declare global {
@@ -14,14 +17,114 @@ declare global {
 /** __RELEASE__ labels a test build (vite.config.ts); '' in real builds. */
 declare const __RELEASE__: string;
 
+/** who is acting: the signed-in person (OIDC), else the local run's pick;
+ * pages key their data by it, so a change of person reloads them. */
+function who(): string {
+  const s = session();
+  return s ? `oidc:${s.name}` : currentUser();
+}
+
 function useUser(): string {
-  const [user, setUser] = useState(currentUser());
+  const [user, setUser] = useState(who());
   useEffect(() => {
-    const update = () => setUser(currentUser());
+    const update = () => setUser(who());
     window.addEventListener('changeflow:user', update);
     return () => window.removeEventListener('changeflow:user', update);
   }, []);
   return user;
+}
+
+/** Login is the header's right end: "Signed in as … / Sign out" after an
+ * OIDC login; otherwise "Sign in" when the server has an issuer, and the
+ * local run's user picker on a loopback page. */
+function Login({ user }: { user: string }) {
+  const cfg = useAppConfig();
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const s = user.startsWith('oidc:') ? session() : null;
+  if (s) {
+    return (
+      <span class="login" data-testid="signed-in">
+        Signed in as <strong>{s.name}</strong>{' '}
+        <button type="button" class="secondary small" onClick={() => signOut()}>
+          Sign out
+        </button>
+      </span>
+    );
+  }
+  return (
+    <span class="login">
+      <UserPicker user={user} />
+      {cfg.oidc && (
+        <button
+          type="button"
+          class="small"
+          disabled={busy}
+          onClick={() => {
+            setBusy(true);
+            setError('');
+            signIn(window.location.pathname + window.location.search).catch((e: Error) => {
+              setBusy(false);
+              setError(e.message);
+            });
+          }}
+        >
+          Sign in
+        </button>
+      )}
+      {error && (
+        <span class="login-error" role="alert">
+          {error}
+        </span>
+      )}
+    </span>
+  );
+}
+
+/** SimulatorLinks: in the local run, the simulated external systems'
+ * pages, so a newcomer can play their part from the UI. */
+function SimulatorLinks() {
+  const cfg = useAppConfig();
+  if (!cfg.simulators) return null;
+  return (
+    <footer class="sims" data-testid="simulators">
+      Local run — the external systems are simulated:{' '}
+      <a href={cfg.simulators.approval} target="_blank" rel="noopener noreferrer">
+        approval system (approve or reject)
+      </a>{' '}
+      ·{' '}
+      <a href={cfg.simulators.index} target="_blank" rel="noopener noreferrer">
+        all simulators
+      </a>
+    </footer>
+  );
+}
+
+/** LoginCallback finishes an OIDC login (CALLBACK_PATH) and moves on to
+ * where the person was, replacing the callback URL (its code is spent). */
+function LoginCallback() {
+  const [error, setError] = useState('');
+  useEffect(() => {
+    completeSignIn(window.location.search).then(
+      (to) => navigate(to, true),
+      (e: Error) => setError(e.message),
+    );
+  }, []);
+  return (
+    <section>
+      <h1>Signing in</h1>
+      {error ? (
+        <>
+          <ErrorNote>{error}</ErrorNote>
+          <p>
+            Back to the <a href="/">targets</a>.
+          </p>
+        </>
+      ) : (
+        <p>One moment…</p>
+      )}
+    </section>
+  );
 }
 
 function UserPicker({ user }: { user: string }) {
@@ -68,7 +171,8 @@ export function App() {
   const user = useUser();
   let page;
   let p: Record<string, string> | null;
-  if (path === '/' || path === '/targets') page = <TargetsPage user={user} />;
+  if (path === CALLBACK_PATH) page = <LoginCallback />;
+  else if (path === '/' || path === '/targets') page = <TargetsPage user={user} />;
   else if ((p = match('/request/:key', path))) page = <SubmitPage key={p.key + user} targetKey={p.key} />;
   else if (path === '/requests') page = <MyRequestsPage user={user} />;
   else if ((p = match('/requests/:id', path))) page = <RequestPage id={p.id} user={user} />;
@@ -98,12 +202,15 @@ export function App() {
           {nav('/requests', 'My requests', path.startsWith('/requests'))}
           {nav('/console', 'Operations', path.startsWith('/console'))}
         </nav>
-        <UserPicker user={user} />
+        <Login user={user} />
       </header>
       <main>
-        {isLocalRun() && !user && <p class="note">Pick a user at the top right to act as someone of the local directory.</p>}
+        {isLocalRun() && !user && path !== CALLBACK_PATH && (
+          <p class="note">Pick a user at the top right to act as someone of the local directory, or sign in.</p>
+        )}
         {page}
       </main>
+      <SimulatorLinks />
     </div>
   );
 }

@@ -1,5 +1,19 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, get } from './api';
+import { type AppConfig, appConfig } from './auth';
+
+/** useAppConfig is GET /api/app-config ({} until it arrives or when it fails). */
+export function useAppConfig(): AppConfig {
+  const [cfg, setCfg] = useState<AppConfig>({});
+  useEffect(() => {
+    let live = true;
+    void appConfig().then((c) => live && setCfg(c));
+    return () => {
+      live = false;
+    };
+  }, []);
+  return cfg;
+}
 
 export interface Loaded<T> {
   data?: T;

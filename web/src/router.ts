@@ -7,8 +7,9 @@ import { useEffect, useState } from 'preact/hooks';
 const RELOAD_PARAM = '__reload';
 
 /** navigate moves to an app path without a page load. */
-export function navigate(to: string): void {
-  window.history.pushState(null, '', to);
+export function navigate(to: string, replace = false): void {
+  if (replace) window.history.replaceState(null, '', to);
+  else window.history.pushState(null, '', to);
   window.dispatchEvent(new Event('changeflow:navigate'));
 }
 

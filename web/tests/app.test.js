@@ -315,6 +315,85 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await page.context().close();
   });
 
+  it('with an OIDC issuer configured, a person signs in on the issuer\'s page and the app calls the API with the token', async () => {
+    const page = await newPage(chrome.browser, server.base); // nobody picked
+    const calls = [];
+    page.on('request', (r) => {
+      if (new URL(r.url()).pathname.startsWith('/api/requests')) calls.push(r.headers());
+    });
+    await page.goto('/requests');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    // The simulator's login page: no passwords, the local people as buttons.
+    await page.waitForURL((u) => u.href.startsWith(`${server.sim}/oidc/authorize?`));
+    assert.match(page.url(), /code_challenge_method=S256/);
+    await page.click('button[data-sub="bob@corp.example"]');
+    // Back where the person was, the callback (its code spent) replaced.
+    await page.waitForURL(`${server.base}/requests`);
+    const signedIn = page.locator('[data-testid=signed-in]');
+    await signedIn.getByText('bob@corp.example').waitFor();
+    await page.locator('[data-testid=my-requests], main p.muted').first().waitFor();
+    assert.equal(await page.locator('main .note.error').count(), 0, 'the API took the token');
+    const last = calls.at(-1);
+    assert.match(last.authorization ?? '', /^Bearer [\w-]+\.[\w-]+\.[\w-]+$/, 'the ID token is sent as a bearer token');
+    assert.equal(last['x-auth-request-user'], undefined, 'no picker header beside the token');
+    assert.equal(await page.locator('select[name=user]').count(), 0, 'no user picker while signed in');
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(repoRoot, 'docs', 'screenshots', 'signed-in.png') });
+
+    // A reload keeps the session (sessionStorage); signing out ends it.
+    await page.reload();
+    await signedIn.waitFor();
+    await signedIn.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    await page.goto('/requests');
+    const note = page.locator('main .note.error');
+    await note.waitFor();
+    assert.match(await note.innerText(), /You are not signed in/);
+
+    // A callback that this tab did not start is refused in words.
+    await page.goto('/login/callback?code=stolen&state=forged');
+    await page.getByText('This sign-in was not started here, or was already used. Sign in again.').waitFor();
+    assert.equal(await page.locator('[data-testid=signed-in]').count(), 0);
+    await page.context().close();
+  });
+
+  it('a newcomer takes a request to "In effect" with only the UI and the simulator page it links to', async () => {
+    // Its own server: every account of the shared one has used its one
+    // submission a minute (ratelimit.apply.limit 1).
+    const srv = await startServer({ applyLimit: 10 });
+    try {
+      const page = await newPage(chrome.browser, srv.base);
+      await page.goto('/');
+      await page.selectOption('select[name=user]', 'alice');
+      await page.click('tr[data-target=billing-dashboard] a.button');
+      await page.fill('textarea[name=reason]', 'month-end close');
+      await page.click('button[type=submit]');
+      await page.locator('[data-testid=submitted]').waitFor();
+      const operationId = await page.getAttribute('form', 'data-operation-id');
+      await page.click('[data-testid=submitted] a[href="/requests"]');
+      await page.locator(`tr[data-operation-id="${operationId}"] a`).click();
+
+      // The detail page says the approval is simulated and links to it.
+      const link = page.locator('[data-testid=approve-here] a');
+      await link.waitFor({ timeout: 20000 });
+      assert.equal(await link.getAttribute('href'), `${srv.sim}/approval/_control/ui`);
+      assert.equal(await page.locator('[data-testid=simulators] a').first().getAttribute('href'), `${srv.sim}/approval/_control/ui`);
+      const [approver] = await Promise.all([page.waitForEvent('popup'), link.click()]);
+      const row = approver.locator(`tr[data-operation-id="${operationId}"]`);
+      await row.waitFor();
+      if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await approver.screenshot({ path: join(repoRoot, 'docs', 'screenshots', 'approval-simulator.png') });
+      await row.getByRole('button', { name: 'Approve' }).click();
+      await approver.locator(`tr[data-operation-id="${operationId}"] td.APPROVED`).waitFor();
+      await approver.close();
+
+      const detail = page.locator('[data-testid=request-detail]');
+      await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor({ timeout: 90000 });
+      assert.equal(await page.locator('[data-testid=approve-here]').count(), 0, 'no approval link once approved');
+      await page.context().close();
+    } finally {
+      await srv.stop();
+    }
+  });
+
   it('a lost answer: the retry carries the same operationId, gets DUPLICATE_SUBMIT, and the form stays locked', async () => {
     // Its own server: with apply.limit 1 the retry would be rate limited
     // (rate limiting runs before the idempotency check, docs/api.md).

@@ -1,6 +1,6 @@
 import type { RequestView } from '../api';
 import { ErrorNote, Progress, Status } from '../components';
-import { useGet } from '../hooks';
+import { useAppConfig, useGet } from '../hooks';
 import { hintWords, when } from '../words';
 
 const POLL_MS = 3000;
@@ -46,6 +46,23 @@ export function MyRequestsPage({ user }: { user: string }) {
   );
 }
 
+/** ApproveHere: in the local run the approval system is a simulator; a
+ * request waiting for approval links to its control page, where a person
+ * plays the approver (docs/simulators.md). */
+function ApproveHere({ status }: { status: string }) {
+  const cfg = useAppConfig();
+  if (!cfg.simulators || (status !== 'APPROVAL_SENT' && status !== 'APPROVAL_SENDING')) return null;
+  return (
+    <p class="note" data-testid="approve-here">
+      Local run: the approval system is simulated. Play the approver on the{' '}
+      <a href={cfg.simulators.approval} target="_blank" rel="noopener noreferrer">
+        approval simulator's page
+      </a>{' '}
+      — approve or reject this request there (out of the box it approves on its own after about 2 s). This page follows by itself.
+    </p>
+  );
+}
+
 export function RequestPage({ id, user }: { id: string; user: string }) {
   const r = useGet<RequestView>(`/api/requests/${encodeURIComponent(id)}`, POLL_MS, [user]);
   const x = r.data;
@@ -55,6 +72,7 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
       <p class="lead mono">{id}</p>
       <ErrorNote>{r.error}</ErrorNote>
       {r.loading && !x && <p>Loading…</p>}
+      {x && <ApproveHere status={x.status} />}
       {x && (
         <div class="card" data-testid="request-detail">
           <Progress status={x.status} />
