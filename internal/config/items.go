@@ -114,7 +114,7 @@ func itemTable(instanceID string) []item {
 		// Batching (R-WF-10).
 		durItem(KeyBatchInterval, 30*sec, 1*ms, sec, hot, "0 would spin"),
 		intItem(KeyBatchMaxRequests, 50, 1, 1000, hot, "0 would claim nothing; a huge batch makes one MR nobody can review"),
-		intItem(KeyBatchMaxSplitDepth, 3, 0, 10, hot, "bounds how often a failed batch is bisected"),
+		intItem(KeyBatchMaxSplitDepth, 6, 0, 10, hot, "bounds how often a failed batch is bisected; a batch of several still failing at the bound is BLOCKED for a person — 6 halves the default 50 down to single requests"),
 		durItem(KeyBatchTimeout, 30*minute, 1*sec, sec, hot, "a batch in flight longer than this is settled"),
 		durItem(KeyBatchResumeAfter, 2*minute, 1*sec, sec, hot, "a batch claimed by a round that died before recording its MR waits this long before another round finishes building it; too short and a slow round is raced by another (harmless: every remote write is looked up first)"),
 

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
 )
 
 // crashAfterClose closes the MR in GitLab and then fails like a process
@@ -179,5 +180,209 @@ func TestBatchBrokenBindingFileOnMainBlocksUntilFixed(t *testing.T) {
 		for _, id := range append(ids, "op-pf3") {
 			require.Contains(t, file, id)
 		}
+	})
+}
+
+// untilBatch drives the engine until the batch is in status.
+func (w *batchWorld) untilBatch(id int64, status domain.BatchStatus) store.Batch {
+	w.t.Helper()
+	var b store.Batch
+	require.Eventually(w.t, func() bool {
+		_, _ = w.eng.RunDue(w.t.Context())
+		var err error
+		b, err = w.st.BatchGet(w.t.Context(), id)
+		return err == nil && b.Status == status
+	}, 20*time.Second, 5*time.Millisecond, "batch %d never became %s", id, status)
+	return b
+}
+
+// blockedThenSettled checks what every blocked batch shows — BLOCKED with
+// BATCH_NEEDS_A_PERSON and the reason, its slot held against a new
+// request — then lets fix repair the cause, settles it as an operator and
+// checks that every request, the new one too, is validated once.
+func (w *batchWorld) blockedThenSettled(batchID int64, reason string, ids []string, fix func()) {
+	w.t.Helper()
+	b := w.untilBatch(batchID, domain.BatchBlocked)
+	require.Equal(w.t, "BATCH_NEEDS_A_PERSON", b.FailureCode)
+	require.Contains(w.t, b.FailureMessage, reason)
+	w.admitted("op-late")
+	again, err := w.rounds.RunRound(w.t.Context(), 1)
+	require.NoError(w.t, err)
+	require.Equal(w.t, "SLOT_OCCUPIED", again.Outcome, "a blocked batch keeps the slot")
+
+	fix()
+	res, err := w.deps.SettleBatch(w.t.Context(), batchID, "SETTLED_BY_OPERATOR", "cause fixed", "olivia")
+	require.NoError(w.t, err)
+	require.Equal(w.t, "FAILED", res.Status)
+	require.Equal(w.t, len(ids), res.Readmitted)
+	require.Equal(w.t, "closed", w.batchMRs(batchID)[0]["state"])
+	w.roundsUntilIdle()
+	for _, id := range append(ids, "op-late") {
+		w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		require.Equal(w.t, 1, w.validations(id))
+	}
+}
+
+// rebasedPipelineFails reports the pipeline of every MR that was rebased
+// as failed while broken is set: the batch's change passed its checks, and
+// fails once rebased onto what landed on main meanwhile.
+type rebasedPipelineFails struct {
+	gitlab.GitLab
+	rebased, broken *atomic.Bool
+}
+
+func (r rebasedPipelineFails) Rebase(ctx context.Context, project string, iid int64) error {
+	r.rebased.Store(true)
+	return r.GitLab.Rebase(ctx, project, iid)
+}
+
+func (r rebasedPipelineFails) GetMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
+	mr, err := r.GitLab.GetMR(ctx, project, iid)
+	if err == nil && r.broken.Load() && r.rebased.Load() && !mr.RebaseInProgress && mr.HeadPipeline != nil {
+		p := *mr.HeadPipeline
+		p.Status = "failed"
+		mr.HeadPipeline = &p
+	}
+	return mr, err
+}
+
+// TestBatchRebasedPipelineFailureBlocks: the batch's pipeline of its
+// rebased head fails (HANDLE_PIPELINE_FAILED) — main, or how the batch
+// meets it, needs a person; re-admitting would walk every member into the
+// same failure. The batch is BLOCKED; after the fix an operator's
+// settlement re-admits the members and they are validated.
+func TestBatchRebasedPipelineFailureBlocks(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		rebased, broken := &atomic.Bool{}, &atomic.Bool{}
+		broken.Store(true)
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
+			return rebasedPipelineFails{GitLab: g, rebased: rebased, broken: broken}
+		})
+		ids := []string{"op-rp1", "op-rp2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/merge_failures", map[string]any{"count": 1, "message": "needs a rebase"}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		w.untilBatch(r.BatchID, domain.BatchBlocked)
+		o, bd := w.state(ids[0])
+		require.Equal(t, domain.StepHandlePipelineFailed.String(), domain.StepStatus(o.Step).String(), "the driver shows the failure")
+		require.Equal(t, domain.HintContactMaintainers, hint(o, bd))
+		w.blockedThenSettled(r.BatchID, "rebased onto the target branch failed", ids, func() { broken.Store(false) })
+	})
+}
+
+// switchableCulprit is culpritGitLab that can be switched off (the
+// breaking change fixed).
+type switchableCulprit struct {
+	culpritGitLab
+	on *atomic.Bool
+}
+
+func (c switchableCulprit) GetMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
+	if !c.on.Load() {
+		return c.GitLab.GetMR(ctx, project, iid)
+	}
+	return c.culpritGitLab.GetMR(ctx, project, iid)
+}
+
+// TestBatchSplitDepthExhaustedBlocks: with batch.maxSplitDepth 1, a batch
+// of 4 whose checks fail is halved once; the half of 2 still fails at the
+// bound, so the failure is not narrowed to one change — the batch is
+// BLOCKED instead of going on one request at a time.
+func TestBatchSplitDepthExhaustedBlocks(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		on := &atomic.Bool{}
+		on.Store(true)
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
+			return switchableCulprit{culpritGitLab: culpritGitLab{GitLab: g, culprit: "op-sd0"}, on: on}
+		})
+		w.reload(map[string]any{"batch.maxSplitDepth": 1})
+		ids := []string{"op-sd0", "op-sd1", "op-sd2", "op-sd3"}
+		w.admitted(ids...)
+		first, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, 4, first.Members)
+		b := w.untilBatch(first.BatchID, domain.BatchFailed)
+		require.Equal(t, "BATCH_PIPELINE_FAILED", b.FailureCode, "within the bound: halve")
+		var half workflow.RoundResult
+		require.Eventually(t, func() bool { // re-admitted rows are claimable once the DB clock passed them
+			half, err = w.rounds.RunRound(t.Context(), 1)
+			require.NoError(t, err)
+			return half.Outcome == "CLAIMED"
+		}, 10*time.Second, 2*time.Millisecond)
+		require.Equal(t, 2, half.Members)
+		require.Equal(t, 1, half.SplitDepth)
+		w.blockedThenSettled(half.BatchID, "still fails after 1 halving(s)", ids[:2], func() {
+			w.reload(nil)
+			on.Store(false)
+		})
+	})
+}
+
+// refusingClose refuses to close any MR (403) while refuse is set: the
+// bot lost its rights on the config repo.
+type refusingClose struct {
+	gitlab.GitLab
+	refuse *atomic.Bool
+}
+
+func (r refusingClose) CloseMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
+	if r.refuse.Load() {
+		return gitlab.MR{}, &gitlab.Error{Op: "CloseMR", Status: http.StatusForbidden, Message: "403 Forbidden"}
+	}
+	return r.GitLab.CloseMR(ctx, project, iid)
+}
+
+// TestBatchCloseThatKeepsFailingBlocks: the batch's checks fail, and
+// settling it cannot close its MR (403): it must not be settled while the
+// MR could still merge, and no retry fixes the rights — the batch is
+// BLOCKED. The sweep does the same for a timed-out batch.
+func TestBatchCloseThatKeepsFailingBlocks(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		refuse := &atomic.Bool{}
+		refuse.Store(true)
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return refusingClose{GitLab: g, refuse: refuse} })
+		ids := []string{"op-cf1", "op-cf2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		w.untilBatch(r.BatchID, domain.BatchBlocked)
+		require.Equal(t, "opened", w.batchMRs(r.BatchID)[0]["state"])
+		w.blockedThenSettled(r.BatchID, "does not close", ids, func() { refuse.Store(false) })
+	})
+}
+
+// TestBatchSweepBlocksABatchWhoseMRWillNotClose: a timed-out batch whose
+// MR refuses to close is blocked by the sweep, not swept every tick.
+func TestBatchSweepBlocksABatchWhoseMRWillNotClose(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		refuse := &atomic.Bool{}
+		refuse.Store(true)
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return refusingClose{GitLab: g, refuse: refuse} })
+		w.reload(map[string]any{"batch.timeout": "1s"})
+		ids := []string{"op-sb1", "op-sb2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			n, err := w.rounds.Sweep(t.Context())
+			require.NoError(t, err)
+			return n == 1
+		}, 10*time.Second, 50*time.Millisecond)
+		b, err := st.BatchGet(t.Context(), r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchBlocked, b.Status)
+		require.Contains(t, b.FailureMessage, "timed out")
+		n, err := w.rounds.Sweep(t.Context())
+		require.NoError(t, err)
+		require.Zero(t, n, "a blocked batch is left to a person")
+		w.blockedThenSettled(r.BatchID, "does not close", ids, func() { refuse.Store(false) })
 	})
 }
