@@ -105,6 +105,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyWorkflowWorkers, 4, 1, 256, restart, "0 workers would accept work that never runs"),
 		intItem(KeyWorkflowQueueSize, 100, 1, 100000, restart, "a full queue persists the rejection (R-LRO-1); at least 1 slot"),
 		durItem(KeyWorkflowLeaseDuration, 30*sec, 1*sec, sec, hot, "a tiny lease lets another instance take over work still running"),
+		intItem(KeyWorkflowMaxRegenerations, 3, 0, 20, hot, "how often one single-request MR is regenerated on the target after a failed rebase; 0 = never (every conflict goes to a person); the cap stops a target that keeps moving from looping"),
 
 		// Reconciliation (R-WF-11).
 		durItem(KeyReconcileInterval, 1*minute, 1*ms, sec, hot, "0 would spin"),

@@ -49,10 +49,11 @@ const (
 	KeyRateLimitGlobalEnabled  = "ratelimit.global.enabled"
 	KeyAccessTimezone          = "access.timezone"
 
-	KeyWorkflowApproveFirst  = "workflow.approveFirst"
-	KeyWorkflowWorkers       = "workflow.workers"
-	KeyWorkflowQueueSize     = "workflow.queueSize"
-	KeyWorkflowLeaseDuration = "workflow.leaseDuration"
+	KeyWorkflowApproveFirst     = "workflow.approveFirst"
+	KeyWorkflowWorkers          = "workflow.workers"
+	KeyWorkflowQueueSize        = "workflow.queueSize"
+	KeyWorkflowLeaseDuration    = "workflow.leaseDuration"
+	KeyWorkflowMaxRegenerations = "workflow.maxRegenerations"
 
 	KeyReconcileInterval = "reconcile.interval"
 	KeyReconcileMinAge   = "reconcile.minAge"

@@ -62,15 +62,19 @@ type Workflow struct {
 	Workers       int
 	QueueSize     int
 	LeaseDuration time.Duration
+	// MaxRegenerations bounds how often a single-request MR whose rebase
+	// conflicted is regenerated on the target's head (0 = never).
+	MaxRegenerations int
 }
 
 // Workflow returns workflow.*.
 func (s *Snapshot) Workflow() Workflow {
 	return Workflow{
-		ApproveFirst:  s.flag(KeyWorkflowApproveFirst),
-		Workers:       s.num(KeyWorkflowWorkers),
-		QueueSize:     s.num(KeyWorkflowQueueSize),
-		LeaseDuration: s.dur(KeyWorkflowLeaseDuration),
+		ApproveFirst:     s.flag(KeyWorkflowApproveFirst),
+		Workers:          s.num(KeyWorkflowWorkers),
+		QueueSize:        s.num(KeyWorkflowQueueSize),
+		LeaseDuration:    s.dur(KeyWorkflowLeaseDuration),
+		MaxRegenerations: s.num(KeyWorkflowMaxRegenerations),
 	}
 }
 

@@ -68,7 +68,8 @@ var (
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
 // the same step again (a rescheduled poll) is not a transition and always
-// legal.
+// legal. HANDLE_PIPELINE_RUNNING → HANDLE_STARTED is the regenerated MR's
+// pipeline passing: the bots approve again (a push may reset approvals).
 var stepTransitions = map[StepStatus][]StepStatus{
 	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting},
 
@@ -92,7 +93,7 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepHandleStarted:         join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
 	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
 	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
-	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending}, handleFailures, calledBack, batchRequeue),
+	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue),
 	StepHandleMerged:          calledBack,
 
 	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue),

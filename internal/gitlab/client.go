@@ -206,10 +206,10 @@ func (c *Client) CreateCommit(ctx context.Context, project string, r CommitReque
 }
 
 // GetCommit implements GitLab.
-func (c *Client) GetCommit(ctx context.Context, project, ref string) (Commit, error) {
+func (c *Client) GetCommit(ctx context.Context, project, sha string) (Commit, error) {
 	var out Commit
 	err := c.call(ctx, "GetCommit", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
-		cm, resp, err := cl.Commits.GetCommit(project, ref, nil, gl.WithContext(ctx))
+		cm, resp, err := cl.Commits.GetCommit(project, sha, nil, gl.WithContext(ctx))
 		if err == nil && cm != nil {
 			out = toCommit(cm)
 		}

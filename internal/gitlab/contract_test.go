@@ -92,7 +92,11 @@ func TestContract(t *testing.T) {
 		if err != nil || len(cm.ParentIDs) != 1 || cm.ParentIDs[0] != main.CommitID {
 			t.Fatalf("forced CreateCommit: %+v %v", cm, err)
 		}
-		got, err := g.GetCommit(c, project, "req/force")
+		br, err := g.GetBranch(c, project, "req/force")
+		if err != nil || br.CommitID != cm.ID {
+			t.Fatalf("branch after force: %+v %v", br, err)
+		}
+		got, err := g.GetCommit(c, project, br.CommitID)
 		if err != nil || got.ID != cm.ID || !slices.Equal(got.ParentIDs, []string{main.CommitID}) || !strings.Contains(got.Message, "Operation-Id: op-f") {
 			t.Fatalf("GetCommit: %+v %v", got, err)
 		}

@@ -65,9 +65,10 @@ type GitLab interface {
 	// c.Force an existing branch is overwritten by one commit on the start
 	// point).
 	CreateCommit(ctx context.Context, project string, c CommitRequest) (Commit, error)
-	// GetCommit reads a commit by sha or ref (a branch's head); missing →
-	// 404.
-	GetCommit(ctx context.Context, project, ref string) (Commit, error)
+	// GetCommit reads a commit by its sha (a branch name with a slash is
+	// not a usable path segment: read the branch's head with GetBranch);
+	// missing → 404.
+	GetCommit(ctx context.Context, project, sha string) (Commit, error)
 	// GetFile reads a file at ref (a branch, tag or sha); missing → 404.
 	GetFile(ctx context.Context, project, path, ref string) (File, error)
 	// FindMRBySourceBranch returns the newest MR whose source branch is

@@ -23,6 +23,10 @@ const (
 	ActionPollRebase = "poll_rebase"
 	// ActionCloseMR reads the MR and closes it unless closed or merged.
 	ActionCloseMR = "close_mr"
+	// ActionRegenerate rewrites a single-request MR whose rebase conflicted
+	// as one commit of the request's edit on the target's current head,
+	// then polls that commit's pipeline and hands over to approve.
+	ActionRegenerate = "regenerate"
 )
 
 // EntryState is a new request's first state and first action.

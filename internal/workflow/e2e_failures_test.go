@@ -84,12 +84,14 @@ func TestLostCreateAnswersMakeOneMR(t *testing.T) {
 }
 
 // TestRebaseConflict: the target branch moved under the MR in a way that
-// conflicts; the merge is refused, the rebase fails —
-// HANDLE_REBASE_CONFLICT, HANDLE_FAILED, CONTACT_MAINTAINERS.
+// conflicts; the merge is refused, the rebase fails, and with
+// regeneration switched off (workflow.maxRegenerations 0: the bound is
+// exhausted from the start) — HANDLE_REBASE_CONFLICT, HANDLE_FAILED,
+// CONTACT_MAINTAINERS. Regeneration itself: e2e_regenerate_test.go.
 func TestRebaseConflict(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+		w := newWorld(t, st, withConfig(map[string]any{"workflow.maxRegenerations": 0}))
 		w.submit("op-rc", "frank", tSingle, false)
 		o, _ := w.until("op-rc", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/projects/1/merge_requests/"+strconv.FormatInt(o.MRIID, 10)+"/conflict", map[string]any{}, nil)

@@ -60,11 +60,14 @@ func TestRetriggerResumesWhereItStopped(t *testing.T) {
 
 // TestRetriggerAfterOperatorFix: the runbook's fixes — a repaired binding
 // file, then a rebase conflict the operator resolved by merging by hand —
-// each followed by a retrigger that finishes the request.
+// each followed by a retrigger that finishes the request. Regeneration is
+// off (workflow.maxRegenerations 0), so the conflict stops at poll_rebase
+// and its retrigger resumes at merge; the regenerate path's retrigger is
+// in e2e_regenerate_test.go.
 func TestRetriggerAfterOperatorFix(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+		w := newWorld(t, st, withConfig(map[string]any{"workflow.maxRegenerations": 0}))
 		ctx := t.Context()
 		file := func(action, content string) {
 			code := w.simJSON(http.MethodPost, "/gitlab/api/v4/projects/1/repository/commits", map[string]any{

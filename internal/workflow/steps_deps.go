@@ -135,4 +135,5 @@ func RegisterSteps(e *Engine, d Deps) {
 	e.Register(ActionMerge, StepFunc{Decl: mergeDecl, Fn: d.merge})
 	e.Register(ActionPollRebase, StepFunc{Decl: mergeDecl, Fn: d.pollRebase})
 	e.Register(ActionCloseMR, StepFunc{Decl: closeDecl, Fn: d.closeMR})
+	e.Register(ActionRegenerate, StepFunc{Decl: mergeDecl, Fn: d.regenerate})
 }

@@ -190,8 +190,9 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 }
 
 // rebases counts how often the request entered HANDLE_REBASING by a
-// merge refusal since it was last retriggered (an operator's retrigger
-// grants a fresh round).
+// merge refusal since it was last retriggered or regenerated (an
+// operator's retrigger grants a fresh round; so does a regeneration,
+// which is a new change — regenerations have their own bound).
 func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 	hist, err := d.Store.OperationStepList(ctx, operationID)
 	if err != nil {
@@ -200,7 +201,7 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 	n := 0
 	for _, s := range hist {
 		switch {
-		case strings.HasPrefix(s.Note, retriggerNote):
+		case strings.HasPrefix(s.Note, retriggerNote), strings.HasPrefix(s.Note, regeneratedNote):
 			n = 0
 		case domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep:
 			n++
@@ -237,6 +238,23 @@ func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
 			if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing}); err != nil {
 				return Outcome{}, err
 			}
+		}
+		// A single-request MR's change is derivable from the database:
+		// regenerate it on the target's current head instead of paging a
+		// person for a file changeflow writes itself — within a bound. A
+		// batch MR (another branch) keeps its path: its members are
+		// re-admitted when the batch settles.
+		if mr.SourceBranch == BranchName(w.Operation.OperationID) {
+			n, err := d.regenerations(ctx, w.Operation.OperationID)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if bound := d.Config().Workflow().MaxRegenerations; n < bound {
+				return Done(ActionRegenerate, Transition{
+					Note: fmt.Sprintf("rebase of MR !%d failed (%s): regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
+			}
+			return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+				fmt.Sprintf("rebase of MR !%d failed: %s; regenerated %d times already (workflow.maxRegenerations)", mr.IID, mr.MergeError, n)), nil
 		}
 		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			fmt.Sprintf("rebase of MR !%d failed: %s", mr.IID, mr.MergeError)), nil

@@ -1,0 +1,208 @@
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+)
+
+// regeneratedNote starts the step-history note of a finished
+// regeneration (HANDLE_REBASING → HANDLE_PIPELINE_RUNNING): poll_rebase
+// counts them against workflow.maxRegenerations, merge restarts its
+// rebase count after one.
+const regeneratedNote = "regenerated "
+
+// regenerate is regenerate: a single-request MR whose rebase conflicted
+// (typically another request's entry next to this one, merged meanwhile)
+// is rewritten as one new commit carrying this request's edit on the
+// target branch's current head — the change is derivable from the
+// database, so nobody needs to resolve a conflict in a file changeflow
+// writes itself. The same MR is kept (its branch is force-written through
+// the commits API: start_sha = the target's head, force), then the new
+// head's pipeline is polled and approve runs again (GitLab may reset
+// approvals on push; approve reads each bot's approval first), then merge.
+//
+// It reads before it writes, so a second run (a crash, a lost answer, a
+// retrigger) makes no second commit:
+//
+//  1. the MR: merged → MERGED; closed → fail as closed outside;
+//  2. the target branch's head T and the binding file at T: a file that
+//     does not parse → HANDLE_REBASE_CONFLICT (CONTACT_MAINTAINERS):
+//     regenerating would rewrite entries a person broke;
+//  3. the source branch's head: when it is one commit on T carrying this
+//     operation's trailer and exactly the regenerated file, it is already
+//     done — no commit; otherwise commit (force, start_sha T).
+//
+// Then HANDLE_PIPELINE_RUNNING (the history note counts the
+// regeneration), and in the same action the pipeline of the new head, in
+// the pipeline tier: passed → HANDLE_STARTED and approve; failed →
+// HANDLE_PIPELINE_FAILED; too long → HANDLE_PIPELINE_PENDING.
+//
+// Retriggered from a failed or pending state it starts at
+// HANDLE_REBASING/MERGING and re-reads everything.
+func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
+	h, err := d.handle(w)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if h.step != domain.StepHandleRebasing && h.step != domain.StepHandlePipelineRunning {
+		if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"}); err != nil {
+			return Outcome{}, err
+		}
+	}
+	mr, err := h.read(ctx)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	switch mr.State {
+	case gitlab.MRStateMerged:
+		return h.merged(ctx, mr)
+	case gitlab.MRStateClosed:
+		return closedOutside(mr), nil
+	}
+	if h.step == domain.StepHandlePipelineRunning {
+		return h.pollRegenerated(ctx, mr)
+	}
+
+	op := w.Operation
+	target, ok := d.Config().Target(op.TargetKey)
+	if !ok {
+		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+			"cannot regenerate: target "+op.TargetKey+" is no longer configured"), nil
+	}
+	base, err := d.GitLab.GetBranch(ctx, h.project, mr.TargetBranch)
+	if err != nil {
+		return d.retryOr(err, "read target branch")
+	}
+	file, exists, err := d.readBindingFile(ctx, h.project, target.File, base.CommitID)
+	if errors.Is(err, bindingfile.ErrInvalid) {
+		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+			fmt.Sprintf("cannot regenerate MR !%d: binding file %s on %s@%s: %v", mr.IID, target.File, mr.TargetBranch, short(base.CommitID), err)), nil
+	}
+	if err != nil {
+		return d.retryOr(err, "read binding file")
+	}
+	want := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID}).Marshal()
+
+	head, done, err := d.regeneratedOn(ctx, h.project, mr.SourceBranch, base.CommitID, target.File, op.OperationID, want)
+	if err != nil {
+		return d.retryOr(err, "read source branch")
+	}
+	if !done {
+		action := gitlab.ActionUpdate
+		if !exists {
+			action = gitlab.ActionCreate
+		}
+		c, err := d.GitLab.CreateCommit(ctx, h.project, gitlab.CommitRequest{
+			Branch: mr.SourceBranch, StartSHA: base.CommitID, Force: true,
+			Message: commitMessage(op) + "\n\nRegenerated on " + mr.TargetBranch + "@" + short(base.CommitID) +
+				" after a rebase conflict.\n\n" + Trailer(op.OperationID) + "\n",
+			Actions: []gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}},
+		})
+		if err != nil {
+			// A lost answer is RetryAfter: the next run finds the commit.
+			return d.retryOr(err, "regenerate commit")
+		}
+		head = c.ID
+	}
+	if err := h.progress(ctx, Transition{Step: domain.StepHandlePipelineRunning,
+		Note: fmt.Sprintf("%sMR !%d on %s@%s as %s", regeneratedNote, mr.IID, mr.TargetBranch, short(base.CommitID), short(head))}); err != nil {
+		return Outcome{}, err
+	}
+	// GitLab moves the MR to the new head (and starts its pipeline) after
+	// the push: the next run polls it.
+	return WaitUntil(w.Now.Add(d.Config().Polling(config.PollingPipeline).ShortInterval), Transition{}), nil
+}
+
+// regeneratedOn reads the source branch's head and reports whether it is
+// already this operation's regenerated commit on base: one parent, base;
+// the operation's trailer; the binding file exactly want. It returns the
+// head's sha either way ("" when the branch is gone).
+func (d Deps) regeneratedOn(ctx context.Context, project, branch, base, path, operationID string, want []byte) (string, bool, error) {
+	br, err := d.GitLab.GetBranch(ctx, project, branch)
+	if gitlab.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	c, err := d.GitLab.GetCommit(ctx, project, br.CommitID)
+	if err != nil {
+		return br.CommitID, false, err
+	}
+	if len(c.ParentIDs) != 1 || c.ParentIDs[0] != base || !HasTrailer(c.Message, operationID) {
+		return br.CommitID, false, nil
+	}
+	f, err := d.GitLab.GetFile(ctx, project, path, br.CommitID)
+	if gitlab.IsNotFound(err) {
+		return br.CommitID, false, nil
+	}
+	if err != nil {
+		return br.CommitID, false, err
+	}
+	return br.CommitID, bytes.Equal(f.Content, want), nil
+}
+
+// pollRegenerated is regenerate's second half: the pipeline of the
+// regenerated head. The MR must show the branch's head first (GitLab
+// updates it after the push), and the pipeline must be that head's — an
+// older pipeline's success says nothing about the new commit.
+func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (Outcome, error) {
+	d, w := h.d, h.w
+	br, err := d.GitLab.GetBranch(ctx, h.project, mr.SourceBranch)
+	if err != nil {
+		return d.retryOr(err, "read source branch")
+	}
+	status := "waiting for the MR to show " + short(br.CommitID)
+	if mr.SHA == br.CommitID {
+		status = ""
+		if mr.HeadPipeline != nil && mr.HeadPipeline.SHA == mr.SHA {
+			status = mr.HeadPipeline.Status
+		}
+	}
+	switch status {
+	case pipelineSuccess, pipelineSkipped:
+		return Done(ActionApprove, Transition{Step: domain.StepHandleStarted,
+			Note: fmt.Sprintf("pipeline of regenerated MR !%d %s: approving again", mr.IID, status)}), nil
+	case pipelineFailed, pipelineCanceled:
+		return Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
+			fmt.Sprintf("pipeline of regenerated MR !%d %s", mr.IID, status)), nil
+	}
+	return PollAgain(d.Config().Polling(config.PollingPipeline), w, Transition{},
+		Failure{Step: domain.StepHandlePipelinePending},
+		fmt.Sprintf("pipeline of regenerated MR !%d did not finish in time (last status %q)", mr.IID, status)), nil
+}
+
+// regenerations counts the request's finished regenerations since it was
+// last retriggered (an operator's retrigger grants a fresh round).
+func (d Deps) regenerations(ctx context.Context, operationID string) (int, error) {
+	hist, err := d.Store.OperationStepList(ctx, operationID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range hist {
+		switch {
+		case strings.HasPrefix(s.Note, retriggerNote):
+			n = 0
+		case strings.HasPrefix(s.Note, regeneratedNote) && domain.StepStatus(s.ToStep) == domain.StepHandlePipelineRunning:
+			n++
+		}
+	}
+	return n, nil
+}
+
+// short is a sha's first 8 characters.
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}
