@@ -1,10 +1,13 @@
 package workflow_test
 
 import (
+	"context"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -156,4 +159,88 @@ func (w *world) commitMessage(sha string) string {
 	}
 	require.Equal(w.t, http.StatusOK, w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/repository/commits/"+sha, nil, &c))
 	return c.Message
+}
+
+// TestKill9InsideRegenerate: a worker process is kill -9ed inside
+// regenerate right after GitLab applied the forced commit (the answer is
+// held by a "delay after" fault), so the commit exists but the step never
+// recorded it. The next worker, once the lease expired, reads the branch
+// first, finds its head is already this request's edit on main's head and
+// commits nothing: the MR merges at exactly the commit the dead worker
+// made, with one regeneration in the history and one success side effect.
+// MariaDB, worker processes as TestKill9AtEachBusinessStep.
+func TestKill9InsideRegenerate(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDatabase(t, store.DriverMySQL)
+	st := storetest.OpenDSN(t, store.DriverMySQL, dsn)
+	_, err := st.Migrate(t.Context())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	tally := filepath.Join(dir, "validated")
+	w := newWorld(t, st, func(s *worldSetup) {
+		s.noEngine = true
+		s.onValidated = func(_ context.Context, f store.Flip) { appendLine(tally, f.OperationID) }
+	})
+	const op = "op-crash-regen"
+	worker := startStepWorker(t, dsn, w.simTS.URL, dir)
+	w.submit(op, "uma", tSingle, false)
+	o, _ := w.until(op, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+	iid := mrPath(o.MRIID)
+	require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/projects/1/merge_requests/"+iid+"/conflict", map[string]any{}, nil))
+	mainHead := w.branchHead("main")
+	require.Less(t, w.simJSON(http.MethodPost, "/gitlab/_control/faults",
+		map[string]any{"method": "POST", "path": "/projects/*/repository/commits", "kind": "delay", "delay": "60s", "phase": "after"}, nil), 300)
+	w.decide(op, "approve")
+	branch := workflow.BranchName(op)
+	var regenerated string
+	require.Eventually(t, func() bool {
+		head := w.branchHead(branch)
+		if head == "" {
+			return false
+		}
+		var c struct {
+			ParentIDs []string `json:"parent_ids"`
+		}
+		w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/repository/commits/"+head, nil, &c)
+		if len(c.ParentIDs) == 1 && c.ParentIDs[0] == mainHead {
+			regenerated = head
+			return true
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond, "the forced commit lands")
+	killWorker(t, worker)
+
+	w.simJSON(http.MethodDelete, "/gitlab/_control/faults", nil, nil)
+	worker = startStepWorker(t, dsn, w.simTS.URL, dir)
+	w.until(op, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+	killWorker(t, worker)
+
+	mrs := w.mrsOf(op)
+	require.Len(t, mrs, 1, "one MR")
+	require.Equal(t, "merged", mrs[0]["state"])
+	require.Equal(t, regenerated, mrs[0]["sha"], "merged at the dead worker's commit: no second commit")
+	hist, err := st.OperationStepList(t.Context(), op)
+	require.NoError(t, err)
+	n := 0
+	for _, h := range hist {
+		if strings.HasPrefix(h.Note, "regenerated ") {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "one regeneration recorded")
+	require.Equal(t, 1, countLines(t, tally), "one success side effect")
+}
+
+// branchHead is a branch's head sha in GitLab ("" when missing).
+func (w *world) branchHead(branch string) string {
+	w.t.Helper()
+	var b struct {
+		Commit struct {
+			ID string `json:"id"`
+		} `json:"commit"`
+	}
+	if w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/repository/branches/"+urlQuery(branch), nil, &b) != http.StatusOK {
+		return ""
+	}
+	return b.Commit.ID
 }
