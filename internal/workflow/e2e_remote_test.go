@@ -111,7 +111,9 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 		ov["workflow.approveFirst"] = true
 		w.load(ov)
 		// Another file: two single-request MRs adding adjacent entries to
-		// one file conflict textually (docs/workflow.md, limitations).
+		// one file conflict textually, and the second would be regenerated
+		// (docs/workflow.md, "Rebase conflicts: regenerate") — not what
+		// this test is about.
 		w.submit("op-sw-new", "quinn", tOther, w.Current().Workflow().ApproveFirst)
 		w.until("op-sw-new", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		w.decide("op-sw-old", "approve")
