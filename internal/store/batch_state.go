@@ -63,18 +63,41 @@ func batchTakeSlot(ctx context.Context, q batchDB, projectID int64) (BatchSlot, 
 
 // BatchTransitionLegal reports whether a batch may move from one status to
 // another (the batch part of the central transition table, I7). RUNNING may
-// block (it keeps the slot) or finish; BLOCKED may only finish, by an
-// operator's settlement; terminal states have no way out. Nothing goes back
-// to RUNNING, so today status alone would be an ABA-free guard for batches;
-// the version guard keeps that true if a "resume" move is ever added.
+// block (it keeps the slot) or finish; BLOCKED may finish, by an
+// operator's settlement, or be resumed to RUNNING by an operator's
+// retrigger (BatchResume); terminal states have no way out. Because
+// BLOCKED → RUNNING → BLOCKED can repeat, status alone is not an ABA-free
+// guard: every write also checks the version.
 func BatchTransitionLegal(from, to domain.BatchStatus) bool {
 	switch from {
 	case domain.BatchRunning:
 		return to == domain.BatchBlocked || to == domain.BatchSucceeded || to == domain.BatchFailed
 	case domain.BatchBlocked:
-		return to == domain.BatchSucceeded || to == domain.BatchFailed
+		return to == domain.BatchSucceeded || to == domain.BatchFailed || to == domain.BatchRunning
 	}
 	return false
+}
+
+// BatchResume moves a BLOCKED batch back to RUNNING (an operator fixed the
+// cause and retriggers it), guarded on the version read. It clears the
+// block's code and message and restarts the batch's clock: created_at
+// becomes the database's now, because the timeout sweep measures
+// batch.timeout from created_at and would otherwise settle a batch that
+// was blocked for longer than that the moment it runs again. The slot is
+// held throughout (BLOCKED and RUNNING both hold it). It returns the new
+// version; domain.ErrPreempted when the batch is no longer BLOCKED at
+// version.
+func (s *Store) BatchResume(ctx context.Context, id, version int64) (int64, error) {
+	err := retryDeadlock(func() error {
+		return execN(ctx, s.db, 1,
+			"UPDATE merge_batch SET status = ?, version = version + 1, failure_code = NULL, failure_message = NULL,"+
+				" created_at = "+s.dialect.Now()+" WHERE id = ? AND status = ? AND version = ?",
+			domain.BatchRunning, id, domain.BatchBlocked, version)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("resume batch %d: %w", id, err)
+	}
+	return version + 1, nil
 }
 
 // batchStateWrite is one guarded state write of a batch.

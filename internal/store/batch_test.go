@@ -3,6 +3,7 @@ package store_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,7 @@ func TestBatchTransitionTable(t *testing.T) {
 		{domain.BatchRunning, domain.BatchFailed}:    true,
 		{domain.BatchBlocked, domain.BatchSucceeded}: true,
 		{domain.BatchBlocked, domain.BatchFailed}:    true,
+		{domain.BatchBlocked, domain.BatchRunning}:   true, // an operator's retrigger (BatchResume)
 	}
 	for _, from := range all {
 		for _, to := range all {
@@ -76,6 +78,40 @@ func TestBatchBlockKeepsTheSlot(t *testing.T) {
 
 		_, err = s.BatchBlock(ctx, store.BatchBlockParams{ID: c.BatchID, Version: 2})
 		require.ErrorIs(t, err, domain.ErrPreempted, "BLOCKED is not RUNNING")
+	})
+}
+
+// TestBatchResume: a BLOCKED batch resumed by an operator is RUNNING again
+// with the slot held throughout, the block's reason cleared and its clock
+// restarted (the sweep measures batch.timeout from created_at); a stale
+// version or a batch that is not BLOCKED is pre-empted.
+func TestBatchResume(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		admitWaiting(t, s, 1, "op", 1)
+		c := mustClaim(t, s, 1, 10)
+		claimed := mustBatch(t, s, c.BatchID)
+		_, err := s.BatchResume(ctx, c.BatchID, 1)
+		require.ErrorIs(t, err, domain.ErrPreempted, "RUNNING is not BLOCKED")
+		_, err = s.BatchBlock(ctx, store.BatchBlockParams{ID: c.BatchID, Version: 1, Code: "BATCH_NEEDS_A_PERSON", Message: "bot forbidden"})
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond) // the DB clock moves past the claim
+
+		v, err := s.BatchResume(ctx, c.BatchID, 2)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), v)
+		b := mustBatch(t, s, c.BatchID)
+		require.Equal(t, domain.BatchRunning, b.Status)
+		require.Empty(t, b.FailureCode)
+		require.Empty(t, b.FailureMessage)
+		require.True(t, b.CreatedAt.After(claimed.CreatedAt), "clock restarted: %s → %s", claimed.CreatedAt, b.CreatedAt)
+		active, err := s.BatchActive(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, c.BatchID, active.ID, "the slot stayed with the batch")
+
+		_, err = s.BatchResume(ctx, c.BatchID, 2)
+		require.ErrorIs(t, err, domain.ErrPreempted, "stale version")
 	})
 }
 

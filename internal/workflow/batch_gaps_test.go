@@ -386,3 +386,77 @@ func TestBatchSweepBlocksABatchWhoseMRWillNotClose(t *testing.T) {
 		w.blockedThenSettled(r.BatchID, "does not close", ids, func() { refuse.Store(false) })
 	})
 }
+
+// TestBatchRetriggerResumesABlockedBatch: a forbidden bot blocks the batch
+// (its driver stopped at HANDLE_APPROVE_FORBIDDEN). Once the bot is fixed,
+// the operator retriggers a member that is not the driver: the batch runs
+// again (RUNNING, block reason cleared) from the driver's approval, with
+// the same MR — no settlement, no second MR — and every member is
+// validated once. A retrigger while it runs is refused (not stopped).
+func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-rt1", "op-rt2", "op-rt3"}
+		w.admitted(ids...)
+		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		w.untilBatch(r.BatchID, domain.BatchBlocked)
+		o, _ := w.state(ids[0])
+		require.Equal(t, domain.StepHandleApproveForbidden.String(), domain.StepStatus(o.Step).String())
+
+		w.reload(nil)
+		action, err := workflow.Retrigger(t.Context(), st, ids[2], "olivia")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionBatchApprove, action)
+		b, err := st.BatchGet(t.Context(), r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchRunning, b.Status)
+		require.Empty(t, b.FailureCode)
+		_, err = workflow.Retrigger(t.Context(), st, ids[1], "olivia")
+		require.ErrorIs(t, err, workflow.ErrNotStopped, "the driver's approval is due")
+
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			require.Equal(t, 1, w.validations(id))
+		}
+		b = w.untilBatch(r.BatchID, domain.BatchSucceeded)
+		mrs := w.batchMRs(r.BatchID)
+		require.Len(t, mrs, 1)
+		require.Equal(t, "merged", mrs[0]["state"])
+		n, err := st.BatchWaitingCount(t.Context(), 1)
+		require.NoError(t, err)
+		require.Zero(t, n, "nobody was re-admitted")
+	})
+}
+
+// TestBatchRetriggerRebasedPipelineFailure: the rebased head's pipeline
+// failed and blocked the batch; after main is fixed, a retrigger of the
+// driver merges again (a fresh rebase, a green pipeline) with the same MR.
+func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		rebased, broken := &atomic.Bool{}, &atomic.Bool{}
+		broken.Store(true)
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
+			return rebasedPipelineFails{GitLab: g, rebased: rebased, broken: broken}
+		})
+		ids := []string{"op-rr1", "op-rr2"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/merge_failures", map[string]any{"count": 1, "message": "needs a rebase"}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		w.untilBatch(r.BatchID, domain.BatchBlocked)
+
+		broken.Store(false)
+		action, err := workflow.Retrigger(t.Context(), st, ids[0], "olivia")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionBatchMerge, action)
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		}
+		w.untilBatch(r.BatchID, domain.BatchSucceeded)
+		require.Len(t, w.batchMRs(r.BatchID), 1)
+	})
+}

@@ -23,6 +23,11 @@ var resume = map[string]Failure{
 	ActionSubmitApproval: {Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending},
 	ActionApprove:        {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
 	ActionMerge:          {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
+	// The batch actions run the single-request steps on the driver, from
+	// the same states.
+	ActionBatchPollPipeline: {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
+	ActionBatchApprove:      {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
+	ActionBatchMerge:        {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
 }
 
 // resumeAs is the action a retrigger runs instead of the kept one: a
@@ -30,7 +35,7 @@ var resume = map[string]Failure{
 // by hand → MERGED; a rebase still running → poll it) and asks for a
 // fresh rebase when needed — polling again would only find the old
 // rebase's merge_error.
-var resumeAs = map[string]string{ActionPollRebase: ActionMerge}
+var resumeAs = map[string]string{ActionPollRebase: ActionMerge, ActionBatchPollRebase: ActionBatchMerge}
 
 // Retrigger re-runs a stopped request from where it stopped (the ops
 // endpoint POST /ops/requests/{id}/retrigger): the action kept in
@@ -45,11 +50,29 @@ var resumeAs = map[string]string{ActionPollRebase: ActionMerge}
 // running or finished; an error wrapping domain.ErrNotFound for an
 // unknown operation, domain.ErrPreempted when another writer moved it
 // meanwhile, domain.ErrIllegalTransition when the table has no way back.
+//
+// A member of an active batch (RUNNING or BLOCKED) is retriggered through
+// its batch: retriggerBatch re-drives the batch's driver.
 func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) (string, error) {
 	op, err := st.OperationGet(ctx, operationID)
 	if err != nil {
 		return "", err
 	}
+	if op.BatchID != 0 {
+		b, err := st.BatchGet(ctx, op.BatchID)
+		if err != nil {
+			return "", fmt.Errorf("retrigger %s: %w", operationID, err)
+		}
+		if b.Status.Active() {
+			return retriggerBatch(ctx, st, b, operationID, actor)
+		}
+	}
+	return retriggerOne(ctx, st, op, actor)
+}
+
+// retriggerOne is Retrigger of a request on its own (no active batch).
+func retriggerOne(ctx context.Context, st *store.Store, op store.Operation, actor string) (string, error) {
+	operationID := op.OperationID
 	if op.NextAction == "" || !op.DueAt.IsZero() || op.LeaseOwner != "" {
 		return "", fmt.Errorf("retrigger %s (action %q): %w", operationID, op.NextAction, ErrNotStopped)
 	}
@@ -82,3 +105,75 @@ func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) 
 // retriggerNote starts the step-history note of a retrigger; merge counts
 // its rebases since the last one.
 const retriggerNote = "retrigger "
+
+// batchResumeAction is the batch action that re-runs what a batch's driver
+// stopped at, when the driver keeps none (a blocked batch's driver: its
+// batch_settle finished by blocking): the check pipeline is polled again
+// (an operator re-ran it in GitLab), a refused approval asked again, and a
+// failed merge, rebase or rebased pipeline answered by a fresh merge, which
+// rebases again when needed.
+func batchResumeAction(step domain.StepStatus) (string, bool) {
+	switch step {
+	case domain.StepCreateFailed, domain.StepCreatePipelineFailed, domain.StepCreatePipelinePending, domain.StepCreatePoolRejected:
+		return ActionBatchPollPipeline, true
+	case domain.StepHandleApproveFailed, domain.StepHandleApproveForbidden:
+		return ActionBatchApprove, true
+	case domain.StepHandlePipelineFailed, domain.StepHandlePipelinePending, domain.StepHandleRebaseConflict,
+		domain.StepHandleRebasePending, domain.StepHandleMergeFailed, domain.StepHandleMergeUnknown, domain.StepHandlePoolRejected:
+		return ActionBatchMerge, true
+	}
+	return "", false
+}
+
+// retriggerBatch re-drives an active batch whose driver stopped, whichever
+// member the operator named (docs/api.md, POST /ops/requests/{id}/retrigger):
+//
+//   - the driver (the batch's first member in claim order) must be stopped:
+//     no lease, nothing due — else ErrNotStopped;
+//   - the action: the one the driver keeps (the engine's safety net keeps
+//     it), else the one its failure state came from (batchResumeAction);
+//   - a BLOCKED batch is resumed first (store.BatchResume: RUNNING, block
+//     reason cleared, batch.timeout restarted), so the resumed step does
+//     not find it blocked and stop; then the driver's action is due from
+//     its start state, as a single request's retrigger.
+//
+// A blocked batch without an MR (its round blocked it: a binding file that
+// does not parse) has no step to re-run: it is settled instead (its
+// members re-admitted, the next round builds it again) —
+// domain.ErrIllegalTransition says so. If the driver's write fails after
+// the resume, the batch is RUNNING with a stopped driver: retriggering
+// again finishes it, and the timeout sweep settles it otherwise.
+func retriggerBatch(ctx context.Context, st *store.Store, b store.Batch, named, actor string) (string, error) {
+	members, err := st.BatchMembers(ctx, b.ID)
+	if err != nil {
+		return "", fmt.Errorf("retrigger %s (batch %d): %w", named, b.ID, err)
+	}
+	if len(members) == 0 {
+		return "", fmt.Errorf("retrigger %s: batch %d has no members: %w", named, b.ID, domain.ErrNotFound)
+	}
+	driver, err := st.OperationGet(ctx, members[0].OperationID)
+	if err != nil {
+		return "", fmt.Errorf("retrigger %s (batch %d): %w", named, b.ID, err)
+	}
+	if !driver.DueAt.IsZero() || driver.LeaseOwner != "" {
+		return "", fmt.Errorf("retrigger %s: batch %d's driver %s is due or running: %w", named, b.ID, driver.OperationID, ErrNotStopped)
+	}
+	if b.MRIID == 0 {
+		return "", fmt.Errorf("retrigger %s: batch %d has no MR to drive; settle it (POST /ops/batches/%d/settle) so its members are admitted again: %w",
+			named, b.ID, b.ID, domain.ErrIllegalTransition)
+	}
+	if driver.NextAction == "" {
+		action, ok := batchResumeAction(domain.StepStatus(driver.Step))
+		if !ok {
+			return "", fmt.Errorf("retrigger %s: batch %d's driver %s stopped at %s, which no batch step resumes: %w",
+				named, b.ID, driver.OperationID, domain.StepStatus(driver.Step), domain.ErrIllegalTransition)
+		}
+		driver.NextAction = action
+	}
+	if b.Status == domain.BatchBlocked {
+		if _, err := st.BatchResume(ctx, b.ID, b.Version); err != nil {
+			return "", fmt.Errorf("retrigger %s: %w", named, err)
+		}
+	}
+	return retriggerOne(ctx, st, driver, actor)
+}
