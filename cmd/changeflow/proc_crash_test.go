@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -144,6 +145,36 @@ func (w *crashWorld) inFlight(s *serveProc, action string) {
 	}
 }
 
+// rowLock is a test transaction holding an operation's row lock: every
+// workflow write to the request (a callback's application, a flip) waits
+// for it.
+type rowLock struct {
+	t  *testing.T
+	tx *sql.Tx
+}
+
+func (w *crashWorld) lockOperation(operationID string) *rowLock {
+	w.t.Helper()
+	tx, err := w.st.DB().BeginTx(w.t.Context(), nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	l := &rowLock{t: w.t, tx: tx}
+	w.t.Cleanup(func() { _ = tx.Rollback() })
+	var locked string
+	if err := tx.QueryRowContext(w.t.Context(), "SELECT operation_id FROM operation WHERE operation_id = ? FOR UPDATE", operationID).Scan(&locked); err != nil {
+		w.t.Fatal(err)
+	}
+	return l
+}
+
+func (l *rowLock) release() {
+	l.t.Helper()
+	if err := l.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		l.t.Fatal(err)
+	}
+}
+
 // flips counts the step-history rows that moved operationID's binding to
 // VALIDATED: the one flip.
 func (w *crashWorld) flips(operationID string) int {
@@ -200,48 +231,55 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	a.kill9(t)
 	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
 
-	// 2. create_mr: the MR is opened, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
+	// 2. The approval callback: recorded (the inbox), then its application
+	// waits for the operation's row lock, which the test holds; killed
+	// there. The sender's redelivery is a DUPLICATE of the recorded one.
 	b := w.next()
 	w.untilBinding(domain.BindingApprovalSent, op) // the resumed submit_approval found the form
+	lock := w.lockOperation(op)
 	sim.approve(t, op)
-	waitFor(t, 20*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
-	w.inFlight(b, workflow.ActionCreateMR)
+	waitFor(t, 20*time.Second, "the approval callback recorded", func() bool {
+		return countSQL(t, w.st, "SELECT COUNT(*) FROM approval_callback WHERE operation_id = ?", op) == 1
+	})
+	if got := w.binding(op); got != domain.BindingApprovalSent {
+		t.Fatalf("binding %s while the callback's application is blocked, want APPROVAL_SENT", got)
+	}
 	b.kill9(t)
+	lock.release()
+
+	// 3. create_mr: the next instance applies the recorded decision from
+	// the inbox; the MR is opened, its answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
+	c := w.next()
+	waitFor(t, 30*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
+	w.inFlight(c, workflow.ActionCreateMR)
+	c.kill9(t)
 	sim.clearGitLabFaults(t)
 	iid := sim.mrs(t)[0].IID
 
-	// 3. approve: the first bot's approval applied, its answer held.
+	// 4. approve: the first bot's approval applied, its answer held.
 	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
-	c := w.next()
-	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
-	w.inFlight(c, workflow.ActionApprove)
-	c.kill9(t)
-	sim.clearGitLabFaults(t)
-
-	// 4. merge: merged, the answer held. Deployments queue meanwhile so
-	// the deploy callback comes in step 5.
-	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
 	d := w.next()
-	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
-	w.inFlight(d, workflow.ActionMerge)
+	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
+	w.inFlight(d, workflow.ActionApprove)
 	d.kill9(t)
 	sim.clearGitLabFaults(t)
 
-	// 5. The deploy callback: recorded (the inbox), then the flip waits for
-	// the operation's row lock, which the test holds; killed there.
+	// 5. merge: merged, the answer held. Deployments queue meanwhile so
+	// the deploy callback comes in step 6.
+	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
+	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
 	e := w.next()
+	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
+	w.inFlight(e, workflow.ActionMerge)
+	e.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	// 6. The deploy callback: recorded (the inbox), then the flip waits for
+	// the operation's row lock, which the test holds; killed there.
+	f := w.next()
 	w.untilBinding(domain.BindingMerged, op)
-	lock, err := w.st.DB().BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback() //nolint:errcheck // released below; this is the safety net
-	var locked string
-	if err := lock.QueryRowContext(t.Context(), "SELECT operation_id FROM operation WHERE operation_id = ? FOR UPDATE", op).Scan(&locked); err != nil {
-		t.Fatal(err)
-	}
+	lock = w.lockOperation(op)
 	sim.must(t, http.MethodPost, "/deploy/_control/resume", nil, nil)
 	waitFor(t, 30*time.Second, "the deploy callback recorded", func() bool {
 		return countSQL(t, w.st, "SELECT COUNT(*) FROM deploy_callback WHERE project_id = 1 AND mr_iid = ?", iid) == 1
@@ -249,18 +287,16 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	if got := w.binding(op); got != domain.BindingMerged {
 		t.Fatalf("binding %s while the flip is blocked, want MERGED", got)
 	}
-	e.kill9(t)
-	if err := lock.Rollback(); err != nil && err != sql.ErrTxDone {
-		t.Fatal(err)
-	}
+	f.kill9(t)
+	lock.release()
 
-	// 6. The last instance finishes: VALIDATED, everything once.
-	f := w.next()
+	// 7. The last instance finishes: VALIDATED, everything once.
+	g := w.next()
 	w.untilBinding(domain.BindingValidated, op)
-	if got := f.requestStatus(t, user, op); got != "VALIDATED" {
+	if got := g.requestStatus(t, user, op); got != "VALIDATED" {
 		t.Fatalf("the API says %s, want VALIDATED", got)
 	}
-	untilMetric(t, f, 1)
+	untilMetric(t, g, 1)
 	if n := w.flips(op); n != 1 {
 		t.Fatalf("%d flips to VALIDATED in the step history, want 1", n)
 	}

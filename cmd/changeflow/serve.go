@@ -120,8 +120,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer engine.Stop()
 	// Reconciliation of lost deploy callbacks (R-WF-11) on every instance
 	// every reconcile.interval; its flips count the same validated metric
-	// through wdeps.OnValidated, once per flip.
+	// through wdeps.OnValidated, once per flip. Each run also applies
+	// approval decisions recorded but never applied (a crash between the
+	// two).
 	reconciler := workflow.NewReconciler(wdeps)
+	reconciler.Wake = engine.Wake
 	if err := reconciler.Start(ctx); err != nil {
 		return fmt.Errorf("start reconciliation: %w", err)
 	}

@@ -1,7 +1,9 @@
 package workflow_test
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,5 +44,48 @@ func TestRecordedDecisionIsNotLost(t *testing.T) {
 		require.Equal(t, workflow.CallbackStale, res, "a replay of an applied decision changes nothing")
 		w.until("op-inbox-2", "MR closed", at(domain.StepCloseMRClosed, domain.BindingRejected))
 		require.Equal(t, "closed", w.mrsOf("op-inbox-2")[0]["state"], "legacy flow read from the database: the MR is closed")
+	})
+}
+
+// TestReconcilerAppliesADecisionRecordedButNeverApplied: the process that
+// recorded an approval decision died before applying it, and the sender's
+// redelivery was answered DUPLICATE. The reconciler's inbox replay applies
+// it once it is older than reconcile.minAge — once: a second run finds the
+// request no longer waiting — and the request goes on to VALIDATED.
+func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		ctx := t.Context()
+		ov := e2eOverlay(w.simTS.URL)
+		ov["reconcile.minAge"] = "1h"
+		w.load(ov)
+		r := workflow.NewReconciler(e2eDeps(st, w.cfg.Load, http.DefaultTransport, nil))
+		woken := 0
+		r.Wake = func() { woken++ }
+
+		w.submit("op-lost-apply", "lia", tSingle, true)
+		w.until("op-lost-apply", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		_, err := st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
+			DeliveryKey: "lost-apply", OperationID: "op-lost-apply", ApprovalID: "APR-z", Result: "APPROVED"})
+		require.NoError(t, err)
+
+		n, err := r.ReplayApprovalInbox(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "a decision younger than reconcile.minAge may still be being applied")
+
+		ov["reconcile.minAge"] = "0s"
+		w.load(ov)
+		require.Eventually(t, func() bool {
+			n, err := r.ReplayApprovalInbox(ctx)
+			require.NoError(t, err)
+			return n == 1
+		}, 10*time.Second, 5*time.Millisecond)
+		require.Equal(t, 1, woken)
+		n, err = r.ReplayApprovalInbox(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "applied once")
+		w.until("op-lost-apply", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		require.Equal(t, 1, w.validations("op-lost-apply"))
 	})
 }

@@ -54,6 +54,9 @@ const ReconcileActor = "reconcile"
 // runs are safe (the flips are row-locked and idempotent).
 type Reconciler struct {
 	d Deps
+	// Wake, when set, is called after a run applied a recorded approval
+	// decision, so the engine runs the action it scheduled at once.
+	Wake func()
 
 	mu      sync.Mutex
 	started bool
@@ -117,8 +120,46 @@ func (r *Reconciler) loop(ctx context.Context) {
 		case res.Validated > 0:
 			r.d.logger().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
 		}
+		if n, err := r.ReplayApprovalInbox(ctx); err != nil && ctx.Err() == nil {
+			r.d.logger().Warn("replay recorded approval decisions", "err", err)
+		} else if n > 0 {
+			r.d.logger().Info("applied recorded approval decisions from the callback inbox", "applied", n)
+		}
 		timer.Reset(r.interval())
 	}
+}
+
+// approvalInboxBatch bounds the decisions one run replays; the rest wait
+// for the next run.
+const approvalInboxBatch = 500
+
+// ReplayApprovalInbox applies approval decisions that were recorded but
+// never applied: requests still waiting for their approval although a
+// decision for them was recorded more than reconcile.minAge ago (the
+// process that recorded it died before applying it, and the sender's
+// redelivery was answered DUPLICATE). Each goes through the replay path,
+// under the callback's guard, so a decision applied meanwhile by another
+// instance is stale and nothing is written twice. It returns how many
+// were applied; Wake, when set, is called after one was.
+func (r *Reconciler) ReplayApprovalInbox(ctx context.Context) (int, error) {
+	ids, err := r.d.Store.ApprovalInboxPending(ctx, r.d.Config().Reconcile().MinAge, approvalInboxBatch)
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	for _, id := range ids {
+		res, _, err := r.d.replayApproval(ctx, id)
+		if err != nil {
+			return applied, fmt.Errorf("replay the approval decision of %s: %w", id, err)
+		}
+		if res == CallbackApplied {
+			applied++
+		}
+	}
+	if applied > 0 && r.Wake != nil {
+		r.Wake()
+	}
+	return applied, nil
 }
 
 func (r *Reconciler) interval() time.Duration {
