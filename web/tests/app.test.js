@@ -215,6 +215,18 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
 
     await page.click('nav.tabs a[href="/console/batches"]');
     await page.getByText(/No batches yet|Batch/).first().waitFor();
+    // The operator's tools: a round and reconciliation now, answered in words.
+    const round = page.locator('[data-testid=run-round]');
+    await round.getByRole('button', { name: 'Run a round now' }).click();
+    await round.getByRole('button', { name: 'Yes, run a round now' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.match(await done.innerText(), /^Project 1: (no approved request is waiting|batch #\d+ .*)\.$/);
+    const reconcile = page.locator('[data-testid=run-reconcile]');
+    await reconcile.getByRole('button', { name: 'Run reconciliation now' }).click();
+    await reconcile.getByRole('button', { name: 'Yes, run reconciliation now' }).click();
+    await page.locator('[data-testid=done]', { hasText: 'Reconciliation checked' }).waitFor();
+    assert.match(await done.innerText(), /^Reconciliation checked \d+ request\(s\): \d+ now in effect, \d+ still waiting\.$/);
 
     await page.click('nav.tabs a[href="/console/config"]');
     const config = page.locator('[data-testid=config]');

@@ -306,12 +306,66 @@ function OpsRequestView({ id }: { id: string }) {
   );
 }
 
+interface RoundResult {
+  projectId: number;
+  outcome: string;
+  batchId?: number;
+  members?: number;
+  mrIid?: number;
+  resumed?: boolean;
+  blocked?: boolean;
+}
+
+/** roundWords is one project's round answer (POST /ops/rounds) in words. */
+function roundWords(x: RoundResult): string {
+  const p = `Project ${x.projectId}: `;
+  switch (x.outcome) {
+    case 'CLAIMED':
+      if (x.blocked) return `${p}batch #${x.batchId} was started and is blocked: it needs a person (see its failure below).`;
+      return `${p}batch #${x.batchId} ${x.resumed ? 'was finished building' : `started with ${x.members ?? 0} request(s)`}${x.mrIid ? `, merge request !${x.mrIid}` : ''}.`;
+    case 'SLOT_OCCUPIED':
+      return `${p}batch #${x.batchId} is still in progress; a new one starts when it ends.`;
+    case 'NOTHING_WAITING':
+      return `${p}no approved request is waiting.`;
+    case 'PREEMPTED':
+      return `${p}another round took it first; nothing more to do.`;
+    case 'BUSY':
+      return `${p}busy right now; try again in a moment.`;
+    default:
+      return `${p}${x.outcome}.`;
+  }
+}
+
 function Batches() {
   const r = useGet<{ items: Batch[] }>('/ops/batches?limit=50', 5000);
   const [done, setDone] = useState('');
   return (
     <>
       <Done>{done}</Done>
+      <div class="row tools">
+        <Confirmed
+          testid="run-round"
+          label="Run a round now"
+          question="Start a batch round now for every project (safe beside the scheduled ones)?"
+          onDone={setDone}
+          run={async () => {
+            const res = await call<{ rounds: RoundResult[] }>('POST', '/ops/rounds', {});
+            r.reload();
+            return res.data.rounds.length ? res.data.rounds.map(roundWords).join(' ') : 'No project is configured.';
+          }}
+        />
+        <Confirmed
+          testid="run-reconcile"
+          label="Run reconciliation now"
+          question="Check every merged request against the deployment now (safe beside the scheduled runs)?"
+          onDone={setDone}
+          run={async () => {
+            const res = await call<{ scanned: number; validated: number; waiting: number }>('POST', '/ops/reconcile', {});
+            const d = res.data;
+            return `Reconciliation checked ${d.scanned} request(s): ${d.validated} now in effect, ${d.waiting} still waiting.`;
+          }}
+        />
+      </div>
       <ErrorNote>{r.error}</ErrorNote>
       {r.data && r.data.items.length === 0 && <p class="muted">No batches yet.</p>}
       {r.data && r.data.items.length > 0 && (
