@@ -3,6 +3,7 @@ package httpapi
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
@@ -21,6 +22,32 @@ func withBatchActions() worldOpt {
 	}
 }
 
+// untilClaimable waits until the database clock has passed the admission
+// of operationID. A claim takes only requests created strictly before the
+// database's "now" (store.BatchClaim), and SQLite's clock has millisecond
+// precision: a claim issued within the admission's millisecond rightly
+// finds nothing waiting. Waiting on that state, rather than sleeping or
+// backdating the row, keeps the claim under test exactly as production
+// runs it.
+func untilClaimable(t *testing.T, st *store.Store, operationID string) {
+	t.Helper()
+	q := "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND batch_id IS NULL AND created_at < " + st.Dialect().Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := st.DB().QueryRowContext(t.Context(), q, operationID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not claimable after 10s", operationID)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestOpsBatchWrite(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newBizWorld(t, st, withBatchActions())
@@ -28,6 +55,7 @@ func TestOpsBatchWrite(t *testing.T) {
 		if _, err := st.BatchAdmit(ctx, "op-waiting", 1); err != nil {
 			t.Fatal(err)
 		}
+		untilClaimable(t, st, "op-waiting")
 		claim, err := st.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
 		if err != nil || claim.Outcome != store.ClaimClaimed {
 			t.Fatalf("claim %+v %v", claim, err)
