@@ -67,22 +67,7 @@ targets:
 func (w *crashWorld) next(env ...string) *serveProc {
 	w.t.Helper()
 	w.n++
-	id := fmt.Sprintf("inst-%d", w.n)
-	p := startProc(w.t, w.dir, id, childEnv(append([]string{"CHANGEFLOW_INSTANCE_ID=" + id,
-		fmt.Sprintf("CHANGEFLOW_SERVER_LISTEN=127.0.0.1:%d", w.port)}, env...)...), "serve", "--config", w.file)
-	s := &serveProc{proc: p, id: id, base: fmt.Sprintf("http://127.0.0.1:%d", w.port)}
-	waitFor(w.t, 30*time.Second, id+" healthy", func() bool {
-		if p.exited() {
-			w.t.Fatalf("%s exited:\n%s", id, tail(p.output(), 4000))
-		}
-		resp, err := http.Get(s.base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return s
+	return startServeProc(w.t, w.dir, w.file, fmt.Sprintf("inst-%d", w.n), w.port, env...)
 }
 
 func (w *crashWorld) op(id string) store.Operation {

@@ -378,12 +378,13 @@ type serveProc struct {
 	base string
 }
 
-// startServeProc runs `changeflow serve --config file` as instance id and
-// waits until /healthz answers.
-func startServeProc(t *testing.T, dir, file, id string, port int) *serveProc {
+// startServeProc runs `changeflow serve --config file` as instance id on
+// port and waits until /healthz answers; env adds CHANGEFLOW_ variables
+// for this instance only.
+func startServeProc(t *testing.T, dir, file, id string, port int, env ...string) *serveProc {
 	t.Helper()
-	p := startProc(t, dir, id, childEnv("CHANGEFLOW_INSTANCE_ID="+id,
-		fmt.Sprintf("CHANGEFLOW_SERVER_LISTEN=127.0.0.1:%d", port)), "serve", "--config", file)
+	p := startProc(t, dir, id, childEnv(append([]string{"CHANGEFLOW_INSTANCE_ID=" + id,
+		fmt.Sprintf("CHANGEFLOW_SERVER_LISTEN=127.0.0.1:%d", port)}, env...)...), "serve", "--config", file)
 	s := &serveProc{proc: p, id: id, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	waitFor(t, 30*time.Second, id+" healthy", func() bool {
 		if p.exited() {
