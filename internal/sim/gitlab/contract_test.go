@@ -225,7 +225,7 @@ func TestContractOfficialClient(t *testing.T) {
 	t.Run("merge", func(t *testing.T) {
 		got := waitDetailed(t, 1, "mergeable")
 		m, _, err := a1.MergeRequests.AcceptMergeRequest(pid, 1, &gl.AcceptMergeRequestOptions{SHA: gl.Ptr(got.SHA), ShouldRemoveSourceBranch: gl.Ptr(true)})
-		if err != nil || m.State != "merged" || m.MergeCommitSHA == "" || m.MergedAt == nil || m.MergedBy == nil || m.MergedBy.Username != "approver-1" {
+		if err != nil || m.State != "merged" || m.MergeCommitSHA == "" || m.MergedAt == nil || m.MergeUser == nil || m.MergeUser.Username != "approver-1" {
 			t.Fatalf("merge: %v %+v", err, m)
 		}
 		_, _, err = a1.MergeRequests.AcceptMergeRequest(pid, 1, &gl.AcceptMergeRequestOptions{SHA: gl.Ptr(got.SHA)})

@@ -40,9 +40,8 @@ type recordedHook struct {
 
 // recordingDeliverer is a Deliverer that keeps every delivery.
 type recordingDeliverer struct {
-	mu   sync.Mutex
-	got  []recordedHook
-	wake chan struct{}
+	mu  sync.Mutex
+	got []recordedHook
 }
 
 func (d *recordingDeliverer) Deliver(_ context.Context, path string, h http.Header, body []byte) {
@@ -156,11 +155,6 @@ func (e *env) must(want int, method, token, path string, body any) resp {
 		e.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Raw)
 	}
 	return r
-}
-
-func (e *env) control(method, path string, body any) resp {
-	e.t.Helper()
-	return e.call(method, "", "/_control"+path, body)
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -99,15 +99,6 @@ type world struct {
 	nextPipeID int64
 }
 
-func (w *world) user(id int64) *user {
-	for _, u := range w.users {
-		if u.ID == id {
-			return u
-		}
-	}
-	return nil
-}
-
 // newWorld creates the seeded world in dir: project config/bindings (id 1)
 // with an initial commit on main holding bindings/README.md.
 func newWorld(ctx context.Context, dir string, now time.Time) (*world, error) {
