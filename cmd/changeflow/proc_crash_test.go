@@ -403,6 +403,85 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	}
 }
 
+// TestServeKill9InsideRegenerate: a legacy-flow request whose MR's rebase
+// conflicts (a change on main rewrote its binding file) is regenerated on
+// main's head; the serve process is killed -9 right after GitLab applied
+// the forced commit (its answer held), so the commit exists but the step
+// never recorded it. The next instance, once the lease expired, reads the
+// branch first, finds its head already is this request's edit on main's
+// head and commits nothing: the MR merges at exactly the dead instance's
+// commit, with one regeneration in the history, one MR, one commit for
+// the request on main and one count on the metric.
+func TestServeKill9InsideRegenerate(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "")
+	sim := w.sim
+	const op, user = "op-regen", "alice"
+	legacy := "CHANGEFLOW_WORKFLOW_APPROVEFIRST=false"
+
+	a := w.next(legacy)
+	a.submit(t, user, op, "solo")
+	w.untilBinding(domain.BindingApprovalSent, op) // legacy: the MR exists while the approval waits
+	iid := w.op(op).MRIID
+	sim.must(t, http.MethodPost, fmt.Sprintf("/gitlab/_control/projects/1/merge_requests/%d/conflict", iid), map[string]any{}, nil)
+	mainHead := sim.branchHead(t, "main")
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/repository/commits")
+	sim.approve(t, op)
+	branch := workflow.BranchName(op)
+	var regenerated string
+	waitFor(t, 30*time.Second, "the forced commit on main's head", func() bool {
+		head := sim.branchHead(t, branch)
+		if head == "" {
+			return false
+		}
+		if p := sim.parents(t, head); len(p) == 1 && p[0] == mainHead {
+			regenerated = head
+			return true
+		}
+		return false
+	})
+	w.inFlight(a, workflow.ActionRegenerate)
+	a.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	b := w.next(legacy)
+	w.untilBinding(domain.BindingValidated, op)
+	untilMetric(t, b, 1)
+	mrs := sim.mrs(t)
+	if len(mrs) != 1 || mrs[0].State != "merged" {
+		t.Fatalf("MRs %+v, want one, merged", mrs)
+	}
+	var mr struct {
+		SHA string `json:"sha"`
+	}
+	sim.must(t, http.MethodGet, fmt.Sprintf("/gitlab/api/v4/projects/1/merge_requests/%d", iid), nil, &mr)
+	if mr.SHA != regenerated {
+		t.Fatalf("merged at %s, want the dead instance's regenerated commit %s", mr.SHA, regenerated)
+	}
+	steps, err := w.st.OperationStepList(t.Context(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regenerations := 0
+	for _, s := range steps {
+		if strings.HasPrefix(s.Note, "regenerated ") {
+			regenerations++
+		}
+	}
+	if regenerations != 1 {
+		t.Fatalf("%d regenerations in the history, want 1", regenerations)
+	}
+	if n := w.flips(op); n != 1 {
+		t.Fatalf("%d flips to VALIDATED, want 1", n)
+	}
+	if n := sim.commitsOnMain(t, op); n != 1 {
+		t.Fatalf("%d commits for %s on main, want 1", n, op)
+	}
+	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
+		t.Fatalf("approved by %v, want each bot once", got)
+	}
+}
+
 func sameSet(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)

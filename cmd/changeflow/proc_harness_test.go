@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -286,6 +287,30 @@ func (s *simProc) allMRs(t *testing.T) []simMR {
 			return all
 		}
 	}
+}
+
+// branchHead is a branch's head sha ("" when the branch is missing).
+func (s *simProc) branchHead(t *testing.T, branch string) string {
+	t.Helper()
+	var b struct {
+		Commit struct {
+			ID string `json:"id"`
+		} `json:"commit"`
+	}
+	if s.do(t, http.MethodGet, "/gitlab/api/v4/projects/1/repository/branches/"+url.PathEscape(branch), nil, &b) != http.StatusOK {
+		return ""
+	}
+	return b.Commit.ID
+}
+
+// parents lists a commit's parent shas.
+func (s *simProc) parents(t *testing.T, sha string) []string {
+	t.Helper()
+	var c struct {
+		ParentIDs []string `json:"parent_ids"`
+	}
+	s.must(t, http.MethodGet, "/gitlab/api/v4/projects/1/repository/commits/"+sha, nil, &c)
+	return c.ParentIDs
 }
 
 // approvedBy lists who approved MR iid.
