@@ -319,22 +319,9 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	ops := []string{"op-b1", "op-b2", "op-b3"}
 	users := []string{"alice", "bob", "carol"}
 
-	// 0. An instance without rounds (batch.interval 1h) gathers every
-	// approved member in the waiting set, so the killed round claims all.
-	a := w.next("CHANGEFLOW_BATCH_INTERVAL=1h")
-	for i, op := range ops {
-		a.submit(t, users[i], op, "grouped")
-	}
-	w.untilBinding(domain.BindingApprovalSent, ops...)
-	for _, op := range ops {
-		sim.approve(t, op)
-	}
-	for _, op := range ops {
-		waitFor(t, 30*time.Second, op+" admitted", func() bool {
-			return domain.StepStatus(w.op(op).Step) == domain.StepCreateAdmitted
-		})
-	}
-	a.stop()
+	// 0. An instance without rounds gathers every approved member in the
+	// waiting set, so the killed round claims all.
+	w.gatherAdmitted("grouped", ops, users)
 
 	// 1. The round's MR creation: claimed, committed, the MR opened and its
 	// answer held.
@@ -479,6 +466,96 @@ func TestServeKill9InsideRegenerate(t *testing.T) {
 	}
 	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
 		t.Fatalf("approved by %v, want each bot once", got)
+	}
+}
+
+// gatherAdmitted submits ops (one user each) of target on an instance
+// without rounds (batch.interval 1h), approves them and waits until every
+// one waits in the batch waiting set, then stops that instance politely:
+// the next instance's first round claims them all.
+func (w *crashWorld) gatherAdmitted(target string, ops, users []string) {
+	w.t.Helper()
+	a := w.next("CHANGEFLOW_BATCH_INTERVAL=1h")
+	for i, op := range ops {
+		a.submit(w.t, users[i], op, target)
+	}
+	w.untilBinding(domain.BindingApprovalSent, ops...)
+	for _, op := range ops {
+		w.sim.approve(w.t, op)
+	}
+	for _, op := range ops {
+		waitFor(w.t, 30*time.Second, op+" admitted", func() bool {
+			return domain.StepStatus(w.op(op).Step) == domain.StepCreateAdmitted
+		})
+	}
+	a.stop()
+}
+
+// TestServeKill9InsideBatchSettlement: a batch's check pipeline fails, so
+// its driver runs batch_settle, which closes the MR; the serve process is
+// killed -9 right after GitLab closed it (the answer held). The next
+// instance resumes the settlement once the lease expired: it reads the MR
+// (closed), fails the batch (BATCH_PIPELINE_FAILED) and re-admits the
+// members, whose next (halved) rounds validate them. Each member ends
+// VALIDATED in exactly one SUCCEEDED batch, flipped and counted once; the
+// failed batch's MR is closed once and its commit never reaches main.
+func TestServeKill9InsideBatchSettlement(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "batch:\n  interval: 200ms\n  maxRequests: 10\n  resumeAfter: 1s\n")
+	sim := w.sim
+	ops := []string{"op-s1", "op-s2"}
+	users := []string{"alice", "bob"}
+	w.gatherAdmitted("grouped", ops, users)
+
+	sim.must(t, http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
+	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*") // the close
+	a := w.next()
+	waitFor(t, 30*time.Second, "the failed batch's MR closed", func() bool {
+		mrs := sim.mrs(t)
+		return len(mrs) == 1 && mrs[0].State == "closed"
+	})
+	w.inFlight(a, workflow.ActionBatchSettle)
+	a.kill9(t)
+	sim.clearGitLabFaults(t)
+	failedIID := sim.mrs(t)[0].IID
+
+	b := w.next()
+	w.untilBinding(domain.BindingValidated, ops...)
+	untilMetric(t, b, len(ops))
+	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 3 AND failure_code = 'BATCH_PIPELINE_FAILED' AND mr_iid = ?", failedIID); n != 1 {
+		t.Fatalf("the batch of MR !%d is not FAILED with BATCH_PIPELINE_FAILED", failedIID)
+	}
+	succeeded := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 2")
+	if all := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch"); all != succeeded+1 {
+		t.Fatalf("%d batches: want the failed one and %d succeeded", all, succeeded)
+	}
+	mrs := sim.mrs(t)
+	if len(mrs) != succeeded+1 {
+		t.Fatalf("%d MRs for %d batches", len(mrs), succeeded+1)
+	}
+	for _, mr := range mrs {
+		want := "merged"
+		if mr.IID == failedIID {
+			want = "closed"
+		}
+		if mr.State != want {
+			t.Fatalf("MR !%d is %s, want %s", mr.IID, mr.State, want)
+		}
+	}
+	file := sim.fileOnMain(t, "grouped")
+	for _, op := range ops {
+		if n := w.flips(op); n != 1 {
+			t.Fatalf("%s: %d flips to VALIDATED, want 1", op, n)
+		}
+		if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch_history h JOIN merge_batch b ON b.id = h.batch_id WHERE b.status = 2 AND h.operation_id = ?", op); n != 1 {
+			t.Fatalf("%s is in %d succeeded batches, want 1", op, n)
+		}
+		if n := sim.commitsOnMain(t, op); n != 1 {
+			t.Fatalf("%d commits for %s on main, want 1", n, op)
+		}
+		if n := strings.Count(file, op); n != 1 {
+			t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
+		}
 	}
 }
 
