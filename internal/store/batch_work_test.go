@@ -102,3 +102,40 @@ func TestBatchApply(t *testing.T) {
 		require.Equal(t, 2, n, "and re-admits nothing twice")
 	})
 }
+
+// TestBatchApplyReadmitsInChunksAndAnswersDuplicates: re-admission is one
+// multi-row INSERT per 500; a chunk holding a request that already waits
+// (a duplicate) is admitted row by row instead — the others are admitted,
+// the waiting one keeps its row, the transaction commits — and the queue
+// order is the order given.
+func TestBatchApplyReadmitsInChunksAndAnswersDuplicates(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		waiting := admitWaiting(t, s, 1, "already", 1)
+		ids := make([]string, 0, 1201)
+		for i := range 1200 {
+			ids = append(ids, fmt.Sprintf("re-%04d", i))
+		}
+		ids = append(ids[:700], append([]string{waiting[0]}, ids[700:]...)...)
+		_, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: 1, Readmit: ids, ProjectID: 1})
+		require.NoError(t, err)
+		n, err := s.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1201, n)
+		rows, err := s.DB().QueryContext(ctx, "SELECT operation_id FROM merge_batch_request WHERE operation_id LIKE 're-%' ORDER BY created_at, id")
+		require.NoError(t, err)
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var id string
+			require.NoError(t, rows.Scan(&id))
+			got = append(got, id)
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, got, 1200)
+		for i, id := range got {
+			require.Equal(t, fmt.Sprintf("re-%04d", i), id, "queue order is the order given")
+		}
+	})
+}
