@@ -90,6 +90,16 @@ type BatchSchedule struct {
 type BatchApplyParams struct {
 	BatchID int64
 
+	// OnlyIf, when set (and neither SetMR nor SettleTo is), makes the
+	// transaction's first statement a locking read of the batch that
+	// pre-empts everything unless the batch is in this status: the
+	// followers' catch-up of a RUNNING batch must not move the members of
+	// a batch a settlement finished meanwhile (they are back in the
+	// waiting set). The lock (FOR UPDATE on MariaDB, SQLite's single
+	// writer) serializes it with the settlement's guarded write of the
+	// same row, which is also its first statement.
+	OnlyIf domain.BatchStatus
+
 	SetMR *BatchMR
 
 	SettleTo       domain.BatchStatus
@@ -146,6 +156,15 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 	d := s.dialect
 	var released []BatchMember
 	switch {
+	case p.OnlyIf != 0 && p.SetMR == nil && p.SettleTo == 0:
+		var status domain.BatchStatus
+		err := tx.QueryRowContext(ctx, "SELECT status FROM merge_batch WHERE id = ?"+d.forUpdate(), p.BatchID).Scan(&status)
+		if err != nil {
+			return nil, fmt.Errorf("read batch: %w", translate(err))
+		}
+		if status != p.OnlyIf {
+			return nil, fmt.Errorf("batch is %s, not %s: %w", status, p.OnlyIf, domain.ErrPreempted)
+		}
 	case p.SetMR != nil:
 		err := execN(ctx, tx, 1,
 			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ?, split_depth = ? WHERE id = ? AND status IN (?, ?)",

@@ -159,7 +159,10 @@ func (d Deps) batchFollow(ctx context.Context, batchID int64, driver string, dri
 	if err != nil || len(moves) == 0 {
 		return err
 	}
-	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{BatchID: batchID, Moves: moves})
+	// Guarded on the batch still RUNNING: a settlement that committed
+	// between this step's read of the batch and now has put the members
+	// back in the waiting set, and moving them on would strand them.
+	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{BatchID: batchID, OnlyIf: domain.BatchRunning, Moves: moves})
 	return err
 }
 

@@ -110,7 +110,7 @@ func TestBatchRoundOneMRForEveryMember(t *testing.T) {
 			o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 			require.Equal(t, batch.BatchID, o.BatchID)
 			require.Equal(t, batch.MRIID, o.MRIID)
-			require.Equal(t, 1, w.validations(id), "one success side effect for %s", id)
+			w.validatedOnce(id)
 		}
 		mrs := w.batchMRs(batch.BatchID)
 		require.Len(t, mrs, 1, "one MR for the batch")
@@ -301,7 +301,7 @@ func TestBatchCulpritIsolation(t *testing.T) {
 		require.Zero(t, n, "the culprit is not re-admitted")
 		for _, id := range []string{"op-i0", "op-i1", "op-i3"} {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			require.Equal(t, 1, w.validations(id))
+			w.validatedOnce(id)
 		}
 		t.Logf("batch sizes: %v", sizes)
 	})

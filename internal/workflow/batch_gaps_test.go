@@ -89,7 +89,7 @@ func TestBatchSweepCrashAfterTheCloseLeavesMembersReadmittable(t *testing.T) {
 		w.roundsUntilIdle()
 		for _, id := range ids {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			require.Equal(t, 1, w.validations(id))
+			w.validatedOnce(id)
 		}
 	})
 }
@@ -174,7 +174,7 @@ func TestBatchBrokenBindingFileOnMainBlocksUntilFixed(t *testing.T) {
 		w.roundsUntilIdle()
 		for _, id := range append(ids, "op-pf3") {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			require.Equal(t, 1, w.validations(id))
+			w.validatedOnce(id)
 		}
 		file := w.fileOnMain(tBatched)
 		for _, id := range append(ids, "op-pf3") {
@@ -219,7 +219,7 @@ func (w *batchWorld) blockedThenSettled(batchID int64, reason string, ids []stri
 	w.roundsUntilIdle()
 	for _, id := range append(ids, "op-late") {
 		w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-		require.Equal(w.t, 1, w.validations(id))
+		w.validatedOnce(id)
 	}
 }
 
@@ -403,8 +403,8 @@ func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
 		r, err := w.rounds.RunRound(t.Context(), 1)
 		require.NoError(t, err)
 		w.untilBatch(r.BatchID, domain.BatchBlocked)
-		o, _ := w.state(ids[0])
-		require.Equal(t, domain.StepHandleApproveForbidden.String(), domain.StepStatus(o.Step).String())
+		// The driver's batch_settle blocked the batch; its run ends right after.
+		w.until(ids[0], "driver stopped", at(domain.StepHandleApproveForbidden, domain.BindingHandleFailed))
 
 		w.reload(nil)
 		action, err := workflow.Retrigger(t.Context(), st, ids[2], "olivia")
@@ -419,7 +419,7 @@ func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
 
 		for _, id := range ids {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			require.Equal(t, 1, w.validations(id))
+			w.validatedOnce(id)
 		}
 		b = w.untilBatch(r.BatchID, domain.BatchSucceeded)
 		mrs := w.batchMRs(r.BatchID)
@@ -448,6 +448,7 @@ func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 		r, err := w.rounds.RunRound(t.Context(), 1)
 		require.NoError(t, err)
 		w.untilBatch(r.BatchID, domain.BatchBlocked)
+		w.until(ids[0], "driver stopped", at(domain.StepHandlePipelineFailed, domain.BindingHandleFailed))
 
 		broken.Store(false)
 		action, err := workflow.Retrigger(t.Context(), st, ids[0], "olivia")
@@ -459,4 +460,14 @@ func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 		w.untilBatch(r.BatchID, domain.BatchSucceeded)
 		require.Len(t, w.batchMRs(r.BatchID), 1)
 	})
+}
+
+// validatedOnce waits for the success side effect of id, which runs after
+// the flip's commit (so it may trail the VALIDATED state), and checks it
+// ran exactly once.
+func (w *batchWorld) validatedOnce(id string) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool { return w.validations(id) >= 1 }, 10*time.Second, 5*time.Millisecond,
+		"%s: no success side effect", id)
+	require.Equal(w.t, 1, w.validations(id), "%s: one success side effect", id)
 }
