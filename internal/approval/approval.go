@@ -1,7 +1,8 @@
 // Package approval is the client of the company's approval system:
 // POST /v1/approvals submits a form, GET /v1/approvals?operationId= looks
 // one up, GET /v1/approvals/{id} reads one. The decision arrives later as
-// a callback (handled by the workflow, not here).
+// a callback (handled by the workflow, not here); the workflow also reads
+// the approval while it waits, in case that callback is lost.
 //
 // The system is idempotent on operationId (a second submit answers the
 // existing approval), and the workflow still looks up before it submits
@@ -70,6 +71,16 @@ type Approval struct {
 	Ext         Ext        `json:"ext"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	DecidedAt   *time.Time `json:"decidedAt,omitempty"`
+	// CallbackRequestID is the delivery id (requestId) of the decision's
+	// callback, when the system reports it; "" otherwise. A decision the
+	// workflow finds by polling is recorded under it, so the callback
+	// arriving later is a duplicate delivery.
+	CallbackRequestID string `json:"callbackRequestId,omitempty"`
+}
+
+// Decided says whether s is a decision (APPROVED, REJECTED, WITHDRAWN).
+func (s Status) Decided() bool {
+	return s == Approved || s == Rejected || s == Withdrawn
 }
 
 // Settings are read on every call, so reloads apply.

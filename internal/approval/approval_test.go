@@ -140,8 +140,19 @@ func TestSubmitFindGet(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := e.c.Get(c, a.ApprovalID)
-		if err != nil || got.Status != approval.Approved || got.DecidedAt == nil {
+		if err != nil || got.Status != approval.Approved || got.DecidedAt == nil || !got.Status.Decided() {
 			t.Fatalf("decided: %+v %v", got, err)
+		}
+		// The decision's callback delivery id, as the system reports it.
+		if got.CallbackRequestID == "" {
+			t.Fatalf("decided without its callback requestId: %+v", got)
+		}
+		found, ok, err := e.c.FindByOperationID(c, "op-1")
+		if err != nil || !ok || found.CallbackRequestID != got.CallbackRequestID {
+			t.Fatalf("find decided: %+v %v %v", found, ok, err)
+		}
+		if approval.Pending.Decided() {
+			t.Fatal("PENDING is not a decision")
 		}
 	})
 }

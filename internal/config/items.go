@@ -129,6 +129,10 @@ func itemTable(instanceID string) []item {
 	}
 	it = append(it, pollingItems(PollingPipeline, 5*sec, 12, 30*sec, 1*hr)...)
 	it = append(it, pollingItems(PollingRebase, 2*sec, 10, 10*sec, 10*minute)...)
+	// The approval poll only covers a lost callback: a person decides, so
+	// it is slow (≈ 300 polls over a day, below the engine's claim bound
+	// of 500) and its timeout stops the polling, never the request.
+	it = append(it, approvalPollingItems(30*sec, 10, 5*minute, 24*hr)...)
 	return it
 }
 
@@ -141,6 +145,20 @@ func pollingItems(tier string, short time.Duration, attempts int64, long, timeou
 		intItem(p+"shortAttempts", attempts, 0, 1000, false, "0 = go straight to the long interval"),
 		durItem(p+"longInterval", long, 1*ms, sec, false, "0 would spin"),
 		durItem(p+"timeout", timeout, 1*ms, sec, false, "the outcome becomes 'timed out' (KEEP_WAITING), never 'processing' forever"),
+	}
+}
+
+// approvalPollingItems are the polling.approval.* tier: like
+// pollingItems, but its timeout only ends the polling — the request keeps
+// waiting for its callback, because a person may still decide.
+func approvalPollingItems(short time.Duration, attempts int64, long, timeout time.Duration) []item {
+	p := "polling." + PollingApproval + "."
+	return []item{
+		durItem(p+"shortInterval", short, 1*ms, sec, false, "0 would spin"),
+		intItem(p+"shortAttempts", attempts, 0, 1000, false, "0 = go straight to the long interval"),
+		durItem(p+"longInterval", long, 1*ms, sec, false, "0 would spin"),
+		durItem(p+"timeout", timeout, 1*ms, sec, false,
+			"bounds the calls to the approval system; when it is spent the request still waits in APPROVAL_SENT for its callback (an operator's retrigger polls again)"),
 	}
 }
 

@@ -77,6 +77,9 @@ const (
 const (
 	PollingPipeline = "pipeline"
 	PollingRebase   = "rebase"
+	// PollingApproval is the fallback poll of the approval system while a
+	// request waits in APPROVAL_SENT (its callback may be lost).
+	PollingApproval = "approval"
 )
 
 // Callback token names (SPEC §3.2). They are always listed by Effective(),

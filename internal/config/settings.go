@@ -141,10 +141,10 @@ type PollingTier struct {
 	Timeout       time.Duration
 }
 
-// Polling returns polling.<tier>.* for PollingPipeline or PollingRebase; an
-// unknown tier gets the pipeline tier.
+// Polling returns polling.<tier>.* for PollingPipeline, PollingRebase or
+// PollingApproval; an unknown tier gets the pipeline tier.
 func (s *Snapshot) Polling(tier string) PollingTier {
-	if tier != PollingRebase {
+	if tier != PollingRebase && tier != PollingApproval {
 		tier = PollingPipeline
 	}
 	p := "polling." + tier + "."

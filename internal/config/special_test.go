@@ -236,6 +236,7 @@ gitlab: {baseURL: "http://127.0.0.1:8090/gitlab/"}
 	require.Equal(t, Batch{Interval: 2 * time.Second, MaxRequests: 10, MaxSplitDepth: 6, Timeout: 30 * time.Minute, ResumeAfter: 2 * time.Minute}, s.Batch())
 	require.Equal(t, PollingTier{ShortInterval: 2 * time.Second, ShortAttempts: 3, LongInterval: 10 * time.Second, Timeout: 10 * time.Minute}, s.Polling(PollingRebase))
 	require.Equal(t, PollingTier{ShortInterval: 5 * time.Second, ShortAttempts: 12, LongInterval: 30 * time.Second, Timeout: time.Hour}, s.Polling(PollingPipeline))
+	require.Equal(t, PollingTier{ShortInterval: 30 * time.Second, ShortAttempts: 10, LongInterval: 5 * time.Minute, Timeout: 24 * time.Hour}, s.Polling(PollingApproval))
 	require.Equal(t, Breaker{Failures: 2, OpenFor: 30 * time.Second}, s.Breaker())
 	require.Equal(t, Idempotency{TTL: 24 * time.Hour, CleanupInterval: 10 * time.Minute}, s.Idempotency())
 	require.Equal(t, Endpoints{GitLab: "http://127.0.0.1:8090/gitlab/", SimEmbedded: true, SimListen: "127.0.0.1:8090"}, s.Endpoints())

@@ -15,6 +15,10 @@ const (
 	// ActionSubmitApproval looks up, else submits, the approval for the
 	// operationId (approve-first entry; legacy after the pipeline passed).
 	ActionSubmitApproval = "submit_approval"
+	// ActionPollApproval reads the approval while the request waits in
+	// APPROVAL_SENT and applies a decision as its callback would (the
+	// fallback for a lost callback).
+	ActionPollApproval = "poll_approval"
 	// ActionApprove runs the two bot approvals.
 	ActionApprove = "approve"
 	// ActionMerge reads the MR, merges, or requests a rebase.

@@ -124,13 +124,36 @@ func (d Deps) applyRecordedDecision(ctx context.Context, f store.Flip) {
 	}
 }
 
+// recordApproval is the whole path of an approval callback — what the
+// HTTP layer and the sink do with a delivery — for a decision the workflow
+// found itself (poll_approval): record it in the callback inbox under its
+// delivery key (store.ApprovalCallbackInsert, the same unique key that
+// dedupes deliveries), then apply it through the same guard
+// (applyApproval). A key already recorded is the callback's own delivery;
+// it is applied all the same: if the callback's sink call moved the
+// request the guard finds it stale, and if that call failed (the inbox
+// kept the decision) this applies it. actor goes to the step history.
+func (d Deps) recordApproval(ctx context.Context, ev ApprovalEvent, actor string) (CallbackResult, string, error) {
+	if _, err := d.Store.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
+		DeliveryKey: ev.DeliveryKey, OperationID: ev.OperationID, ApprovalID: ev.ApprovalID, Result: strings.ToUpper(ev.Result),
+	}); err != nil {
+		return 0, "", fmt.Errorf("record approval decision of %s: %w", ev.OperationID, err)
+	}
+	return d.applyApprovalAs(ctx, ev, actor)
+}
+
 // applyApproval is Approval's transition; it returns the action it
 // scheduled ("" for none).
 func (d Deps) applyApproval(ctx context.Context, ev ApprovalEvent) (CallbackResult, string, error) {
+	return d.applyApprovalAs(ctx, ev, "approval-callback")
+}
+
+// applyApprovalAs is applyApproval with the actor the step history names.
+func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor string) (CallbackResult, string, error) {
 	legacy := strings.TrimSpace(ev.MRID) != ""
 	p := store.WorkCallbackParams{
 		OperationID: ev.OperationID, Waiting: approvalWaiting, ApprovalID: ev.ApprovalID,
-		Actor: "approval-callback", Note: fmt.Sprintf("approval %s %s (delivery %s)", ev.ApprovalID, ev.Result, ev.DeliveryKey),
+		Actor: actor, Note: fmt.Sprintf("approval %s %s (delivery %s)", ev.ApprovalID, ev.Result, ev.DeliveryKey),
 	}
 	switch strings.ToUpper(ev.Result) {
 	case "APPROVED":

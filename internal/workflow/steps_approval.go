@@ -54,8 +54,11 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 	}
 	// A decision already in the callback inbox (its sink call failed, or
 	// the request was retriggered after a crash) is applied once SENT is
-	// committed, instead of waiting for a callback that was delivered.
-	return Done("", Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
+	// committed, instead of waiting for a callback that was delivered. A
+	// callback that never comes is covered by poll_approval, which reads
+	// the approval system while the request waits (first at once: the
+	// decision may have been made already).
+	return Done(ActionPollApproval, Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
 		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}).
 		OnFlip(d.applyRecordedDecision), nil
 }

@@ -131,6 +131,7 @@ func RegisterSteps(e *Engine, d Deps) {
 	e.Register(ActionCreateMR, StepFunc{Decl: createDecl, Fn: d.createMR})
 	e.Register(ActionPollPipeline, StepFunc{Decl: createDecl, Fn: d.pollPipeline})
 	e.Register(ActionSubmitApproval, StepFunc{Decl: approvalDecl, Fn: d.submitApproval})
+	e.Register(ActionPollApproval, StepFunc{Decl: pollApprovalDecl, Fn: d.pollApproval})
 	e.Register(ActionApprove, StepFunc{Decl: approveDecl, Fn: d.approve})
 	e.Register(ActionMerge, StepFunc{Decl: mergeDecl, Fn: d.merge})
 	e.Register(ActionPollRebase, StepFunc{Decl: mergeDecl, Fn: d.pollRebase})

@@ -140,6 +140,22 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
+// failingRead wraps a public read with the FailReadsNext fault.
+func (s *Server) failingRead(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if f := &s.faults.FailReadsNext; f.Count > 0 {
+			f.Count--
+			status := f.Status
+			s.mu.Unlock()
+			simhttp.WriteError(w, status, "injected failure")
+			return
+		}
+		s.mu.Unlock()
+		h(w, r)
+	}
+}
+
 // dropConnection closes the connection without writing a response.
 func dropConnection(w http.ResponseWriter) {
 	hj, ok := w.(http.Hijacker)

@@ -138,8 +138,8 @@ func (s *Server) Close() error {
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/approvals", s.handleSubmit)
-	s.mux.HandleFunc("GET /v1/approvals", s.handleList)
-	s.mux.HandleFunc("GET /v1/approvals/{id}", s.handleGet)
+	s.mux.HandleFunc("GET /v1/approvals", s.failingRead(s.handleList))
+	s.mux.HandleFunc("GET /v1/approvals/{id}", s.failingRead(s.handleGet))
 
 	s.mux.HandleFunc("GET /_control/approvals", s.handleList)
 	s.mux.HandleFunc("DELETE /_control/approvals", s.handleReset)

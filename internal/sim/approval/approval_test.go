@@ -441,8 +441,23 @@ func TestSubmitFaults(t *testing.T) {
 			t.Fatalf("next submit: %d", status)
 		}
 	})
+	t.Run("failed reads: public reads answer the status, control reads do not", func(t *testing.T) {
+		w.do("POST", "/_control/faults", `{"failReadsNext":{"status":503,"count":2}}`)
+		if status, _ := w.do("GET", "/_control/approvals", ""); status != http.StatusOK {
+			t.Fatalf("control read: %d", status)
+		}
+		if status, _ := w.do("GET", "/v1/approvals?operationId=op-lost", ""); status != http.StatusServiceUnavailable {
+			t.Fatalf("first read: %d", status)
+		}
+		if status, _ := w.do("GET", "/v1/approvals/APR-000001", ""); status != http.StatusServiceUnavailable {
+			t.Fatalf("second read: %d", status)
+		}
+		if status, _ := w.do("GET", "/v1/approvals/APR-000001", ""); status != http.StatusOK {
+			t.Fatalf("third read: %d", status)
+		}
+	})
 	t.Run("bad faults are 400, DELETE resets", func(t *testing.T) {
-		for _, body := range []string{`{"earlyResult":"MAYBE"}`, `{"failNext":{"status":200,"count":1}}`, `{`} {
+		for _, body := range []string{`{"earlyResult":"MAYBE"}`, `{"failNext":{"status":200,"count":1}}`, `{"failReadsNext":{"status":302,"count":1}}`, `{`} {
 			if status, _ := w.do("POST", "/_control/faults", body); status != 400 {
 				t.Fatalf("%s: %d", body, status)
 			}

@@ -23,6 +23,11 @@ type Faults struct {
 	// stuck between the remote write and its own, where a crash test
 	// kills it.
 	HoldResponseNext HoldNext `json:"holdResponseNext"`
+	// FailReadsNext answers the next Count reads of the public API (GET
+	// /v1/approvals and GET /v1/approvals/{id}) with Status: the approval
+	// system failing while the service polls it for a lost callback. The
+	// control API's reads are never failed.
+	FailReadsNext FailNext `json:"failReadsNext"`
 }
 
 // HoldNext holds the answer of Count requests DelayMs long.
