@@ -189,7 +189,8 @@ func TestApprovalPollRidesOutApprovalSystemErrors(t *testing.T) {
 // approval nobody decides within polling.approval.timeout: polling stops
 // (poll_approval kept for a retrigger, nothing due), the request keeps
 // waiting in APPROVAL_SENT with no failure — and the decision's callback,
-// when it comes, still moves it on.
+// when it comes, still moves it on; or, when that callback is lost too,
+// an operator's retrigger polls again and applies the decision.
 func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
@@ -209,5 +210,25 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		_, polled := pollApplied(t, st, "op-slow")
 		require.False(t, polled, "the callback applied it, not a poll")
 		require.Equal(t, 1, w.validations("op-slow"))
+
+		// Stopped polling, then decided with the callback lost: an
+		// operator's retrigger polls again and applies the decision.
+		w.submit("op-slow-2", "otto", tOther, true)
+		w.until("op-slow-2", "polling stopped", func(o store.Operation, b store.Binding) bool {
+			return at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent)(o, b) && o.DueAt.IsZero()
+		})
+		w.dropNextApprovalCallback()
+		w.decide("op-slow-2", "approve")
+		w.simJSON(http.MethodPost, "/approval/_control/deliveries/wait?timeoutMs=10000", map[string]any{}, nil)
+		ds := w.approvalDeliveries()
+		require.Equal(t, "dropped", ds[len(ds)-1].State)
+		action, err := workflow.Retrigger(t.Context(), st, "op-slow-2", "ops")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionPollApproval, action)
+		w.until("op-slow-2", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		hist, polled = pollApplied(t, st, "op-slow-2")
+		require.True(t, polled, "the retriggered poll applied it")
+		noFailure(t, hist)
+		require.Equal(t, 1, w.validations("op-slow-2"))
 	})
 }
