@@ -111,6 +111,8 @@ func itemTable(instanceID string) []item {
 		durItem(KeyReconcileInterval, 1*minute, 1*ms, sec, hot, "0 would spin"),
 		durItem(KeyReconcileMinAge, 2*minute, 0, sec, hot, "minAge ≥ maxAge would be an empty window: both fall back to defaults"),
 		durItem(KeyReconcileMaxAge, 24*hr, 0, sec, hot, "see minAge"),
+		boolItem(KeyReconcileInference, true, hot,
+			"true also validates an MR below the highest MR a deploy callback reported for its project (valid only while the pipeline deploys in merge order); false validates only MRs whose own deploy callback was recorded"),
 
 		// Batching (R-WF-10).
 		durItem(KeyBatchInterval, 30*sec, 1*ms, sec, hot, "0 would spin"),

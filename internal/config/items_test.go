@@ -241,7 +241,11 @@ func TestInvertedPairsFallBackToBothDefaults(t *testing.T) {
 	}
 	t.Run("a valid pair is kept", func(t *testing.T) {
 		s := loadYAML(t, "reconcile:\n  minAge: 5m\n  maxAge: 2h\n")
-		require.Equal(t, Reconcile{Interval: time.Minute, MinAge: 5 * time.Minute, MaxAge: 2 * time.Hour}, s.Reconcile())
+		require.Equal(t, Reconcile{Interval: time.Minute, MinAge: 5 * time.Minute, MaxAge: 2 * time.Hour, Inference: true}, s.Reconcile())
+	})
+	t.Run("inference: on by default, off only by a valid false", func(t *testing.T) {
+		require.False(t, loadYAML(t, "reconcile:\n  inference: false\n").Reconcile().Inference)
+		require.True(t, loadYAML(t, "reconcile:\n  inference: nope\n").Reconcile().Inference, "malformed → the default")
 	})
 }
 

@@ -58,6 +58,9 @@ const (
 	KeyReconcileInterval = "reconcile.interval"
 	KeyReconcileMinAge   = "reconcile.minAge"
 	KeyReconcileMaxAge   = "reconcile.maxAge"
+	// KeyReconcileInference switches the watermark inference on (default)
+	// or off (exact matches only).
+	KeyReconcileInference = "reconcile.inference"
 
 	KeyBatchInterval      = "batch.interval"
 	KeyBatchMaxRequests   = "batch.maxRequests"

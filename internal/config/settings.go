@@ -98,16 +98,21 @@ func (s *Snapshot) Approval() Approval {
 	}
 }
 
-// Reconcile is reconcile.*: the sliding window [now-MaxAge, now-MinAge].
+// Reconcile is reconcile.*: the sliding window [now-MaxAge, now-MinAge],
+// and whether the watermark inference is on.
 type Reconcile struct {
 	Interval time.Duration
 	MinAge   time.Duration
 	MaxAge   time.Duration
+	// Inference validates an MR below its project's deployed watermark;
+	// false leaves only exact matches (a deploy callback for the MR).
+	Inference bool
 }
 
 // Reconcile returns reconcile.*; MinAge < MaxAge always holds.
 func (s *Snapshot) Reconcile() Reconcile {
-	return Reconcile{Interval: s.dur(KeyReconcileInterval), MinAge: s.dur(KeyReconcileMinAge), MaxAge: s.dur(KeyReconcileMaxAge)}
+	return Reconcile{Interval: s.dur(KeyReconcileInterval), MinAge: s.dur(KeyReconcileMinAge), MaxAge: s.dur(KeyReconcileMaxAge),
+		Inference: s.flag(KeyReconcileInference)}
 }
 
 // Batch is batch.*.

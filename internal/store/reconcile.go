@@ -42,6 +42,9 @@ type ReconcileScanParams struct {
 	MaxAge time.Duration
 	// ChunkSize bounds each IN list; ≤ 0 means InChunkSize (500).
 	ChunkSize int
+	// NoWatermarks skips the watermark query (reconcile.inference off:
+	// only exact matches are used); Watermarks is then empty.
+	NoWatermarks bool
 }
 
 // ReconcileWindow returns the operationIds of the MERGED bindings whose
@@ -87,6 +90,11 @@ func (s *Store) ReconcileWindow(ctx context.Context, minAge, maxAge time.Duratio
 //
 // Ids with no operation row are left out.
 func (s *Store) ReconcileLookup(ctx context.Context, operationIDs []string, chunkSize int) (ReconcileScan, error) {
+	return s.reconcileLookup(ctx, operationIDs, chunkSize, true)
+}
+
+// reconcileLookup is ReconcileLookup; watermarks false skips query 2.
+func (s *Store) reconcileLookup(ctx context.Context, operationIDs []string, chunkSize int, watermarks bool) (ReconcileScan, error) {
 	out := ReconcileScan{Watermarks: map[int64]int64{}}
 	projects := map[int64]bool{}
 	for _, part := range chunk(operationIDs, chunkSize) {
@@ -117,7 +125,7 @@ func (s *Store) ReconcileLookup(ctx context.Context, operationIDs []string, chun
 			return ReconcileScan{}, fmt.Errorf("reconcile lookup: %w", translate(err))
 		}
 	}
-	if len(projects) == 0 {
+	if len(projects) == 0 || !watermarks {
 		return out, nil
 	}
 	ids := make([]int64, 0, len(projects))
@@ -155,5 +163,5 @@ func (s *Store) ReconcileScanWindow(ctx context.Context, p ReconcileScanParams) 
 	if len(ids) == 0 {
 		return ReconcileScan{Watermarks: map[int64]int64{}}, nil
 	}
-	return s.ReconcileLookup(ctx, ids, p.ChunkSize)
+	return s.reconcileLookup(ctx, ids, p.ChunkSize, !p.NoWatermarks)
 }

@@ -71,6 +71,11 @@ func TestReconcileScan(t *testing.T) {
 		require.Len(t, all.Rows, 5)
 		require.Equal(t, scan.Watermarks, all.Watermarks)
 
+		exactOnly, err := s.ReconcileScanWindow(ctx, store.ReconcileScanParams{MinAge: time.Minute, MaxAge: time.Hour, NoWatermarks: true})
+		require.NoError(t, err)
+		require.ElementsMatch(t, all.Rows, exactOnly.Rows, "the rows and their exact matches are the same")
+		require.Empty(t, exactOnly.Watermarks, "inference off: no watermark query")
+
 		empty, err := s.ReconcileScanWindow(ctx, store.ReconcileScanParams{MinAge: 4 * time.Hour, MaxAge: 5 * time.Hour})
 		require.NoError(t, err)
 		require.Empty(t, empty.Rows)

@@ -28,6 +28,8 @@ import (
 //     runs in merge order and a run never skips changes merged before it,
 //     and because MR iids grow monotonically per project; minAge keeps a
 //     callback that is merely late from being taken for lost;
+//     With reconcile.inference false (a pipeline that deploys out of order
+//     or skips) this step is off and only exact matches validate;
 //  3. otherwise the row stays MERGED for the next run.
 //
 // Every validation goes through store.BindingMarkValidated, the method the
@@ -174,7 +176,9 @@ func (r *Reconciler) interval() time.Duration {
 // before it were handled; the next run picks the rest up.
 func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 	rc := r.d.Config().Reconcile()
-	scan, err := r.d.Store.ReconcileScanWindow(ctx, store.ReconcileScanParams{MinAge: rc.MinAge, MaxAge: rc.MaxAge})
+	scan, err := r.d.Store.ReconcileScanWindow(ctx, store.ReconcileScanParams{
+		MinAge: rc.MinAge, MaxAge: rc.MaxAge, NoWatermarks: !rc.Inference,
+	})
 	if err != nil {
 		return ReconcileResult{}, err
 	}
@@ -189,7 +193,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		case row.MRIID == 0:
 		case row.CalledBack:
 			step, note = domain.StepCalledBack, fmt.Sprintf("reconciled: deploy callback for MR !%d recorded", row.MRIID)
-		case hasMark && row.MRIID < mark:
+		case rc.Inference && hasMark && row.MRIID < mark:
 			step, note = domain.StepReconciled, fmt.Sprintf("reconciled: MR !%d below the deployed watermark !%d", row.MRIID, mark)
 		}
 		if step == 0 {

@@ -176,6 +176,57 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 	})
 }
 
+// TestReconcileInferenceOff: with reconcile.inference false (a deployment
+// pipeline that deploys out of order) only rows whose own deploy callback
+// was recorded are validated; a row below the watermark stays MERGED —
+// until the switch is turned back on (a reload applies to the next run),
+// or its own callback is recorded.
+func TestReconcileInferenceOff(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newReconcileWorld(t, st, map[string]any{"reconcile.inference": false})
+		w.merged(1, 10*time.Minute, map[string]int64{"below": 5, "exact": 10, "below-2": 7})
+		w.deployed(1, 10, "SUCCESS")
+
+		r := workflow.NewReconciler(w.deps())
+		res, err := r.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, workflow.ReconcileResult{Scanned: 3, Validated: 1, Waiting: 2}, res)
+		b, step := w.state("exact")
+		require.Equal(t, domain.BindingValidated, b)
+		require.Equal(t, domain.StepCalledBack, step)
+		for _, id := range []string{"below", "below-2"} {
+			b, step := w.state(id)
+			require.Equal(t, domain.BindingMerged, b, id)
+			require.Equal(t, domain.StepHandleMerged, step, id)
+			require.Zero(t, w.count(id), id)
+		}
+
+		// Its own callback, recorded later: an exact match.
+		w.deployed(1, 7, "SUCCESS")
+		res, err = r.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, workflow.ReconcileResult{Scanned: 2, Validated: 1, Waiting: 1}, res)
+		b, step = w.state("below-2")
+		require.Equal(t, domain.BindingValidated, b)
+		require.Equal(t, domain.StepCalledBack, step)
+
+		// Inference back on (a reload): the watermark validates the rest.
+		mgr, err := config.Load(t.Context(), config.Options{Overlay: map[string]any{
+			"reconcile.minAge": "1m", "reconcile.maxAge": "1h", "reconcile.interval": "1h", "reconcile.inference": true}})
+		require.NoError(t, err)
+		w.cfg.Store(mgr.Current())
+		_ = mgr.Close()
+		res, err = r.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, workflow.ReconcileResult{Scanned: 1, Validated: 1}, res)
+		b, step = w.state("below")
+		require.Equal(t, domain.BindingValidated, b)
+		require.Equal(t, domain.StepReconciled, step)
+		require.Equal(t, 3, w.total(), "each flipped once")
+	})
+}
+
 // TestReconcileMoreRowsThanOneINList: 620 rows need two IN chunks; all
 // are found and flipped once.
 func TestReconcileMoreRowsThanOneINList(t *testing.T) {
