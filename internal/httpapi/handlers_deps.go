@@ -42,6 +42,7 @@ type OpsStore interface {
 	BatchList(ctx context.Context, p store.BatchListParams) (store.BatchPage, error)
 	BatchMembers(ctx context.Context, batchID int64) ([]store.BatchMember, error)
 	AuditListByResource(ctx context.Context, resource string, limit int) ([]store.AuditRecord, error)
+	ApprovalCallbackList(ctx context.Context, operationID string, limit int) ([]store.ApprovalCallbackRecord, error)
 }
 
 // CallbackStore records callback deliveries once per delivery id: the

@@ -20,6 +20,11 @@ import (
 // opsAuditLimit bounds the audit records GET /ops/requests/{id} shows.
 const opsAuditLimit = 100
 
+// opsInboxLimit bounds the recorded approval callbacks it shows: an
+// approval is decided once, so more than a few means redeliveries under
+// new ids, and only the newest is ever replayed.
+const opsInboxLimit = 20
+
 // opsCall runs an ops read and records it: every ops call writes one
 // audit record (SPEC §3.3) with the query and path parameters, the
 // reserved __authenticatedOperator set by the server after them
@@ -56,8 +61,9 @@ func (s *Server) opsCall(action string, pathParams []string, run func(r *http.Re
 }
 
 // opsRequestView is GET /ops/requests/{operationId}'s data: both states,
-// the step history, the binding, the batch and queue position, the audit
-// trail.
+// the step history, the binding, the batch and queue position, the
+// approval callbacks recorded for it (the inbox, newest first: the first
+// is what POST …/replay-approval applies), the audit trail.
 type opsRequestView struct {
 	Operation opsOperation         `json:"operation"`
 	Status    domain.BindingStatus `json:"status"`
@@ -67,7 +73,17 @@ type opsRequestView struct {
 	Steps     []opsStep            `json:"steps"`
 	Batch     *opsBatch            `json:"batch,omitempty"`
 	Queue     *opsQueue            `json:"queue,omitempty"`
-	Audit     []opsAudit           `json:"audit"`
+	// ApprovalCallbacks is the callback inbox, newest first.
+	ApprovalCallbacks []opsApprovalCallback `json:"approvalCallbacks"`
+	Audit             []opsAudit            `json:"audit"`
+}
+
+// opsApprovalCallback is one recorded approval callback delivery.
+type opsApprovalCallback struct {
+	DeliveryKey string    `json:"deliveryKey"`
+	ApprovalID  string    `json:"approvalId"`
+	Result      string    `json:"result"`
+	ReceivedAt  time.Time `json:"receivedAt"`
 }
 
 // opsQueue is where an admitted request stands in its project's queue.
@@ -205,6 +221,16 @@ func (s *Server) handleOpsRequest() http.Handler {
 				return id, nil, err
 			}
 			v.Batch = bt
+		}
+		inbox, err := st.ApprovalCallbackList(ctx, id, opsInboxLimit)
+		if err != nil {
+			return id, nil, domain.Internal("ops request approval callbacks", err)
+		}
+		v.ApprovalCallbacks = make([]opsApprovalCallback, 0, len(inbox))
+		for _, c := range inbox {
+			v.ApprovalCallbacks = append(v.ApprovalCallbacks, opsApprovalCallback{
+				DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, ReceivedAt: c.ReceivedAt.UTC(),
+			})
 		}
 		audits, err := st.AuditListByResource(ctx, id, opsAuditLimit)
 		if err != nil {

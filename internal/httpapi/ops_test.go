@@ -63,6 +63,33 @@ func TestOps(t *testing.T) {
 				t.Fatalf("audit in view %v", a)
 			}
 		})
+		t.Run("ops200: the approval callback inbox, newest first", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: "/ops/requests/op-ops", user: "olivia"})
+			r.want(t, 200, "OK")
+			if inbox := r.data["approvalCallbacks"].([]any); len(inbox) != 0 {
+				t.Fatalf("inbox before any callback %v", inbox)
+			}
+			for _, p := range []store.ApprovalCallbackParams{
+				{DeliveryKey: "cb-1", OperationID: "op-ops", ApprovalID: "ap-1", Result: "REJECTED"},
+				{DeliveryKey: "cb-2", OperationID: "op-ops", ApprovalID: "ap-1", Result: "APPROVED"},
+				{DeliveryKey: "cb-x", OperationID: "op-other", ApprovalID: "ap-9", Result: "APPROVED"},
+			} {
+				if _, err := st.ApprovalCallbackInsert(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r = w.do(req{method: "GET", path: "/ops/requests/op-ops", user: "olivia"})
+			r.want(t, 200, "OK")
+			inbox := r.data["approvalCallbacks"].([]any)
+			if len(inbox) != 2 {
+				t.Fatalf("inbox %v", inbox)
+			}
+			first, second := inbox[0].(map[string]any), inbox[1].(map[string]any)
+			if first["deliveryKey"] != "cb-2" || first["approvalId"] != "ap-1" || first["result"] != "APPROVED" || first["receivedAt"] == "" ||
+				second["deliveryKey"] != "cb-1" || second["result"] != "REJECTED" {
+				t.Fatalf("inbox %v", inbox)
+			}
+		})
 		t.Run("ops404 is audited too", func(t *testing.T) {
 			w.do(req{method: "GET", path: "/ops/requests/none", user: "olivia"}).want(t, 404, "NOT_FOUND")
 			w.do(req{method: "GET", path: "/ops/batches/999", user: "olivia"}).want(t, 404, "NOT_FOUND")

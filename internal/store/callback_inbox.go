@@ -36,3 +36,32 @@ func (s *Store) ApprovalCallbackLatest(ctx context.Context, operationID string) 
 	}
 	return r, true, nil
 }
+
+// ApprovalCallbackList returns operationID's recorded approval callbacks,
+// newest first, at most limit (the operations console's view of the
+// inbox). The newest is the one ApprovalCallbackLatest returns, so the
+// one an operator's replay applies.
+func (s *Store) ApprovalCallbackList(ctx context.Context, operationID string, limit int) ([]ApprovalCallbackRecord, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("approval callbacks of %s: limit must be positive, is %d", operationID, limit)
+	}
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT delivery_key, operation_id, approval_id, result, received_at FROM approval_callback "+
+			"WHERE operation_id = ? ORDER BY id DESC LIMIT ?", operationID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("approval callbacks of %s: %w", operationID, translate(err))
+	}
+	defer rows.Close()
+	var out []ApprovalCallbackRecord
+	for rows.Next() {
+		var r ApprovalCallbackRecord
+		if err := rows.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt); err != nil {
+			return nil, fmt.Errorf("approval callbacks of %s: %w", operationID, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("approval callbacks of %s: %w", operationID, translate(err))
+	}
+	return out, nil
+}

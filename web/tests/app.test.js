@@ -5,9 +5,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { launchBrowser, newPage, repoRoot, skipReason, startServer } from './harness.js';
+import { launchBrowser, newPage, repoRoot, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
 
 const skip = skipReason();
+const noSqlite = skip ? '' : sqliteSkipReason();
 
 describe('the web app in a real browser', { skip: skip || false }, () => {
   let server;
@@ -364,6 +365,75 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await bob.goto(`/requests/${id}`);
     await bob.locator('[data-testid=request-detail] .status.ok', { hasText: 'In effect' }).waitFor({ timeout: 90000 });
     await bob.context().close();
+    await page.context().close();
+  });
+
+  it('an operator replays an approval decision whose application was lost, and the request proceeds', { skip: noSqlite || false }, async () => {
+    const srv = roomy;
+    const id = 'web-replay-1';
+    const submitted = await fetch(`${srv.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'adam', 'Idempotency-Key': id, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'billing-dashboard', reason: 'replay test' }),
+    });
+    assert.equal(submitted.status, 202);
+    let form;
+    for (const deadline = Date.now() + 20000; !form && Date.now() < deadline; ) {
+      const list = await (await fetch(`${srv.sim}/approval/_control/approvals`)).json();
+      form = list.items.find((a) => a.operationId === id);
+      if (!form) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(form, 'an approval form for the request');
+
+    const page = await newPage(chrome.browser, srv.base, 'olivia');
+    const posts = [];
+    page.on('request', (r) => r.method() === 'POST' && posts.push(new URL(r.url()).pathname));
+    await page.goto(`/console/requests/${id}`);
+    const detail = page.locator('[data-testid=ops-request]');
+    await detail.locator('dd .status', { hasText: 'Waiting for approval' }).first().waitFor({ timeout: 20000 });
+    assert.equal(await page.locator('[data-testid=approval-inbox]').count(), 0, 'no callback received yet');
+
+    // The decision is recorded in the callback inbox and never applied:
+    // what a process killed between recording a callback and applying it
+    // leaves (the sender's redelivery is then answered DUPLICATE). The
+    // approval system's own form stays pending, so nothing but the
+    // operator moves the request on here (reconciliation would, after
+    // reconcile.minAge, 2 minutes).
+    const delivery = `lost-${form.approvalId}`;
+    sqlite(srv.db, `INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result) VALUES ('${delivery}', '${id}', '${form.approvalId}', 'APPROVED')`);
+    const inbox = page.locator('[data-testid=approval-inbox]');
+    const replay = inbox.locator(`tr[data-delivery="${delivery}"] [data-testid=replay]`);
+    await replay.waitFor({ timeout: 20000 }); // the page polls every 3 s
+    assert.match(await inbox.innerText(), /APPROVED/);
+
+    // "Nothing was replayed" is said in words (faked once: for real it
+    // needs the request to move between the look and the click).
+    await page.route(`**/ops/requests/${id}/replay-approval`, (route) =>
+      route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ code: 'OK', message: '', data: { operationId: id, applied: false } }) }),
+    );
+    await replay.getByRole('button', { name: 'Replay' }).click();
+    await replay.getByRole('button', { name: 'Yes, replay' }).click();
+    const done = detail.locator('[data-testid=done]');
+    await done.getByText('Nothing was replayed').waitFor();
+    assert.equal(await done.innerText(), 'Nothing was replayed: the decision had already been acted on, or the request no longer waits for it.');
+    await page.unroute(`**/ops/requests/${id}/replay-approval`);
+    posts.length = 0;
+
+    // For real, after confirming.
+    await replay.getByRole('button', { name: 'Replay' }).click();
+    assert.match(await replay.innerText(), /Apply this APPROVED decision now\? It passes the same check as a delivery/);
+    assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
+    await replay.getByRole('button', { name: 'Yes, replay' }).click();
+    await done.getByText(/^Replayed: /).waitFor();
+    assert.equal(await done.innerText(), 'Replayed: the recorded APPROVED decision was applied, and the request moves on.');
+    assert.deepEqual(posts, [`/ops/requests/${id}/replay-approval`]);
+    if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(repoRoot, 'docs', 'screenshots', 'console-replayed.png'), fullPage: true });
+
+    // … and it proceeds: the step history names the replayed delivery, the
+    // button is gone, and the request goes all the way to in effect.
+    await page.locator('[data-testid=step-history]', { hasText: delivery }).waitFor({ timeout: 20000 });
+    assert.equal(await page.locator('[data-testid=replay]').count(), 0, 'nothing left to replay');
+    await detail.locator('dd .status', { hasText: 'In effect' }).first().waitFor({ timeout: 90000 });
     await page.context().close();
   });
 

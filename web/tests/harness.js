@@ -219,6 +219,8 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
     base,
     /** sim is the embedded simulators' base URL (…/approval/_control/…). */
     sim: `http://127.0.0.1:${simPort}`,
+    /** db is the server's SQLite database file (see sqlite below). */
+    db: join(dir, 'changeflow.db'),
     logs: () => stderr,
     async stop() {
       child.kill('SIGTERM');
@@ -269,4 +271,26 @@ export async function newPage(browser, base, account) {
   }
   const page = await context.newPage();
   return page;
+}
+
+export const sqlitePath = process.env.CHANGEFLOW_SQLITE3 || '/usr/bin/sqlite3';
+
+/** sqliteSkipReason is why the tests that write to the server's database
+ * behind its back cannot run here, or '' when they can; like a missing
+ * browser, a failure in CI (CHANGEFLOW_TEST_REQUIRE_SERVICES=1). */
+export function sqliteSkipReason() {
+  if (existsSync(sqlitePath)) return '';
+  const why = `sqlite3 not found at ${sqlitePath} (apt-get install -y sqlite3)`;
+  if (process.env.CHANGEFLOW_TEST_REQUIRE_SERVICES === '1') {
+    throw new Error(`sqlite3 required (CHANGEFLOW_TEST_REQUIRE_SERVICES=1) but ${why}`);
+  }
+  console.error(`\n*** SKIPPING a browser test: ${why} ***\n`);
+  return why;
+}
+
+/** sqlite runs one SQL statement on a running server's database (WAL, so
+ * beside the server's own connections; waits up to 5 s for its write
+ * lock). Tests use it to leave the state a crash would have left. */
+export function sqlite(db, sql) {
+  return execFileSync(sqlitePath, ['-cmd', '.timeout 5000', db, sql], { encoding: 'utf8' });
 }

@@ -1,6 +1,7 @@
 // The operations console (SPEC §3.3): loaded lazily, because most people
 // never open it. Its routes live under /console, not /ops, which is the
-// API's. The two writes — re-trigger a stopped request, settle a batch —
+// API's. Its writes — re-trigger a stopped request, replay a recorded
+// approval decision, settle a batch, run a round or reconciliation now —
 // each ask for a confirmation first and answer in words.
 import { useState } from 'preact/hooks';
 import type { Step } from '../api';
@@ -19,7 +20,15 @@ interface OpsRequest {
   steps: { from: Step; to: Step; fromBinding?: string; toBinding?: string; actor: string; note?: string; at: string }[];
   batch?: Batch;
   queue?: { projectId: number; batchId?: number; position?: number; admittedAt: string };
+  /** The callback inbox, newest first: the first is what a replay applies. */
+  approvalCallbacks: ApprovalCallback[];
   audit: { actor: string; action: string; params: string; outcome: string; at: string }[];
+}
+interface ApprovalCallback {
+  deliveryKey: string;
+  approvalId: string;
+  result: string;
+  receivedAt: string;
 }
 interface Batch {
   id: number;
@@ -153,6 +162,13 @@ function stopped(op: OpsRequest['operation']): boolean {
   return !!op.nextAction && !op.dueAt && !op.leaseOwner;
 }
 
+/** waitsForApproval: the request is in the callback guard's waiting set,
+ * the only state in which a replayed decision can move it
+ * (docs/workflow.md). */
+function waitsForApproval(x: OpsRequest): boolean {
+  return x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT';
+}
+
 function OpsRequestView({ id }: { id: string }) {
   const r = useGet<OpsRequest>(`/ops/requests/${encodeURIComponent(id)}`, 3000);
   const [done, setDone] = useState('');
@@ -283,6 +299,55 @@ function OpsRequestView({ id }: { id: string }) {
               ))}
             </tbody>
           </table>
+          {(x.approvalCallbacks ?? []).length > 0 && (
+            <>
+              <h2>Approval callbacks received</h2>
+              {waitsForApproval(x) && (
+                <p class="muted small">
+                  The request still waits for its approval although a decision was recorded: its application was lost (a restart between
+                  recording and applying it, say). Replay the latest one to apply it now; otherwise reconciliation does it after a while.
+                </p>
+              )}
+              <table class="list" data-testid="approval-inbox">
+                <thead>
+                  <tr>
+                    <th>Received</th>
+                    <th>Decision</th>
+                    <th>Approval</th>
+                    <th>Delivery</th>
+                    <th></th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {x.approvalCallbacks.map((c, i) => (
+                    <tr key={c.deliveryKey} data-delivery={c.deliveryKey}>
+                      <td class="small">{when(c.receivedAt)}</td>
+                      <td class="mono small">{c.result}</td>
+                      <td class="mono small">{c.approvalId}</td>
+                      <td class="mono small">{c.deliveryKey}</td>
+                      <td>
+                        {i === 0 && waitsForApproval(x) && (
+                          <Confirmed
+                            testid="replay"
+                            label="Replay"
+                            question={`Apply this ${c.result} decision now? It passes the same check as a delivery: if the request has moved on, nothing changes.`}
+                            onDone={setDone}
+                            run={async () => {
+                              const res = await call<{ applied: boolean }>('POST', `/ops/requests/${encodeURIComponent(id)}/replay-approval`, {});
+                              r.reload();
+                              return res.data.applied
+                                ? `Replayed: the recorded ${c.result} decision was applied, and the request moves on.`
+                                : 'Nothing was replayed: the decision had already been acted on, or the request no longer waits for it.';
+                            }}
+                          />
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </>
+          )}
           {x.audit.length > 0 && (
             <>
               <h2>Audit</h2>
