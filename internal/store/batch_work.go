@@ -64,6 +64,9 @@ type BatchMR struct {
 	// SplitDepth is recorded on the batch row with SetMR (culprit
 	// isolation: how many halvings led to this batch's size).
 	SplitDepth int
+	// ParentBatchID is recorded with SetMR too: the failed batch whose
+	// half this batch is (culprit isolation); 0 for none.
+	ParentBatchID int64
 }
 
 // BatchSchedule names the operation that carries a batch's next action
@@ -167,8 +170,8 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 		}
 	case p.SetMR != nil:
 		err := execN(ctx, tx, 1,
-			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ?, split_depth = ? WHERE id = ? AND status IN (?, ?)",
-			p.SetMR.IID, clipRunes(p.SetMR.URL, 512), clipRunes(p.SetMR.Branch, 255), p.SetMR.SplitDepth, p.BatchID,
+			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ?, split_depth = ?, parent_batch_id = ? WHERE id = ? AND status IN (?, ?)",
+			p.SetMR.IID, clipRunes(p.SetMR.URL, 512), clipRunes(p.SetMR.Branch, 255), p.SetMR.SplitDepth, nullID(p.SetMR.ParentBatchID), p.BatchID,
 			domain.BatchRunning, domain.BatchBlocked)
 		if err != nil {
 			return nil, fmt.Errorf("record MR: %w", err)
@@ -336,4 +339,48 @@ func batchAdmitMany(ctx context.Context, tx *sql.Tx, ids []string, projectID int
 		}
 	}
 	return nil
+}
+
+// nullID binds an optional id: 0 as NULL.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// BatchWaiting returns those of ids that wait in the project's waiting set
+// (admitted, not claimed), in the order given: culprit isolation's "the
+// rest of a failed batch still to be tried".
+func (s *Store) BatchWaiting(ctx context.Context, projectID int64, ids []string) ([]string, error) {
+	waiting := map[string]bool{}
+	for _, part := range chunk(ids, InChunkSize) {
+		a := []any{projectID}
+		for _, id := range part {
+			a = append(a, id)
+		}
+		rows, err := s.db.QueryContext(ctx, "SELECT operation_id FROM merge_batch_request"+
+			" WHERE project_id = ? AND batch_id IS NULL AND operation_id IN ("+placeholders(len(part))+")", a...)
+		if err != nil {
+			return nil, fmt.Errorf("waiting of project %d: %w", projectID, translate(err))
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				_ = rows.Close()
+				return nil, err
+			}
+			waiting[id] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("waiting of project %d: %w", projectID, translate(err))
+		}
+	}
+	out := make([]string, 0, len(waiting))
+	for _, id := range ids {
+		if waiting[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }

@@ -139,3 +139,32 @@ func TestBatchApplyReadmitsInChunksAndAnswersDuplicates(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchClaimOnlyAndBatchWaiting: culprit isolation's claim of one half
+// of a failed batch takes only the named requests, in queue order, whatever
+// else waits; BatchWaiting says which of a list still wait, in the list's
+// order; SetMR records the parent batch.
+func TestBatchClaimOnlyAndBatchWaiting(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		ops := admitWaiting(t, s, 1, "w", 5)
+		c, err := s.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 2, Only: []string{ops[3], ops[1], "never-admitted"}})
+		require.NoError(t, err)
+		require.Equal(t, store.ClaimClaimed, c.Outcome)
+		got := []string{c.Members[0].OperationID, c.Members[1].OperationID}
+		require.Equal(t, []string{ops[1], ops[3]}, got, "only the named, in queue order")
+
+		waiting, err := s.BatchWaiting(ctx, 1, []string{ops[4], ops[3], ops[0], "never-admitted"})
+		require.NoError(t, err)
+		require.Equal(t, []string{ops[4], ops[0]}, waiting)
+
+		mr := &store.BatchMR{IID: 7, URL: "u", Branch: "b", SplitDepth: 2, ParentBatchID: 41}
+		_, err = s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SetMR: mr})
+		require.NoError(t, err)
+		b, err := s.BatchGet(ctx, c.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, int64(41), b.ParentBatchID)
+		require.Equal(t, 2, b.SplitDepth)
+	})
+}

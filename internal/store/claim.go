@@ -82,6 +82,11 @@ type BatchClaimParams struct {
 	// session, whole seconds, at least 1 (default DefaultClaimLockWait).
 	// SQLite waits for its single writer lock up to the DSN's busy_timeout.
 	LockWait time.Duration
+	// Only, when set, restricts the claim to these waiting requests (by
+	// operationId; the oldest MaxRequests of them, queue order): culprit
+	// isolation claims one half of a failed batch, whatever else waits.
+	// Those not waiting (claimed, never admitted) are simply not claimed.
+	Only []string
 
 	// afterRead, when set, runs between the read of the waiting set and the
 	// guarded UPDATE, on the claim's open transaction. Tests use it to hold
@@ -265,12 +270,20 @@ func claimTx(ctx context.Context, tx *sql.Tx, d Dialect, p BatchClaimParams) (Cl
 // being a consistent read, takes no lock.
 func claimReadWaiting(ctx context.Context, tx *sql.Tx, d Dialect, p BatchClaimParams) ([]BatchMember, error) {
 	q := "SELECT id, operation_id FROM merge_batch_request" +
-		" WHERE project_id = ? AND batch_id IS NULL AND created_at < " + d.Now() +
-		" ORDER BY created_at, id LIMIT ?"
+		" WHERE project_id = ? AND batch_id IS NULL AND created_at < " + d.Now()
+	a := []any{p.ProjectID}
+	if len(p.Only) > 0 {
+		q += " AND operation_id IN (" + placeholders(len(p.Only)) + ")"
+		for _, id := range p.Only {
+			a = append(a, id)
+		}
+	}
+	q += " ORDER BY created_at, id LIMIT ?"
+	a = append(a, p.MaxRequests)
 	if p.lockingRead {
 		q += " FOR UPDATE"
 	}
-	rows, err := tx.QueryContext(ctx, q, p.ProjectID, p.MaxRequests)
+	rows, err := tx.QueryContext(ctx, q, a...)
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -89,7 +89,7 @@ func (g *benchGitLab) CloseMR(_ context.Context, _ string, iid int64) (gitlab.MR
 // (docs/benchmarks.md), statements counted at the driver boundary as
 // BenchmarkClaim does, GitLab answered in memory:
 //
-//   - round: Rounds.RunRound — roundSize's reads, the claim, the member
+//   - round: Rounds.RunRound — planRound's read, the claim, the member
 //     reads, building one commit with every member's entry, and the one
 //     BatchApply (MR on the batch, members linked and moved to
 //     CREATE_MR_CREATED, driver scheduled);

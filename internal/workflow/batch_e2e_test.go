@@ -306,3 +306,47 @@ func TestBatchCulpritIsolation(t *testing.T) {
 		t.Logf("batch sizes: %v", sizes)
 	})
 }
+
+// TestBatchCulpritIsolationSixteen: a batch of 16 where one member's change
+// breaks the check pipeline, the culprit in the first half and then last:
+// the bisection (planRound) finds it with no more than 2·log₂16 = 8 extra
+// MRs; it ends CREATE_PIPELINE_FAILED (CONTACT_MAINTAINERS), not
+// re-admitted, and the other 15 are validated once.
+func TestBatchCulpritIsolationSixteen(t *testing.T) {
+	t.Parallel()
+	for _, pos := range []int{5, 15} {
+		t.Run(fmt.Sprintf("culprit=%d", pos), func(t *testing.T) {
+			t.Parallel()
+			storetest.Each(t, func(t *testing.T, st *store.Store) {
+				ids := make([]string, 16)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("op-x%d-%02d", pos, i)
+				}
+				culprit := ids[pos]
+				w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return culpritGitLab{GitLab: g, culprit: culprit} })
+				w.reload(map[string]any{"batch.maxRequests": 16})
+				w.admitted(ids...)
+				rounds := w.roundsUntilIdle()
+				sizes := make([]int, len(rounds))
+				for i, r := range rounds {
+					sizes[i] = r.Members
+				}
+				t.Logf("batch sizes: %v", sizes)
+				require.Equal(t, 16, sizes[0])
+				require.LessOrEqual(t, len(rounds)-1, 8, "extra MRs: %v", sizes)
+				o, b := w.until(culprit, "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+				require.Equal(t, domain.HintContactMaintainers, hint(o, b))
+				for _, id := range ids {
+					if id == culprit {
+						continue
+					}
+					w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+					w.validatedOnce(id)
+				}
+				n, err := st.BatchWaitingCount(t.Context(), 1)
+				require.NoError(t, err)
+				require.Zero(t, n)
+			})
+		})
+	}
+}

@@ -280,8 +280,8 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 	case domain.StepHandlePipelineFailed:
 		return d.batchBlock(ctx, op.BatchID, reason+": the pipeline of the batch rebased onto the target branch failed")
 	case domain.StepCreatePipelineFailed:
-		// The checks refused the batch's change: the next round halves
-		// its size (roundSize). A batch of one has found its culprit: it
+		// The checks refused the batch's change: the next round claims
+		// half of it (planRound). A batch of one has found its culprit: it
 		// keeps the failure (CONTACT_MAINTAINERS) and is not re-admitted.
 		code = codePipelineFailed
 		members, err := d.Store.BatchMembers(ctx, op.BatchID)

@@ -38,37 +38,86 @@ type RoundResult struct {
 }
 
 // codePipelineFailed is the failure code of a batch whose check pipeline
-// failed deterministically; the next round halves the claim size.
+// failed deterministically; the next rounds bisect it (planRound).
 const codePipelineFailed = "BATCH_PIPELINE_FAILED"
 
-// roundSize is the claim size of the project's next round (culprit
-// isolation): after a batch that FAILED because its check pipeline failed,
-// half that batch's size (at least 1) at split depth + 1; past
-// batch.maxSplitDepth, single requests; otherwise batch.maxRequests at
-// depth 0. The members of the failed batch were re-admitted in claim
-// order, so successive halves narrow down to the request whose change
-// breaks the checks, which then fails alone (single-request batch) and is
-// not re-admitted. Read from the database (the project's latest batch), so
-// every instance agrees.
-func (d Deps) roundSize(ctx context.Context, projectID int64) (size, depth int, err error) {
-	cfg := d.Config().Batch()
+// roundPlan is what the project's next round claims.
+type roundPlan struct {
+	size  int
+	depth int
+	// only, when set, restricts the claim to these requests (one half of
+	// a failed batch, culprit isolation); parent is that failed batch.
+	only   []string
+	parent int64
+}
+
+// planRound decides the project's next claim (culprit isolation, a
+// bisection), from the project's latest batch L — read from the database,
+// so every instance agrees:
+//
+//   - L FAILED because its check pipeline failed, with several members:
+//     claim the first half of its members (those waiting again, claim
+//     order), at L's split depth + 1, parent L;
+//   - L SUCCEEDED and is a half of a pipeline-failed batch P: the checks
+//     failed for P and passed for L, so the change that breaks them is in
+//     the rest of P — claim the first half of P's members still waiting,
+//     at L's depth + 1, parent P (if that half passes too, the rest of P is
+//     what remains, and so on);
+//   - otherwise — no failure, a culprit found (L failed alone: it is not
+//     re-admitted), nothing of P left, any other failure — claim up to
+//     batch.maxRequests from the head of the queue at depth 0.
+//
+// A half is never larger than what it narrows down, so a culprit among n
+// is found with at most ~2·log₂ n extra MRs; requests admitted meanwhile
+// wait until the bisection ends. A batch of several members still failing
+// at batch.maxSplitDepth is blocked for a person (batchSettleStep), so the
+// depth stays bounded.
+func (d Deps) planRound(ctx context.Context, projectID int64) (roundPlan, error) {
+	full := roundPlan{size: d.Config().Batch().MaxRequests}
 	page, err := d.Store.BatchList(ctx, store.BatchListParams{ProjectID: projectID, Limit: 1})
 	if err != nil || len(page.Items) == 0 {
-		return cfg.MaxRequests, 0, err
+		return full, err
 	}
 	last := page.Items[0]
-	if last.Status != domain.BatchFailed || last.FailureCode != codePipelineFailed {
-		return cfg.MaxRequests, 0, nil
+	pipelineFailed := func(b store.Batch) bool {
+		return b.Status == domain.BatchFailed && b.FailureCode == codePipelineFailed
 	}
-	members, err := d.Store.BatchMembers(ctx, last.ID)
+	var suspect store.Batch
+	switch {
+	case pipelineFailed(last):
+		suspect = last
+	case last.Status == domain.BatchSucceeded && last.ParentBatchID != 0:
+		parent, err := d.Store.BatchGet(ctx, last.ParentBatchID)
+		if err != nil {
+			return full, err
+		}
+		if !pipelineFailed(parent) {
+			return full, nil
+		}
+		suspect = parent
+	default:
+		return full, nil
+	}
+	members, err := d.Store.BatchMembers(ctx, suspect.ID)
 	if err != nil {
-		return 0, 0, err
+		return roundPlan{}, err
 	}
-	depth = last.SplitDepth + 1
-	if depth > cfg.MaxSplitDepth {
-		return 1, depth, nil
+	if suspect.ID == last.ID && len(members) <= 1 {
+		return full, nil // the culprit was found; the rest goes on as usual
 	}
-	return max(1, len(members)/2), depth, nil
+	ids := make([]string, len(members))
+	for i, m := range members {
+		ids[i] = m.OperationID
+	}
+	waiting, err := d.Store.BatchWaiting(ctx, projectID, ids)
+	if err != nil {
+		return roundPlan{}, err
+	}
+	if len(waiting) == 0 {
+		return full, nil
+	}
+	half := waiting[:max(1, len(waiting)/2)]
+	return roundPlan{size: len(half), depth: last.SplitDepth + 1, only: half, parent: suspect.ID}, nil
 }
 
 // Rounds runs batch rounds: RunRound on demand (POST /ops/rounds), and
@@ -124,15 +173,16 @@ func claimOutcomeName(o store.ClaimOutcome) string {
 // → finish building that batch (idempotent: every remote write is looked
 // up first). Anything else does nothing.
 func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, error) {
-	size, depth, err := r.d.roundSize(ctx, projectID)
+	plan, err := r.d.planRound(ctx, projectID)
 	if err != nil {
 		return RoundResult{}, err
 	}
-	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: size})
+	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: plan.size, Only: plan.only})
 	if err != nil {
 		return RoundResult{}, err
 	}
-	res := RoundResult{Outcome: claimOutcomeName(claim.Outcome), BatchID: claim.BatchID, Members: len(claim.Members), SplitDepth: depth}
+	res := RoundResult{Outcome: claimOutcomeName(claim.Outcome), BatchID: claim.BatchID, Members: len(claim.Members), SplitDepth: plan.depth}
+	parent := plan.parent
 	switch claim.Outcome {
 	case store.ClaimClaimed:
 	case store.ClaimSlotOccupied, store.ClaimNothingWaiting:
@@ -150,7 +200,7 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 		if err != nil {
 			return res, err
 		}
-		res.BatchID, res.Resumed, res.SplitDepth = b.ID, true, b.SplitDepth
+		res.BatchID, res.Resumed, res.SplitDepth, parent = b.ID, true, b.SplitDepth, b.ParentBatchID
 	default:
 		return res, nil
 	}
@@ -158,7 +208,7 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 	if err != nil {
 		return res, err
 	}
-	b.SplitDepth = res.SplitDepth
+	b.SplitDepth, b.ParentBatchID = res.SplitDepth, parent
 	mr, n, err := r.d.startBatch(ctx, b)
 	res.MRIID, res.Members = mr, n
 	if errors.Is(err, errBatchBlocked) {
@@ -273,7 +323,7 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 	if err != nil {
 		return mr.IID, len(ops), err
 	}
-	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch, SplitDepth: b.SplitDepth}
+	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch, SplitDepth: b.SplitDepth, ParentBatchID: b.ParentBatchID}
 	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{
 		BatchID: b.ID, SetMR: link, LinkMR: link, LinkOps: ids, Moves: moves,
 		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: ActionBatchPollPipeline},
