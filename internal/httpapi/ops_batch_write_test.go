@@ -126,3 +126,52 @@ func TestOpsBatchWriteWithoutWorkflow(t *testing.T) {
 		w.do(req{method: "POST", path: "/ops/batches/1/settle", user: "olivia"}).want(t, 500, "INTERNAL_ERROR")
 	})
 }
+
+// TestOpsBatchesShowABlockedBatchWithItsReason: a batch that needs a person
+// is listed by GET /ops/batches and GET /ops/batches/{id} as BLOCKED with
+// the code and the reason the workflow wrote; an operator's settlement
+// then fails it (no MR) and frees the slot.
+func TestOpsBatchesShowABlockedBatchWithItsReason(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st, withBatchActions())
+		ctx := t.Context()
+		if _, err := st.BatchAdmit(ctx, "op-blocked", 1); err != nil {
+			t.Fatal(err)
+		}
+		untilClaimable(t, st, "op-blocked")
+		claim, err := st.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		if err != nil || claim.Outcome != store.ClaimClaimed {
+			t.Fatalf("claim %+v %v", claim, err)
+		}
+		const reason = "building the batch MR from main: invalid binding file: yaml: line 1"
+		if _, err := st.BatchBlock(ctx, store.BatchBlockParams{ID: claim.BatchID, Version: 1, Code: "BATCH_NEEDS_A_PERSON", Message: reason}); err != nil {
+			t.Fatal(err)
+		}
+		id := strconv.FormatInt(claim.BatchID, 10)
+		check := func(b map[string]any) {
+			t.Helper()
+			if b["status"] != "BLOCKED" || b["failureCode"] != "BATCH_NEEDS_A_PERSON" || b["failureMessage"] != reason {
+				t.Fatalf("batch %v", b)
+			}
+		}
+		r := w.do(req{method: "GET", path: "/ops/batches", user: "olivia"})
+		r.want(t, 200, "OK")
+		items := r.data["items"].([]any)
+		if len(items) != 1 {
+			t.Fatalf("items %v", items)
+		}
+		check(items[0].(map[string]any))
+		r = w.do(req{method: "GET", path: "/ops/batches/" + id, user: "olivia"})
+		r.want(t, 200, "OK")
+		check(r.data)
+
+		r = w.do(req{method: "POST", path: "/ops/batches/" + id + "/settle", user: "olivia"})
+		r.want(t, 200, "OK")
+		if r.data["status"] != "FAILED" {
+			t.Fatalf("settle %v", r.data)
+		}
+		if _, err := st.BatchActive(ctx, 1); err == nil {
+			t.Fatal("the slot is still held")
+		}
+	})
+}
