@@ -73,16 +73,25 @@ type opsRequestView struct {
 	Steps     []opsStep            `json:"steps"`
 	Batch     *opsBatch            `json:"batch,omitempty"`
 	Queue     *opsQueue            `json:"queue,omitempty"`
-	// ApprovalCallbacks is the callback inbox, newest first.
+	// ApprovalCallbacks is the callback inbox, newest first, with what
+	// became of each decision.
 	ApprovalCallbacks []opsApprovalCallback `json:"approvalCallbacks"`
 	Audit             []opsAudit            `json:"audit"`
 }
 
-// opsApprovalCallback is one recorded approval callback delivery.
+// opsApprovalCallback is one recorded approval decision (an inbox row).
 type opsApprovalCallback struct {
-	DeliveryKey string    `json:"deliveryKey"`
-	ApprovalID  string    `json:"approvalId"`
-	Result      string    `json:"result"`
+	DeliveryKey string `json:"deliveryKey"`
+	ApprovalID  string `json:"approvalId"`
+	Result      string `json:"result"`
+	// Source is callback, or poll for a decision poll_approval found.
+	Source string `json:"source"`
+	// Disposition is what the workflow did with it the last time it acted
+	// (RECORDED until then), Reason why; Duplicates counts later
+	// deliveries of the same key.
+	Disposition string    `json:"disposition"`
+	Reason      string    `json:"reason"`
+	Duplicates  int       `json:"duplicates"`
 	ReceivedAt  time.Time `json:"receivedAt"`
 }
 
@@ -229,7 +238,8 @@ func (s *Server) handleOpsRequest() http.Handler {
 		v.ApprovalCallbacks = make([]opsApprovalCallback, 0, len(inbox))
 		for _, c := range inbox {
 			v.ApprovalCallbacks = append(v.ApprovalCallbacks, opsApprovalCallback{
-				DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, ReceivedAt: c.ReceivedAt.UTC(),
+				DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, Source: c.Source,
+				Disposition: c.Disposition, Reason: c.Reason, Duplicates: c.Duplicates, ReceivedAt: c.ReceivedAt.UTC(),
 			})
 		}
 		audits, err := st.AuditListByResource(ctx, id, opsAuditLimit)

@@ -45,6 +45,7 @@ func TestOps(t *testing.T) {
 			if steps := r.data["steps"].([]any); len(steps) != 1 {
 				t.Fatalf("steps %v", steps)
 			}
+
 			recs, err := st.AuditListByResource(ctx, "op-ops", 10)
 			if err != nil || len(recs) != 1 {
 				t.Fatalf("audit %v %v", recs, err)
@@ -88,6 +89,21 @@ func TestOps(t *testing.T) {
 			if first["deliveryKey"] != "cb-2" || first["approvalId"] != "ap-1" || first["result"] != "APPROVED" || first["receivedAt"] == "" ||
 				second["deliveryKey"] != "cb-1" || second["result"] != "REJECTED" {
 				t.Fatalf("inbox %v", inbox)
+			}
+			if first["disposition"] != "RECORDED" || first["source"] != "callback" || first["duplicates"] != float64(0) {
+				t.Fatalf("a decision nobody acted on yet %v", first)
+			}
+			// What the workflow did with it, and a duplicate delivery.
+			if err := st.ApprovalCallbackDisposition(ctx, "cb-2", store.InboxStale, "not waiting"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{DeliveryKey: "cb-2", OperationID: "op-ops", ApprovalID: "ap-1", Result: "APPROVED"}); err != nil {
+				t.Fatal(err)
+			}
+			r = w.do(req{method: "GET", path: "/ops/requests/op-ops", user: "olivia"})
+			first = r.data["approvalCallbacks"].([]any)[0].(map[string]any)
+			if first["disposition"] != "STALE" || first["reason"] != "not waiting" || first["duplicates"] != float64(1) {
+				t.Fatalf("disposition and duplicates %v", first)
 			}
 		})
 		t.Run("ops404 is audited too", func(t *testing.T) {

@@ -18,19 +18,39 @@ type ApprovalCallbackParams struct {
 	ApprovalID  string
 	// Result is APPROVED, REJECTED or WITHDRAWN.
 	Result string
+	// Source is InboxSourceCallback ("" means it) or InboxSourcePoll.
+	Source string
 }
 
+// Where an inbox row came from.
+const (
+	InboxSourceCallback = "callback"
+	InboxSourcePoll     = "poll"
+)
+
 // ApprovalCallbackInsert records an approval callback delivery once and
-// reports whether this call recorded it.
+// reports whether this call recorded it. A duplicate is counted on the
+// row first recorded under the key (ApprovalCallbackRecord.Duplicates),
+// so the inbox shows that it came again.
 func (s *Store) ApprovalCallbackInsert(ctx context.Context, p ApprovalCallbackParams) (inserted bool, err error) {
 	if err := checkKey("delivery key", p.DeliveryKey, 128); err != nil {
 		return false, fmt.Errorf("record approval callback: %w", err)
 	}
+	source := p.Source
+	if source == "" {
+		source = InboxSourceCallback
+	}
 	inserted, err = insertOnce(ctx, s.db,
-		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result) VALUES (?, ?, ?, ?)",
-		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result)
+		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result, source) VALUES (?, ?, ?, ?, ?)",
+		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result, clipRunes(source, 16))
 	if err != nil {
 		return false, fmt.Errorf("record approval callback %q: %w", p.DeliveryKey, err)
+	}
+	if !inserted {
+		if _, err := s.db.ExecContext(ctx,
+			"UPDATE approval_callback SET duplicates = duplicates + 1 WHERE delivery_key = ?", p.DeliveryKey); err != nil {
+			return false, fmt.Errorf("count duplicate approval callback %q: %w", p.DeliveryKey, translate(err))
+		}
 	}
 	return inserted, nil
 }

@@ -15,6 +15,57 @@ type ApprovalCallbackRecord struct {
 	ApprovalID  string
 	Result      string
 	ReceivedAt  time.Time
+	// Source is InboxSourceCallback or InboxSourcePoll.
+	Source string
+	// Disposition is what the workflow did with it last (Inbox*), and
+	// Reason why; InboxRecorded until it acted.
+	Disposition string
+	Reason      string
+	// Duplicates counts the deliveries (or polls) of the same key after
+	// the first.
+	Duplicates int
+}
+
+// Dispositions of an inbox row: what the workflow did with the decision
+// the last time it acted on it (a replay acts again and overwrites it).
+const (
+	// InboxRecorded: recorded, not acted on yet (the sink is not wired,
+	// or its call failed; a replay, the SENT hook or the reconciler's
+	// inbox pass acts on it later).
+	InboxRecorded = "RECORDED"
+	// InboxApplied: it moved its request on.
+	InboxApplied = "APPLIED"
+	// InboxStale: the request had moved on or was re-applied by a newer
+	// request: nothing written (IGNORED_STALE).
+	InboxStale = "STALE"
+	// InboxUnknownOperation: no such request.
+	InboxUnknownOperation = "UNKNOWN_OPERATION"
+	// InboxRejectedByGuard: the transition table refused the move it asked
+	// for: nothing written.
+	InboxRejectedByGuard = "REJECTED_BY_GUARD"
+)
+
+// approvalCallbackColumns are the columns scanApprovalCallback reads.
+const approvalCallbackColumns = "delivery_key, operation_id, approval_id, result, received_at, source, disposition, reason, duplicates"
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanApprovalCallback(row scanner) (ApprovalCallbackRecord, error) {
+	var r ApprovalCallbackRecord
+	err := row.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt, &r.Source, &r.Disposition, &r.Reason, &r.Duplicates)
+	return r, err
+}
+
+// ApprovalCallbackDisposition records what the workflow did with the
+// inbox row under deliveryKey; reason is clipped to 255 characters. An
+// unknown key is no error (nothing to note).
+func (s *Store) ApprovalCallbackDisposition(ctx context.Context, deliveryKey, disposition, reason string) error {
+	if _, err := s.db.ExecContext(ctx,
+		"UPDATE approval_callback SET disposition = ?, reason = ? WHERE delivery_key = ?",
+		clipRunes(disposition, 24), clipRunes(reason, 255), deliveryKey); err != nil {
+		return fmt.Errorf("note disposition of approval callback %q: %w", deliveryKey, translate(err))
+	}
+	return nil
 }
 
 // ApprovalCallbackLatest returns the latest recorded approval callback
@@ -23,11 +74,9 @@ type ApprovalCallbackRecord struct {
 // for its approval: a decision that was recorded but not acted on (the
 // sink failed, or none was wired) is applied from here.
 func (s *Store) ApprovalCallbackLatest(ctx context.Context, operationID string) (ApprovalCallbackRecord, bool, error) {
-	var r ApprovalCallbackRecord
-	err := s.db.QueryRowContext(ctx,
-		"SELECT delivery_key, operation_id, approval_id, result, received_at FROM approval_callback "+
-			"WHERE operation_id = ? ORDER BY id DESC LIMIT 1", operationID).
-		Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt)
+	r, err := scanApprovalCallback(s.db.QueryRowContext(ctx,
+		"SELECT "+approvalCallbackColumns+" FROM approval_callback "+
+			"WHERE operation_id = ? ORDER BY id DESC LIMIT 1", operationID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ApprovalCallbackRecord{}, false, nil
 	}
@@ -46,7 +95,7 @@ func (s *Store) ApprovalCallbackList(ctx context.Context, operationID string, li
 		return nil, fmt.Errorf("approval callbacks of %s: limit must be positive, is %d", operationID, limit)
 	}
 	rows, err := s.db.QueryContext(ctx,
-		"SELECT delivery_key, operation_id, approval_id, result, received_at FROM approval_callback "+
+		"SELECT "+approvalCallbackColumns+" FROM approval_callback "+
 			"WHERE operation_id = ? ORDER BY id DESC LIMIT ?", operationID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("approval callbacks of %s: %w", operationID, translate(err))
@@ -54,8 +103,8 @@ func (s *Store) ApprovalCallbackList(ctx context.Context, operationID string, li
 	defer rows.Close()
 	var out []ApprovalCallbackRecord
 	for rows.Next() {
-		var r ApprovalCallbackRecord
-		if err := rows.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt); err != nil {
+		r, err := scanApprovalCallback(rows)
+		if err != nil {
 			return nil, fmt.Errorf("approval callbacks of %s: %w", operationID, err)
 		}
 		out = append(out, r)

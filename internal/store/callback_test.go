@@ -56,3 +56,51 @@ func TestDeliveriesRefuseBadInput(t *testing.T) {
 		require.Error(t, err)
 	})
 }
+
+// TestApprovalInboxKeepsDispositions: the inbox row of a decision starts
+// RECORDED, counts later deliveries of its key, takes the disposition the
+// workflow notes (overwritten by a later act), and is listed newest first
+// with its source.
+func TestApprovalInboxKeepsDispositions(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		ins := func(key, source string) {
+			t.Helper()
+			_, err := s.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
+				DeliveryKey: key, OperationID: "op-in", ApprovalID: "APR-1", Result: "APPROVED", Source: source})
+			require.NoError(t, err)
+		}
+		ins("cb-1", "")
+		ins("cb-1", "")
+		ins("cb-1", store.InboxSourcePoll) // a poll of the same decision: counted, not a second row
+		ins("poll:APR-1:APPROVED", store.InboxSourcePoll)
+
+		latest, ok, err := s.ApprovalCallbackLatest(ctx, "op-in")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "poll:APR-1:APPROVED", latest.DeliveryKey)
+		require.Equal(t, store.InboxSourcePoll, latest.Source)
+		require.Equal(t, store.InboxRecorded, latest.Disposition)
+
+		require.NoError(t, s.ApprovalCallbackDisposition(ctx, "cb-1", store.InboxStale, "first"))
+		require.NoError(t, s.ApprovalCallbackDisposition(ctx, "cb-1", store.InboxApplied, "moved on"))
+		require.NoError(t, s.ApprovalCallbackDisposition(ctx, "no-such-key", store.InboxApplied, "nothing to note"))
+
+		list, err := s.ApprovalCallbackList(ctx, "op-in", 10)
+		require.NoError(t, err)
+		require.Len(t, list, 2)
+		require.Equal(t, "poll:APR-1:APPROVED", list[0].DeliveryKey, "newest first")
+		first := list[1]
+		require.Equal(t, "cb-1", first.DeliveryKey)
+		require.Equal(t, store.InboxSourceCallback, first.Source, "\"\" is a callback")
+		require.Equal(t, store.InboxApplied, first.Disposition)
+		require.Equal(t, "moved on", first.Reason)
+		require.Equal(t, 2, first.Duplicates)
+		require.False(t, first.ReceivedAt.IsZero())
+
+		none, err := s.ApprovalCallbackList(ctx, "op-other", 10)
+		require.NoError(t, err)
+		require.Empty(t, none)
+	})
+}

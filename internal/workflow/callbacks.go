@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -136,6 +137,7 @@ func (d Deps) applyRecordedDecision(ctx context.Context, f store.Flip) {
 func (d Deps) recordApproval(ctx context.Context, ev ApprovalEvent, actor string) (CallbackResult, string, error) {
 	if _, err := d.Store.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
 		DeliveryKey: ev.DeliveryKey, OperationID: ev.OperationID, ApprovalID: ev.ApprovalID, Result: strings.ToUpper(ev.Result),
+		Source: store.InboxSourcePoll,
 	}); err != nil {
 		return 0, "", fmt.Errorf("record approval decision of %s: %w", ev.OperationID, err)
 	}
@@ -185,14 +187,38 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 	}
 	res, err := d.Store.WorkCallbackApply(ctx, p)
 	if err != nil {
+		if errors.Is(err, domain.ErrIllegalTransition) {
+			d.noteDisposition(ctx, ev, store.InboxRejectedByGuard, err.Error())
+		}
 		return 0, "", err
 	}
 	if !res.Applied {
 		d.logger().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
 			"bindingOwner", res.Current.OperationID, "bindingStatus", res.Current.Status)
+		switch {
+		case res.Current.OperationID == "":
+			d.noteDisposition(ctx, ev, store.InboxUnknownOperation, "no such request, or it has no binding")
+		case res.Current.OperationID != ev.OperationID:
+			d.noteDisposition(ctx, ev, store.InboxStale, "the binding was re-applied for request "+res.Current.OperationID)
+		default:
+			d.noteDisposition(ctx, ev, store.InboxStale, "the binding is "+string(res.Current.Status)+", not waiting for an approval")
+		}
 		return CallbackStale, "", nil
 	}
+	d.noteDisposition(ctx, ev, store.InboxApplied, fmt.Sprintf("moved to %s / %s by %s", domain.StepStatus(p.Step), p.Binding, actor))
 	return CallbackApplied, p.NextAction, nil
+}
+
+// noteDisposition records in the callback inbox what became of ev's
+// decision (the ops detail shows it). It is informational: a failure to
+// note it is logged and changes nothing about the callback's outcome.
+func (d Deps) noteDisposition(ctx context.Context, ev ApprovalEvent, disposition, reason string) {
+	if ev.DeliveryKey == "" {
+		return
+	}
+	if err := d.Store.ApprovalCallbackDisposition(ctx, ev.DeliveryKey, disposition, reason); err != nil {
+		d.logger().Warn("note approval callback disposition", "operation", ev.OperationID, "delivery", ev.DeliveryKey, "err", err)
+	}
 }
 
 // batching says whether the operation's target joins batch rounds; a

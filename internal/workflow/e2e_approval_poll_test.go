@@ -120,6 +120,11 @@ func TestApprovalPollAppliesALostCallback(t *testing.T) {
 		require.Len(t, w.mrsOf("op-lost-cb"), 1)
 		require.Len(t, w.approvalsOf("op-lost-cb"), 1)
 		require.Equal(t, 1, w.validations("op-lost-cb"))
+		row := inboxOf(t, st, "op-lost-cb")[a.CallbackRequestID]
+		require.Equal(t, store.InboxSourcePoll, row.Source)
+		require.Equal(t, store.InboxApplied, row.Disposition)
+		require.Contains(t, row.Reason, "approval-poll")
+		require.Equal(t, 2, row.Duplicates, "the late callback and its redelivery")
 	})
 }
 

@@ -61,7 +61,34 @@ func TestApprovalCallbacksCannotCorruptState(t *testing.T) {
 		w.until("op-new", "still validated", at(domain.StepCalledBack, domain.BindingValidated))
 		require.Len(t, w.mrsOf("op-new"), 1)
 		require.Equal(t, 1, w.validations("op-new"))
+
+		// The inbox keeps what became of every delivery.
+		old, nw := inboxOf(t, st, "op-old"), inboxOf(t, st, "op-new")
+		require.Equal(t, store.InboxApplied, old["d-1"].Disposition)
+		require.Equal(t, 1, old["d-1"].Duplicates, "its duplicate was counted, not recorded again")
+		require.Equal(t, store.InboxStale, old["d-2"].Disposition)
+		require.Contains(t, old["d-2"].Reason, "REJECTED")
+		require.Equal(t, store.InboxStale, old["d-3"].Disposition)
+		require.Contains(t, old["d-3"].Reason, "op-new", "re-applied for the newer request")
+		require.Equal(t, store.InboxUnknownOperation, inboxOf(t, st, "op-unknown")["d-4"].Disposition)
+		require.Equal(t, store.InboxStale, nw["d-5"].Disposition)
+		decided := nw[as[0].CallbackRequestID]
+		require.Equal(t, store.InboxApplied, decided.Disposition)
+		require.Equal(t, store.InboxSourceCallback, decided.Source)
+		require.Equal(t, 1, decided.Duplicates, "the redelivery")
 	})
+}
+
+// inboxOf returns opID's recorded approval decisions by delivery key.
+func inboxOf(t *testing.T, st *store.Store, opID string) map[string]store.ApprovalCallbackRecord {
+	t.Helper()
+	list, err := st.ApprovalCallbackList(t.Context(), opID, 100)
+	require.NoError(t, err)
+	out := map[string]store.ApprovalCallbackRecord{}
+	for _, r := range list {
+		out[r.DeliveryKey] = r
+	}
+	return out
 }
 
 // TestEarlyApprovalCallback: the approval system calls back before it
