@@ -51,11 +51,14 @@ func TestRecordedDecisionIsNotLost(t *testing.T) {
 // recorded an approval decision died before applying it, and the sender's
 // redelivery was answered DUPLICATE. The reconciler's inbox replay applies
 // it once it is older than reconcile.minAge — once: a second run finds the
-// request no longer waiting — and the request goes on to VALIDATED.
+// request no longer waiting. No engine runs here, so nothing else (such
+// as submit_approval's after-commit look at the inbox) can apply it first;
+// the process-level TestServeKill9AtEachStepOfASingleRequest shows the
+// request going on to VALIDATED.
 func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+		w := newWorld(t, st, func(s *worldSetup) { s.noEngine = true })
 		ctx := t.Context()
 		ov := e2eOverlay(w.simTS.URL)
 		ov["reconcile.minAge"] = "1h"
@@ -64,10 +67,10 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 		woken := 0
 		r.Wake = func() { woken++ }
 
-		w.submit("op-lost-apply", "lia", tSingle, true)
-		w.until("op-lost-apply", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		const op = "op-lost-apply"
+		w.submit(op, "lia", tSingle, true) // waits for its approval: APPROVAL_SENDING
 		_, err := st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
-			DeliveryKey: "lost-apply", OperationID: "op-lost-apply", ApprovalID: "APR-z", Result: "APPROVED"})
+			DeliveryKey: "lost-apply", OperationID: op, ApprovalID: "APR-z", Result: "APPROVED"})
 		require.NoError(t, err)
 
 		n, err := r.ReplayApprovalInbox(ctx)
@@ -76,16 +79,18 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 
 		ov["reconcile.minAge"] = "0s"
 		w.load(ov)
-		require.Eventually(t, func() bool {
+		require.Eventually(t, func() bool { // the DB clock passes the decision's received_at
 			n, err := r.ReplayApprovalInbox(ctx)
 			require.NoError(t, err)
 			return n == 1
 		}, 10*time.Second, 5*time.Millisecond)
 		require.Equal(t, 1, woken)
+		o, err := st.OperationGet(ctx, op)
+		require.NoError(t, err)
+		require.Equal(t, domain.StepCreateStarted, domain.StepStatus(o.Step))
+		require.Equal(t, workflow.ActionCreateMR, o.NextAction, "approve-first, no batching: the MR is created next")
 		n, err = r.ReplayApprovalInbox(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "applied once")
-		w.until("op-lost-apply", "validated", at(domain.StepCalledBack, domain.BindingValidated))
-		require.Equal(t, 1, w.validations("op-lost-apply"))
 	})
 }
