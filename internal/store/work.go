@@ -296,13 +296,17 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 		case p.NextAction == "":
 			set += ", next_action = NULL, due_at = NULL, attempts = 0"
 		default:
+			// An event noted for this action while the step ran
+			// (WorkExpedite) makes it due now: the step may have read
+			// the state before the event.
 			due, dueArg := d.NowAdd(p.Delay)
-			set += ", next_action = ?, due_at = " + due
-			vals = append(vals, p.NextAction, dueArg)
+			set += ", next_action = ?, due_at = CASE WHEN expedite_action = ? THEN " + d.Now() + " ELSE " + due + " END"
+			vals = append(vals, p.NextAction, p.NextAction, dueArg)
 			if p.NextAction != nextAction.String {
 				set += ", attempts = 0"
 			}
 		}
+		set += ", expedite_action = NULL"
 	}
 	f := p.Fields
 	for _, c := range []struct {

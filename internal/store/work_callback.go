@@ -166,17 +166,30 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 }
 
 // WorkExpedite makes operationID's pending action due now when it is
-// still action, waiting (due later) and not running: a webhook saying
-// "the pipeline changed" speeds up a poll without pre-empting a step that
-// runs right now (which WorkSchedule would, letting two runs overlap) and
+// still action: a webhook saying "the pipeline changed" speeds up a poll
 // without resetting the attempts the polling tiers count. It reports
-// whether the row was moved.
+// whether the event took effect:
+//
+//   - the row waits (due later, not running): due now;
+//   - a step of the row runs right now: the row is left alone — making it
+//     due (WorkSchedule) would let two runs overlap — and the action is
+//     noted (expedite_action). The running step may well have read the
+//     state before the event, so when it schedules the same action again,
+//     WorkComplete makes it due now instead of after its delay. Without
+//     the note such an event was lost, and the request waited a whole
+//     polling tier for what the webhook had already said
+//     (TestWorkExpediteWhileRunningIsNotLost);
+//   - anything else (another action, already due, no action): nothing.
 func (s *Store) WorkExpedite(ctx context.Context, operationID, action string) (bool, error) {
 	d := s.dialect
+	running := "(lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL AND lease_expires_at > " + d.Now() + ")"
+	// MariaDB assigns left to right; neither CASE reads a column assigned
+	// before it.
 	res, err := s.db.ExecContext(ctx,
-		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET due_at = "+d.Now()+
-			" WHERE operation_id = ? AND next_action = ? AND due_at > "+d.Now()+
-			" AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= "+d.Now()+")",
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+			" SET due_at = CASE WHEN "+running+" THEN due_at ELSE "+d.Now()+" END,"+
+			" expedite_action = CASE WHEN "+running+" THEN next_action ELSE expedite_action END"+
+			" WHERE operation_id = ? AND next_action = ? AND ("+running+" OR due_at > "+d.Now()+")",
 		operationID, action)
 	if err != nil {
 		return false, fmt.Errorf("expedite %s of %s: %w", action, operationID, translate(err))

@@ -121,7 +121,10 @@ func TestWorkExpediteOnlyWaitingRows(t *testing.T) {
 		require.Len(t, claimed, 1)
 		moved, err := s.WorkExpedite(ctx, "op-w", "create_mr")
 		require.NoError(t, err)
-		require.False(t, moved, "a running step is not pre-empted")
+		require.True(t, moved, "noted for the running step")
+		o := mustOperation(t, s, "op-w")
+		require.Equal(t, claimed[0].Lease.Owner+"#"+claimed[0].Lease.Token, o.LeaseOwner, "a running step is not pre-empted")
+		require.True(t, o.DueAt.Equal(claimed[0].Operation.DueAt), "nor made due")
 
 		_, err = s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-w", Lease: claimed[0].Lease,
 			Step: int(domain.StepCreateMRCreated), NextAction: "poll_pipeline", Delay: time.Hour,
@@ -158,5 +161,59 @@ func TestWorkExpediteOnlyWaitingRows(t *testing.T) {
 		seen, err = s.DeployCallbackSeen(ctx, 1, 42)
 		require.NoError(t, err)
 		require.True(t, seen)
+	})
+}
+
+// TestWorkExpediteWhileRunningIsNotLost: an event for a step that runs
+// right now (the webhook "pipeline passed" while the poll that read
+// "running" a moment before is still writing "wait an hour") is noted,
+// not lost: when the step schedules the same action again it is due now,
+// once; another action keeps its delay.
+func TestWorkExpediteWhileRunningIsNotLost(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		mustSchedule(t, s, "op-x", "poll_pipeline")
+		poll := func() store.WorkItem {
+			t.Helper()
+			got, err := s.WorkClaimDue(ctx, "i1", time.Minute, 10)
+			require.NoError(t, err)
+			require.Len(t, got, 1, "due now")
+			return got[0]
+		}
+		wait := func(w store.WorkItem, action string) {
+			t.Helper()
+			_, err := s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-x", Lease: w.Lease,
+				NextAction: action, Delay: time.Hour})
+			require.NoError(t, err)
+		}
+		notDue := func(why string) {
+			t.Helper()
+			got, err := s.WorkClaimDue(ctx, "i1", time.Minute, 10)
+			require.NoError(t, err)
+			require.Empty(t, got, why)
+		}
+
+		running := poll()
+		moved, err := s.WorkExpedite(ctx, "op-x", "poll_pipeline")
+		require.NoError(t, err)
+		require.True(t, moved)
+		notDue("the running step is not run twice")
+		wait(running, "poll_pipeline") // it read the state before the event
+		again := poll()
+		require.Equal(t, 2, again.Operation.Attempts, "attempts kept for the polling tiers")
+
+		wait(again, "poll_pipeline")
+		notDue("the note was used once")
+
+		moved, err = s.WorkExpedite(ctx, "op-x", "poll_pipeline")
+		require.NoError(t, err)
+		require.True(t, moved, "a waiting row is made due")
+		running = poll()
+		moved, err = s.WorkExpedite(ctx, "op-x", "poll_pipeline")
+		require.NoError(t, err)
+		require.True(t, moved)
+		wait(running, "merge")
+		notDue("a note for another action does not speed up this one")
 	})
 }

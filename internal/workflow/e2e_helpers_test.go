@@ -86,9 +86,16 @@ type worldSetup struct {
 	noEngine bool
 	// onValidated replaces the in-memory success counter.
 	onValidated func(ctx context.Context, f store.Flip)
+	// wrapGitLab, when set, wraps the steps' GitLab client.
+	wrapGitLab func(gitlab.GitLab) gitlab.GitLab
 }
 
 type worldOpt func(*worldSetup)
+
+// withGitLab wraps the GitLab client the steps use.
+func withGitLab(wrap func(gitlab.GitLab) gitlab.GitLab) worldOpt {
+	return func(s *worldSetup) { s.wrapGitLab = wrap }
+}
 
 // withConfig sets configuration keys.
 func withConfig(kv map[string]any) worldOpt {
@@ -181,6 +188,9 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 		}
 	}
 	deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, onValidated)
+	if ws.wrapGitLab != nil {
+		deps.GitLab = ws.wrapGitLab(deps.GitLab)
+	}
 	if ws.noEngine {
 		w.cbs = workflow.NewCallbacks(deps, nil)
 	} else {

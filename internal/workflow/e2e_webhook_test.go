@@ -1,14 +1,20 @@
 package workflow_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
 )
 
 // TestWebhookSpeedsUpPolling: with the pipeline poll an hour away, the
@@ -34,4 +40,81 @@ func TestWebhookSpeedsUpPolling(t *testing.T) {
 		o, _ := w.until("op-hook", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		require.Equal(t, running.MRIID, o.MRIID)
 	})
+}
+
+// TestWebhookDuringARunningPollIsNotLost: the webhook "pipeline passed"
+// arrives while the poll that read "running" a moment before is still
+// running (it would write "wait an hour"). The webhook may not pre-empt
+// the running step, but it is not lost either: the poll's next run is due
+// at once and finds the pipeline passed. Before, the request waited the
+// whole tier — how TestWebhookSpeedsUpPolling failed under load, when a
+// late webhook of the MR's opening had started that second poll.
+func TestWebhookDuringARunningPollIsNotLost(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		g := &heldPoll{held: make(chan struct{}), release: make(chan struct{})}
+		w := newWorld(t, st, withGitLab(g.wrap), withConfig(map[string]any{
+			"polling.pipeline.shortInterval": "1h", "polling.pipeline.longInterval": "1h", "polling.pipeline.timeout": "10h",
+		}))
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+		w.submit("op-held", "yara", tSingle, false)
+		running, _ := w.until("op-held", "first poll waiting", at(domain.StepCreatePipelineRunning, ""))
+		hook := []byte(fmt.Sprintf(`{"object_kind":"pipeline","project":{"id":1},"object_attributes":{"id":1,"status":"running"},"merge_request":{"iid":%d}}`, running.MRIID))
+
+		// A webhook starts the next poll, which reads "running" and is
+		// held before it writes its outcome.
+		g.armed.Store(true)
+		res, err := w.cbs.GitLab(t.Context(), "pipeline", hook)
+		require.NoError(t, err)
+		require.Equal(t, workflow.CallbackApplied, res)
+		select {
+		case <-g.held:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the expedited poll never ran")
+		}
+		// Now the pipeline passes and its webhook arrives: the poll runs.
+		g.passed.Store(true)
+		res, err = w.cbs.GitLab(t.Context(), "pipeline", hook)
+		require.NoError(t, err)
+		require.Equal(t, workflow.CallbackApplied, res, "noted for the running poll")
+		o, err := st.OperationGet(t.Context(), "op-held")
+		require.NoError(t, err)
+		require.NotEmpty(t, o.LeaseOwner, "the running poll was not pre-empted")
+		close(g.release)
+
+		o, _ = w.until("op-held", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		require.Equal(t, running.MRIID, o.MRIID)
+	})
+}
+
+// heldPoll is a GitLab client whose MR read, once armed, returns what it
+// read only after the test released it; once passed, it reports the head
+// pipeline passed (the simulator's stays running, so it sends no webhook
+// of its own).
+type heldPoll struct {
+	gitlab.GitLab
+	armed, passed atomic.Bool
+	held, release chan struct{}
+}
+
+func (h *heldPoll) wrap(g gitlab.GitLab) gitlab.GitLab {
+	h.GitLab = g
+	return h
+}
+
+func (h *heldPoll) GetMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
+	mr, err := h.GitLab.GetMR(ctx, project, iid)
+	if err == nil && mr.HeadPipeline != nil && h.passed.Load() {
+		p := *mr.HeadPipeline
+		p.Status = "success"
+		mr.HeadPipeline = &p
+	}
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.held)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+		}
+	}
+	return mr, err
 }
