@@ -143,3 +143,59 @@ func (s *Store) BatchTimedOut(ctx context.Context, maxAge time.Duration, limit i
 	}
 	return out, nil
 }
+
+// StrandedMember is a member of a FAILED batch that nothing will move on:
+// see BatchStranded.
+type StrandedMember struct {
+	BatchID     int64
+	ProjectID   int64
+	OperationID string
+}
+
+// BatchStranded returns members of FAILED batches created within the last
+// `within` (database clock; at most limit rows, default
+// BatchSweepDefaultLimit) that are stranded: the operation still names the
+// failed batch as its batch, has no waiting-set row, no next action and no
+// lease, and the binding it owns is still on the batch path (MR_CREATING,
+// MR_CREATED or MERGING). Every settlement of the workflow moves the
+// members in the same transaction as the batch's FAILED write, so such
+// members come only from a settlement split in two (BatchSweepTimedOut or
+// BatchSettleFailed followed by a separate members' move, as the sweep did
+// before) that died in between, or from a manual edit. A culprit keeps a
+// parked action and a merged member a MERGED binding, so neither is
+// returned. The read starts from idx_merge_batch_status_created.
+func (s *Store) BatchStranded(ctx context.Context, within time.Duration, limit int) ([]StrandedMember, error) {
+	if within <= 0 {
+		return nil, fmt.Errorf("stranded members: within must be positive, is %s", within)
+	}
+	if limit <= 0 {
+		limit = BatchSweepDefaultLimit
+	}
+	since, arg := s.dialect.NowMinus(within)
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT b.id, b.project_id, o.operation_id FROM merge_batch b"+
+			" JOIN merge_batch_history h ON h.batch_id = b.id"+
+			" JOIN operation o ON o.operation_id = h.operation_id AND o.batch_id = b.id"+
+			" JOIN binding bd ON bd.subject_id = o.subject AND bd.target_key = o.target_key AND bd.operation_id = o.operation_id"+
+			" LEFT JOIN merge_batch_request r ON r.operation_id = o.operation_id"+
+			" WHERE b.status = ? AND b.created_at > "+since+
+			" AND r.id IS NULL AND o.next_action IS NULL AND o.lease_owner IS NULL AND bd.status IN (?, ?, ?)"+
+			" ORDER BY b.id, h.id LIMIT ?",
+		domain.BatchFailed, arg, domain.BindingMRCreating, domain.BindingMRCreated, domain.BindingMerging, limit)
+	if err != nil {
+		return nil, fmt.Errorf("stranded members: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []StrandedMember
+	for rows.Next() {
+		var m StrandedMember
+		if err := rows.Scan(&m.BatchID, &m.ProjectID, &m.OperationID); err != nil {
+			return nil, fmt.Errorf("stranded members: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stranded members: %w", translate(err))
+	}
+	return out, nil
+}

@@ -471,3 +471,61 @@ func (w *batchWorld) validatedOnce(id string) {
 		"%s: no success side effect", id)
 	require.Equal(w.t, 1, w.validations(id), "%s: one success side effect", id)
 }
+
+// TestBatchSweepRecoversMembersStrandedByASplitSettlement: a settlement
+// split in two — the batch FAILED and its waiting rows released
+// (store.BatchSweepTimedOut, the storage half), then nothing, as when the
+// process died before moving the members — leaves members at their last
+// milestone with no waiting row and no action, and the MR open. The next
+// sweep finds them (store.BatchStranded), closes the MR and re-admits them
+// in one transaction; a second sweep finds nothing; the next round
+// validates them.
+func TestBatchSweepRecoversMembersStrandedByASplitSettlement(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-st1", "op-st2", "op-st3"}
+		w.admitted(ids...)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, 3, r.Members)
+
+		// The first half only: FAILED, waiting rows released; the members
+		// are not moved and the MR is not closed.
+		swept, err := st.BatchSweepTimedOut(t.Context(), store.BatchSweepParams{MaxAge: time.Nanosecond})
+		require.NoError(t, err)
+		require.Len(t, swept, 1)
+		// The driver's pending poll finds the batch settled and stops.
+		w.until(ids[0], "driver stopped", func(o store.Operation, _ store.Binding) bool {
+			return o.NextAction == "" && o.LeaseOwner == ""
+		})
+		stranded, err := st.BatchStranded(t.Context(), time.Hour, 0)
+		require.NoError(t, err)
+		require.Len(t, stranded, 3, "%+v", stranded)
+		require.Equal(t, "opened", w.batchMRs(r.BatchID)[0]["state"])
+
+		_, err = w.rounds.Sweep(t.Context())
+		require.NoError(t, err)
+		for _, id := range ids {
+			o, bd := w.state(id)
+			require.Equal(t, domain.StepCreateAdmitted.String(), domain.StepStatus(o.Step).String(), id)
+			require.Equal(t, domain.BindingMRCreating, bd.Status, id)
+		}
+		require.Equal(t, "closed", w.batchMRs(r.BatchID)[0]["state"])
+		n, err := st.BatchWaitingCount(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+		stranded, err = st.BatchStranded(t.Context(), time.Hour, 0)
+		require.NoError(t, err)
+		require.Empty(t, stranded, "recovered members are not found again")
+		_, err = w.rounds.Sweep(t.Context())
+		require.NoError(t, err)
+
+		w.roundsUntilIdle()
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			w.validatedOnce(id)
+		}
+	})
+}
