@@ -395,6 +395,91 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	}
 }
 
+// TestServeKill9AtEachStepOfALegacyRequest: the legacy flow (the MR
+// first, the approval with ext.mrId while the MR waits) through real serve
+// processes, killed -9 inside create_mr (the MR opened, the answer held),
+// inside submit_approval (the form carrying the MR created, the answer
+// held), inside the approval callback's application (recorded, blocked on
+// the row lock) and inside approve (the first bot's approval applied).
+// The inbox replay reads the flow from the database (the request has its
+// MR: legacy → approve). The request ends VALIDATED with one MR, one
+// commit, one form, one approval per bot, one flip and one metric count.
+func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "")
+	sim := w.sim
+	const op, user = "op-legacy", "bob"
+	legacy := "CHANGEFLOW_WORKFLOW_APPROVEFIRST=false"
+
+	// 1. create_mr: the MR opened, its answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
+	a := w.next(legacy)
+	a.submit(t, user, op, "solo")
+	waitFor(t, 20*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
+	w.inFlight(a, workflow.ActionCreateMR)
+	a.kill9(t)
+	sim.clearGitLabFaults(t)
+	iid := sim.mrs(t)[0].IID
+
+	// 2. submit_approval: the form (with ext.mrId) created, its answer held.
+	sim.must(t, http.MethodPost, "/approval/_control/faults",
+		map[string]any{"holdResponseNext": map[string]any{"count": 1, "delayMs": 60000}}, nil)
+	b := w.next(legacy)
+	waitFor(t, 30*time.Second, "the approval form", func() bool { return len(sim.approvals(t, op)) == 1 })
+	if ext, _ := sim.approvals(t, op)[0]["ext"].(map[string]any); fmt.Sprint(ext["mrId"]) != fmt.Sprint(iid) {
+		t.Fatalf("the legacy form's ext = %v, want mrId %d", ext, iid)
+	}
+	w.inFlight(b, workflow.ActionSubmitApproval)
+	b.kill9(t)
+	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
+
+	// 3. The approval callback: recorded, its application blocked; killed.
+	c := w.next(legacy)
+	w.untilBinding(domain.BindingApprovalSent, op)
+	lock := w.lockOperation(op)
+	sim.approve(t, op)
+	waitFor(t, 20*time.Second, "the approval callback recorded", func() bool {
+		return countSQL(t, w.st, "SELECT COUNT(*) FROM approval_callback WHERE operation_id = ?", op) == 1
+	})
+	c.kill9(t)
+	lock.release()
+
+	// 4. approve: the inbox replay (legacy: the MR is there) starts it; the
+	// first bot's approval applied, its answer held.
+	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
+	d := w.next(legacy)
+	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
+	w.inFlight(d, workflow.ActionApprove)
+	d.kill9(t)
+	sim.clearGitLabFaults(t)
+
+	// 5. The last instance finishes.
+	e := w.next(legacy)
+	w.untilBinding(domain.BindingValidated, op)
+	untilMetric(t, e, 1)
+	if got := e.requestStatus(t, user, op); got != "VALIDATED" {
+		t.Fatalf("the API says %s, want VALIDATED", got)
+	}
+	if n := w.flips(op); n != 1 {
+		t.Fatalf("%d flips to VALIDATED, want 1", n)
+	}
+	if mrs := sim.mrs(t); len(mrs) != 1 || mrs[0].State != "merged" {
+		t.Fatalf("MRs %+v, want one, merged", mrs)
+	}
+	if n := sim.commitsOnMain(t, op); n != 1 {
+		t.Fatalf("%d commits for %s on main, want 1", n, op)
+	}
+	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
+		t.Fatalf("approved by %v, want each bot once", got)
+	}
+	if n := len(sim.approvals(t, op)); n != 1 {
+		t.Fatalf("%d approval forms, want 1", n)
+	}
+	if n := strings.Count(sim.fileOnMain(t, "solo"), op); n != 1 {
+		t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
+	}
+}
+
 // TestServeKill9InsideRegenerate: a legacy-flow request whose MR's rebase
 // conflicts (a change on main rewrote its binding file) is regenerated on
 // main's head; the serve process is killed -9 right after GitLab applied
