@@ -175,3 +175,74 @@ func TestOpsBatchesShowABlockedBatchWithItsReason(t *testing.T) {
 		}
 	})
 }
+
+// TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch: POST
+// /ops/requests/{id}/retrigger on a member that is not the driver re-drives
+// the batch: the BLOCKED batch runs again and its driver (stopped at
+// CREATE_PIPELINE_FAILED, no action kept) is due at batch_poll_pipeline
+// from CREATE_PIPELINE_RUNNING; a second retrigger finds the driver due
+// (409).
+func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st, withOpsActions())
+		ctx := t.Context()
+		ids := []string{"op-bd", "op-bm"}
+		for _, id := range ids {
+			_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
+				Operation: store.OperationCreateParams{
+					OperationID: id, Subject: id, TargetKey: tReplay, ProjectID: 1, Flow: workflow.FlowApproveFirst,
+					Step: int(domain.StepCreateAdmitted), Reason: "r", Days: 1,
+					ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
+				},
+				BindingStatus: domain.BindingMRCreating,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.BatchAdmit(ctx, id, 1); err != nil {
+				t.Fatal(err)
+			}
+			untilClaimable(t, st, id)
+		}
+		claim, err := st.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		if err != nil || claim.Outcome != store.ClaimClaimed || len(claim.Members) != 2 {
+			t.Fatalf("claim %+v %v", claim, err)
+		}
+		mr := &store.BatchMR{IID: 5, URL: "u", Branch: workflow.BatchBranchName(claim.BatchID)}
+		if _, err := st.BatchApply(ctx, store.BatchApplyParams{BatchID: claim.BatchID, SetMR: mr, LinkMR: mr, LinkOps: ids}); err != nil {
+			t.Fatal(err)
+		}
+		// The driver's checks failed and the batch was blocked: its row
+		// shows the failure and keeps no action.
+		if _, err := st.DB().ExecContext(ctx, "UPDATE operation SET step_status = ?, version = version + 1 WHERE operation_id = ?",
+			int(domain.StepCreatePipelineFailed), ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.DB().ExecContext(ctx, "UPDATE binding SET status = 'CREATE_FAILED', version = version + 1 WHERE operation_id = ?", ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.BatchBlock(ctx, store.BatchBlockParams{ID: claim.BatchID, Version: 1, Code: "BATCH_NEEDS_A_PERSON", Message: "checks"}); err != nil {
+			t.Fatal(err)
+		}
+
+		r := w.do(req{method: "POST", path: "/ops/requests/op-bm/retrigger", user: "olivia"})
+		r.want(t, 202, "ACCEPTED")
+		if r.data["action"] != workflow.ActionBatchPollPipeline || r.data["operationId"] != "op-bm" {
+			t.Fatalf("data %v", r.data)
+		}
+		b, err := st.BatchGet(ctx, claim.BatchID)
+		if err != nil || b.Status != domain.BatchRunning || b.FailureCode != "" {
+			t.Fatalf("batch %+v %v", b, err)
+		}
+		driver, err := st.OperationGet(ctx, ids[0])
+		if err != nil || domain.StepStatus(driver.Step) != domain.StepCreatePipelineRunning || driver.DueAt.IsZero() ||
+			driver.NextAction != workflow.ActionBatchPollPipeline {
+			t.Fatalf("driver %+v %v", driver, err)
+		}
+		bd, _ := st.BindingGetByOperation(ctx, ids[0])
+		if bd.Status != domain.BindingMRCreating {
+			t.Fatalf("driver's binding %s", bd.Status)
+		}
+		w.do(req{method: "POST", path: "/ops/requests/op-bd/retrigger", user: "olivia"}).want(t, 409, "REQUEST_IN_PROGRESS")
+	})
+}
