@@ -242,6 +242,17 @@ func (c culpritGitLab) GetMR(ctx context.Context, project string, iid int64) (gi
 	return mr, err
 }
 
+// mrsOpened counts the MRs GitLab holds for the batches of rounds (any
+// state): what the project's maintainers saw opened.
+func (w *batchWorld) mrsOpened(rounds []workflow.RoundResult) int {
+	w.t.Helper()
+	n := 0
+	for _, r := range rounds {
+		n += len(w.batchMRs(r.BatchID))
+	}
+	return n
+}
+
 // roundsUntilIdle runs rounds, each driven until its batch settled, until
 // nothing waits; it returns the batches claimed.
 func (w *batchWorld) roundsUntilIdle() []workflow.RoundResult {
@@ -292,6 +303,12 @@ func TestBatchCulpritIsolation(t *testing.T) {
 		}
 		require.LessOrEqual(t, len(rounds), 6, "MRs opened: %v", sizes)
 		require.Equal(t, 4, sizes[0])
+		// Rounds run one after the other and the bisection is decided
+		// from the database alone, so the sizes are exact: the batch of 4
+		// fails, its first half passes, the rest's first half (the
+		// culprit) fails alone, the last member passes.
+		require.Equal(t, []int{4, 2, 1, 1}, sizes)
+		require.Equal(t, len(rounds), w.mrsOpened(rounds), "one MR per batch")
 		o, b := w.until("op-i2", "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
 		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
 		require.Equal(t, workflow.ActionCreateMR, o.NextAction, "stopped where a retrigger opens its own MR")
@@ -314,6 +331,11 @@ func TestBatchCulpritIsolation(t *testing.T) {
 // re-admitted, and the other 15 are validated once.
 func TestBatchCulpritIsolationSixteen(t *testing.T) {
 	t.Parallel()
+	// The exact sizes: the sixth — 16 fails, its first half fails, that
+	// half's first half passes, the rest's first half fails, its first
+	// member passes, the culprit fails alone, the other 10 pass in one
+	// batch; the last — every first half passes down to the culprit.
+	want := map[int][]int{5: {16, 8, 4, 2, 1, 1, 10}, 15: {16, 8, 4, 2, 1, 1}}
 	for _, pos := range []int{5, 15} {
 		t.Run(fmt.Sprintf("culprit=%d", pos), func(t *testing.T) {
 			t.Parallel()
@@ -334,6 +356,10 @@ func TestBatchCulpritIsolationSixteen(t *testing.T) {
 				t.Logf("batch sizes: %v", sizes)
 				require.Equal(t, 16, sizes[0])
 				require.LessOrEqual(t, len(rounds)-1, 8, "extra MRs: %v", sizes)
+				opened := w.mrsOpened(rounds)
+				require.Equal(t, len(rounds), opened, "one MR per batch, counted in GitLab")
+				require.LessOrEqual(t, opened-1, 8, "extra MRs opened in GitLab: %v", sizes)
+				require.Equal(t, want[pos], sizes)
 				o, b := w.until(culprit, "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
 				require.Equal(t, domain.HintContactMaintainers, hint(o, b))
 				for _, id := range ids {
