@@ -8,6 +8,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/identity"
 	"changeflow/internal/workflow"
 )
@@ -116,6 +117,14 @@ func (s *Server) handleOpsBatchSettle() http.Handler {
 			switch {
 			case errors.Is(err, domain.ErrNotFound):
 				return raw, "", nil, domain.Errorf(domain.CodeNotFound, "No such batch.", "settle batch %d: %w", id, err)
+			case errors.Is(err, workflow.ErrMRWontClose):
+				return raw, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+					"The batch's merge request does not close, so the batch cannot be settled while it might still merge: fix the bot's rights or close (or merge) it by hand, then settle again.",
+					"settle batch %d: %w", id, err)
+			case gitlab.IsTransient(err) || gitlab.OutcomeUnknown(err) || gitlab.IsBreakerOpen(err):
+				return raw, "", nil, domain.Errorf(domain.CodeRetryLater,
+					"GitLab did not answer while settling the batch; nothing was settled. Try again shortly.",
+					"settle batch %d: %w", id, err)
 			case err != nil:
 				return raw, "", nil, domain.Internal("ops settle", err)
 			}

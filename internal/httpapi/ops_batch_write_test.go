@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,5 +246,67 @@ func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
 			t.Fatalf("driver's binding %s", bd.Status)
 		}
 		w.do(req{method: "POST", path: "/ops/requests/op-bd/retrigger", user: "olivia"}).want(t, 409, "REQUEST_IN_PROGRESS")
+	})
+}
+
+// TestOpsSettleABatchWhoseMRDoesNotClose: the operator settles a batch
+// whose MR GitLab refuses to close (403): nothing is settled and the
+// answer says why and what to do (409), not a 500; GitLab not answering
+// is 503 RETRY_LATER; once the close works the settlement goes through.
+func TestOpsSettleABatchWhoseMRDoesNotClose(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st, withBatchActions())
+		ctx := t.Context()
+		if _, err := st.BatchAdmit(ctx, "op-nc", 1); err != nil {
+			t.Fatal(err)
+		}
+		untilClaimable(t, st, "op-nc")
+		claim, err := st.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		if err != nil || claim.Outcome != store.ClaimClaimed {
+			t.Fatalf("claim %+v %v", claim, err)
+		}
+		branch := workflow.BatchBranchName(claim.BatchID)
+		if _, err := w.gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: branch, StartBranch: "main", Message: "m",
+			Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "nc.yaml", Content: "[]\n"}}}); err != nil {
+			t.Fatal(err)
+		}
+		mr, err := w.gl.CreateMR(ctx, "1", gitlab.CreateMRRequest{SourceBranch: branch, TargetBranch: "main", Title: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.BatchApply(ctx, store.BatchApplyParams{BatchID: claim.BatchID,
+			SetMR: &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch}}); err != nil {
+			t.Fatal(err)
+		}
+		fault := func(body string) {
+			t.Helper()
+			resp, err := http.Post(w.glURL+"_control/faults", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("fault: %d", resp.StatusCode)
+			}
+		}
+		settle := "/ops/batches/" + strconv.FormatInt(claim.BatchID, 10) + "/settle"
+
+		fault(`{"method":"PUT","path":"/projects/*/merge_requests/*","kind":"status","status":403,"count":1}`)
+		r := w.do(req{method: "POST", path: settle, user: "olivia"})
+		r.want(t, 409, "REQUEST_IN_PROGRESS")
+		if !strings.Contains(r.env.Message, "does not close") {
+			t.Fatalf("message %q", r.env.Message)
+		}
+		fault(`{"method":"GET","path":"/projects/*/merge_requests/*","kind":"status","status":503,"count":1}`)
+		w.do(req{method: "POST", path: settle, user: "olivia"}).want(t, 503, "RETRY_LATER")
+		if b, err := st.BatchGet(ctx, claim.BatchID); err != nil || b.Status != domain.BatchRunning {
+			t.Fatalf("batch %+v %v: nothing may be settled yet", b, err)
+		}
+
+		r = w.do(req{method: "POST", path: settle, user: "olivia"})
+		r.want(t, 200, "OK")
+		if r.data["status"] != "FAILED" {
+			t.Fatalf("data %v", r.data)
+		}
 	})
 }

@@ -321,11 +321,15 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 	return Done("", Transition{Note: fmt.Sprintf("batch %d settled %s", res.BatchID, res.Status)}), nil
 }
 
-// errMRWontClose: the batch MR is still open after closing it (the close
+// ErrMRWontClose: the batch MR is still open after closing it (the close
 // was refused: the bot lost its rights, the MR is locked). No retry fixes
-// that, and the batch cannot be settled while its MR might still merge,
-// so the batch is blocked for a person.
-var errMRWontClose = errors.New("the batch MR does not close")
+// that, and the batch cannot be settled while its MR might still merge:
+// the running batch is blocked for a person, and an operator's settlement
+// answers it (close or merge the MR by hand, then settle again).
+var ErrMRWontClose = errors.New("the batch MR does not close")
+
+// errMRWontClose is the package's name for ErrMRWontClose.
+var errMRWontClose = ErrMRWontClose
 
 // codeNeedsAPerson is the code of a batch blocked on a failure no retry or
 // re-admission can fix (a bot may not approve): every next batch would
