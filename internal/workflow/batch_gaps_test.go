@@ -164,6 +164,10 @@ func TestBatchBrokenBindingFileOnMainBlocksUntilFixed(t *testing.T) {
 			require.Equal(t, domain.BindingMRCreating, bd.Status)
 		}
 
+		_, err = workflow.Retrigger(t.Context(), st, ids[1], "olivia")
+		require.ErrorIs(t, err, domain.ErrIllegalTransition, "no MR to drive: settle it")
+		require.Contains(t, err.Error(), "settle")
+
 		w.writeOnMain(path, "", gitlab.FileAction{Action: gitlab.ActionUpdate})
 		res, err := w.deps.SettleBatch(t.Context(), r.BatchID, "SETTLED_BY_OPERATOR", "file fixed", "olivia")
 		require.NoError(t, err)

@@ -67,6 +67,16 @@ func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) 
 			return retriggerBatch(ctx, st, b, operationID, actor)
 		}
 	}
+	if op.NextAction == "" {
+		// Claimed by a batch that has no MR yet (its members are linked
+		// with the MR): nothing to re-run; a blocked one is settled.
+		if qp, err := st.BatchQueuePosition(ctx, operationID); err == nil && qp.BatchID != 0 {
+			if b, err := st.BatchGet(ctx, qp.BatchID); err == nil && b.Status.Active() && b.MRIID == 0 {
+				return "", fmt.Errorf("retrigger %s: claimed by batch %d (%s), which has no MR to drive; settle it (POST /ops/batches/%d/settle) so its members are admitted again: %w",
+					operationID, b.ID, b.Status, b.ID, domain.ErrIllegalTransition)
+			}
+		}
+	}
 	return retriggerOne(ctx, st, op, actor)
 }
 
@@ -140,7 +150,8 @@ func batchResumeAction(step domain.StepStatus) (string, bool) {
 // A blocked batch without an MR (its round blocked it: a binding file that
 // does not parse) has no step to re-run: it is settled instead (its
 // members re-admitted, the next round builds it again) —
-// domain.ErrIllegalTransition says so. If the driver's write fails after
+// domain.ErrIllegalTransition says so (Retrigger finds such members by
+// their claimed waiting row, since they are linked only with the MR). If the driver's write fails after
 // the resume, the batch is RUNNING with a stopped driver: retriggering
 // again finishes it, and the timeout sweep settles it otherwise.
 func retriggerBatch(ctx context.Context, st *store.Store, b store.Batch, named, actor string) (string, error) {
