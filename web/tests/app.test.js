@@ -604,7 +604,7 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
   });
 
   it('the curl smoke script passes against the real server', () => {
-    const out = execFileSync(join(repoRoot, 'web', 'scripts', 'smoke-static.sh'), [server.base], { encoding: 'utf8' });
+    const out = execFileSync(join(repoRoot, 'scripts', 'smoke-static.sh'), [server.base], { encoding: 'utf8' });
     assert.match(out, /all static-asset checks passed/);
   });
 
