@@ -405,6 +405,8 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     const replay = inbox.locator(`tr[data-delivery="${delivery}"] [data-testid=replay]`);
     await replay.waitFor({ timeout: 20000 }); // the page polls every 3 s
     assert.match(await inbox.innerText(), /APPROVED/);
+    const disposition = inbox.locator(`tr[data-delivery="${delivery}"] [data-testid=disposition]`);
+    assert.equal(await disposition.innerText(), 'recorded, not applied yet');
 
     // "Nothing was replayed" is said in words (faked once: for real it
     // needs the request to move between the look and the click).
@@ -433,6 +435,8 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     // button is gone, and the request goes all the way to in effect.
     await page.locator('[data-testid=step-history]', { hasText: delivery }).waitFor({ timeout: 20000 });
     assert.equal(await page.locator('[data-testid=replay]').count(), 0, 'nothing left to replay');
+    // … and the inbox says what became of the decision.
+    await inbox.locator(`tr[data-delivery="${delivery}"] [data-testid=disposition]`, { hasText: /^applied/ }).waitFor({ timeout: 20000 });
     await detail.locator('dd .status', { hasText: 'In effect' }).first().waitFor({ timeout: 90000 });
     await page.context().close();
   });

@@ -28,7 +28,31 @@ interface ApprovalCallback {
   deliveryKey: string;
   approvalId: string;
   result: string;
+  /** callback (delivered to us) or poll (poll_approval found it). */
+  source?: string;
+  /** What the workflow did with it the last time it acted on it. */
+  disposition?: string;
+  reason?: string;
+  /** Later deliveries of the same key, answered as duplicates. */
+  duplicates?: number;
   receivedAt: string;
+}
+
+/** A callback's disposition in words an operator reads without the docs. */
+const dispositionWords: Record<string, string> = {
+  RECORDED: 'recorded, not applied yet',
+  APPLIED: 'applied',
+  STALE: 'ignored: the request had moved on',
+  UNKNOWN_OPERATION: 'ignored: no such request',
+  REJECTED_BY_GUARD: 'refused by the state check',
+};
+
+function whatBecameOf(c: ApprovalCallback): string {
+  const words = c.disposition ? (dispositionWords[c.disposition] ?? c.disposition) : 'recorded';
+  const parts = [words];
+  if (c.reason) parts.push(`(${c.reason})`);
+  if (c.duplicates && c.duplicates > 0) parts.push(`· delivered again ${c.duplicates}×`);
+  return parts.join(' ');
 }
 interface Batch {
   id: number;
@@ -314,6 +338,8 @@ function OpsRequestView({ id }: { id: string }) {
                     <th>Received</th>
                     <th>Decision</th>
                     <th>Approval</th>
+                    <th>How it came</th>
+                    <th>What became of it</th>
                     <th>Delivery</th>
                     <th></th>
                   </tr>
@@ -324,6 +350,8 @@ function OpsRequestView({ id }: { id: string }) {
                       <td class="small">{when(c.receivedAt)}</td>
                       <td class="mono small">{c.result}</td>
                       <td class="mono small">{c.approvalId}</td>
+                      <td class="small">{c.source === 'poll' ? 'found by polling' : 'delivered'}</td>
+                      <td class="small" data-testid="disposition">{whatBecameOf(c)}</td>
                       <td class="mono small">{c.deliveryKey}</td>
                       <td>
                         {i === 0 && waitsForApproval(x) && (
