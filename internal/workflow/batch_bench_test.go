@@ -127,6 +127,7 @@ func BenchmarkBatchRound(b *testing.B) {
 			seq := 0
 			admit := func(n int) {
 				seq++
+				ids := make([]string, 0, n)
 				for i := range n {
 					id := fmt.Sprintf("br-%d-%d", seq, i)
 					_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
@@ -140,8 +141,9 @@ func BenchmarkBatchRound(b *testing.B) {
 					require.NoError(b, err)
 					_, err = st.BatchAdmit(ctx, id, 1)
 					require.NoError(b, err)
+					ids = append(ids, id)
 				}
-				time.Sleep(2 * time.Millisecond) // claimable: admitted before the claim's "now"
+				storetest.UntilAdmittedBeforeNow(b, st, ids...) // claimable: admitted before the claim's "now"
 			}
 			type phase struct {
 				stmts, txs int64

@@ -58,10 +58,10 @@ func (w *batchWorld) admitted(ids ...string) {
 		w.until(id, "admitted", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
 	}
 	// A claim takes the requests admitted before the database clock's
-	// "now" (millisecond precision): let the clock pass the last
-	// admission, so that a round right after this claims every one of
-	// them rather than the ones admitted in an earlier millisecond.
-	time.Sleep(2 * time.Millisecond)
+	// "now" (millisecond precision on SQLite): wait for the clock to pass
+	// the last admission, so that a round right after this claims every
+	// one of them rather than the ones admitted in an earlier millisecond.
+	storetest.UntilAdmittedBeforeNow(w.t, w.st, ids...)
 }
 
 // batchMRs lists the MRs of a batch's branch, any state.

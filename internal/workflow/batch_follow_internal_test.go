@@ -47,7 +47,7 @@ func TestBatchFollowAfterASettlementMovesNobody(t *testing.T) {
 			_, err = st.BatchAdmit(ctx, id, 1)
 			require.NoError(t, err)
 		}
-		time.Sleep(2 * time.Millisecond)
+		storetest.UntilAdmittedBeforeNow(t, st, ids...) // the claim takes admissions before the DB's "now"
 		r, err := NewRounds(d, nil).RunRound(ctx, 1)
 		require.NoError(t, err)
 		require.Equal(t, 3, r.Members)

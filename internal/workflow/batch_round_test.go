@@ -45,7 +45,7 @@ func TestBatchRoundDiedAfterTheClaimIsResumed(t *testing.T) {
 		require.False(t, r.Resumed, "a young batch is left to its own round")
 
 		w.rounds.ResumeAfter = time.Millisecond
-		time.Sleep(5 * time.Millisecond)
+		storetest.UntilBatchOlder(t, st, claim.BatchID, w.rounds.ResumeAfter)
 		r, err = w.rounds.RunRound(t.Context(), 1)
 		require.NoError(t, err)
 		require.True(t, r.Resumed)
@@ -179,7 +179,7 @@ func TestBatchRoundThatDiedAfterOpeningTheMRIsAdopted(t *testing.T) {
 		require.Error(t, err, "the round died after CreateMR")
 		require.Equal(t, "CLAIMED", r.Outcome)
 		w.rounds.ResumeAfter = time.Millisecond
-		time.Sleep(5 * time.Millisecond)
+		storetest.UntilBatchOlder(t, st, r.BatchID, w.rounds.ResumeAfter)
 		again, err := w.rounds.RunRound(t.Context(), 1)
 		require.NoError(t, err)
 		require.True(t, again.Resumed)

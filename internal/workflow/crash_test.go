@@ -48,8 +48,7 @@ func TestKill9MidStepResumesOnAnotherProcess(t *testing.T) {
 	dir := t.TempDir()
 
 	first := startCrashWorker(t, dsn, dir, true)
-	require.Eventually(t, func() bool { return countLines(t, filepath.Join(dir, "blocked")) == crashOps },
-		20*time.Second, 20*time.Millisecond, "the first worker blocks inside every step")
+	untilLines(t, filepath.Join(dir, "blocked"), crashOps, "the first worker blocks inside every step")
 	require.NoError(t, first.Process.Kill()) // SIGKILL: no deferred code, no release
 	_ = first.Wait()
 
@@ -58,6 +57,10 @@ func TestKill9MidStepResumesOnAnotherProcess(t *testing.T) {
 		o := waitOp(t, s, fmt.Sprintf("op-%d", i), finished)
 		require.Equal(t, domain.StepCreateMRCreated.String(), domain.StepStatus(o.Step).String())
 	}
+	// The OnCommit hook runs after the commit the loop above observed:
+	// killing the worker as soon as the rows say "finished" could cut it
+	// off, so wait for its side effects before the kill.
+	untilLines(t, filepath.Join(dir, "committed"), crashOps, "every after-commit side effect ran")
 	require.NoError(t, second.Process.Kill())
 	_ = second.Wait()
 
@@ -152,6 +155,35 @@ func appendLine(path, line string) {
 	defer f.Close()
 	if _, err := f.WriteString(line + "\n"); err != nil {
 		panic(err)
+	}
+}
+
+// untilLines waits (20 s at most) until path holds at least n lines: a
+// tally written after a commit lags the state the test observed in the
+// database, so it is awaited, not read once. The caller then asserts the
+// exact count, so a duplicate still fails.
+func untilLines(t *testing.T, path string, n int, msg string) {
+	t.Helper()
+	var last int
+	var lastErr error
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			last, lastErr = 0, nil
+		case err != nil:
+			lastErr = err
+		default:
+			last, lastErr = strings.Count(string(b), "\n"), nil
+		}
+		if lastErr == nil && last >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.FailNowf(t, "timed out", "%s: %s holds %d lines, want %d (last error: %v)", msg, filepath.Base(path), last, n, lastErr)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

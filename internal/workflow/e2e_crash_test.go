@@ -88,6 +88,9 @@ func TestKill9AtEachBusinessStep(t *testing.T) {
 	w.simJSON(http.MethodDelete, "/gitlab/_control/faults", nil, nil)
 	worker = startStepWorker(t, dsn, w.simTS.URL, dir)
 	w.until(op, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+	// The success side effect runs after the flip's commit (I9), in
+	// whichever process flipped: await it before killing the worker.
+	untilLines(t, tally, 1, "the success side effect ran")
 	killWorker(t, worker)
 
 	require.Len(t, w.mrsOf(op), 1, "one MR")

@@ -213,6 +213,9 @@ func TestKill9InsideRegenerate(t *testing.T) {
 	w.simJSON(http.MethodDelete, "/gitlab/_control/faults", nil, nil)
 	worker = startStepWorker(t, dsn, w.simTS.URL, dir)
 	w.until(op, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+	// The success side effect runs after the flip's commit (I9): await it
+	// before killing the worker that may be the one running it.
+	untilLines(t, tally, 1, "the success side effect ran")
 	killWorker(t, worker)
 
 	mrs := w.mrsOf(op)
