@@ -201,14 +201,14 @@ func runBatchWorkload(ctx context.Context, s *store.Store, mix batchWorkloadMix,
 	for range mix.Sweepers {
 		wg.Go(func() {
 			for !stopped() {
-				settled, err := s.BatchSweepTimedOut(ctx, store.BatchSweepParams{MaxAge: 40 * time.Millisecond})
+				settled, err := sweepTimedOut(ctx, s, 40*time.Millisecond)
 				if err != nil {
 					tl.fail("sweep: %v", err)
 					continue
 				}
 				tl.mu.Lock()
-				for _, st := range settled {
-					tl.Writes[st.BatchID]++
+				for _, id := range settled {
+					tl.Writes[id]++
 					tl.Ops["sweep/settled"]++
 				}
 				tl.Ops["sweep/rounds"]++

@@ -2,107 +2,33 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"changeflow/internal/domain"
 )
 
-// BatchFailureTimeout is the failure code the timeout sweep writes unless
-// BatchSweepParams.FailureCode says otherwise.
+// BatchFailureTimeout is the failure code the workflow's timeout sweep
+// writes on the batches it settles as FAILED.
 const BatchFailureTimeout = "BATCH_TIMEOUT"
 
-// BatchSweepDefaultLimit is how many batches one sweep settles at most
-// when BatchSweepParams.Limit is zero.
+// BatchSweepDefaultLimit is how many rows one sweep read (BatchTimedOut,
+// BatchStranded) returns at most when its limit is zero.
 const BatchSweepDefaultLimit = 100
 
-// BatchSweepParams configures one timeout sweep.
-type BatchSweepParams struct {
-	// MaxAge is how long a batch may stay RUNNING, measured from its
-	// creation (the claim) on the database clock. Must be positive.
-	MaxAge time.Duration
-	// FailureCode defaults to BatchFailureTimeout; FailureMessage to a
-	// sentence naming MaxAge.
-	FailureCode    string
-	FailureMessage string
-	Limit          int // default BatchSweepDefaultLimit
-}
-
-// BatchSweepTimedOut settles as FAILED every RUNNING batch created more
-// than MaxAge ago on the database clock, and returns the settlements it
-// made. It is how a crashed holder's slot comes back (seed §3.1): the
-// mutual exclusion is the batch's own state, so there is no lease to expire
-// — a batch stuck RUNNING is visible, and this moves it on.
-//
-// Age is counted from created_at, not updated_at: a batch must finish
-// within MaxAge of its claim however often its task touches the row, so a
-// task that loops while writing progress cannot hold the slot forever, and
-// idx_merge_batch_status_created serves the query. BLOCKED batches are
-// left alone: they wait for a person by definition.
-//
-// Each candidate is settled by BatchSettleFailed guarded on the status and
-// version the sweep read, so the sweep races safely with the running task
-// and with other sweepers: whoever writes first wins, the others get
-// domain.ErrPreempted and skip the batch without touching it. A batch whose
-// settlement is busy (a lock wait ran out) is left for the next sweep.
-//
-// The sweep does not look at the batch's MR: it is the backstop for a
-// crashed holder, and the workflow closes and re-reads the MR of every
-// batch it returns before deciding about the members ("merged wins", seed
-// §3.7; docs/architecture.md).
-func (s *Store) BatchSweepTimedOut(ctx context.Context, p BatchSweepParams) ([]BatchSettlement, error) {
-	if p.MaxAge <= 0 {
-		return nil, fmt.Errorf("sweep batches: MaxAge must be positive, is %s", p.MaxAge)
+// sweepWindow checks a sweep read's age (named param in the error, which
+// what starts) and defaults its limit: the shared start of BatchTimedOut
+// and BatchStranded. It returns the SQL expression for "now − age" on the
+// database clock with its argument, and the limit to use.
+func (s *Store) sweepWindow(what, param string, age time.Duration, limit int) (expr string, arg any, n int, err error) {
+	if age <= 0 {
+		return "", nil, 0, fmt.Errorf("%s: %s must be positive, is %s", what, param, age)
 	}
-	limit := p.Limit
 	if limit <= 0 {
 		limit = BatchSweepDefaultLimit
 	}
-	code, msg := p.FailureCode, p.FailureMessage
-	if code == "" {
-		code = BatchFailureTimeout
-	}
-	if msg == "" {
-		msg = fmt.Sprintf("batch still RUNNING %s after its claim", p.MaxAge)
-	}
-
-	type candidate struct{ id, version int64 }
-	cutoff, arg := s.dialect.NowMinus(p.MaxAge)
-	rows, err := s.db.QueryContext(ctx,
-		"SELECT id, version FROM merge_batch WHERE status = ? AND created_at < "+cutoff+
-			" ORDER BY created_at, id LIMIT ?", domain.BatchRunning, arg, limit)
-	if err != nil {
-		return nil, fmt.Errorf("sweep batches: %w", translate(err))
-	}
-	var found []candidate
-	for rows.Next() {
-		var c candidate
-		if err := rows.Scan(&c.id, &c.version); err != nil {
-			_ = rows.Close()
-			return nil, fmt.Errorf("sweep batches: %w", err)
-		}
-		found = append(found, c)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("sweep batches: %w", translate(err))
-	}
-
-	var settled []BatchSettlement
-	for _, c := range found {
-		st, err := s.BatchSettleFailed(ctx, BatchSettleParams{
-			ID: c.id, From: domain.BatchRunning, Version: c.version,
-			FailureCode: code, FailureMessage: msg,
-		})
-		switch {
-		case errors.Is(err, domain.ErrPreempted), errors.Is(err, domain.ErrBusy):
-			continue
-		case err != nil:
-			return settled, fmt.Errorf("sweep batches: %w", err)
-		}
-		settled = append(settled, st)
-	}
-	return settled, nil
+	expr, arg = s.dialect.NowMinus(age)
+	return expr, arg, limit, nil
 }
 
 // BatchTimedOut returns the RUNNING batches created more than maxAge ago
@@ -113,16 +39,19 @@ func (s *Store) BatchSweepTimedOut(ctx context.Context, p BatchSweepParams) ([]B
 // re-admissions together), so that a crash anywhere leaves either a
 // RUNNING batch the next sweep finds again or a settled one whose members
 // are back in the waiting set — never a FAILED batch with stranded
-// members, which BatchSweepTimedOut followed by a separate members' move
-// could leave.
+// members, which a FAILED write followed by a separate members' move could
+// leave.
+//
+// Age is counted from created_at, not updated_at: a batch must finish
+// within maxAge of its claim however often its task touches the row, so a
+// task that loops while writing progress cannot hold the slot forever, and
+// idx_merge_batch_status_created serves the query. BLOCKED batches are not
+// returned: they wait for a person by definition.
 func (s *Store) BatchTimedOut(ctx context.Context, maxAge time.Duration, limit int) ([]Batch, error) {
-	if maxAge <= 0 {
-		return nil, fmt.Errorf("timed-out batches: maxAge must be positive, is %s", maxAge)
+	cutoff, arg, limit, err := s.sweepWindow("timed-out batches", "maxAge", maxAge, limit)
+	if err != nil {
+		return nil, err
 	}
-	if limit <= 0 {
-		limit = BatchSweepDefaultLimit
-	}
-	cutoff, arg := s.dialect.NowMinus(maxAge)
 	rows, err := s.db.QueryContext(ctx,
 		"SELECT "+batchColumns+" FROM merge_batch WHERE status = ? AND created_at < "+cutoff+
 			" ORDER BY created_at, id LIMIT ?", domain.BatchRunning, arg, limit)
@@ -159,19 +88,16 @@ type StrandedMember struct {
 // lease, and the binding it owns is still on the batch path (MR_CREATING,
 // MR_CREATED or MERGING). Every settlement of the workflow moves the
 // members in the same transaction as the batch's FAILED write, so such
-// members come only from a settlement split in two (BatchSweepTimedOut or
-// BatchSettleFailed followed by a separate members' move, as the sweep did
-// before) that died in between, or from a manual edit. A culprit keeps a
+// members come only from a settlement split in two (BatchSettleFailed
+// followed by a separate members' move, as the sweep did before) that died
+// in between, or from a manual edit. A culprit keeps a
 // parked action and a merged member a MERGED binding, so neither is
 // returned. The read starts from idx_merge_batch_status_created.
 func (s *Store) BatchStranded(ctx context.Context, within time.Duration, limit int) ([]StrandedMember, error) {
-	if within <= 0 {
-		return nil, fmt.Errorf("stranded members: within must be positive, is %s", within)
+	since, arg, limit, err := s.sweepWindow("stranded members", "within", within, limit)
+	if err != nil {
+		return nil, err
 	}
-	if limit <= 0 {
-		limit = BatchSweepDefaultLimit
-	}
-	since, arg := s.dialect.NowMinus(within)
 	rows, err := s.db.QueryContext(ctx,
 		"SELECT b.id, b.project_id, o.operation_id FROM merge_batch b"+
 			" JOIN merge_batch_history h ON h.batch_id = b.id"+

@@ -477,8 +477,8 @@ func (w *batchWorld) validatedOnce(id string) {
 }
 
 // TestBatchSweepRecoversMembersStrandedByASplitSettlement: a settlement
-// split in two — the batch FAILED and its waiting rows released
-// (store.BatchSweepTimedOut, the storage half), then nothing, as when the
+// split in two — the batch FAILED and its waiting rows released (a
+// BatchApply with no member moves, the storage half alone), then nothing, as when the
 // process died before moving the members — leaves members at their last
 // milestone with no waiting row and no action, and the MR open. The next
 // sweep finds them (store.BatchStranded), closes the MR and re-admits them
@@ -497,9 +497,11 @@ func TestBatchSweepRecoversMembersStrandedByASplitSettlement(t *testing.T) {
 
 		// The first half only: FAILED, waiting rows released; the members
 		// are not moved and the MR is not closed.
-		swept, err := st.BatchSweepTimedOut(t.Context(), store.BatchSweepParams{MaxAge: time.Nanosecond})
+		b, err := st.BatchGet(t.Context(), r.BatchID)
 		require.NoError(t, err)
-		require.Len(t, swept, 1)
+		_, err = st.BatchApply(t.Context(), store.BatchApplyParams{BatchID: b.ID, SettleTo: domain.BatchFailed,
+			From: b.Status, Version: b.Version, FailureCode: store.BatchFailureTimeout, ProjectID: b.ProjectID})
+		require.NoError(t, err)
 		// The driver's pending poll finds the batch settled and stops.
 		w.until(ids[0], "driver stopped", func(o store.Operation, _ store.Binding) bool {
 			return o.NextAction == "" && o.LeaseOwner == ""

@@ -72,43 +72,48 @@ func (w *batchWorld) claimRound() workflow.RoundResult {
 	return r
 }
 
-// raceSweepAndOperator releases the real timeout sweep (Rounds.Sweep) and
-// an operator's settlement (Deps.SettleBatch, what POST
-// /ops/batches/{id}/settle calls) together on one batch, and reports what
-// each said.
+// raceSweepAndOperator releases two timeout sweeps (Rounds.Sweep, as two
+// instances' ticks) and an operator's settlement (Deps.SettleBatch, what
+// POST /ops/batches/{id}/settle calls) together on one batch; it returns
+// how many batches the sweeps settled between them and what the operator
+// was answered.
 func (w *batchWorld) raceSweepAndOperator(batchID int64) (swept int, op workflow.SettleResult) {
 	w.t.Helper()
 	var (
-		wg              sync.WaitGroup
-		sweepErr, opErr error
-		release         = make(chan struct{})
-		ctx             = w.t.Context()
+		wg      sync.WaitGroup
+		n       [2]int
+		errs    [3]error
+		release = make(chan struct{})
+		ctx     = w.t.Context()
 	)
+	for i := range n {
+		wg.Go(func() {
+			<-release
+			n[i], errs[i] = w.rounds.Sweep(ctx)
+		})
+	}
 	wg.Go(func() {
 		<-release
-		swept, sweepErr = w.rounds.Sweep(ctx)
-	})
-	wg.Go(func() {
-		<-release
-		op, opErr = w.deps.SettleBatch(ctx, batchID, "SETTLED_BY_OPERATOR", "settled by olivia", "olivia")
+		op, errs[2] = w.deps.SettleBatch(ctx, batchID, "SETTLED_BY_OPERATOR", "settled by olivia", "olivia")
 	})
 	close(release)
 	wg.Wait()
-	require.NoError(w.t, sweepErr, "the sweep")
-	require.NoError(w.t, opErr, "the operator's settlement")
-	return swept, op
+	for i, err := range errs {
+		require.NoError(w.t, err, "racer %d", i)
+	}
+	return n[0] + n[1], op
 }
 
 // TestBatchSweepRacingAnOperatorSettlesOnce (issue 7: "settlement racing
 // the timeout sweep → one settles, the other is a no-op"), through the
 // product's sweep path (store.BatchTimedOut, close and re-read the MR, one
-// transaction with the members) and the operator's settlement, released
-// together on one timed-out batch with an open MR, round after round with
+// transaction with the members) — twice, as two instances — and the
+// operator's settlement, released together on one timed-out batch with an open MR, round after round with
 // the same members (each failure re-admits them for the next round):
 //
-//   - exactly one of the two settles: either the sweep counts one batch and
-//     the operator gets AlreadySettled, or the operator's settlement is
-//     the one (FAILED, 3 re-admitted) and the sweep counts none;
+//   - exactly one of the three settles: either one sweep counts the batch
+//     and the operator gets AlreadySettled, or the operator's settlement
+//     is the one (FAILED, 3 re-admitted) and the sweeps count none;
 //   - the batch is FAILED with the winner's code, the MR closed once;
 //   - every member back at CREATE_ADMITTED / MR_CREATING with exactly one
 //     waiting row (none doubled by a second re-admission), and the batch
