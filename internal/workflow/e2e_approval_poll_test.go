@@ -237,3 +237,64 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		require.Equal(t, 1, w.validations("op-slow-2"))
 	})
 }
+
+// TestRetriggerPollsARequestWaitingForItsApprovalWithNoAction: a request
+// waiting in CREATE_APPROVAL_SUBMITTED / APPROVAL_SENT with no action at
+// all — written before poll_approval existed, when submit_approval
+// scheduled nothing — whose decision's callback is lost: nothing would
+// ever move it. An operator's retrigger schedules poll_approval (state
+// unchanged, checked against the table), which finds the decision and
+// applies it through the callback's guard: VALIDATED, one success side
+// effect. Before the decision the retriggered poll keeps polling; a
+// finished request is still refused.
+func TestRetriggerPollsARequestWaitingForItsApprovalWithNoAction(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st, fastApprovalPoll("100ms"))
+		w.submit("op-old", "oskar", tSingle, true)
+		w.until("op-old", "polling stopped", func(o store.Operation, b store.Binding) bool {
+			return at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent)(o, b) && o.DueAt.IsZero()
+		})
+		// The row as an older release left it: no action kept.
+		_, err := st.DB().ExecContext(t.Context(),
+			"UPDATE operation SET next_action = NULL, due_at = NULL WHERE operation_id = ? AND lease_owner IS NULL", "op-old")
+		require.NoError(t, err)
+		o, err := st.OperationGet(t.Context(), "op-old")
+		require.NoError(t, err)
+		require.Empty(t, o.NextAction)
+		require.True(t, o.DueAt.IsZero())
+
+		w.dropNextApprovalCallback()
+		w.decide("op-old", "approve")
+		w.simJSON(http.MethodPost, "/approval/_control/deliveries/wait?timeoutMs=10000", map[string]any{}, nil)
+		ds := w.approvalDeliveries()
+		require.Equal(t, "dropped", ds[len(ds)-1].State)
+		o, err = st.OperationGet(t.Context(), "op-old")
+		require.NoError(t, err)
+		b, err := st.BindingGet(t.Context(), o.Subject, o.TargetKey)
+		require.NoError(t, err)
+		require.Equal(t, domain.StepCreateApprovalSubmitted, domain.StepStatus(o.Step), "the lost callback moved nothing")
+		require.Equal(t, domain.BindingApprovalSent, b.Status)
+
+		action, err := workflow.Retrigger(t.Context(), st, "op-old", "olivia")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionPollApproval, action)
+		w.until("op-old", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		hist, polled := pollApplied(t, st, "op-old")
+		require.True(t, polled, "the retriggered poll applied the decision")
+		noFailure(t, hist)
+		require.Equal(t, 1, w.validations("op-old"))
+		var retriggers int
+		for _, h := range hist {
+			if h.Actor == "olivia" {
+				retriggers++
+				require.Equal(t, domain.StepCreateApprovalSubmitted, domain.StepStatus(h.FromStep), "the retrigger keeps the state")
+				require.Equal(t, domain.StepCreateApprovalSubmitted, domain.StepStatus(h.ToStep), "the retrigger keeps the state")
+			}
+		}
+		require.Equal(t, 1, retriggers, "%+v", hist)
+
+		_, err = workflow.Retrigger(t.Context(), st, "op-old", "olivia")
+		require.ErrorIs(t, err, workflow.ErrNotStopped, "a finished request")
+	})
+}

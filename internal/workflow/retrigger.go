@@ -28,6 +28,26 @@ var resume = map[string]Failure{
 	ActionBatchPollPipeline: {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
 	ActionBatchApprove:      {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
 	ActionBatchMerge:        {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
+	// poll_approval only runs while the request waits for its approval:
+	// it keeps that state (the write is checked against the table, so a
+	// row kept elsewhere is refused rather than moved).
+	ActionPollApproval: {Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent},
+}
+
+// waitingAction is the action a retrigger schedules for a row that keeps
+// none, nothing due and no lease, while it waits in a state one step
+// serves: a request waiting in CREATE_APPROVAL_SUBMITTED / APPROVAL_SENT
+// from before poll_approval existed (submit_approval did not schedule it
+// then) has no action, and only its callback — lost, perhaps — would move
+// it; a retrigger polls its approval (a fresh budget), so a decision the
+// approval system holds is applied through the callback's guard. Any
+// other row without an action is finished or claimed by a batch:
+// ErrNotStopped.
+func waitingAction(step domain.StepStatus, binding domain.BindingStatus) (string, bool) {
+	if step == domain.StepCreateApprovalSubmitted && binding == domain.BindingApprovalSent {
+		return ActionPollApproval, true
+	}
+	return "", false
 }
 
 // resumeAs is the action a retrigger runs instead of the kept one: a
@@ -39,7 +59,8 @@ var resumeAs = map[string]string{ActionPollRebase: ActionMerge, ActionBatchPollR
 
 // Retrigger re-runs a stopped request from where it stopped (the ops
 // endpoint POST /ops/requests/{id}/retrigger): the action kept in
-// next_action is made due now, and the row moves back to the state that
+// next_action (for a request waiting for its approval with none kept:
+// poll_approval, waitingAction) is made due now, and the row moves back to the state that
 // action starts from — in one transaction, checked against the table and
 // guarded by the binding's owner and its current status
 // (store.WorkCallbackApply). It is safe because every step reads remote
@@ -83,14 +104,25 @@ func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) 
 // retriggerOne is Retrigger of a request on its own (no active batch).
 func retriggerOne(ctx context.Context, st *store.Store, op store.Operation, actor string) (string, error) {
 	operationID := op.OperationID
-	if op.NextAction == "" || !op.DueAt.IsZero() || op.LeaseOwner != "" {
-		return "", fmt.Errorf("retrigger %s (action %q): %w", operationID, op.NextAction, ErrNotStopped)
+	notStopped := fmt.Errorf("retrigger %s (action %q, at %s): %w", operationID, op.NextAction, domain.StepStatus(op.Step), ErrNotStopped)
+	if !op.DueAt.IsZero() || op.LeaseOwner != "" {
+		return "", notStopped
 	}
 	b, err := st.BindingGetByOperation(ctx, operationID)
 	if err != nil {
+		if op.NextAction == "" && errors.Is(err, domain.ErrNotFound) {
+			return "", notStopped // finished, and its binding re-applied by another operation
+		}
 		return "", fmt.Errorf("retrigger %s: %w", operationID, err)
 	}
 	action := op.NextAction
+	if action == "" {
+		a, ok := waitingAction(domain.StepStatus(op.Step), b.Status)
+		if !ok {
+			return "", notStopped
+		}
+		action = a
+	}
 	if a, ok := resumeAs[action]; ok {
 		action = a
 	}
