@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,6 +68,45 @@ func (h *handle) merged(ctx context.Context, mr gitlab.MR) (Outcome, error) {
 		OnFlip(h.d.validateIfDeployed(h.d.projectID(h.w.Operation), h.w.Operation.MRIID)), nil
 }
 
+// stepEnd is an outcome (or error) that ends a step at once.
+type stepEnd struct {
+	out Outcome
+	err error
+}
+
+// beginHandling is how the handling steps begin (approve, merge,
+// poll_rebase, regenerate): the handle; entry written as progress unless
+// the row is already at entry's step or at one of alsoAt (the step runs
+// again — a retry, a lease taken over — or resumes its own later stage; a
+// zero entry writes nothing); then the MR read before anything is written
+// to it (R-WF-6). A non-nil end ends the step: the MR found merged
+// (finish as merged, handle.merged) or closed outside (closedOutside),
+// the read failed (retry, retryOr), or a write failed.
+func (d Deps) beginHandling(ctx context.Context, w Work, entry Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *stepEnd) {
+	h, err := d.handle(w)
+	if err != nil {
+		return nil, gitlab.MR{}, &stepEnd{err: err}
+	}
+	if entry.Step != 0 && h.step != entry.Step && !slices.Contains(alsoAt, h.step) {
+		if err := h.progress(ctx, entry); err != nil {
+			return nil, gitlab.MR{}, &stepEnd{err: err}
+		}
+	}
+	mr, err := h.read(ctx)
+	if err != nil {
+		out, err := d.retryOr(err, "read MR")
+		return nil, gitlab.MR{}, &stepEnd{out, err}
+	}
+	switch mr.State {
+	case gitlab.MRStateMerged:
+		out, err := h.merged(ctx, mr)
+		return nil, gitlab.MR{}, &stepEnd{out, err}
+	case gitlab.MRStateClosed:
+		return nil, gitlab.MR{}, &stepEnd{out: closedOutside(mr)}
+	}
+	return h, mr, nil
+}
+
 // closedOutside fails a request whose MR was closed by someone else.
 func closedOutside(mr gitlab.MR) Outcome {
 	return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
@@ -79,24 +119,9 @@ func closedOutside(mr gitlab.MR) Outcome {
 // Approve-first arrives from CREATE_SUCCEEDED/MR_CREATED and first moves
 // to HANDLE_STARTED/MERGING; legacy arrives there from the callback.
 func (d Deps) approve(ctx context.Context, w Work) (Outcome, error) {
-	h, err := d.handle(w)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if h.step != domain.StepHandleStarted {
-		if err := h.progress(ctx, Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"}); err != nil {
-			return Outcome{}, err
-		}
-	}
-	mr, err := h.read(ctx)
-	if err != nil {
-		return d.retryOr(err, "read MR")
-	}
-	switch mr.State {
-	case gitlab.MRStateMerged:
-		return h.merged(ctx, mr)
-	case gitlab.MRStateClosed:
-		return closedOutside(mr), nil
+	h, mr, end := d.beginHandling(ctx, w, Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"})
+	if end != nil {
+		return end.out, end.err
 	}
 	settings := gitlab.LoopSettingsFromConfig(d.Config())
 	for _, bot := range []gitlab.Bot{gitlab.Approver1, gitlab.Approver2} {
@@ -127,19 +152,11 @@ var settling = map[string]bool{"unchecked": true, "checking": true, "preparing":
 // merge at the head sha, and when GitLab refuses (405/406/422) ask for a
 // rebase and poll it (poll_rebase), at most maxRebases times.
 func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
-	h, err := d.handle(w)
-	if err != nil {
-		return Outcome{}, err
-	}
-	mr, err := h.read(ctx)
-	if err != nil {
-		return d.retryOr(err, "read MR")
+	h, mr, end := d.beginHandling(ctx, w, Transition{})
+	if end != nil {
+		return end.out, end.err
 	}
 	switch {
-	case mr.State == gitlab.MRStateMerged:
-		return h.merged(ctx, mr)
-	case mr.State == gitlab.MRStateClosed:
-		return closedOutside(mr), nil
 	case mr.RebaseInProgress:
 		return Done(ActionPollRebase, Transition{Step: domain.StepHandleRebasing, Note: "rebase in progress"}), nil
 	case settling[mr.DetailedMergeStatus]:
@@ -217,19 +234,11 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 // HANDLE_REBASE_PENDING or HANDLE_PIPELINE_PENDING (KEEP_WAITING); a
 // green head goes back to merge.
 func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
-	h, err := d.handle(w)
-	if err != nil {
-		return Outcome{}, err
-	}
-	mr, err := h.read(ctx)
-	if err != nil {
-		return d.retryOr(err, "read MR")
+	h, mr, end := d.beginHandling(ctx, w, Transition{})
+	if end != nil {
+		return end.out, end.err
 	}
 	switch {
-	case mr.State == gitlab.MRStateMerged:
-		return h.merged(ctx, mr)
-	case mr.State == gitlab.MRStateClosed:
-		return closedOutside(mr), nil
 	case mr.RebaseInProgress:
 		return PollAgain(d.Config().Polling(config.PollingRebase), w, Transition{Step: domain.StepHandleRebasing},
 			Failure{Step: domain.StepHandleRebasePending}, fmt.Sprintf("rebase of MR !%d did not finish in time", mr.IID)), nil

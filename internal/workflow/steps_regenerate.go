@@ -48,24 +48,10 @@ const regeneratedNote = "regenerated "
 // Retriggered from a failed or pending state it starts at
 // HANDLE_REBASING/MERGING and re-reads everything.
 func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
-	h, err := d.handle(w)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if h.step != domain.StepHandleRebasing && h.step != domain.StepHandlePipelineRunning {
-		if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"}); err != nil {
-			return Outcome{}, err
-		}
-	}
-	mr, err := h.read(ctx)
-	if err != nil {
-		return d.retryOr(err, "read MR")
-	}
-	switch mr.State {
-	case gitlab.MRStateMerged:
-		return h.merged(ctx, mr)
-	case gitlab.MRStateClosed:
-		return closedOutside(mr), nil
+	h, mr, end := d.beginHandling(ctx, w, Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"},
+		domain.StepHandlePipelineRunning)
+	if end != nil {
+		return end.out, end.err
 	}
 	if h.step == domain.StepHandlePipelineRunning {
 		return h.pollRegenerated(ctx, mr)
