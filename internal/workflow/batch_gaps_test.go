@@ -466,16 +466,6 @@ func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 	})
 }
 
-// validatedOnce waits for the success side effect of id, which runs after
-// the flip's commit (so it may trail the VALIDATED state), and checks it
-// ran exactly once.
-func (w *batchWorld) validatedOnce(id string) {
-	w.t.Helper()
-	require.Eventually(w.t, func() bool { return w.validations(id) >= 1 }, 10*time.Second, 5*time.Millisecond,
-		"%s: no success side effect", id)
-	require.Equal(w.t, 1, w.validations(id), "%s: one success side effect", id)
-}
-
 // TestBatchSweepRecoversMembersStrandedByASplitSettlement: a settlement
 // split in two — the batch FAILED and its waiting rows released (a
 // BatchApply with no member moves, the storage half alone), then nothing, as when the

@@ -119,7 +119,7 @@ func TestApprovalPollAppliesALostCallback(t *testing.T) {
 		require.Len(t, hist, before, "the late callback wrote nothing")
 		require.Len(t, w.mrsOf("op-lost-cb"), 1)
 		require.Len(t, w.approvalsOf("op-lost-cb"), 1)
-		require.Equal(t, 1, w.validations("op-lost-cb"))
+		w.validatedOnce("op-lost-cb")
 		row := inboxOf(t, st, "op-lost-cb")[a.CallbackRequestID]
 		require.Equal(t, store.InboxSourcePoll, row.Source)
 		require.Equal(t, store.InboxApplied, row.Disposition)
@@ -186,7 +186,7 @@ func TestApprovalPollRidesOutApprovalSystemErrors(t *testing.T) {
 		hist, polled := pollApplied(t, st, "op-5xx")
 		require.True(t, polled)
 		noFailure(t, hist)
-		require.Equal(t, 1, w.validations("op-5xx"))
+		w.validatedOnce("op-5xx")
 	})
 }
 
@@ -214,7 +214,7 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		w.until("op-slow", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		_, polled := pollApplied(t, st, "op-slow")
 		require.False(t, polled, "the callback applied it, not a poll")
-		require.Equal(t, 1, w.validations("op-slow"))
+		w.validatedOnce("op-slow")
 
 		// Stopped polling, then decided with the callback lost: an
 		// operator's retrigger polls again and applies the decision.
@@ -234,7 +234,7 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		hist, polled = pollApplied(t, st, "op-slow-2")
 		require.True(t, polled, "the retriggered poll applied it")
 		noFailure(t, hist)
-		require.Equal(t, 1, w.validations("op-slow-2"))
+		w.validatedOnce("op-slow-2")
 	})
 }
 

@@ -341,6 +341,17 @@ func (w *world) mrsOf(opID string) []map[string]any {
 	return out
 }
 
+// validatedOnce waits for the success side effect of id, which runs after
+// the flip's commit (so it may trail the VALIDATED state the test saw: the
+// flip may be a deploy callback's, in an HTTP handler goroutine), and
+// checks it ran exactly once. Read it through this, never once.
+func (w *world) validatedOnce(id string) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool { return w.validations(id) >= 1 }, 10*time.Second, 5*time.Millisecond,
+		"%s: no success side effect", id)
+	require.Equal(w.t, 1, w.validations(id), "%s: one success side effect", id)
+}
+
 // validations is how often the success side effect ran for opID.
 func (w *world) validations(opID string) int {
 	w.mu.Lock()

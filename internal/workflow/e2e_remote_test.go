@@ -33,7 +33,7 @@ func TestLostApproveAndMergeAnswers(t *testing.T) {
 		for _, h := range hist {
 			require.NotEqual(t, domain.StepHandleApproveFailed, domain.StepStatus(h.ToStep), h.Note)
 		}
-		require.Equal(t, 1, w.validations("op-la"))
+		w.validatedOnce("op-la")
 	})
 }
 
@@ -73,7 +73,7 @@ func TestDeployCallbacksFlipOnce(t *testing.T) {
 		require.Equal(t, "DUPLICATE", w.postCallback("/callbacks/deploy", body))
 		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/deploy",
 			map[string]any{"requestId": "dep-y", "project": 1, "mrIid": 999, "status": "SUCCESS"}))
-		require.Equal(t, 1, w.validations("op-dc"))
+		w.validatedOnce("op-dc")
 	})
 }
 
@@ -93,7 +93,7 @@ func TestEarlyDeployCallback(t *testing.T) {
 		w.simJSON(http.MethodPost, "/deploy/_control/faults", map[string]any{"dropNext": 1}, nil)
 		w.decide("op-ed", "approve")
 		w.until("op-ed", "validated", at(domain.StepCalledBack, domain.BindingValidated))
-		require.Equal(t, 1, w.validations("op-ed"))
+		w.validatedOnce("op-ed")
 	})
 }
 
