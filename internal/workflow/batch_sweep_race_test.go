@@ -127,8 +127,10 @@ func TestBatchSweepRacingAnOperatorSettlesOnce(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
-		// The sweep is due only for the batches this test ages.
-		w.reload(map[string]any{"batch.timeout": "1h"})
+		// The sweep is due only for the batches this test ages, and the
+		// driver's pipeline poll never gives up (settling the batch itself)
+		// however slow the machine is between the round and the race.
+		w.reload(map[string]any{"batch.timeout": "1h", "polling.pipeline.timeout": "1h"})
 		ids := []string{"op-sw1", "op-sw2", "op-sw3"}
 		w.admitted(ids...)
 
