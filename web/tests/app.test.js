@@ -368,6 +368,43 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await page.context().close();
   });
 
+  it('an operator re-triggers a request that waits for its approval with nothing polling it, and the poll is scheduled', { skip: noSqlite || false }, async () => {
+    const srv = roomy;
+    const id = 'web-unpolled-1';
+    const submitted = await fetch(`${srv.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'bob', 'Idempotency-Key': id, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'billing-dashboard', reason: 'unpolled test' }),
+    });
+    assert.equal(submitted.status, 202);
+
+    const page = await newPage(chrome.browser, srv.base, 'olivia');
+    await page.goto(`/console/requests/${id}`);
+    const detail = page.locator('[data-testid=ops-request]');
+    await detail.locator('dd .status', { hasText: 'Waiting for approval' }).first().waitFor({ timeout: 20000 });
+    // What a release before poll_approval left: no action, nothing due.
+    // Only while no worker holds the row (a poll may be running); the
+    // first poll runs at once, so wait for its lease to go.
+    let cleared = '';
+    for (const deadline = Date.now() + 20000; cleared !== '1' && Date.now() < deadline; ) {
+      cleared = sqlite(srv.db, `UPDATE operation SET next_action = NULL, due_at = NULL WHERE operation_id = '${id}' AND lease_owner IS NULL AND step_status = 10011; SELECT changes();`).trim();
+      if (cleared !== '1') await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(cleared, '1', 'the request waits in CREATE_APPROVAL_SUBMITTED with no worker on it');
+
+    const retrigger = detail.locator('[data-testid=retrigger]');
+    await retrigger.waitFor({ timeout: 20000 }); // the page polls every 3 s
+    assert.match(await detail.locator('.card.actions').innerText(), /nothing asks the approval system about it/);
+    await retrigger.getByRole('button', { name: 'Re-trigger' }).click();
+    assert.match(await retrigger.innerText(), /Poll the approval system for this request now\?/);
+    await retrigger.getByRole('button', { name: /^Yes/ }).click();
+    const done = detail.locator('[data-testid=done]');
+    await done.getByText(/^Re-triggered: poll_approval runs now/).waitFor({ timeout: 20000 });
+    // The poll is scheduled again: the step history records the retrigger.
+    await page.locator('[data-testid=step-history]', { hasText: 'retrigger poll_approval from CREATE_APPROVAL_SUBMITTED' }).waitFor({ timeout: 20000 });
+    await page.context().close();
+  });
+
   it('an operator replays an approval decision whose application was lost, and the request proceeds', { skip: noSqlite || false }, async () => {
     const srv = roomy;
     const id = 'web-replay-1';

@@ -186,6 +186,15 @@ function stopped(op: OpsRequest['operation']): boolean {
   return !!op.nextAction && !op.dueAt && !op.leaseOwner;
 }
 
+/** unpolled: the request waits for its approval with no action kept,
+ * nothing due and no lease — left by a release before poll_approval
+ * existed. Only its callback would move it; a re-trigger polls the
+ * approval system for it (docs/workflow.md "Retrigger"). */
+function unpolled(x: OpsRequest): boolean {
+  const op = x.operation;
+  return !op.nextAction && !op.dueAt && !op.leaseOwner && x.step.name === 'CREATE_APPROVAL_SUBMITTED' && x.status === 'APPROVAL_SENT';
+}
+
 /** waitsForApproval: the request is in the callback guard's waiting set,
  * the only state in which a replayed decision can move it
  * (docs/workflow.md). */
@@ -204,17 +213,28 @@ function OpsRequestView({ id }: { id: string }) {
       {r.loading && !x && <p>Loading…</p>}
       {x && (
         <>
-          {stopped(x.operation) && (
+          {(stopped(x.operation) || unpolled(x)) && (
             <div class="card actions">
-              <p>
-                This request stopped at <span class="mono">{x.step.name}</span>
-                {x.operation.lastError ? <> ({String(x.operation.lastError)})</> : null}. Fix the cause, then re-trigger it: it resumes
-                from <span class="mono">{String(x.operation.nextAction)}</span>, reading what already exists first.
-              </p>
+              {stopped(x.operation) ? (
+                <p>
+                  This request stopped at <span class="mono">{x.step.name}</span>
+                  {x.operation.lastError ? <> ({String(x.operation.lastError)})</> : null}. Fix the cause, then re-trigger it: it resumes
+                  from <span class="mono">{String(x.operation.nextAction)}</span>, reading what already exists first.
+                </p>
+              ) : (
+                <p>
+                  This request waits for its approval, but nothing asks the approval system about it: only its callback would move it, and
+                  that may have been lost. Re-trigger it to poll the approval system and apply its decision.
+                </p>
+              )}
               <Confirmed
                 testid="retrigger"
                 label="Re-trigger"
-                question={`Re-run this request from ${String(x.operation.nextAction)} now?`}
+                question={
+                  stopped(x.operation)
+                    ? `Re-run this request from ${String(x.operation.nextAction)} now?`
+                    : 'Poll the approval system for this request now?'
+                }
                 onDone={setDone}
                 run={async () => {
                   // The step the operator saw: the server refuses if the
