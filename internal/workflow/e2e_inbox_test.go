@@ -79,11 +79,19 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 
 		ov["reconcile.minAge"] = "0s"
 		w.load(ov)
-		require.Eventually(t, func() bool { // the DB clock passes the decision's received_at
+		// The DB clock passes the decision's received_at. The condition
+		// runs on Eventually's goroutine, where require may not stop the
+		// test: an error is kept and reported here.
+		var replayErr error
+		require.Eventually(t, func() bool {
 			n, err := r.ReplayApprovalInbox(ctx)
-			require.NoError(t, err)
+			if err != nil {
+				replayErr = err
+				return true
+			}
 			return n == 1
 		}, 10*time.Second, 5*time.Millisecond)
+		require.NoError(t, replayErr)
 		require.Equal(t, 1, woken)
 		o, err := st.OperationGet(ctx, op)
 		require.NoError(t, err)
