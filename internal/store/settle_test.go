@@ -203,7 +203,10 @@ func TestBatchSettlementDoesNotBlockAdmissions(t *testing.T) {
 		conn, err := db.Conn(ctx)
 		require.NoError(t, err)
 		defer conn.Close()
-		mustExec(t, conn, "SET SESSION innodb_lock_wait_timeout = 1")
+		// 0: a statement that would wait for any lock fails at once (error
+		// 1205), so "does not wait" is checked as state, not as a duration.
+		mustExec(t, conn, "SET SESSION innodb_lock_wait_timeout = 0")
+		defer mustExec(t, conn, "SET SESSION innodb_lock_wait_timeout = DEFAULT")
 		admit := func(project int64) error {
 			tx, err := conn.BeginTx(ctx, nil)
 			if err != nil {
@@ -218,9 +221,7 @@ func TestBatchSettlementDoesNotBlockAdmissions(t *testing.T) {
 			return tx.Commit()
 		}
 		for _, project := range []int64{1, 2, 3} {
-			start := time.Now()
 			require.NoError(t, admit(project), "project %d: admission must not wait for the settlement", project)
-			require.Less(t, time.Since(start), 500*time.Millisecond)
 		}
 		release()
 		require.NoError(t, <-done)
