@@ -19,9 +19,10 @@ const batchOperationIDMax = 64
 // the insert's own, so admission does not wait for a claim on MariaDB (I3;
 // see BatchClaim for SQLite's single writer).
 //
-// A request released by a failed batch (BatchSettleFailed) has no row any
-// more and is admitted again by the next call; whether it should be is the
-// workflow's decision.
+// A request released by a failed batch (BatchApply settling it FAILED) has
+// no row any more and is admitted again by the next call; whether it
+// should be is the workflow's decision (it re-admits the members it chose
+// in the settlement's own transaction, BatchApplyParams.Readmit).
 func (s *Store) BatchAdmit(ctx context.Context, operationID string, projectID int64) (admitted bool, err error) {
 	admitted, err = batchAdmit(ctx, s.db, operationID, projectID)
 	if err != nil {

@@ -12,7 +12,8 @@ import (
 
 // Batch is one merge_batch row: a set of claimed requests merged by one MR.
 // Version grows by one with every state write and is what the guarded
-// writes of batch_state.go and settle.go check, together with Status.
+// writes of batch_state.go (BatchBlock, BatchResume, and BatchApply's
+// settlement through batchSetState) check, together with Status.
 type Batch struct {
 	ID             int64
 	ProjectID      int64

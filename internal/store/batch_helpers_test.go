@@ -66,6 +66,16 @@ func mustBatch(t testing.TB, s *store.Store, id int64) store.Batch {
 	return b
 }
 
+// mustSucceed settles a RUNNING batch at version 1 as SUCCEEDED the way
+// the product does (BatchApply), freeing its project's slot.
+func mustSucceed(t testing.TB, s *store.Store, batchID int64) {
+	t.Helper()
+	_, err := s.BatchApply(t.Context(), store.BatchApplyParams{
+		BatchID: batchID, SettleTo: domain.BatchSucceeded, From: domain.BatchRunning, Version: 1,
+	})
+	require.NoError(t, err)
+}
+
 // memberOpIDs returns the members' operationIds in order.
 func memberOpIDs(members []store.BatchMember) []string {
 	out := make([]string, len(members))

@@ -156,7 +156,7 @@ type BatchBlockParams struct {
 
 // BatchBlock moves a RUNNING batch to BLOCKED: it needs a person and keeps
 // its project's slot, so no later batch of the project starts until an
-// operator settles it (BatchSettleSucceeded / BatchSettleFailed). It returns
+// operator settles it (BatchApply with SettleTo, From BLOCKED). It returns
 // the new version, or domain.ErrPreempted when the batch was not RUNNING at
 // Version any more.
 func (s *Store) BatchBlock(ctx context.Context, p BatchBlockParams) (int64, error) {

@@ -121,31 +121,45 @@ func TestBatchGuardedWritesArePreempted(t *testing.T) {
 		ctx := t.Context()
 		admitWaiting(t, s, 1, "op", 1)
 		c := mustClaim(t, s, 1, 10)
+		// Each settlement carries a re-admission, as the workflow's does: a
+		// pre-empted one must not have made it either.
 		tests := []struct {
-			name string
-			p    store.BatchSettleParams
+			name    string
+			id      int64
+			from    domain.BatchStatus
+			version int64
 		}{
-			{"stale version", store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 7}},
-			{"wrong status", store.BatchSettleParams{ID: c.BatchID, From: domain.BatchBlocked, Version: 1}},
-			{"unknown batch", store.BatchSettleParams{ID: c.BatchID + 100, From: domain.BatchRunning, Version: 1}},
+			{"stale version", c.BatchID, domain.BatchRunning, 7},
+			{"wrong status", c.BatchID, domain.BatchBlocked, 1},
+			{"unknown batch", c.BatchID + 100, domain.BatchRunning, 1},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				_, err := s.BatchSettleSucceeded(ctx, tt.p)
-				require.ErrorIs(t, err, domain.ErrPreempted)
-				_, err = s.BatchSettleFailed(ctx, tt.p)
-				require.ErrorIs(t, err, domain.ErrPreempted)
+				for _, to := range []domain.BatchStatus{domain.BatchSucceeded, domain.BatchFailed} {
+					_, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: tt.id, SettleTo: to, From: tt.from, Version: tt.version,
+						Readmit: []string{"stale-readmit"}, ProjectID: 1})
+					require.ErrorIs(t, err, domain.ErrPreempted, "to %s", to)
+				}
 			})
 		}
 		b := mustBatch(t, s, c.BatchID)
 		require.Equal(t, domain.BatchRunning, b.Status, "nothing changed")
 		require.Equal(t, int64(1), b.Version)
 		require.Equal(t, 1, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", c.BatchID))
+		require.Equal(t, 0, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", "stale-readmit"))
+
+		t.Run("not a settlement is refused before the database", func(t *testing.T) {
+			_, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchBlocked, From: domain.BatchRunning, Version: 1})
+			require.ErrorContains(t, err, "not a settlement")
+			require.NotErrorIs(t, err, domain.ErrPreempted)
+			require.Equal(t, int64(1), mustBatch(t, s, c.BatchID).Version)
+		})
 
 		t.Run("illegal transition is refused before the database", func(t *testing.T) {
-			st, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+			_, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchSucceeded, From: domain.BatchRunning, Version: 1})
 			require.NoError(t, err)
-			_, err = s.BatchSettleFailed(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchSucceeded, Version: st.Version})
+			_, err = s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchSucceeded,
+				Version: mustBatch(t, s, c.BatchID).Version})
 			require.ErrorContains(t, err, "illegal transition SUCCEEDED → FAILED")
 			require.NotErrorIs(t, err, domain.ErrPreempted)
 		})
@@ -158,8 +172,8 @@ func TestBatchFailureTextIsCutToTheColumn(t *testing.T) {
 		admitWaiting(t, s, 1, "op", 1)
 		c := mustClaim(t, s, 1, 10)
 		long := strings.Repeat("é", 400) // 800 bytes, two per rune
-		_, err := s.BatchSettleFailed(t.Context(), store.BatchSettleParams{
-			ID: c.BatchID, From: domain.BatchRunning, Version: 1,
+		_, err := s.BatchApply(t.Context(), store.BatchApplyParams{
+			BatchID: c.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: 1,
 			FailureCode: strings.Repeat("X", 100), FailureMessage: long,
 		})
 		require.NoError(t, err, "MariaDB strict mode would refuse an over-long value")
@@ -186,8 +200,7 @@ func TestBatchReads(t *testing.T) {
 			c := mustClaim(t, s, 1, 10)
 			ids = append(ids, c.BatchID)
 			if i < 4 {
-				_, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
-				require.NoError(t, err)
+				mustSucceed(t, s, c.BatchID)
 			}
 		}
 		admitWaiting(t, s, 2, "p2", 3)

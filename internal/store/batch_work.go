@@ -83,7 +83,8 @@ type BatchSchedule struct {
 //     is RUNNING or BLOCKED), or a settlement to SettleTo (FAILED or
 //     SUCCEEDED) guarded on From and Version — a second settlement path
 //     fails here and rolls back having written nothing; FAILED also
-//     deletes the members' waiting-set rows (as BatchSettleFailed);
+//     deletes the members' waiting-set rows (batchReleaseMembers), so
+//     that step 4 can admit them again;
 //  2. LinkMR: the MR, the branch and batch_id on every listed operation,
 //     ≤ 500 per statement;
 //  3. Moves: TransitionMany moves in order (each ≤ 500 rows per statement);
@@ -129,6 +130,11 @@ type BatchApplyParams struct {
 	// stopped row that remembers what a retrigger re-runs); its lease is
 	// kept.
 	Park *BatchSchedule
+
+	// beforeCommit, when set, runs after all the writes on the open
+	// transaction; the store's tests hold a settlement open with it (a
+	// racing second settlement, admissions during a settlement).
+	beforeCommit func(ctx context.Context, tx *sql.Tx) error
 }
 
 // BatchApply runs p in one transaction (see BatchApplyParams); an InnoDB
@@ -191,7 +197,7 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 			if err != nil {
 				return nil, fmt.Errorf("members: %w", err)
 			}
-			if err := settleReleaseMembers(ctx, tx, d, p.BatchID, members); err != nil {
+			if err := batchReleaseMembers(ctx, tx, d, p.BatchID, members); err != nil {
 				return nil, err
 			}
 			released = members
@@ -235,7 +241,65 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 			return nil, err
 		}
 	}
+	if p.beforeCommit != nil {
+		if err := p.beforeCommit(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
 	return released, nil
+}
+
+// batchReleaseMembers deletes the waiting-set rows of a batch a FAILED
+// settlement just wrote (seed §3.7, "closed, or no MR"), one statement per
+// chunk of ids, so that each request can be admitted again (the unique
+// operation_id would otherwise refuse it); merge_batch_history and the
+// audit log are append-only and keep the record that the request was in
+// the batch. Each row must still belong to the batch: only this
+// settlement removes them, and the guarded write before it admits one
+// settlement per batch.
+//
+// Deleting rather than setting batch_id back to NULL is deliberate: a NULL
+// would silently put every member — including the one that broke the
+// batch — back at the head of the queue for the next round; deleting hands
+// the decision to the workflow, which re-admits (Readmit) the members it
+// chose, in the same transaction.
+//
+// It deletes by primary key, pinned on MariaDB as the claim's UPDATE is,
+// so that it locks only the members' rows (I3). Both alternatives were
+// measured to block admissions until 1205 on MariaDB 10.11
+// (TestBatchSettlementDoesNotBlockAdmissions): a range delete over the
+// waiting index (project_id, batch_id) next-key-locks the gap right after
+// the project's waiting entries, where its next admission goes; and the
+// unhinted "DELETE … WHERE id IN (…)" is planned as a full table scan on a
+// small table, locking every row.
+func batchReleaseMembers(ctx context.Context, tx *sql.Tx, d Dialect, batchID int64, members []BatchMember) error {
+	// MariaDB refuses an index hint on a single-table DELETE (1064); the
+	// multi-table form takes one. SQLite has neither the form nor the need
+	// (single writer).
+	del := "DELETE FROM merge_batch_request WHERE"
+	if d.IsMySQL() {
+		del = "DELETE r FROM merge_batch_request AS r " + d.PrimaryKeyHint() + " WHERE"
+	}
+	for _, part := range chunk(members, InChunkSize) {
+		a := make([]any, 0, len(part)+1)
+		a = append(a, batchID)
+		for _, m := range part {
+			a = append(a, m.ID)
+		}
+		res, err := tx.ExecContext(ctx, del+" batch_id = ? AND id IN ("+placeholders(len(part))+")", a...)
+		if err != nil {
+			return fmt.Errorf("release members: %w", translate(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("release members: rows affected: %w", err)
+		}
+		if int(n) != len(part) {
+			return fmt.Errorf("release members of batch %d: %d of %d rows still in the batch: %w",
+				batchID, n, len(part), errBatchInvariant)
+		}
+	}
+	return nil
 }
 
 // BatchMemberOperations returns the operations of every member a batch

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,9 @@ type batchTally struct {
 	mu sync.Mutex
 	// Admitted counts, per operationId, the admissions that returned true.
 	Admitted map[string]int
+	// Readmitted counts, per operationId, the re-admissions of committed
+	// FAILED settlements.
+	Readmitted map[string]int
 	// Claimed are the members each claimed batch was returned with.
 	Claimed map[int64][]store.BatchMember
 	// Writes counts, per batch, the state writes that reported success
@@ -70,10 +74,11 @@ type batchTally struct {
 
 func newBatchTally() *batchTally {
 	return &batchTally{
-		Admitted: map[string]int{},
-		Claimed:  map[int64][]store.BatchMember{},
-		Writes:   map[int64]int{},
-		Ops:      map[string]int{},
+		Admitted:   map[string]int{},
+		Readmitted: map[string]int{},
+		Claimed:    map[int64][]store.BatchMember{},
+		Writes:     map[int64]int{},
+		Ops:        map[string]int{},
 	}
 }
 
@@ -94,6 +99,9 @@ func (t *batchTally) merge(o *batchTally) {
 	defer t.mu.Unlock()
 	for k, v := range o.Admitted {
 		t.Admitted[k] += v
+	}
+	for k, v := range o.Readmitted {
+		t.Readmitted[k] += v
 	}
 	for k, v := range o.Claimed {
 		t.Claimed[k] = v
@@ -221,7 +229,10 @@ func runBatchWorkload(ctx context.Context, s *store.Store, mix batchWorkloadMix,
 
 // batchSettleOne reads a project's active batch and moves it on at random, as
 // the running task, an operator or the sweep would — with the state and
-// version it read, so concurrent paths race on the guarded write.
+// version it read, so concurrent paths race on the guarded write. A
+// settlement is the product's (BatchApply): a FAILED one re-admits, in
+// its own transaction, a random subset of the members it read before,
+// as the workflow re-admits all but the culprits.
 func batchSettleOne(ctx context.Context, s *store.Store, project int64, tl *batchTally) {
 	b, err := s.BatchActive(ctx, project)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -232,7 +243,7 @@ func batchSettleOne(ctx context.Context, s *store.Store, project int64, tl *batc
 		tl.fail("active batch: %v", err)
 		return
 	}
-	p := store.BatchSettleParams{ID: b.ID, From: b.Status, Version: b.Version, FailureCode: "RACE"}
+	p := store.BatchApplyParams{BatchID: b.ID, From: b.Status, Version: b.Version, FailureCode: "RACE", ProjectID: b.ProjectID}
 	var kind string
 	switch n := rand.IntN(3); {
 	case b.Status == domain.BatchRunning && n == 0:
@@ -240,10 +251,26 @@ func batchSettleOne(ctx context.Context, s *store.Store, project int64, tl *batc
 		_, err = s.BatchBlock(ctx, store.BatchBlockParams{ID: b.ID, Version: b.Version, Code: "RACE"})
 	case n == 1:
 		kind = "succeed"
-		_, err = s.BatchSettleSucceeded(ctx, p)
+		p.SettleTo = domain.BatchSucceeded
+		_, err = s.BatchApply(ctx, p)
 	default:
 		kind = "fail"
-		_, err = s.BatchSettleFailed(ctx, p)
+		var members []store.BatchMember
+		if members, err = s.BatchMembers(ctx, b.ID); err != nil {
+			tl.fail("members of batch %d: %v", b.ID, err)
+			return
+		}
+		for _, m := range members {
+			if rand.IntN(2) == 0 {
+				p.Readmit = append(p.Readmit, m.OperationID)
+			}
+		}
+		p.SettleTo = domain.BatchFailed
+		var released []store.BatchMember
+		released, err = s.BatchApply(ctx, p)
+		if err == nil && !slices.Equal(released, members) {
+			tl.fail("fail batch %d: released %v, its members are %v", b.ID, released, members)
+		}
 	}
 	switch {
 	case errors.Is(err, domain.ErrPreempted):
@@ -256,6 +283,10 @@ func batchSettleOne(ctx context.Context, s *store.Store, project int64, tl *batc
 		tl.mu.Lock()
 		tl.Writes[b.ID]++
 		tl.Ops["settle/"+kind]++
+		for _, op := range p.Readmit {
+			tl.Readmitted[op]++
+			tl.Ops["settle/readmitted"]++
+		}
 		tl.mu.Unlock()
 	}
 }
@@ -356,11 +387,16 @@ func checkBatchInvariants(t *testing.T, s *store.Store, tl *batchTally) {
 	require.Equal(t, 0, count(t, db,
 		"SELECT COUNT(*) FROM merge_batch_request r WHERE r.batch_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM merge_batch b WHERE b.id = r.batch_id)"))
 
-	// I4: every admission that said "admitted" created the one row of its
+	// I4: every admission that said "admitted", and every re-admission of
+	// a committed FAILED settlement, created the one row of its
 	// operationId; that row still exists, or a failed batch released it.
-	// So per operationId: admissions = rows now + memberships of failed batches.
+	// So per operationId: admissions + re-admissions = rows now +
+	// memberships of failed batches.
 	ops := map[string]bool{}
 	for op := range tl.Admitted {
+		ops[op] = true
+	}
+	for op := range tl.Readmitted {
 		ops[op] = true
 	}
 	rows, err := db.QueryContext(t.Context(), "SELECT operation_id FROM merge_batch_request")
@@ -402,6 +438,7 @@ func checkBatchInvariants(t *testing.T, s *store.Store, tl *batchTally) {
 	rows.Close()
 	for op := range ops {
 		require.LessOrEqual(t, now[op], 1, "%s has two rows", op)
-		require.Equal(t, tl.Admitted[op], now[op]+failed[op], "%s: admissions vs rows now + failed memberships", op)
+		require.Equal(t, tl.Admitted[op]+tl.Readmitted[op], now[op]+failed[op],
+			"%s: admissions + re-admissions vs rows now + failed memberships", op)
 	}
 }

@@ -22,9 +22,10 @@ func ClaimLockingRead(p BatchClaimParams) BatchClaimParams {
 	return p
 }
 
-// SettleBeforeCommit returns p with a hook that runs after the
-// settlement's writes, before its commit.
-func SettleBeforeCommit(p BatchSettleParams, fn func(ctx context.Context, tx *sql.Tx) error) BatchSettleParams {
+// ApplyBeforeCommit returns p with a hook that runs after BatchApply's
+// writes (a settlement's guarded write, release, moves, re-admissions),
+// before its commit.
+func ApplyBeforeCommit(p BatchApplyParams, fn func(ctx context.Context, tx *sql.Tx) error) BatchApplyParams {
 	p.beforeCommit = fn
 	return p
 }

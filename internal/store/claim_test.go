@@ -77,13 +77,11 @@ func TestBatchClaimTakesTheOldestRequests(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.Claim{Outcome: store.ClaimSlotOccupied}, again)
 
-		_, err = s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
-		require.NoError(t, err)
+		mustSucceed(t, s, c.BatchID)
 		next := mustClaim(t, s, 1, 3)
 		require.Equal(t, []string{"c", "d"}, memberOpIDs(next.Members))
 
-		_, err = s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: next.BatchID, From: domain.BatchRunning, Version: 1})
-		require.NoError(t, err)
+		mustSucceed(t, s, next.BatchID)
 		none, err := s.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 3})
 		require.NoError(t, err)
 		require.Equal(t, store.ClaimNothingWaiting, none.Outcome)

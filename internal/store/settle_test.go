@@ -15,19 +15,31 @@ import (
 	"changeflow/internal/store/storetest"
 )
 
-func TestBatchSettleFailedReleasesMembersAndKeepsHistory(t *testing.T) {
+// The settlement of a batch (seed §3.7, storage half) as the product runs
+// it: one BatchApply whose first write is the batch's guarded move to
+// FAILED or SUCCEEDED (the workflow's batch_settle, the timeout sweep, an
+// operator's settlement of a BLOCKED batch), with the members' release and
+// re-admission in the same transaction.
+
+// TestBatchFailedSettlementReleasesMembersAndKeepsHistory: a FAILED settlement
+// frees the slot, records why, deletes the members' waiting-set rows and
+// re-admits, in the same transaction, the members the workflow picked; a
+// member it did not pick can be admitted again later. The history keeps
+// every membership.
+func TestBatchFailedSettlementReleasesMembersAndKeepsHistory(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx, db := t.Context(), s.DB()
 		admitWaiting(t, s, 1, "op", 5)
 		c := mustClaim(t, s, 1, 3)
 
-		st, err := s.BatchSettleFailed(ctx, store.BatchSettleParams{
-			ID: c.BatchID, From: domain.BatchRunning, Version: 1,
+		released, err := s.BatchApply(ctx, store.BatchApplyParams{
+			BatchID: c.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: 1,
 			FailureCode: "PIPELINE_FAILED", FailureMessage: "check pipeline failed",
+			Readmit: []string{"op-1"}, ProjectID: 1,
 		})
 		require.NoError(t, err)
-		require.Equal(t, store.BatchSettlement{BatchID: c.BatchID, Status: domain.BatchFailed, Version: 2, Members: c.Members}, st)
+		require.Equal(t, c.Members, released, "the members, in claim order")
 
 		b := mustBatch(t, s, c.BatchID)
 		require.Equal(t, domain.BatchFailed, b.Status)
@@ -37,22 +49,29 @@ func TestBatchSettleFailedReleasesMembersAndKeepsHistory(t *testing.T) {
 		require.Equal(t, 0, activeBatches(t, s, 1), "the slot is free")
 
 		require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", c.BatchID), "members released")
-		require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id IS NULL"), "others still wait")
+		require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id IN (?, ?)", "op-0", "op-2"),
+			"members not re-admitted have no row")
+		require.Equal(t, 3, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id IS NULL"),
+			"the re-admitted member and the two that kept waiting")
 		history, err := s.BatchMembers(ctx, c.BatchID)
 		require.NoError(t, err)
 		require.Equal(t, c.Members, history, "history is append-only")
 
 		// A released request can be admitted again; it queues behind the
-		// ones that kept waiting, under a new row id.
+		// ones that kept waiting and the one the settlement re-admitted,
+		// each under a new row id.
 		admitted, err := s.BatchAdmit(ctx, "op-0", 1)
 		require.NoError(t, err)
 		require.True(t, admitted)
 		backdateWaiting(t, s, 1)
 		next := mustClaim(t, s, 1, 10)
-		require.Equal(t, []string{"op-3", "op-4", "op-0"}, memberOpIDs(next.Members))
-		require.NotEqual(t, c.Members[0].ID, next.Members[2].ID)
-		require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM merge_batch_history WHERE operation_id = ?", "op-0"),
-			"in two batches, one of them failed")
+		require.Equal(t, []string{"op-3", "op-4", "op-1", "op-0"}, memberOpIDs(next.Members))
+		require.NotEqual(t, c.Members[1].ID, next.Members[2].ID)
+		require.NotEqual(t, c.Members[0].ID, next.Members[3].ID)
+		for _, op := range []string{"op-0", "op-1"} {
+			require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM merge_batch_history WHERE operation_id = ?", op),
+				"%s: in two batches, one of them failed", op)
+		}
 	})
 }
 
@@ -68,32 +87,46 @@ func TestBatchSettleBlockedBatch(t *testing.T) {
 			_, err := s.BatchBlock(ctx, store.BatchBlockParams{ID: id, Version: 1, Code: "MERGE_CONFLICT"})
 			require.NoError(t, err)
 		}
-		_, err := s.BatchSettleFailed(ctx, store.BatchSettleParams{ID: a.BatchID, From: domain.BatchRunning, Version: 2})
+		failA := store.BatchApplyParams{BatchID: a.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: 2}
+		_, err := s.BatchApply(ctx, failA)
 		require.ErrorIs(t, err, domain.ErrPreempted, "it is BLOCKED now")
 
-		failed, err := s.BatchSettleFailed(ctx, store.BatchSettleParams{ID: a.BatchID, From: domain.BatchBlocked, Version: 2, FailureCode: "OPERATOR_CLOSED"})
+		failA.From, failA.FailureCode = domain.BatchBlocked, "OPERATOR_CLOSED"
+		released, err := s.BatchApply(ctx, failA)
 		require.NoError(t, err)
-		require.Equal(t, int64(3), failed.Version)
+		require.Equal(t, a.Members, released)
+		require.Equal(t, int64(3), mustBatch(t, s, a.BatchID).Version)
 		require.Equal(t, "OPERATOR_CLOSED", mustBatch(t, s, a.BatchID).FailureCode)
 
-		ok, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: b.BatchID, From: domain.BatchBlocked, Version: 2})
+		released, err = s.BatchApply(ctx, store.BatchApplyParams{BatchID: b.BatchID, SettleTo: domain.BatchSucceeded, From: domain.BatchBlocked, Version: 2})
 		require.NoError(t, err)
+		require.Empty(t, released, "a success releases nothing")
 		require.Equal(t, domain.BatchSucceeded, mustBatch(t, s, b.BatchID).Status)
+		require.Equal(t, int64(3), mustBatch(t, s, b.BatchID).Version)
 		require.Equal(t, "MERGE_CONFLICT", mustBatch(t, s, b.BatchID).FailureCode, "why it was blocked stays on record")
-		require.Equal(t, b.Members, ok.Members)
+		require.Equal(t, 1, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", b.BatchID))
 		require.Equal(t, 0, activeBatches(t, s, 1)+activeBatches(t, s, 2))
 	})
 }
 
-func TestBatchSettleSucceededKeepsMembersClaimed(t *testing.T) {
+// TestBatchSucceededSettlementKeepsMembersClaimed: "merged wins" — a SUCCEEDED
+// settlement frees the slot and keeps the members' rows claimed, so the
+// merged requests cannot be admitted again under the same operationId.
+func TestBatchSucceededSettlementKeepsMembersClaimed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
 		admitWaiting(t, s, 1, "op", 2)
 		c := mustClaim(t, s, 1, 10)
-		st, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+		released, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchSucceeded, From: domain.BatchRunning, Version: 1})
 		require.NoError(t, err)
-		require.Equal(t, store.BatchSettlement{BatchID: c.BatchID, Status: domain.BatchSucceeded, Version: 2, Members: c.Members}, st)
+		require.Empty(t, released)
+		b := mustBatch(t, s, c.BatchID)
+		require.Equal(t, domain.BatchSucceeded, b.Status)
+		require.Equal(t, int64(2), b.Version)
+		history, err := s.BatchMembers(ctx, c.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, c.Members, history)
 		require.Equal(t, 2, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch_request WHERE batch_id = ?", c.BatchID))
 		admitted, err := s.BatchAdmit(ctx, "op-0", 1)
 		require.NoError(t, err)
@@ -105,26 +138,35 @@ func TestBatchSettleSucceededKeepsMembersClaimed(t *testing.T) {
 func TestBatchSecondSettlementRollsBackBeforeDoingAnything(t *testing.T) {
 	t.Parallel()
 	// Seed §3.3: the guarded batch write comes first, so the losing path of
-	// two racing settlements fails there and changes nothing.
+	// two racing settlements fails there and changes nothing — not even
+	// the re-admissions it carries.
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx, db := t.Context(), s.DB()
+		waiting := func(op string) int {
+			return count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND batch_id IS NULL", op)
+		}
 
 		t.Run("sequential: a stale settlement after re-admission", func(t *testing.T) {
 			admitWaiting(t, s, 1, "seq", 2)
 			c := mustClaim(t, s, 1, 10)
-			stale := store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1}
-			_, err := s.BatchSettleFailed(ctx, stale)
+			fail := store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: 1,
+				Readmit: []string{"seq-0"}, ProjectID: 1} // the workflow re-admits a member
+			_, err := s.BatchApply(ctx, fail)
 			require.NoError(t, err)
-			admitted, err := s.BatchAdmit(ctx, "seq-0", 1) // the workflow re-admits a member
-			require.NoError(t, err)
-			require.True(t, admitted)
+			require.Equal(t, 1, waiting("seq-0"))
 
-			_, err = s.BatchSettleFailed(ctx, stale)
+			stale := fail
+			stale.Readmit = []string{"seq-1"}
+			_, err = s.BatchApply(ctx, stale)
 			require.ErrorIs(t, err, domain.ErrPreempted)
-			_, err = s.BatchSettleSucceeded(ctx, stale)
+			stale.SettleTo, stale.Readmit = domain.BatchSucceeded, nil
+			_, err = s.BatchApply(ctx, stale)
 			require.ErrorIs(t, err, domain.ErrPreempted)
 			require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", "seq-0"),
 				"the re-admitted request was not released again")
+			require.Equal(t, 1, waiting("seq-0"))
+			require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", "seq-1"),
+				"the losing settlement re-admitted nothing")
 			b := mustBatch(t, s, c.BatchID)
 			require.Equal(t, domain.BatchFailed, b.Status)
 			require.Equal(t, int64(2), b.Version)
@@ -138,20 +180,21 @@ func TestBatchSecondSettlementRollsBackBeforeDoingAnything(t *testing.T) {
 			release := sync.OnceFunc(func() { close(rel) })
 			t.Cleanup(release)
 			first := make(chan error, 1)
-			p := store.SettleBeforeCommit(store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1, FailureCode: "TIMEOUT"},
+			p := store.ApplyBeforeCommit(store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: 1,
+				FailureCode: "TIMEOUT", Readmit: []string{"con-0"}, ProjectID: 2},
 				func(context.Context, *sql.Tx) error {
 					close(read)
 					<-rel
 					return nil
 				})
 			go func() {
-				_, err := s.BatchSettleFailed(context.WithoutCancel(ctx), p)
+				_, err := s.BatchApply(context.WithoutCancel(ctx), p)
 				first <- err
 			}()
 			<-read
 			second := make(chan error, 1)
 			go func() {
-				_, err := s.BatchSettleSucceeded(ctx, store.BatchSettleParams{ID: c.BatchID, From: domain.BatchRunning, Version: 1})
+				_, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: c.BatchID, SettleTo: domain.BatchSucceeded, From: domain.BatchRunning, Version: 1})
 				second <- err
 			}()
 			if s.Dialect().IsMySQL() {
@@ -165,6 +208,8 @@ func TestBatchSecondSettlementRollsBackBeforeDoingAnything(t *testing.T) {
 			b := mustBatch(t, s, c.BatchID)
 			require.Equal(t, domain.BatchFailed, b.Status, "the first path's outcome stands")
 			require.Equal(t, int64(2), b.Version, "exactly one write")
+			require.Equal(t, 1, waiting("con-0"), "the first path's re-admission stands")
+			require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ?", "con-1"))
 		})
 	})
 }
@@ -174,7 +219,9 @@ func TestBatchSettlementDoesNotBlockAdmissions(t *testing.T) {
 	// Settling deletes members by primary key. A range delete over the
 	// waiting index would lock the gap after the batch's entries — the
 	// place where the next project's first admission goes when that
-	// project has claimed rows but nothing waiting.
+	// project has claimed rows but nothing waiting. The settlement held
+	// open here is the product's whole transaction: the guarded write, the
+	// release and a re-admission.
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		onlyMySQL(t, s, "SQLite serializes all writers")
 		ctx, db := t.Context(), s.DB()
@@ -188,14 +235,15 @@ func TestBatchSettlementDoesNotBlockAdmissions(t *testing.T) {
 		release := sync.OnceFunc(func() { close(rel) })
 		t.Cleanup(release)
 		done := make(chan error, 1)
-		p := store.SettleBeforeCommit(store.BatchSettleParams{ID: c1.BatchID, From: domain.BatchRunning, Version: 1},
+		p := store.ApplyBeforeCommit(store.BatchApplyParams{BatchID: c1.BatchID, SettleTo: domain.BatchFailed, From: domain.BatchRunning, Version: 1,
+			Readmit: []string{"p1-1"}, ProjectID: 1},
 			func(context.Context, *sql.Tx) error {
 				close(held)
 				<-rel
 				return nil
 			})
 		go func() {
-			_, err := s.BatchSettleFailed(context.WithoutCancel(ctx), p)
+			_, err := s.BatchApply(context.WithoutCancel(ctx), p)
 			done <- err
 		}()
 		<-held

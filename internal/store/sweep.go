@@ -88,7 +88,7 @@ type StrandedMember struct {
 // lease, and the binding it owns is still on the batch path (MR_CREATING,
 // MR_CREATED or MERGING). Every settlement of the workflow moves the
 // members in the same transaction as the batch's FAILED write, so such
-// members come only from a settlement split in two (BatchSettleFailed
+// members come only from a settlement split in two (a FAILED write
 // followed by a separate members' move, as the sweep did before) that died
 // in between, or from a manual edit. A culprit keeps a
 // parked action and a merged member a MERGED binding, so neither is
