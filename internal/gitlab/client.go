@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 
+	"github.com/hashicorp/go-retryablehttp"
 	gl "gitlab.com/gitlab-org/api/client-go"
 	"golang.org/x/time/rate"
 )
@@ -33,6 +35,11 @@ type Client struct {
 	http      *http.Client
 	logger    *slog.Logger
 	guard     guard
+
+	// pipelinesPerPage and maxPipelinePages override ListMRPipelines'
+	// paging (tests set them small to cross pages and reach the bound);
+	// 0 means the constants.
+	pipelinesPerPage, maxPipelinePages int
 
 	mu      sync.Mutex
 	clients map[clientKey]*gl.Client
@@ -317,21 +324,86 @@ func (c *Client) Rebase(ctx context.Context, project string, iid int64) error {
 	})
 }
 
-// ListMRPipelines implements GitLab.
+// Pagination of ListMRPipelines. GitLab pages the MR pipelines endpoint
+// by offset (X-Page, X-Next-Page and a Link header; 20 a page unless
+// per_page says otherwise, at most 100). The adapter asks for the largest
+// page, so an ordinary MR is one round trip, and follows the next page
+// with the client library's WithNext, which takes the Link header's next
+// URL when there is one (keyset style) and X-Next-Page otherwise.
+//
+// maxPipelinePages bounds the walk: 20 pages of 100 is 2000 pipelines,
+// far more than any MR of this service runs (one per push of its
+// branch), while a runaway MR or a server that keeps answering a next
+// page cannot hold a caller for more than 20 call deadlines. The list is
+// newest first, so what a bounded walk leaves out is the oldest
+// pipelines; the truncation is logged, not an error, because the head
+// pipelines a caller looks for are on the first page.
+const (
+	pipelinesPerPage = 100
+	maxPipelinePages = 20
+)
+
+// ListMRPipelines implements GitLab: every page, newest first, up to
+// maxPipelinePages pages. Each page is one call with its own deadline
+// through the breaker; a failed page fails the whole list (a partial list
+// would look complete).
 func (c *Client) ListMRPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error) {
+	perPage := c.pipelinesPerPage
+	if perPage <= 0 {
+		perPage = pipelinesPerPage
+	}
+	maxPages := c.maxPipelinePages
+	if maxPages <= 0 {
+		maxPages = maxPipelinePages
+	}
 	var out []Pipeline
-	err := c.call(ctx, "ListMRPipelines", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
-		ps, resp, err := cl.MergeRequests.ListMergeRequestPipelines(project, iid, gl.WithContext(ctx))
-		for _, p := range ps {
-			pl := Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
-			if p.CreatedAt != nil {
-				pl.CreatedAt = *p.CreatedAt
+	var next gl.RequestOptionFunc // nil on the first page
+	for page := 1; ; page++ {
+		var resp *gl.Response
+		err := c.call(ctx, "ListMRPipelines", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+			opts := []gl.RequestOptionFunc{gl.WithContext(ctx), withPerPage(perPage)}
+			if next != nil {
+				opts = append(opts, next)
 			}
-			out = append(out, pl)
+			ps, r, err := cl.MergeRequests.ListMergeRequestPipelines(project, iid, opts...)
+			for _, p := range ps {
+				pl := Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+				if p.CreatedAt != nil {
+					pl.CreatedAt = *p.CreatedAt
+				}
+				out = append(out, pl)
+			}
+			resp = r
+			return r, err
+		})
+		if err != nil {
+			return nil, err
 		}
-		return resp, err
-	})
-	return out, err
+		if resp == nil {
+			return out, nil
+		}
+		n, more := gl.WithNext(resp)
+		if !more {
+			return out, nil
+		}
+		if page >= maxPages {
+			c.logger.Warn("gitlab: MR pipeline list truncated", "project", project, "iid", iid,
+				"pages", page, "pipelines", len(out))
+			return out, nil
+		}
+		next = n
+	}
+}
+
+// withPerPage sets per_page on a list request whose method takes no list
+// options (ListMergeRequestPipelines takes only request options).
+func withPerPage(n int) gl.RequestOptionFunc {
+	return func(req *retryablehttp.Request) error {
+		q := req.URL.Query()
+		q.Set("per_page", strconv.Itoa(n))
+		req.URL.RawQuery = q.Encode()
+		return nil
+	}
 }
 
 // GetApprovals implements GitLab.

@@ -83,7 +83,8 @@ type GitLab interface {
 	// CloseMR closes an MR and returns what GitLab answered (which may be
 	// "merged" when a merge won the race: read State).
 	CloseMR(ctx context.Context, project string, iid int64) (MR, error)
-	// ListMRPipelines lists the MR's pipelines, newest first (first page).
+	// ListMRPipelines lists the MR's pipelines, newest first, following
+	// GitLab's pagination (bounded: see maxPipelinePages).
 	ListMRPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error)
 	// GetApprovals reads the MR's approvals as bot.
 	GetApprovals(ctx context.Context, bot Bot, project string, iid int64) (Approvals, error)
