@@ -93,15 +93,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// instance (R-WF-9), the callback sink that applies approval and deploy
 	// callbacks, and the success metric counted once per flip (I9).
 	appr := approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(cfg.Current()) }})
-	wfc := cfg.Current().Workflow()
-	engine, err := workflow.New(workflow.Options{
-		Store: st, Owner: cfg.Current().Instance().ID,
-		Workers: wfc.Workers, QueueSize: wfc.QueueSize, Lease: wfc.LeaseDuration,
-		LeaseSource: func() time.Duration { return cfg.Current().Workflow().LeaseDuration },
-		Logger:      logger,
-	})
+	engine, err := newEngine(cfg, st, logger)
 	if err != nil {
-		return fmt.Errorf("workflow engine: %w", err)
+		return err
 	}
 	wdeps := workflow.Deps{
 		Store: st, GitLab: gl, Approval: appr, Config: cfg.Current, Logger: logger,
@@ -228,6 +222,34 @@ func (e *environment) close() {
 			e.logger.Warn("close configuration", "err", err)
 		}
 	}
+}
+
+// newEngine builds the workflow engine from workflow.*: the pool's size is
+// fixed at start (workflow.workers, workflow.queueSize are restart-only);
+// the lease and the idle poll interval are read from the current snapshot
+// at every claim and before every idle wait, so a reload applies them
+// without a restart. A changed workflow.pollInterval also wakes the
+// engine, so a wait started under a long old interval does not delay the
+// new one.
+func newEngine(cfg *config.Manager, st *store.Store, logger *slog.Logger) (*workflow.Engine, error) {
+	wfc := cfg.Current().Workflow()
+	engine, err := workflow.New(workflow.Options{
+		Store: st, Owner: cfg.Current().Instance().ID,
+		Workers: wfc.Workers, QueueSize: wfc.QueueSize, Lease: wfc.LeaseDuration,
+		LeaseSource:        func() time.Duration { return cfg.Current().Workflow().LeaseDuration },
+		PollInterval:       wfc.PollInterval,
+		PollIntervalSource: func() time.Duration { return cfg.Current().Workflow().PollInterval },
+		Logger:             logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workflow engine: %w", err)
+	}
+	cfg.Subscribe(func(old, cur *config.Snapshot) {
+		if old.Workflow().PollInterval != cur.Workflow().PollInterval {
+			engine.Wake()
+		}
+	})
+	return engine, nil
 }
 
 // setUp loads configuration (preparing the local profile when asked),

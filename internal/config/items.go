@@ -19,7 +19,8 @@ const (
 //
 // Minimums: SPEC §5 says counts and durations are "clamped to ≥ 0". Where 0
 // would panic (a ticker), spin, or silently disable a safety mechanism, the
-// lower bound is higher and documented in the row (1ms for intervals, 1s for
+// lower bound is higher and documented in the row (1ms for intervals, 10ms
+// for workflow.pollInterval whose every tick is a database query, 1s for
 // leases, 1m for idempotency records).
 func itemTable(instanceID string) []item {
 	restart, hot := true, false
@@ -106,6 +107,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyWorkflowQueueSize, 100, 1, 100000, restart, "a full queue persists the rejection (R-LRO-1); at least 1 slot"),
 		durItem(KeyWorkflowLeaseDuration, 30*sec, 1*sec, sec, hot, "a tiny lease lets another instance take over work still running"),
 		intItem(KeyWorkflowMaxRegenerations, 3, 0, 20, hot, "how often one single-request MR is regenerated on the target after a failed rebase; 0 = never (every conflict goes to a person); the cap stops a target that keeps moving from looping"),
+		durItem(KeyWorkflowPollInterval, 1*sec, 10*ms, ms, hot, "how long an idle instance waits before it looks for due work again (the latency between polling steps); every look is a claim query, so below 10ms it would spin against the database"),
 
 		// Reconciliation (R-WF-11).
 		durItem(KeyReconcileInterval, 1*minute, 1*ms, sec, hot, "0 would spin"),

@@ -54,6 +54,7 @@ const (
 	KeyWorkflowQueueSize        = "workflow.queueSize"
 	KeyWorkflowLeaseDuration    = "workflow.leaseDuration"
 	KeyWorkflowMaxRegenerations = "workflow.maxRegenerations"
+	KeyWorkflowPollInterval     = "workflow.pollInterval"
 
 	KeyReconcileInterval = "reconcile.interval"
 	KeyReconcileMinAge   = "reconcile.minAge"

@@ -65,6 +65,9 @@ type Workflow struct {
 	// MaxRegenerations bounds how often a single-request MR whose rebase
 	// conflicted is regenerated on the target's head (0 = never).
 	MaxRegenerations int
+	// PollInterval is how long an idle engine waits before it looks for
+	// due work again; the engine re-reads it before every wait.
+	PollInterval time.Duration
 }
 
 // Workflow returns workflow.*.
@@ -75,6 +78,7 @@ func (s *Snapshot) Workflow() Workflow {
 		QueueSize:        s.num(KeyWorkflowQueueSize),
 		LeaseDuration:    s.dur(KeyWorkflowLeaseDuration),
 		MaxRegenerations: s.num(KeyWorkflowMaxRegenerations),
+		PollInterval:     s.dur(KeyWorkflowPollInterval),
 	}
 }
 

@@ -42,9 +42,15 @@ type Options struct {
 	// be written under the lease; steps must finish within that (long
 	// waits are WaitUntil, not a long Run).
 	Lease time.Duration
-	// PollInterval is how often the poller looks for due work when idle;
-	// default one second. Wake polls at once.
+	// PollInterval is how often the poller looks for due work when idle
+	// (workflow.pollInterval); default one second. Wake polls at once.
 	PollInterval time.Duration
+	// PollIntervalSource, when set, is read before every idle wait instead
+	// of PollInterval, so a config reload applies from the next wait; a
+	// non-positive answer falls back to PollInterval. A wait already
+	// running keeps its old length unless Wake ends it (serve wakes the
+	// engine when the setting changes).
+	PollIntervalSource func() time.Duration
 	// LeaseSource, when set, is read at every claim instead of Lease
 	// (workflow.leaseDuration applies at once on a config reload).
 	LeaseSource func() time.Duration
@@ -217,7 +223,7 @@ func (e *Engine) poll(ctx context.Context) {
 		if err != nil && e.runCtx.Err() == nil {
 			e.log.Warn("workflow: claim due work", "err", err)
 		}
-		next := e.o.PollInterval
+		next := e.pollInterval()
 		if n > 0 {
 			next = 0 // there may be more
 		}
@@ -264,6 +270,20 @@ func (e *Engine) Submit(ctx context.Context, operationID string) (ok bool, err e
 	}
 	return true, nil
 }
+
+// pollInterval is the idle wait before the next look for due work.
+func (e *Engine) pollInterval() time.Duration {
+	if e.o.PollIntervalSource != nil {
+		if d := e.o.PollIntervalSource(); d > 0 {
+			return d
+		}
+	}
+	return e.o.PollInterval
+}
+
+// PollInterval is the idle wait the poller would use now (for tests and
+// diagnostics: it shows which setting reached the engine).
+func (e *Engine) PollInterval() time.Duration { return e.pollInterval() }
 
 // lease is the lease for the next claim.
 func (e *Engine) lease() time.Duration {
