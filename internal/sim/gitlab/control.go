@@ -29,6 +29,8 @@ func (s *Server) controlRoutes() http.Handler {
 	mux.HandleFunc("PUT /_control/projects/{id}/check_items", s.ctlSetCheckItems)
 	mux.HandleFunc("GET /_control/webhooks", s.ctlListWebhooks)
 	mux.HandleFunc("POST /_control/webhooks/redeliver", s.ctlRedeliver)
+	mux.HandleFunc("GET /_control/requests", s.ctlListRequests)
+	mux.HandleFunc("DELETE /_control/requests", s.ctlClearRequests)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown control endpoint")
 	})

@@ -3,7 +3,6 @@ package gitlab
 import (
 	"context"
 	"net/http"
-	"strings"
 )
 
 // apiRoutes lists every REST v4 endpoint the simulator serves.
@@ -55,12 +54,7 @@ type userKey struct{}
 // Bearer); an unknown or missing token is GitLab's 401.
 func (s *Server) withAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := r.Header.Get("PRIVATE-TOKEN")
-		if tok == "" {
-			if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				tok = strings.TrimSpace(a)
-			}
-		}
+		tok := requestToken(r)
 		u, ok := s.world().byToken[tok]
 		if tok == "" || !ok {
 			writeError(w, http.StatusUnauthorized, "401 Unauthorized")

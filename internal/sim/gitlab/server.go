@@ -67,6 +67,9 @@ type Options struct {
 	// branch (default: they are reset, as with GitLab's "remove all
 	// approvals when commits are added"). A rebase never resets them.
 	KeepApprovalsOnPush bool
+	// RequestLogSize is how many API requests GET /_control/requests keeps
+	// (default 1000); older ones are overwritten.
+	RequestLogSize int
 }
 
 // settings is the mutable subset of Options the control API changes.
@@ -128,6 +131,7 @@ type Server struct {
 	sched  *scheduler
 	hooks  *queue // webhook deliveries, in order
 	merges *queue // OnMerge notifications, in merge order
+	reqLog *requestLog
 
 	mu        sync.Mutex // guards everything below
 	set       settings
@@ -162,6 +166,7 @@ func New(opts Options) (*Server, error) {
 		dataDir: opts.DataDir,
 		set:     settingsFrom(opts),
 		sched:   newScheduler(),
+		reqLog:  newRequestLog(opts.RequestLogSize),
 	}
 	if s.dataDir == "" {
 		dir, err := os.MkdirTemp("", "gitlab-sim-")
@@ -179,7 +184,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("gitlab sim: seed: %w", err)
 	}
 	s.w = w
-	s.api = s.withFaults(s.withAuth(s.apiRoutes()))
+	s.api = s.withRequestLog(s.withFaults(s.withAuth(s.apiRoutes())))
 	s.control = s.controlRoutes()
 	return s, nil
 }
@@ -245,6 +250,7 @@ func (s *Server) reset(ctx context.Context) error {
 	s.faults, s.force, s.closeRace, s.mergeFail, s.events = nil, nil, 0, nil, nil
 	s.set = settingsFrom(s.opts)
 	s.mu.Unlock()
+	s.reqLog.clear()
 	for _, p := range old.projects {
 		p.mu.Lock()
 		p.dead = true
