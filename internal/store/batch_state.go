@@ -11,54 +11,39 @@ import (
 	"changeflow/internal/domain"
 )
 
-// BatchTakeSlotParams names the project whose active slot to take.
-type BatchTakeSlotParams struct {
-	ProjectID int64
+// batchSlot is the answer of batchTakeSlot: the new RUNNING batch, or
+// occupied when the project already has an active batch.
+type batchSlot struct {
+	batchID  int64
+	occupied bool
 }
 
-// BatchSlot is the answer of BatchTakeSlot: the new RUNNING batch, or
-// Occupied when the project already has an active batch.
-type BatchSlot struct {
-	BatchID  int64
-	Occupied bool
-}
-
-// BatchTakeSlot takes a project's single active slot (I1) by inserting a
-// RUNNING batch. The generated active_slot column plus its unique index let
-// the insert succeed for one active batch per project only; a duplicate key
-// is the answer "slot occupied" (Occupied, nil error), not a failure.
-//
-// A batch taken this way has no members; rounds use BatchClaim, which takes
-// the slot and fills it in one transaction so that no member-less batch is
-// ever committed. This standalone form exists for operators and tests.
-// On MariaDB the insert waits while another transaction holds an
-// uncommitted insert of the same slot: domain.ErrBusy after the lock wait.
-func (s *Store) BatchTakeSlot(ctx context.Context, p BatchTakeSlotParams) (BatchSlot, error) {
-	slot, err := batchTakeSlot(ctx, s.db, p.ProjectID)
-	if err != nil {
-		return BatchSlot{}, fmt.Errorf("take slot of project %d: %w", p.ProjectID, err)
-	}
-	return slot, nil
-}
-
-// batchTakeSlot is the slot INSERT, standalone or as the first write of the
-// claim transaction. A duplicate fails only this statement on both drivers,
-// so the caller's transaction stays usable (TestDuplicateInsideTransactionLeavesItUsable).
-func batchTakeSlot(ctx context.Context, q batchDB, projectID int64) (BatchSlot, error) {
+// batchTakeSlot takes a project's single active slot (I1) by inserting a
+// RUNNING batch, as the first write of the claim transaction (BatchClaim
+// takes the slot and fills it in one transaction, so no member-less batch
+// is ever committed; there is deliberately no standalone form). The
+// generated active_slot column plus its unique index let the insert
+// succeed for one active batch per project only; a duplicate key is the
+// answer "slot occupied" (occupied, nil error), not a failure. A duplicate
+// fails only this statement on both drivers, so the caller's transaction
+// stays usable (TestDuplicateInsideTransactionLeavesItUsable). On MariaDB
+// the insert waits while another transaction holds an uncommitted insert
+// of the same slot: domain.ErrBusy after the lock wait.
+func batchTakeSlot(ctx context.Context, q batchDB, projectID int64) (batchSlot, error) {
 	res, err := q.ExecContext(ctx, "INSERT INTO merge_batch (project_id, status) VALUES (?, ?)",
 		projectID, domain.BatchRunning)
 	if err != nil {
 		err = translate(err)
 		if errors.Is(err, domain.ErrDuplicate) {
-			return BatchSlot{Occupied: true}, nil
+			return batchSlot{occupied: true}, nil
 		}
-		return BatchSlot{}, err
+		return batchSlot{}, err
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return BatchSlot{}, fmt.Errorf("new batch id: %w", err)
+		return batchSlot{}, fmt.Errorf("new batch id: %w", err)
 	}
-	return BatchSlot{BatchID: id}, nil
+	return batchSlot{batchID: id}, nil
 }
 
 // BatchTransitionLegal reports whether a batch may move from one status to

@@ -12,28 +12,37 @@ import (
 	"changeflow/internal/store/storetest"
 )
 
-func TestBatchTakeSlot(t *testing.T) {
+// TestBatchClaimOccupiedSlotLeavesNothing is the slot's answer (I1) on the
+// product path, BatchClaim: the batch that takes it is RUNNING at version 1
+// on its project; a second claim of the project answers ClaimSlotOccupied
+// with no error and leaves no row behind — no second batch, its waiting
+// request still waiting, no membership history — while another project's
+// slot stays free.
+func TestBatchClaimOccupiedSlotLeavesNothing(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := t.Context()
-		first, err := s.BatchTakeSlot(ctx, store.BatchTakeSlotParams{ProjectID: 1})
-		require.NoError(t, err)
-		require.False(t, first.Occupied)
-		require.NotZero(t, first.BatchID)
-
-		again, err := s.BatchTakeSlot(ctx, store.BatchTakeSlotParams{ProjectID: 1})
-		require.NoError(t, err, "a duplicate key is an answer, not an error")
-		require.Equal(t, store.BatchSlot{Occupied: true}, again)
-
-		other, err := s.BatchTakeSlot(ctx, store.BatchTakeSlotParams{ProjectID: 2})
-		require.NoError(t, err)
-		require.False(t, other.Occupied, "each project has its own slot")
-
+		ctx, db := t.Context(), s.DB()
+		admitWaiting(t, s, 1, "first", 2)
+		first := mustClaim(t, s, 1, 10)
 		b := mustBatch(t, s, first.BatchID)
 		require.Equal(t, domain.BatchRunning, b.Status)
 		require.Equal(t, int64(1), b.Version)
 		require.Equal(t, int64(1), b.ProjectID)
-		require.Equal(t, 2, count(t, s.DB(), "SELECT COUNT(*) FROM merge_batch"), "the occupied attempt left nothing")
+
+		later := admitWaiting(t, s, 1, "later", 1)
+		again, err := s.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		require.NoError(t, err, "an occupied slot is an answer, not an error")
+		require.Equal(t, store.Claim{Outcome: store.ClaimSlotOccupied}, again)
+		require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM merge_batch"), "the occupied attempt left no batch")
+		require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM merge_batch_request WHERE operation_id = ? AND batch_id IS NULL", later[0]),
+			"the occupied attempt claimed nothing")
+		require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM merge_batch_history WHERE operation_id = ?", later[0]))
+
+		admitWaiting(t, s, 2, "other", 1)
+		other := mustClaim(t, s, 2, 10)
+		require.NotEqual(t, first.BatchID, other.BatchID, "each project has its own slot")
+		require.Equal(t, 1, activeBatches(t, s, 1))
+		require.Equal(t, 1, activeBatches(t, s, 2))
 	})
 }
 

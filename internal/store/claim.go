@@ -230,7 +230,7 @@ func claimTx(ctx context.Context, tx *sql.Tx, d Dialect, p BatchClaimParams) (Cl
 	switch {
 	case err != nil:
 		return Claim{}, fmt.Errorf("take slot: %w", err)
-	case slot.Occupied:
+	case slot.occupied:
 		return Claim{Outcome: ClaimSlotOccupied}, nil
 	}
 
@@ -243,12 +243,12 @@ func claimTx(ctx context.Context, tx *sql.Tx, d Dialect, p BatchClaimParams) (Cl
 	}
 
 	if p.afterRead != nil {
-		if err := p.afterRead(ctx, tx, slot.BatchID, read); err != nil {
+		if err := p.afterRead(ctx, tx, slot.batchID, read); err != nil {
 			return Claim{}, fmt.Errorf("claim hook: %w", err)
 		}
 	}
 
-	claimed, err := claimMark(ctx, tx, d, slot.BatchID, read)
+	claimed, err := claimMark(ctx, tx, d, slot.batchID, read)
 	switch {
 	case errors.Is(err, domain.ErrPreempted):
 		return Claim{Outcome: ClaimPreempted}, nil
@@ -258,10 +258,10 @@ func claimTx(ctx context.Context, tx *sql.Tx, d Dialect, p BatchClaimParams) (Cl
 		return Claim{Outcome: ClaimPreempted}, nil
 	}
 
-	if err := claimRecordHistory(ctx, tx, slot.BatchID, read); err != nil {
+	if err := claimRecordHistory(ctx, tx, slot.batchID, read); err != nil {
 		return Claim{}, fmt.Errorf("membership history: %w", err)
 	}
-	return Claim{Outcome: ClaimClaimed, BatchID: slot.BatchID, Members: read}, nil
+	return Claim{Outcome: ClaimClaimed, BatchID: slot.batchID, Members: read}, nil
 }
 
 // claimReadWaiting is the claim's plain read: the oldest waiting requests
