@@ -23,6 +23,13 @@ type etcdSource struct {
 	timeout time.Duration // per Get
 	rev     atomic.Int64  // header revision of the last successful Get
 	fresh   atomic.Bool   // the last Get succeeded and no watch broke since
+	// stale is signalled (never blocking) when a Get fails, so that the
+	// watch loop, which otherwise only hears about etcd changes, retries
+	// the read instead of serving the cached layer until the next change.
+	stale chan struct{}
+	// failGets, when positive, fails that many Gets before they are sent
+	// (tests: a transient read failure while the watch is healthy).
+	failGets atomic.Int32
 }
 
 // connectEtcd creates the client when config.etcd.endpoints is set by the
@@ -60,7 +67,7 @@ func (m *Manager) connectEtcd(b base) error {
 	if err != nil {
 		return fmt.Errorf("etcd client for %v: %w", endpoints, err)
 	}
-	m.etcd = &etcdSource{cli: cli, prefix: prefix, timeout: timeout}
+	m.etcd = &etcdSource{cli: cli, prefix: prefix, timeout: timeout, stale: make(chan struct{}, 1)}
 	m.log.Info("config: etcd config center", "endpoints", endpoints, "prefix", prefix+"/")
 	return nil
 }
@@ -70,9 +77,22 @@ func (m *Manager) connectEtcd(b base) error {
 func (e *etcdSource) fetch(ctx context.Context, km *keymap) (layer, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	resp, err := e.cli.Get(ctx, e.prefix+"/", clientv3.WithPrefix())
+	var (
+		resp *clientv3.GetResponse
+		err  error
+	)
+	if e.failGets.Add(-1) >= 0 {
+		err = errors.New("injected failure")
+	} else {
+		e.failGets.Store(0)
+		resp, err = e.cli.Get(ctx, e.prefix+"/", clientv3.WithPrefix())
+	}
 	if err != nil {
 		e.fresh.Store(false)
+		select {
+		case e.stale <- struct{}{}:
+		default:
+		}
 		return layer{}, fmt.Errorf("etcd get %s/: %w", e.prefix, err)
 	}
 	flat := make(map[string]any, len(resp.Kvs))
@@ -109,6 +129,10 @@ func (e *etcdSource) close() error {
 // watches the prefix from the next revision and turns every event into a
 // debounced reload. A broken watch (compaction, cluster loss) marks the
 // layer stale so the next round re-reads everything before watching again.
+// So does a failed Get while the watch is healthy — the reload an event
+// kicked timed out, say: the watch has delivered that event and will not
+// again, so waiting on it would serve the cached layer until the next
+// change; the loop leaves the watch and retries the read at once.
 func (m *Manager) etcdLoop(ctx context.Context) {
 	defer m.wg.Done()
 	const first, most = 250 * time.Millisecond, 30 * time.Second
@@ -138,22 +162,45 @@ func (m *Manager) etcdLoop(ctx context.Context) {
 		rev := m.etcd.rev.Load()
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wc := m.etcd.cli.Watch(wctx, m.etcd.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		for resp := range wc {
-			if err := resp.Err(); err != nil {
-				m.log.Warn("config: etcd watch broke; re-reading", "prefix", m.etcd.prefix+"/", "err", err)
-				break
-			}
-			if len(resp.Events) > 0 {
-				m.kick()
-			}
-		}
+		stale := m.watchEtcd(wc)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
+		if stale {
+			// fresh is false: the top of the loop re-reads now, then
+			// watches from that read's revision (nothing is missed).
+			m.log.Warn("config: etcd read failed while watching; re-reading", "prefix", m.etcd.prefix+"/")
+			continue
+		}
 		m.etcd.fresh.Store(false)
 		if !wait() {
 			return
+		}
+	}
+}
+
+// watchEtcd turns the watch's events into kicks until the watch ends or
+// breaks (false) or a Get failed meanwhile and left the layer stale (true).
+// A stale signal from a failure a later Get already repaired is ignored.
+func (m *Manager) watchEtcd(wc clientv3.WatchChan) (stale bool) {
+	for {
+		select {
+		case resp, ok := <-wc:
+			if !ok {
+				return false
+			}
+			if err := resp.Err(); err != nil {
+				m.log.Warn("config: etcd watch broke; re-reading", "prefix", m.etcd.prefix+"/", "err", err)
+				return false
+			}
+			if len(resp.Events) > 0 {
+				m.kick()
+			}
+		case <-m.etcd.stale:
+			if !m.etcd.fresh.Load() {
+				return true
+			}
 		}
 	}
 }

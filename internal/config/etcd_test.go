@@ -135,6 +135,30 @@ func TestEtcdWatchAppliesChanges(t *testing.T) {
 	require.Equal(t, SourceFile, r.Source)
 }
 
+// TestEtcdReadFailingWhileWatchingIsRetried: the reload an etcd event
+// kicks fails to read etcd (a Get timing out on a loaded host, injected
+// here) while the watch itself stays healthy. The watch has delivered that
+// event and will not again, so the loop must retry the read on its own:
+// the new value applies without a further change. (Seen as a flake of
+// TestEtcdThatComesUpLaterIsPickedUp under load, where the Get's 300 ms
+// dial timeout expired.)
+func TestEtcdReadFailingWhileWatchingIsRetried(t *testing.T) {
+	t.Parallel()
+	ep, prefix, cli := testEtcd(t)
+	m := mustLoad(t, etcdOptions(t, ep, prefix, ""))
+	ch := swaps(m)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, m.Watch(ctx))
+	put(t, cli, prefix+"/batch/maxRequests", "21")
+	waitFor(t, ch, "the watch is live: 21 applies", func(s *Snapshot) bool { return s.Batch().MaxRequests == 21 })
+
+	m.etcd.failGets.Store(1)
+	put(t, cli, prefix+"/batch/maxRequests", "22")
+	waitFor(t, ch, "22 applies after the failed read, with no further change", func(s *Snapshot) bool { return s.Batch().MaxRequests == 22 })
+	require.LessOrEqual(t, m.etcd.failGets.Load(), int32(0), "the injected failure was met")
+}
+
 func TestEtcdOutageKeepsItsLastValues(t *testing.T) {
 	t.Parallel()
 	ep, prefix, cli := testEtcd(t)
