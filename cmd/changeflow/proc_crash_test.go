@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -16,12 +17,18 @@ import (
 	"changeflow/internal/workflow"
 )
 
-// crashLease is workflow.leaseDuration in the crash tests: a killed
-// instance's step resumes elsewhere this long after its claim. A step's
-// context ends at 90% of it, so the process stays stuck inside the step,
-// in the held call, until 2.7 s after the claim — far longer than the
-// test needs to see the remote write and kill, even on a loaded machine.
-const crashLease = "3s"
+// crashLease is workflow.leaseDuration in the crash tests. A step's
+// context ends at 90% of the lease after its claim, so the killed process
+// must still be inside the step — in the held call — when the test has
+// seen the remote write and kills it. With a 3 s lease that was not true
+// on a loaded machine: a step whose calls before the held write took most
+// of the 2.7 s (regenerate makes several) reached its deadline first, and
+// the test found nothing in flight. So the lease is long enough that no
+// load reaches the deadline, and the tests do not wait for it: kill
+// (crashWorld.kill9) expires the dead instance's leases in the database
+// right after the SIGKILL — the state the wait would reach — and the next
+// instance resumes the step exactly as after a real expiry.
+const crashLease = "60s"
 
 // crashWorld is one crash test's world: a simulator process, a MariaDB
 // database, and a serve configuration file; serve instances are started
@@ -135,6 +142,27 @@ func (w *crashWorld) inFlight(s *serveProc, action string) {
 	}
 }
 
+// kill9 SIGKILLs instance s, then expires every lease it held — the
+// expiry and the due time, which a claim sets to the expiry — what waiting
+// out crashLease would do, without the wait (see crashLease).
+func (w *crashWorld) kill9(s *serveProc) {
+	w.t.Helper()
+	s.kill9(w.t)
+	w.expireLeases(s)
+}
+
+// expireLeases ends every lease instance s (dead) held, as of the
+// database clock.
+func (w *crashWorld) expireLeases(s *serveProc) {
+	w.t.Helper()
+	past, arg := w.st.Dialect().NowMinus(time.Second)
+	if _, err := w.st.DB().ExecContext(context.WithoutCancel(w.t.Context()),
+		"UPDATE operation SET lease_expires_at = "+past+", due_at = "+past+" WHERE lease_owner = ? OR lease_owner LIKE ?",
+		arg, arg, s.id, s.id+"#%"); err != nil {
+		w.t.Fatalf("expire the leases of %s: %v", s.id, err)
+	}
+}
+
 // rowLock is a test transaction holding an operation's row lock: every
 // workflow write to the request (a callback's application, a flip) waits
 // for it.
@@ -218,7 +246,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	a.submit(t, user, op, "solo")
 	waitFor(t, 20*time.Second, "the approval form", func() bool { return len(sim.approvals(t, op)) == 1 })
 	w.inFlight(a, workflow.ActionSubmitApproval)
-	a.kill9(t)
+	w.kill9(a)
 	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
 
 	// 2. The approval callback: recorded (the inbox), then its application
@@ -236,6 +264,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	}
 	b.kill9(t)
 	lock.release()
+	w.expireLeases(b) // after the release: the row lock held the update
 
 	// 3. create_mr: the next instance applies the recorded decision from
 	// the inbox; the MR is opened, its answer held.
@@ -243,7 +272,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	c := w.next()
 	waitFor(t, 30*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
 	w.inFlight(c, workflow.ActionCreateMR)
-	c.kill9(t)
+	w.kill9(c)
 	sim.clearGitLabFaults(t)
 	iid := sim.mrs(t)[0].IID
 
@@ -252,7 +281,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	d := w.next()
 	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
 	w.inFlight(d, workflow.ActionApprove)
-	d.kill9(t)
+	w.kill9(d)
 	sim.clearGitLabFaults(t)
 
 	// 5. merge: merged, the answer held. Deployments queue meanwhile so
@@ -262,7 +291,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	e := w.next()
 	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
 	w.inFlight(e, workflow.ActionMerge)
-	e.kill9(t)
+	w.kill9(e)
 	sim.clearGitLabFaults(t)
 
 	// 6. The deploy callback: recorded (the inbox), then the flip waits for
@@ -279,6 +308,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	}
 	f.kill9(t)
 	lock.release()
+	w.expireLeases(f) // after the release: the row lock held the update
 
 	// 7. The last instance finishes: VALIDATED, everything once.
 	g := w.next()
@@ -336,7 +366,7 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 1 AND (mr_iid IS NULL OR mr_iid = 0)"); n != 1 {
 		t.Fatalf("want the claimed batch without its MR recorded, found %d", n)
 	}
-	r.kill9(t)
+	w.kill9(r)
 	sim.clearGitLabFaults(t)
 	iid := sim.mrs(t)[0].IID
 
@@ -345,7 +375,7 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	b := w.next()
 	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
 	w.inFlight(b, workflow.ActionBatchApprove)
-	b.kill9(t)
+	w.kill9(b)
 	sim.clearGitLabFaults(t)
 
 	// 3. batch_merge: merged, answer held.
@@ -353,7 +383,7 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	c := w.next()
 	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
 	w.inFlight(c, workflow.ActionBatchMerge)
-	c.kill9(t)
+	w.kill9(c)
 	sim.clearGitLabFaults(t)
 
 	// 4. The last instance finishes.
@@ -417,7 +447,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 	a.submit(t, user, op, "solo")
 	waitFor(t, 20*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
 	w.inFlight(a, workflow.ActionCreateMR)
-	a.kill9(t)
+	w.kill9(a)
 	sim.clearGitLabFaults(t)
 	iid := sim.mrs(t)[0].IID
 
@@ -430,7 +460,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 		t.Fatalf("the legacy form's ext = %v, want mrId %d", ext, iid)
 	}
 	w.inFlight(b, workflow.ActionSubmitApproval)
-	b.kill9(t)
+	w.kill9(b)
 	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
 
 	// 3. The approval callback: recorded, its application blocked; killed.
@@ -443,6 +473,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 	})
 	c.kill9(t)
 	lock.release()
+	w.expireLeases(c) // after the release: the row lock held the update
 
 	// 4. approve: the inbox replay (legacy: the MR is there) starts it; the
 	// first bot's approval applied, its answer held.
@@ -450,7 +481,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 	d := w.next(legacy)
 	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
 	w.inFlight(d, workflow.ActionApprove)
-	d.kill9(t)
+	w.kill9(d)
 	sim.clearGitLabFaults(t)
 
 	// 5. The last instance finishes.
@@ -518,7 +549,7 @@ func TestServeKill9InsideRegenerate(t *testing.T) {
 		return false
 	})
 	w.inFlight(a, workflow.ActionRegenerate)
-	a.kill9(t)
+	w.kill9(a)
 	sim.clearGitLabFaults(t)
 
 	b := w.next(legacy)
@@ -605,7 +636,7 @@ func TestServeKill9InsideBatchSettlement(t *testing.T) {
 		return len(mrs) == 1 && mrs[0].State == "closed"
 	})
 	w.inFlight(a, workflow.ActionBatchSettle)
-	a.kill9(t)
+	w.kill9(a)
 	sim.clearGitLabFaults(t)
 	failedIID := sim.mrs(t)[0].IID
 
