@@ -176,8 +176,11 @@ func TestBreaker(t *testing.T) {
 
 func TestDeadline(t *testing.T) {
 	e := newEnv(t)
-	e.set(func(s *gitlab.Settings) { s.Timeout = 150 * time.Millisecond })
+	// The MR is opened under the default deadline: only the calls under
+	// test get the short one (setup calls under 150 ms each failed on a
+	// loaded machine).
 	mr := e.openMR("req-slow")
+	e.set(func(s *gitlab.Settings) { s.Timeout = 150 * time.Millisecond })
 	e.fault(map[string]any{"method": "GET", "path": "/projects/*/merge_requests/*", "kind": "delay", "delay": "2s", "phase": "before"})
 	start := time.Now()
 	_, err := e.gl.GetMR(ctx(t), project, mr.IID)
