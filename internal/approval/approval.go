@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/outbound"
 )
 
 // Service is the port the workflow depends on.
@@ -98,20 +99,11 @@ type Settings struct {
 // SettingsFromConfig reads approval.baseURL, http.timeout.approval and
 // breaker.* from a snapshot.
 func SettingsFromConfig(s *config.Snapshot) Settings {
-	to, _ := s.HTTPTimeout("approval")
-	b := s.Breaker()
-	return Settings{BaseURL: s.Endpoints().Approval, Timeout: to, BreakerFailures: b.Failures, BreakerOpenFor: b.OpenFor}
+	o := outbound.SettingsFromConfig(s, "approval")
+	return Settings{BaseURL: s.Endpoints().Approval, Timeout: o.Timeout, BreakerFailures: o.BreakerFailures, BreakerOpenFor: o.BreakerOpenFor}
 }
 
-func (s Settings) withDefaults() Settings {
-	if s.Timeout <= 0 {
-		s.Timeout = 5 * time.Second
-	}
-	if s.BreakerFailures <= 0 {
-		s.BreakerFailures = 5
-	}
-	if s.BreakerOpenFor <= 0 {
-		s.BreakerOpenFor = 30 * time.Second
-	}
-	return s
+// call is s's call settings with the fallbacks applied (5s deadline).
+func (s Settings) call() outbound.Settings {
+	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}.WithDefaults(5 * time.Second)
 }

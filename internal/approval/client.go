@@ -1,22 +1,17 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 
-	"github.com/sony/gobreaker/v2"
+	"changeflow/internal/outbound"
 )
 
-// maxBody bounds what is read of an answer.
-const maxBody = 1 << 20
+// service names the approval system in errors.
+const service = "approval"
 
 // Options configures a Client.
 type Options struct {
@@ -30,10 +25,7 @@ type Options struct {
 type Client struct {
 	settings func() Settings
 	http     *http.Client
-
-	mu  sync.Mutex
-	cb  *gobreaker.CircuitBreaker[struct{}]
-	cfg Settings
+	breaker  outbound.Breaker[struct{}]
 }
 
 var _ Service = (*Client)(nil)
@@ -50,7 +42,10 @@ func New(opts Options) *Client {
 	}
 	// Plain net/http: it never replays a POST on its own (only idempotent
 	// requests on a reused connection), so a submit is sent once per call.
-	return &Client{settings: settings, http: &http.Client{Transport: tr}}
+	c := &Client{settings: settings, http: &http.Client{Transport: tr}}
+	c.breaker.Name = service
+	c.breaker.IsSuccessful = healthyAnswer
+	return c
 }
 
 // Submit implements Service: 201 new, 200 the existing one for the
@@ -58,7 +53,7 @@ func New(opts Options) *Client {
 func (c *Client) Submit(ctx context.Context, f Form) (Approval, error) {
 	body, err := json.Marshal(f)
 	if err != nil {
-		return Approval{}, &Error{Op: "Submit", Message: err.Error(), Err: err}
+		return Approval{}, &Error{Service: service, Op: "Submit", Message: err.Error(), Err: err}
 	}
 	var out Approval
 	err = c.do(ctx, "Submit", http.MethodPost, "v1/approvals", body, &out)
@@ -89,54 +84,28 @@ func (c *Client) Get(ctx context.Context, approvalID string) (Approval, error) {
 }
 
 func (c *Client) do(ctx context.Context, op, method, path string, body []byte, out any) error {
-	s := c.settings().withDefaults()
-	if s.BaseURL == "" {
-		return &Error{Op: op, Message: "approval.baseURL is not configured"}
+	cfg := c.settings()
+	if cfg.BaseURL == "" {
+		return &Error{Service: service, Op: op, Message: "approval.baseURL is not configured"}
 	}
-	u := strings.TrimSuffix(s.BaseURL, "/") + "/" + path
-	_, err := c.breaker(s).Execute(func() (struct{}, error) {
-		ctx, cancel := context.WithTimeout(ctx, s.Timeout)
-		defer cancel()
+	s := cfg.call()
+	u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + path
+	_, err := c.breaker.Call(ctx, s, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.call(ctx, op, method, u, body, out)
 	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return &Error{Op: op, BreakerOpen: true, Message: "circuit open", Err: err}
+	if outbound.IsOpen(err) {
+		return &Error{Service: service, Op: op, BreakerOpen: true, Message: "circuit open", Err: err}
 	}
 	return err
 }
 
 func (c *Client) call(ctx context.Context, op, method, u string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	status, raw, err := outbound.Do(ctx, c.http, service, op, method, u, nil, body)
 	if err != nil {
-		return &Error{Op: op, Message: err.Error(), Err: err}
+		return err
 	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		e := &Error{Op: op, Message: err.Error(), Err: err, Unknown: true}
-		var dial *net.OpError
-		if errors.As(err, &dial) && dial.Op == "dial" {
-			e.Unknown = false // never connected: nothing was sent
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			e.Message = "deadline exceeded"
-		}
-		return e
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return &Error{Op: op, Status: resp.StatusCode, Message: "reading answer: " + err.Error(), Err: err}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := &Error{Op: op, Status: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
+	if status < 200 || status > 299 {
+		e := &Error{Service: service, Op: op, Status: status, Message: http.StatusText(status)}
 		var b struct {
 			Message string `json:"message"`
 			Error   string `json:"error"`
@@ -151,7 +120,7 @@ func (c *Client) call(ctx context.Context, op, method, u string, body []byte, ou
 		return e
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return &Error{Op: op, Status: resp.StatusCode, Message: "unusable answer: " + err.Error(), Err: err}
+		return &Error{Service: service, Op: op, Status: status, Message: "unusable answer: " + err.Error(), Err: err}
 	}
 	return nil
 }
@@ -159,27 +128,5 @@ func (c *Client) call(ctx context.Context, op, method, u string, body []byte, ou
 // healthyAnswer: a 4xx other than 429 is the system refusing this
 // request, not failing, so it does not count against the breaker.
 func healthyAnswer(err error) bool {
-	if err == nil {
-		return true
-	}
-	s := StatusOf(err)
-	return s >= 400 && s < 500 && s != http.StatusTooManyRequests
-}
-
-// breaker returns the breaker for s, rebuilt when breaker.* changed.
-func (c *Client) breaker(s Settings) *gobreaker.CircuitBreaker[struct{}] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cb == nil || c.cfg.BreakerFailures != s.BreakerFailures || c.cfg.BreakerOpenFor != s.BreakerOpenFor {
-		failures := uint32(s.BreakerFailures)
-		c.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:         "approval",
-			Timeout:      s.BreakerOpenFor,
-			ReadyToTrip:  func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= failures },
-			IsSuccessful: healthyAnswer,
-			IsExcluded:   func(err error) bool { return errors.Is(err, context.Canceled) },
-		})
-		c.cfg = s
-	}
-	return c.cb
+	return err == nil || outbound.HealthyAnswer(StatusOf(err))
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	gl "gitlab.com/gitlab-org/api/client-go"
 	"golang.org/x/time/rate"
+
+	"changeflow/internal/outbound"
 )
 
 // Options configures a Client.
@@ -34,7 +35,7 @@ type Client struct {
 	transport http.RoundTripper
 	http      *http.Client
 	logger    *slog.Logger
-	guard     guard
+	guard     *guard
 
 	// pipelinesPerPage and maxPipelinePages override ListMRPipelines'
 	// paging (tests set them small to cross pages and reach the bound);
@@ -67,7 +68,7 @@ func New(opts Options) *Client {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger,
+		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger, guard: newGuard(),
 		clients: map[clientKey]*gl.Client{},
 	}
 }
@@ -111,7 +112,7 @@ func (c *Client) lib(s Settings, op string, bot Bot) (*gl.Client, error) {
 
 // call runs fn as bot through the guard and translates its failure.
 func (c *Client) call(ctx context.Context, op string, bot Bot, fn func(ctx context.Context, cl *gl.Client) (*gl.Response, error)) error {
-	s := c.settings().withDefaults()
+	s := c.settings()
 	cl, err := c.lib(s, op, bot)
 	if err != nil {
 		return err
@@ -141,19 +142,10 @@ func translate(op string, resp *gl.Response, err error) *Error {
 	return transportError(op, err)
 }
 
-// transportError is a failure without an answer. It is an unknown outcome
-// unless the connection was never made (a dial error): the request may
-// have reached GitLab and been applied.
+// transportError is a failure without an answer (outbound.TransportError):
+// an unknown outcome unless the connection was never made.
 func transportError(op string, err error) *Error {
-	e := &Error{Op: op, Message: err.Error(), Err: err, Unknown: true}
-	var op2 *net.OpError
-	if errors.As(err, &op2) && op2.Op == "dial" {
-		e.Unknown = false
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		e.Message = "deadline exceeded"
-	}
-	return e
+	return fromOutbound(outbound.TransportError("gitlab", op, err))
 }
 
 // GetBranch implements GitLab.

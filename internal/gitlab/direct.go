@@ -1,19 +1,16 @@
 package gitlab
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-)
 
-// maxBody bounds what is read of an answer: GitLab's answers here are
-// small, and a huge body from a broken proxy must not fill memory.
-const maxBody = 1 << 20
+	"changeflow/internal/outbound"
+)
 
 // CheckItems implements CheckItemsAPI: GET /projects/:id/approval_check_items.
 func (c *Client) CheckItems(ctx context.Context, bot Bot, project string) ([]CheckItem, error) {
@@ -49,7 +46,7 @@ func (c *Client) ApproveWithCheckItems(ctx context.Context, bot Bot, project str
 // is a *Error with GitLab's status and message (and, for a 422 carrying
 // one, the current check items).
 func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path string, body []byte, decode func([]byte) error) error {
-	s := c.settings().withDefaults()
+	s := c.settings()
 	if s.BaseURL == "" {
 		return &Error{Op: op, Message: "gitlab.baseURL is not configured"}
 	}
@@ -58,35 +55,21 @@ func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path st
 		return &Error{Op: op, Message: fmt.Sprintf("no token for bot %q (gitlab.tokens.%s)", bot, bot)}
 	}
 	return c.guard.do(ctx, s, op, func(ctx context.Context) error {
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, s.apiBase()+path, rd)
+		status, raw, err := outbound.Do(ctx, c.http, "gitlab", op, method, s.apiBase()+path,
+			http.Header{"Private-Token": {token}}, body)
 		if err != nil {
-			return &Error{Op: op, Message: err.Error(), Err: err}
+			var o *outbound.Error
+			if errors.As(err, &o) {
+				return fromOutbound(o)
+			}
+			return err
 		}
-		req.Header.Set("PRIVATE-TOKEN", token)
-		req.Header.Set("Accept", "application/json")
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := c.http.Do(req)
-		if err != nil {
-			return transportError(op, err)
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-		if err != nil {
-			// The status arrived: the outcome is known even if the body is cut.
-			return &Error{Op: op, Status: resp.StatusCode, Message: "reading answer: " + err.Error(), Err: err}
-		}
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return answerError(op, resp.StatusCode, raw)
+		if status < 200 || status > 299 {
+			return answerError(op, status, raw)
 		}
 		if decode != nil {
 			if err := decode(raw); err != nil {
-				return &Error{Op: op, Status: resp.StatusCode, Message: "unusable answer: " + err.Error(), Err: err}
+				return &Error{Op: op, Status: status, Message: "unusable answer: " + err.Error(), Err: err}
 			}
 		}
 		return nil

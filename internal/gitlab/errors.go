@@ -2,8 +2,9 @@ package gitlab
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
+
+	"changeflow/internal/outbound"
 )
 
 // Error is every failure of this package: the operation, the real HTTP
@@ -30,26 +31,19 @@ type Error struct {
 	Err error
 }
 
-// Error formats op, status and message.
-func (e *Error) Error() string {
-	s := "gitlab " + e.Op + ": "
-	switch {
-	case e.BreakerOpen:
-		s += "circuit open"
-	case e.Status == 0 && e.Unknown:
-		s += "no answer, outcome unknown"
-	case e.Status == 0:
-		s += "no answer"
-	default:
-		s += fmt.Sprintf("status %d", e.Status)
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	if e.Err != nil && e.Err.Error() != e.Message {
-		s += ": " + e.Err.Error()
-	}
-	return s
+// Error formats op, status and message as every outbound client does
+// ("gitlab CreateMR: status 409: …").
+func (e *Error) Error() string { return e.outbound().Error() }
+
+// outbound is e as the shared error (CurrentCheckItems aside).
+func (e *Error) outbound() *outbound.Error {
+	return &outbound.Error{Service: "gitlab", Op: e.Op, Status: e.Status, Message: e.Message,
+		Unknown: e.Unknown, BreakerOpen: e.BreakerOpen, Err: e.Err}
+}
+
+// fromOutbound is the shared error as this package's *Error.
+func fromOutbound(o *outbound.Error) *Error {
+	return &Error{Op: o.Op, Status: o.Status, Message: o.Message, Unknown: o.Unknown, BreakerOpen: o.BreakerOpen, Err: o.Err}
 }
 
 // Unwrap exposes the cause.
@@ -113,5 +107,5 @@ func IsTransient(err error) bool {
 	if !errors.As(err, &e) {
 		return false
 	}
-	return e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status >= 500
+	return outbound.TransientStatus(e.Status)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/outbound"
 )
 
 // Settings are read on every call, so configuration reloads apply without
@@ -26,8 +27,7 @@ type Settings struct {
 // SettingsFromConfig reads gitlab.baseURL, gitlab.tokens.*,
 // http.timeout.gitlab and breaker.* from a snapshot.
 func SettingsFromConfig(s *config.Snapshot) Settings {
-	to, _ := s.HTTPTimeout("gitlab")
-	b := s.Breaker()
+	o := outbound.SettingsFromConfig(s, "gitlab")
 	tok := func(name string) string { t, _, _ := s.GitLabToken(name); return t }
 	return Settings{
 		BaseURL: s.Endpoints().GitLab,
@@ -36,23 +36,15 @@ func SettingsFromConfig(s *config.Snapshot) Settings {
 			Approver1: tok(string(Approver1)),
 			Approver2: tok(string(Approver2)),
 		},
-		Timeout:         to,
-		BreakerFailures: b.Failures,
-		BreakerOpenFor:  b.OpenFor,
+		Timeout:         o.Timeout,
+		BreakerFailures: o.BreakerFailures,
+		BreakerOpenFor:  o.BreakerOpenFor,
 	}
 }
 
-func (s Settings) withDefaults() Settings {
-	if s.Timeout <= 0 {
-		s.Timeout = 10 * time.Second
-	}
-	if s.BreakerFailures <= 0 {
-		s.BreakerFailures = 5
-	}
-	if s.BreakerOpenFor <= 0 {
-		s.BreakerOpenFor = 30 * time.Second
-	}
-	return s
+// call is s's call settings with the fallbacks applied (10s deadline).
+func (s Settings) call() outbound.Settings {
+	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}.WithDefaults(10 * time.Second)
 }
 
 // apiBase is BaseURL with exactly one trailing "/api/v4/".

@@ -6,45 +6,27 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"changeflow/internal/config"
+	"changeflow/internal/outbound"
 )
 
 // DependencySettings are the outbound-call settings of one dependency
-// (R-EXT-1), read per call so configuration reloads apply.
-type DependencySettings struct {
-	// Timeout bounds each call; ≤ 0 means 5s (every call has a deadline).
-	Timeout time.Duration
-	// BreakerFailures consecutive failures open the breaker (≤ 0 means 5)
-	// for BreakerOpenFor (≤ 0 means 30s).
-	BreakerFailures int
-	BreakerOpenFor  time.Duration
-}
+// (R-EXT-1), read per call so configuration reloads apply: Timeout bounds
+// each call (≤ 0 means 5s: every call has a deadline); BreakerFailures
+// consecutive failures open the breaker (≤ 0 means 5) for BreakerOpenFor
+// (≤ 0 means 30s).
+type DependencySettings = outbound.Settings
 
 // SettingsFromConfig reads dependency's settings from a snapshot:
 // http.timeout.<dependency> and breaker.*.
 func SettingsFromConfig(s *config.Snapshot, dependency string) DependencySettings {
-	to, _ := s.HTTPTimeout(dependency)
-	b := s.Breaker()
-	return DependencySettings{Timeout: to, BreakerFailures: b.Failures, BreakerOpenFor: b.OpenFor}
+	return outbound.SettingsFromConfig(s, dependency)
 }
 
-func (d DependencySettings) withDefaults() DependencySettings {
-	if d.Timeout <= 0 {
-		d.Timeout = 5 * time.Second
-	}
-	if d.BreakerFailures <= 0 {
-		d.BreakerFailures = 5
-	}
-	if d.BreakerOpenFor <= 0 {
-		d.BreakerOpenFor = 30 * time.Second
-	}
-	return d
-}
+// withDefaults is d with the fallbacks (a 5s deadline, the breaker's).
+func withDefaults(d DependencySettings) DependencySettings { return d.WithDefaults(5 * time.Second) }
 
 // breakerTransport gives every request to one dependency a deadline and
 // sends it through the dependency's circuit breaker: transport errors,
@@ -56,10 +38,9 @@ type breakerTransport struct {
 	name     string
 	next     http.RoundTripper
 	settings func() DependencySettings
-
-	mu  sync.Mutex
-	cb  *gobreaker.CircuitBreaker[*http.Response]
-	cfg DependencySettings
+	// breaker counts transport errors, timeouts and 5xx (serverError) as
+	// failures; any other answer is a success.
+	breaker outbound.Breaker[*http.Response]
 }
 
 func newBreakerTransport(name string, next http.RoundTripper, settings func() DependencySettings) *breakerTransport {
@@ -69,24 +50,9 @@ func newBreakerTransport(name string, next http.RoundTripper, settings func() De
 	if settings == nil {
 		settings = func() DependencySettings { return DependencySettings{} }
 	}
-	return &breakerTransport{name: name, next: next, settings: settings}
-}
-
-func (t *breakerTransport) breaker(s DependencySettings) *gobreaker.CircuitBreaker[*http.Response] {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cb == nil || t.cfg.BreakerFailures != s.BreakerFailures || t.cfg.BreakerOpenFor != s.BreakerOpenFor {
-		failures := uint32(s.BreakerFailures)
-		t.cb = gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
-			Name:        t.name,
-			Timeout:     s.BreakerOpenFor,
-			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-			// The caller going away says nothing about the dependency.
-			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-		})
-		t.cfg = s
-	}
-	return t.cb
+	t := &breakerTransport{name: name, next: next, settings: settings}
+	t.breaker.Name = name
+	return t
 }
 
 // serverError carries a 5xx answer through the breaker as a failure.
@@ -97,8 +63,8 @@ func (e *serverError) Error() string {
 }
 
 func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	s := t.settings().withDefaults()
-	cb := t.breaker(s)
+	s := withDefaults(t.settings())
+	cb := t.breaker.For(s)
 	ctx, cancel := context.WithTimeout(req.Context(), s.Timeout)
 	resp, err := cb.Execute(func() (*http.Response, error) {
 		resp, err := t.next.RoundTrip(req.WithContext(ctx))

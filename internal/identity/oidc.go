@@ -91,7 +91,7 @@ func NewOIDC(opts OIDCOptions) *OIDC {
 	if settings == nil {
 		settings = func() DependencySettings { return DependencySettings{} }
 	}
-	opts.Settings = func() DependencySettings { return settings().withDefaults() }
+	opts.Settings = func() DependencySettings { return withDefaults(settings()) }
 	return &OIDC{
 		opts:   opts,
 		client: &http.Client{Transport: newBreakerTransport("oidc", opts.Transport, opts.Settings)},

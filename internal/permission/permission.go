@@ -15,12 +15,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"changeflow/internal/config"
+	"changeflow/internal/outbound"
 )
 
 // Errors of a check. The caller denies on every error alike; these exist
@@ -50,22 +48,13 @@ type Settings struct {
 // SettingsFromConfig reads permission.baseURL, http.timeout.permission and
 // breaker.* from a snapshot.
 func SettingsFromConfig(s *config.Snapshot) Settings {
-	to, _ := s.HTTPTimeout("permission")
-	b := s.Breaker()
-	return Settings{BaseURL: s.Endpoints().Permission, Timeout: to, BreakerFailures: b.Failures, BreakerOpenFor: b.OpenFor}
+	o := outbound.SettingsFromConfig(s, "permission")
+	return Settings{BaseURL: s.Endpoints().Permission, Timeout: o.Timeout, BreakerFailures: o.BreakerFailures, BreakerOpenFor: o.BreakerOpenFor}
 }
 
-func (s Settings) withDefaults() Settings {
-	if s.Timeout <= 0 {
-		s.Timeout = 2 * time.Second
-	}
-	if s.BreakerFailures <= 0 {
-		s.BreakerFailures = 5
-	}
-	if s.BreakerOpenFor <= 0 {
-		s.BreakerOpenFor = 30 * time.Second
-	}
-	return s
+// call is s's call settings with the fallbacks applied (2s deadline).
+func (s Settings) call() outbound.Settings {
+	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}.WithDefaults(2 * time.Second)
 }
 
 // Options configures a Client.
@@ -80,10 +69,10 @@ type Options struct {
 type Client struct {
 	settings func() Settings
 	http     *http.Client
-
-	mu  sync.Mutex
-	cb  *gobreaker.CircuitBreaker[[]string]
-	cfg Settings
+	// breaker counts every error, a 401/403/4xx answer included: unlike
+	// the GitLab and approval clients, a permission service that refuses
+	// the check is as unusable as one that is down (the caller denies).
+	breaker outbound.Breaker[[]string]
 }
 
 // New returns a Client; it does no I/O.
@@ -96,7 +85,9 @@ func New(opts Options) *Client {
 	if tr == nil {
 		tr = http.DefaultTransport
 	}
-	return &Client{settings: settings, http: &http.Client{Transport: tr}}
+	c := &Client{settings: settings, http: &http.Client{Transport: tr}}
+	c.breaker.Name = "permission"
+	return c
 }
 
 type checkRequest struct {
@@ -118,8 +109,8 @@ const maxAnswer = 1 << 20
 // means "none granted"; any error means the answer is unknown — the
 // caller must deny.
 func (c *Client) Check(ctx context.Context, subject string, ruleCodes []string) ([]string, error) {
-	s := c.settings().withDefaults()
-	if s.BaseURL == "" {
+	cfg := c.settings()
+	if cfg.BaseURL == "" {
 		return nil, ErrNotConfigured
 	}
 	if subject == "" || len(ruleCodes) == 0 {
@@ -129,14 +120,12 @@ func (c *Client) Check(ctx context.Context, subject string, ruleCodes []string) 
 	if err != nil {
 		return nil, err
 	}
-	url := strings.TrimSuffix(s.BaseURL, "/") + "/v1/check"
-	granted, err := c.breaker(s).Execute(func() ([]string, error) {
-		ctx, cancel := context.WithTimeout(ctx, s.Timeout)
-		defer cancel()
+	url := strings.TrimSuffix(cfg.BaseURL, "/") + "/v1/check"
+	granted, err := c.breaker.Call(ctx, cfg.call(), func(ctx context.Context) ([]string, error) {
 		return c.call(ctx, url, body)
 	})
 	switch {
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+	case outbound.IsOpen(err):
 		return nil, fmt.Errorf("%w: %w", ErrBreakerOpen, err)
 	case err != nil:
 		return nil, err
@@ -176,24 +165,4 @@ func (c *Client) call(ctx context.Context, url string, body []byte) ([]string, e
 		return nil, fmt.Errorf("%w: no granted list", ErrBadAnswer)
 	}
 	return *out.Granted, nil
-}
-
-// breaker returns the breaker for s, rebuilt when breaker.* changed (which
-// forgets its counts: rare, and starting closed is the safe side).
-func (c *Client) breaker(s Settings) *gobreaker.CircuitBreaker[[]string] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cb == nil || c.cfg.BreakerFailures != s.BreakerFailures || c.cfg.BreakerOpenFor != s.BreakerOpenFor {
-		failures := uint32(s.BreakerFailures)
-		c.cb = gobreaker.NewCircuitBreaker[[]string](gobreaker.Settings{
-			Name:        "permission",
-			Timeout:     s.BreakerOpenFor,
-			ReadyToTrip: func(n gobreaker.Counts) bool { return n.ConsecutiveFailures >= failures },
-			// The caller going away says nothing about the service; our
-			// own deadline passing does (DeadlineExceeded is counted).
-			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
-		})
-		c.cfg = s
-	}
-	return c.cb
 }
