@@ -36,12 +36,14 @@ func TestAdmissionCommitsWhileAClaimIsOpen(t *testing.T) {
 		admitWaiting(t, s, 2, "other", 1)
 		release, claimed := holdClaim(t, s, store.BatchClaimParams{ProjectID: 1, MaxRequests: 100})
 
-		admit := func(op string, project int64) (bool, time.Duration, error) {
-			actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		// An admission that waited for the claim's locks could not finish
+		// before release() — the claim is held until the test lets it go —
+		// so it would fail with this deadline: "does not wait" is checked
+		// as state (no error, the claim still open), not as a duration.
+		admit := func(op string, project int64) (bool, error) {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			start := time.Now()
-			ok, err := s.BatchAdmit(actx, op, project)
-			return ok, time.Since(start), err
+			return s.BatchAdmit(actx, op, project)
 		}
 
 		if s.Dialect().IsMySQL() {
@@ -54,10 +56,9 @@ func TestAdmissionCommitsWhileAClaimIsOpen(t *testing.T) {
 				{"new-other-project", 2, true},
 				{"waiting-1", 1, false}, // a duplicate is answered, not queued behind the claim
 			} {
-				ok, took, err := admit(tt.op, tt.project)
-				require.NoError(t, err, tt.op)
+				ok, err := admit(tt.op, tt.project)
+				require.NoError(t, err, "%s waited for the claim", tt.op)
 				require.Equal(t, tt.want, ok, tt.op)
-				require.Less(t, took, time.Second, "%s waited for the claim", tt.op)
 			}
 			// Committed, not merely sent: another session sees them, and the
 			// claim is still open.
@@ -71,7 +72,7 @@ func TestAdmissionCommitsWhileAClaimIsOpen(t *testing.T) {
 			done := make(chan error, 1)
 			start := time.Now()
 			go func() {
-				ok, _, err := admit("new-same-project", 1)
+				ok, err := admit("new-same-project", 1)
 				if err == nil && !ok {
 					err = domain.ErrDuplicate
 				}
@@ -99,10 +100,9 @@ func TestAdmissionCommitsWhileAClaimIsOpen(t *testing.T) {
 
 		// While the batch is RUNNING (minutes in production), admissions
 		// commit at once on both databases: no lock outlives the claim.
-		ok, took, err := admit("during-batch", 1)
+		ok, err := admit("during-batch", 1)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Less(t, took, time.Second)
 		require.Equal(t, 1, activeBatches(t, s, 1))
 	})
 }
