@@ -317,11 +317,22 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 		t.Fatalf("the API says %s, want VALIDATED", got)
 	}
 	untilMetric(t, g, 1)
+	w.doneOnce(op, iid)
+}
+
+// doneOnce checks that a single-request MR's request went through
+// everything exactly once across the killed instances: one flip to
+// VALIDATED, one MR (merged), one commit for it on main, each bot's
+// approval once, one approval form, and its entry once in the binding
+// file on main.
+func (w *crashWorld) doneOnce(op string, iid int64) {
+	t, sim := w.t, w.sim
+	t.Helper()
 	if n := w.flips(op); n != 1 {
 		t.Fatalf("%d flips to VALIDATED in the step history, want 1", n)
 	}
-	if mrs := sim.mrs(t); len(mrs) != 1 {
-		t.Fatalf("%d MRs, want 1: %+v", len(mrs), mrs)
+	if mrs := sim.mrs(t); len(mrs) != 1 || mrs[0].State != "merged" {
+		t.Fatalf("MRs %+v, want one, merged", mrs)
 	}
 	if n := sim.commitsOnMain(t, op); n != 1 {
 		t.Fatalf("%d commits for %s on main, want 1", n, op)
@@ -491,24 +502,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 	if got := e.requestStatus(t, user, op); got != "VALIDATED" {
 		t.Fatalf("the API says %s, want VALIDATED", got)
 	}
-	if n := w.flips(op); n != 1 {
-		t.Fatalf("%d flips to VALIDATED, want 1", n)
-	}
-	if mrs := sim.mrs(t); len(mrs) != 1 || mrs[0].State != "merged" {
-		t.Fatalf("MRs %+v, want one, merged", mrs)
-	}
-	if n := sim.commitsOnMain(t, op); n != 1 {
-		t.Fatalf("%d commits for %s on main, want 1", n, op)
-	}
-	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
-		t.Fatalf("approved by %v, want each bot once", got)
-	}
-	if n := len(sim.approvals(t, op)); n != 1 {
-		t.Fatalf("%d approval forms, want 1", n)
-	}
-	if n := strings.Count(sim.fileOnMain(t, "solo"), op); n != 1 {
-		t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
-	}
+	w.doneOnce(op, iid)
 }
 
 // TestServeKill9InsideRegenerate: a legacy-flow request whose MR's rebase
