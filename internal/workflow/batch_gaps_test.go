@@ -258,23 +258,33 @@ func (r rebasedPipelineFails) GetMR(ctx context.Context, project string, iid int
 func TestBatchRebasedPipelineFailureBlocks(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		rebased, broken := &atomic.Bool{}, &atomic.Bool{}
-		broken.Store(true)
-		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
-			return rebasedPipelineFails{GitLab: g, rebased: rebased, broken: broken}
-		})
 		ids := []string{"op-rp1", "op-rp2"}
-		w.admitted(ids...)
-		w.simJSON(http.MethodPost, "/gitlab/_control/merge_failures", map[string]any{"count": 1, "message": "needs a rebase"}, nil)
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		w.untilBatch(r.BatchID, domain.BatchBlocked)
+		w, broken, r := blockedByRebasedPipeline(t, st, ids)
 		o, bd := w.state(ids[0])
 		require.Equal(t, domain.StepHandlePipelineFailed.String(), domain.StepStatus(o.Step).String(), "the driver shows the failure")
 		require.Equal(t, domain.HintContactMaintainers, hint(o, bd))
 		w.blockedThenSettled(r.BatchID, "rebased onto the target branch failed", ids, func() { broken.Store(false) })
 	})
+}
+
+// blockedByRebasedPipeline admits ids, makes the batch's first merge need
+// a rebase whose head's pipeline fails while broken is set, runs the
+// round and waits until the batch is BLOCKED. It returns the world, the
+// switch (clear it to fix main) and the round.
+func blockedByRebasedPipeline(t *testing.T, st *store.Store, ids []string) (*batchWorld, *atomic.Bool, workflow.RoundResult) {
+	t.Helper()
+	rebased, broken := &atomic.Bool{}, &atomic.Bool{}
+	broken.Store(true)
+	w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
+		return rebasedPipelineFails{GitLab: g, rebased: rebased, broken: broken}
+	})
+	w.admitted(ids...)
+	w.simJSON(http.MethodPost, "/gitlab/_control/merge_failures", map[string]any{"count": 1, "message": "needs a rebase"}, nil)
+	r, err := w.rounds.RunRound(t.Context(), 1)
+	require.NoError(t, err)
+	require.Equal(t, "CLAIMED", r.Outcome)
+	w.untilBatch(r.BatchID, domain.BatchBlocked)
+	return w, broken, r
 }
 
 // switchableCulprit is culpritGitLab that can be switched off (the
@@ -441,17 +451,8 @@ func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
 func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		rebased, broken := &atomic.Bool{}, &atomic.Bool{}
-		broken.Store(true)
-		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
-			return rebasedPipelineFails{GitLab: g, rebased: rebased, broken: broken}
-		})
 		ids := []string{"op-rr1", "op-rr2"}
-		w.admitted(ids...)
-		w.simJSON(http.MethodPost, "/gitlab/_control/merge_failures", map[string]any{"count": 1, "message": "needs a rebase"}, nil)
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		w.untilBatch(r.BatchID, domain.BatchBlocked)
+		w, broken, r := blockedByRebasedPipeline(t, st, ids)
 		w.until(ids[0], "driver stopped", at(domain.StepHandlePipelineFailed, domain.BindingHandleFailed))
 
 		broken.Store(false)
