@@ -96,11 +96,11 @@ func (m *Metrics) Register(cs ...prometheus.Collector) error {
 // RequestReceived counts a request on arrival.
 func (m *Metrics) RequestReceived(route, method string) {
 	m.guard("http_requests_received", func() {
-		r, ok1 := Label(route)
-		me, ok2 := Label(method)
-		if !ok1 || !ok2 {
+		r, ok := Label(route)
+		if !ok {
 			return
 		}
+		me := Method(method)
 		m.httpReceived.WithLabelValues(r, me).Inc()
 	})
 }
@@ -109,11 +109,11 @@ func (m *Metrics) RequestReceived(route, method string) {
 // only 2xx responses count as succeeded.
 func (m *Metrics) RequestCompleted(route, method string, status int, d time.Duration) {
 	m.guard("http_requests", func() {
-		r, ok1 := Label(route)
-		me, ok2 := Label(method)
-		if !ok1 || !ok2 {
+		r, ok := Label(route)
+		if !ok {
 			return
 		}
+		me := Method(method)
 		m.httpCompleted.WithLabelValues(r, me, strconv.Itoa(status)).Inc()
 		m.httpDuration.WithLabelValues(r, me).Observe(d.Seconds())
 		if status >= 200 && status < 300 {
@@ -156,6 +156,25 @@ func (m *Metrics) guard(name string, f func()) {
 		}
 	}()
 	f()
+}
+
+// OtherMethod is the method label of every request whose method is not
+// one of the standard ones.
+const OtherMethod = "OTHER"
+
+// Method maps an HTTP method onto a closed set of label values: the
+// methods RFC 9110 and RFC 5789 define, else OtherMethod. The method is
+// the one label a client chooses freely (net/http accepts any token), so
+// without this an unauthenticated caller could add series at will; the
+// route label is closed by construction (registered patterns or
+// "unmatched", see internal/httpapi). The cost: a client using a custom
+// method is counted under OTHER, which nobody needs to tell apart.
+func Method(m string) string {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
+		return m
+	}
+	return OtherMethod
 }
 
 // Label normalizes a label value: trimmed, valid UTF-8, at most

@@ -88,3 +88,21 @@ func TestSabotagedRecordersPanicInsideTheGuardOnly(t *testing.T) {
 		t.Fatalf("want 3 logged metric failures, got %d:\n%s", n, logs.String())
 	}
 }
+
+func TestMethodIsAClosedSet(t *testing.T) {
+	for in, want := range map[string]string{
+		"GET": "GET", "HEAD": "HEAD", "POST": "POST", "PATCH": "PATCH", "DELETE": "DELETE",
+		"XMETHOD1": OtherMethod, "get": OtherMethod, "": OtherMethod, "GET ": OtherMethod,
+	} {
+		if got := Method(in); got != want {
+			t.Errorf("Method(%q) = %q, want %q", in, got, want)
+		}
+	}
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	for i := range 50 {
+		m.RequestReceived("GET /x", "XMETHOD"+strings.Repeat("Z", i))
+	}
+	if n := testutil.CollectAndCount(m.httpReceived); n != 1 {
+		t.Fatalf("50 custom methods made %d series, want 1", n)
+	}
+}
