@@ -69,9 +69,12 @@ type Options struct {
 type Client struct {
 	settings func() Settings
 	http     *http.Client
-	// breaker counts every error, a 401/403/4xx answer included: unlike
-	// the GitLab and approval clients, a permission service that refuses
-	// the check is as unusable as one that is down (the caller denies).
+	// breaker counts only what says the service itself is unwell: no
+	// answer, our deadline, a 5xx (countsAsFailure). A 4xx answer is about
+	// the check that got it — typically a subject the service does not know
+	// — and denies that caller alone: counting it would let anyone who can
+	// send five requests as an unknown user deny every operator for the
+	// breaker's open interval.
 	breaker outbound.Breaker[[]string]
 }
 
@@ -87,7 +90,41 @@ func New(opts Options) *Client {
 	}
 	c := &Client{settings: settings, http: &http.Client{Transport: tr}}
 	c.breaker.Name = "permission"
+	c.breaker.IsSuccessful = func(err error) bool { return !countsAsFailure(err) }
 	return c
+}
+
+// StatusError is a non-200 answer from the service. It matches
+// ErrBadAnswer with errors.Is.
+type StatusError struct {
+	// Status is the HTTP status the service answered.
+	Status int
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("%v: status %d", ErrBadAnswer, e.Status) }
+
+// Is makes a StatusError an ErrBadAnswer.
+func (e *StatusError) Is(target error) bool { return target == ErrBadAnswer }
+
+// countsAsFailure says err tells about the service's health, so it counts
+// towards opening the breaker: a 5xx answer, or any error without an
+// answer (transport error, our deadline). A 4xx (429 included: the issue's
+// rule is "transport, timeouts and 5xx") and a 200 with an unusable body
+// are answers from a service that is up; they deny this check without
+// cutting off everybody else. Either way the caller is denied, so what
+// this choice trades is only how fast a broken service is short-circuited.
+func countsAsFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true // also when the deadline cut the body short
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Status >= 500
+	}
+	return !errors.Is(err, ErrBadAnswer)
 }
 
 type checkRequest struct {
@@ -155,7 +192,7 @@ func (c *Client) call(ctx context.Context, url string, body []byte) ([]string, e
 		// The upstream body is not read into the error: it must not reach
 		// a log line that could reach a client.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
-		return nil, fmt.Errorf("%w: status %d", ErrBadAnswer, resp.StatusCode)
+		return nil, &StatusError{Status: resp.StatusCode}
 	}
 	var out checkResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&out); err != nil {

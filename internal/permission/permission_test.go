@@ -1,8 +1,12 @@
 package permission_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -159,4 +163,86 @@ func TestCallerGoingAwayDoesNotOpenTheBreaker(t *testing.T) {
 	if got, err := c.Check(context.Background(), "adam", []string{"admin"}); err != nil || len(got) != 1 {
 		t.Fatalf("breaker opened on a cancelled caller: %v %v", got, err)
 	}
+}
+
+// TestUnknownUsersRefusalsDoNotDenyOtherOperators performs the attack of
+// issue 13 finding 7: a permission service that answers 404 (or another
+// 4xx) for a subject it does not know, and a caller sending checks as such
+// a subject. Before, five such answers opened the breaker and every
+// operator was denied for its open interval; now each refusal denies that
+// caller alone, and olivia's check still reaches the service.
+func TestUnknownUsersRefusalsDoNotDenyOtherOperators(t *testing.T) {
+	for _, status := range []int{404, 400, 401, 403, 422, 429} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			sim, simURL := newSim(t)
+			known := simperm.LocalGrants()
+			// The service in front of the simulator refuses subjects it does
+			// not know, as a directory-backed permission service would.
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var in struct{ Subject string }
+				body, _ := io.ReadAll(r.Body)
+				_ = json.Unmarshal(body, &in)
+				if _, ok := known[in.Subject]; !ok {
+					w.WriteHeader(status)
+					_, _ = w.Write([]byte(`{"message":"no such subject"}`))
+					return
+				}
+				r2, _ := http.NewRequestWithContext(r.Context(), r.Method, simURL+r.URL.Path, bytes.NewReader(body))
+				r2.Header = r.Header
+				resp, err := http.DefaultClient.Do(r2)
+				if err != nil {
+					w.WriteHeader(502)
+					return
+				}
+				defer resp.Body.Close()
+				w.WriteHeader(resp.StatusCode)
+				_, _ = io.Copy(w, resp.Body)
+			}))
+			t.Cleanup(ts.Close)
+			c := client(permission.Settings{BaseURL: ts.URL, BreakerFailures: 5, BreakerOpenFor: time.Hour})
+			for i := range 20 {
+				_, err := c.Check(context.Background(), fmt.Sprintf("mallory-%d", i), []string{"ops.read"})
+				var se *permission.StatusError
+				if !errors.As(err, &se) || se.Status != status || !errors.Is(err, permission.ErrBadAnswer) {
+					t.Fatalf("check %d for an unknown user: got %v, want the service's %d (a deny)", i, err, status)
+				}
+			}
+			before := len(sim.Checks())
+			got, err := c.Check(context.Background(), "olivia", []string{"ops.read"})
+			if err != nil || !slices.Equal(got, []string{"ops.read"}) {
+				t.Fatalf("olivia after 20 refusals for others: %v %v, want ops.read granted", got, err)
+			}
+			if len(sim.Checks()) != before+1 {
+				t.Fatal("olivia's check did not reach the service")
+			}
+		})
+	}
+	t.Run("five 5xx still open the breaker", func(t *testing.T) {
+		sim, url := newSim(t)
+		if err := sim.SetFaults(simperm.Faults{ErrorStatus: 503, ErrorCount: 5}); err != nil {
+			t.Fatal(err)
+		}
+		c := client(permission.Settings{BaseURL: url, BreakerFailures: 5, BreakerOpenFor: time.Hour})
+		for range 5 {
+			_, _ = c.Check(context.Background(), "mallory", []string{"ops.read"})
+		}
+		if _, err := c.Check(context.Background(), "olivia", []string{"ops.read"}); !errors.Is(err, permission.ErrBreakerOpen) {
+			t.Fatalf("after five 503s: %v, want the breaker open", err)
+		}
+	})
+	t.Run("timeouts still open the breaker", func(t *testing.T) {
+		sim, url := newSim(t)
+		if err := sim.SetFaults(simperm.Faults{TimeoutCount: 2}); err != nil {
+			t.Fatal(err)
+		}
+		c := client(permission.Settings{BaseURL: url, BreakerFailures: 2, BreakerOpenFor: time.Hour, Timeout: 50 * time.Millisecond})
+		for range 2 {
+			if _, err := c.Check(context.Background(), "mallory", []string{"ops.read"}); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("want our deadline, got %v", err)
+			}
+		}
+		if _, err := c.Check(context.Background(), "olivia", []string{"ops.read"}); !errors.Is(err, permission.ErrBreakerOpen) {
+			t.Fatalf("after two timeouts: %v, want the breaker open", err)
+		}
+	})
 }
