@@ -41,9 +41,13 @@ test:
 bench:
 	./scripts/test-services.sh $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
 
-## lint: gofmt, go vet and staticcheck (fetched from the module proxy)
+## lint: gofmt, go mod tidy, go vet and staticcheck (fetched from the module proxy)
+# `go mod tidy -diff` changes nothing and exits non-zero with the diff when
+# go.mod or go.sum is not tidy (a direct dependency marked indirect, a
+# requirement nothing imports, a missing checksum).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
