@@ -46,13 +46,15 @@ func TestLocalJourneyReachesValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The local profile, moved to free ports and a temporary directory.
+	// Only sim.listen names the simulators' port: every simulator URL is
+	// derived from it, so this journey also proves that one setting moves
+	// them all.
 	cfg := string(local)
 	for old, repl := range map[string]string{
 		"listen: 127.0.0.1:8080": "listen: 127.0.0.1:0",
 		"127.0.0.1:8090":         fmt.Sprintf("127.0.0.1:%d", simPort),
 		"file:var/changeflow.db": "file:" + filepath.Join(dir, "cf.db"),
 		"var/directory.yaml":     filepath.Join(dir, "directory.yaml"),
-		"embedded: true":         fmt.Sprintf("embedded: true\n  listen: 127.0.0.1:%d", simPort),
 		"level: info":            "level: warn",
 	} {
 		if !strings.Contains(cfg, old) {

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+
+	"changeflow/internal/config"
 )
 
 // errUsage marks a command-line mistake; run prints usage for it.
@@ -15,16 +18,19 @@ var errUsage = errors.New("usage")
 const usage = `changeflow — self-service configuration-as-code changes
 
 Usage:
-  changeflow serve   [--config FILE] [--local]   run the service
+  changeflow serve   [--config FILE] [--local] [--listen ADDR] [--sim-listen ADDR]
+                                                 run the service (--listen: server.listen,
+                                                 --sim-listen: sim.listen of the embedded simulators)
   changeflow migrate [--config FILE] [--local]   apply database migrations and exit
   changeflow sim     [--listen ADDR] [--callback-url URL]...
                                                  run only the simulators of GitLab, the approval
                                                  system, deployment, permissions and OIDC
   changeflow version                             print the version
 
---local runs the local profile of SPEC §3.6: SQLite under ./var, the
-embedded simulators, loopback only. Its configuration file is
+--local runs the local profile (README.md, "The local run"): SQLite under
+./var, the embedded simulators, loopback only. Its configuration file is
 ./var/changeflow.yaml (created on first use; edit it, changes apply live).
+Example on other ports: changeflow serve --local --listen 127.0.0.1:9080 --sim-listen 127.0.0.1:9090
 
 Every configuration key can also be set as CHANGEFLOW_<KEY> (docs/configuration.md).
 `
@@ -60,10 +66,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-// commonFlags are the flags every command that needs configuration takes.
+// commonFlags are the flags every command that needs configuration takes;
+// serve adds the two listen addresses.
 type commonFlags struct {
 	configFile string
 	local      bool
+	// listen and simListen are --listen and --sim-listen ("" = not given):
+	// they override server.listen and sim.listen from every other source.
+	listen, simListen string
 }
 
 func parseCommon(name string, args []string, stderr io.Writer) (commonFlags, error) {
@@ -72,11 +82,37 @@ func parseCommon(name string, args []string, stderr io.Writer) (commonFlags, err
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.configFile, "config", "", "configuration file (YAML)")
 	fs.BoolVar(&f.local, "local", false, "local profile: SQLite under ./var, embedded simulators")
+	if name == "serve" {
+		fs.StringVar(&f.listen, "listen", "", "address to serve on, host:port (overrides "+config.KeyServerListen+")")
+		fs.StringVar(&f.simListen, "sim-listen", "", "address of the embedded simulators, host:port (overrides "+config.KeySimListen+"; their URLs follow unless set explicitly)")
+	}
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("%w: unexpected arguments: %s", errUsage, strings.Join(fs.Args(), " "))
 	}
+	for _, a := range []struct{ flag, key, v string }{{"--listen", config.KeyServerListen, f.listen}, {"--sim-listen", config.KeySimListen, f.simListen}} {
+		if a.v == "" {
+			continue
+		}
+		// A flag is a person typing at a terminal: a malformed address is
+		// refused here rather than falling back like a file value would.
+		if _, port, err := net.SplitHostPort(a.v); err != nil || port == "" {
+			return f, fmt.Errorf("%w: %s %q is not host:port (e.g. 127.0.0.1:8081)", errUsage, a.flag, a.v)
+		}
+	}
 	return f, nil
+}
+
+// overlay is what the flags set in the configuration, above every source.
+func (f commonFlags) overlay() map[string]any {
+	ov := map[string]any{}
+	if f.listen != "" {
+		ov[config.KeyServerListen] = f.listen
+	}
+	if f.simListen != "" {
+		ov[config.KeySimListen] = f.simListen
+	}
+	return ov
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
+	"syscall"
 	"time"
 
 	"changeflow/internal/approval"
@@ -38,6 +40,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer env.close()
 	logger, cfg, st := env.logger, env.cfg, env.store
+
+	// Both ports are taken before anything else happens, so a busy port
+	// ends the program at once with an error that says which setting to
+	// change, instead of after migrations with a bare "address in use".
+	ln, err := listenOn(ctx, cfg.Current().Server().Listen, "--listen", config.KeyServerListen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // after Serve this is a no-op; before it, it frees the port
+	if cfg.Current().Endpoints().SimEmbedded {
+		warnSimURLs(cfg.Current(), logger)
+		sims, err := startEmbeddedSim(ctx, cfg.Current(), "http://"+ln.Addr().String(), logger)
+		if err != nil {
+			return err
+		}
+		defer sims.Close()
+		fmt.Fprintf(stdout, "changeflow: simulators on %s\n", sims.URL())
+	}
 
 	applied, err := st.Migrate(ctx)
 	if err != nil {
@@ -157,25 +177,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", sc.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", sc.Listen, err)
-	}
 	// The address line goes to stdout so scripts and tests that listen on
 	// port 0 can find the server; everything else is structured logs.
 	fmt.Fprintf(stdout, "changeflow: serving on http://%s\n", ln.Addr())
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version,
 		"instance", cfg.Current().Instance().ID)
-
-	if cfg.Current().Endpoints().SimEmbedded {
-		sims, err := startEmbeddedSim(ctx, cfg.Current(), "http://"+ln.Addr().String(), logger)
-		if err != nil {
-			_ = ln.Close()
-			return err
-		}
-		defer sims.Close()
-		fmt.Fprintf(stdout, "changeflow: simulators on %s\n", sims.URL())
-	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -270,7 +276,7 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 	if file == "" {
 		file = getenv("CHANGEFLOW_CONFIG")
 	}
-	cfg, err := config.Load(ctx, config.Options{File: file, Getenv: getenv, Logger: logger})
+	cfg, err := config.Load(ctx, config.Options{File: file, Getenv: getenv, Logger: logger, Overlay: flags.overlay()})
 	if err != nil {
 		return nil, fmt.Errorf("load configuration: %w", err)
 	}
@@ -334,4 +340,43 @@ type storeAuditor struct{ st *store.Store }
 func (a storeAuditor) Audit(ctx context.Context, e httpapi.AuditEntry) error {
 	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams(e))
 	return err
+}
+
+// listenOn listens on addr; a port another process holds is reported with
+// the flag and the configuration key that move it.
+func listenOn(ctx context.Context, addr, flagName, key string) (net.Listener, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, busyPortError(err, addr, flagName, key)
+	}
+	return ln, nil
+}
+
+// busyPortError names the setting to change when addr could not be
+// listened on; any other listen error is wrapped as it is.
+func busyPortError(err error, addr, flagName, key string) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("port %s is already in use by another process: stop it, or choose another address with %s ADDR or the %s key (%s): %w",
+			addr, flagName, key, config.EnvName(key), err)
+	}
+	return fmt.Errorf("listen on %s (%s, %s): %w", addr, flagName, key, err)
+}
+
+// warnSimURLs logs each dependency URL that is set explicitly but does not
+// point at the embedded simulators: usually a configuration file written
+// before the simulators moved (the service would keep talking to whatever
+// listens on the old port).
+func warnSimURLs(snap *config.Snapshot, logger *slog.Logger) {
+	base := config.SimBaseURL(snap.Endpoints().SimListen)
+	if base == "" {
+		return
+	}
+	for _, key := range []string{config.KeyGitLabBaseURL, config.KeyApprovalBaseURL, config.KeyPermissionBaseURL, config.KeyOIDCIssuer} {
+		v, r := snap.String(key)
+		if v == "" || r.Source == config.SourceDefault || strings.HasPrefix(v, base+"/") {
+			continue
+		}
+		logger.Warn("a dependency URL is set explicitly and does not point at the embedded simulators; remove it to follow sim.listen",
+			"key", key, "value", v, "simulators", base, "source", r.Source)
+	}
 }

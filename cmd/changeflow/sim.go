@@ -85,7 +85,7 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 	}
 	if err := s.Start(ctx); err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("start simulators: %w", err)
+		return nil, busyPortError(err, snap.Endpoints().SimListen, "--sim-listen", config.KeySimListen)
 	}
 	return s, nil
 }

@@ -47,17 +47,25 @@ func itemTable(instanceID string) []item {
 		durItem(KeyDatabaseConnMaxLifetime, 30*minute, 0, sec, restart, "0 = connections live forever (database/sql)"),
 		durItem(KeyDatabaseConnMaxIdleTime, 5*minute, 0, sec, restart, "0 = idle connections are never closed (database/sql)"),
 
+		// The embedded simulators come before the external systems: with
+		// sim.embedded on, an unset dependency URL is derived from sim.listen
+		// (simURLItem reads both from the values resolved so far).
+		boolItem(KeySimEmbedded, false, restart, "simulators in a production process would answer for real systems"),
+		{key: KeySimListen, typ: "host:port", def: "127.0.0.1:8090", restart: true,
+			fallback: "missing/empty/not host:port → 127.0.0.1:8090",
+			why:      "the simulators are a local tool: loopback only, at the address the local run documents (README.md)", resolve: resolveListen},
+
 		// External systems.
-		urlItem(KeyGitLabBaseURL, "a half-parsed URL fails later and less clearly; unset is an explicit state"),
+		simURLItem(KeyGitLabBaseURL, "/gitlab/", "a half-parsed URL fails later and less clearly; unset is an explicit state"),
 		{key: KeyGitLabProjects, typ: "list of project ids or paths (YAML list, or comma-separated)", restart: true,
 			fallback: "missing/empty → none; malformed entries (not a positive id or group/project path) dropped with reason",
 			why:      "one bad entry must not hide the good ones", resolve: resolveProjects},
-		urlItem(KeyApprovalBaseURL, "see gitlab.baseURL"),
+		simURLItem(KeyApprovalBaseURL, "/approval/", "see gitlab.baseURL"),
 		intItem(KeyApprovalMaxRetries, 3, 0, 100, hot, "negative would skip the call entirely (seed §3.3)"),
 		durItem(KeyApprovalBackoff, 500*ms, 0, ms, hot, "negative would be a negative sleep (seed §3.3)"),
 		boolItem(KeyApprovalCheckItemsEnabled, false, hot, "the client-library approver is the verified path; a typo must not switch approvers"),
-		urlItem(KeyPermissionBaseURL, "unset: every permission check fails, which denies (R-AUTH-1)"),
-		urlItem(KeyOIDCIssuer, "unset: bearer tokens cannot be verified, so they authenticate nobody"),
+		simURLItem(KeyPermissionBaseURL, "/permission/", "unset: every permission check fails, which denies (R-AUTH-1)"),
+		simURLItem(KeyOIDCIssuer, "/oidc/", "unset: bearer tokens cannot be verified, so they authenticate nobody"),
 		stringItem(KeyIdentityDirectoryFile, "", restart, "missing/empty → unset (no directory: only canonical accounts resolve)",
 			"an untrusted identity skips metrics rather than guessing (R-ID-1)"),
 
@@ -67,10 +75,6 @@ func itemTable(instanceID string) []item {
 			why:      "two instances sharing an id would steal each other's leases; the computed id is unique per process", resolve: resolveInstanceID},
 		durItem(KeyInstanceHeartbeatInterval, 10*sec, 1*ms, sec, hot, "0 would spin; liveAfter must exceed it (else both fall back)"),
 		durItem(KeyInstanceLiveAfter, 30*sec, 1*ms, sec, hot, "≤ heartbeatInterval would declare live instances dead: both fall back to defaults"),
-		boolItem(KeySimEmbedded, false, restart, "simulators in a production process would answer for real systems"),
-		{key: KeySimListen, typ: "host:port", def: "127.0.0.1:8090", restart: true,
-			fallback: "missing/empty/not host:port → 127.0.0.1:8090",
-			why:      "the simulators are a local tool: loopback only, at the address SPEC §3.6 names", resolve: resolveListen},
 		{key: KeyLogLevel, typ: "debug | info | warn | error (case-insensitive)", def: "info",
 			fallback: "missing/empty/unknown → info",
 			why:      "info keeps fall-back warnings visible without debug volume", resolve: resolveLogLevel},

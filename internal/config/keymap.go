@@ -26,6 +26,10 @@ func newKeymap(items []item) *keymap {
 	return km
 }
 
+// EnvName is the environment variable that sets key, e.g.
+// CHANGEFLOW_SERVER_LISTEN for server.listen; error messages name it.
+func EnvName(key string) string { return envPrefix + envName(key) }
+
 // envName is the environment spelling of a key, without the CHANGEFLOW_
 // prefix: upper-cased, "." → "_".
 func envName(key string) string {

@@ -206,6 +206,53 @@ func resolveURL(it *item, r raw, _ map[string]any) result {
 	return result{val: s, text: s, reason: builtinOr(r)}
 }
 
+// simURLItem is a dependency's base URL that the embedded simulators can
+// stand in for: with sim.embedded on and the URL not configured (missing,
+// empty or malformed), it is derived from sim.listen plus the simulator's
+// mount path. One port setting then moves the whole local run; a URL set
+// explicitly still wins, so a local run can point one dependency at a
+// real system. Without sim.embedded it is a plain urlItem.
+func simURLItem(key, mount, why string) item {
+	it := urlItem(key, why)
+	it.fallback = "missing/empty → unset; not an absolute http(s) URL → unset (dependency not configured); " +
+		"either way, with sim.embedded on: http://<sim.listen>" + mount
+	it.resolve = func(it *item, r raw, done map[string]any) result {
+		res := resolveURL(it, r, done)
+		if res.val != "" {
+			return res
+		}
+		embedded, _ := done[KeySimEmbedded].(bool)
+		listen, _ := done[KeySimListen].(string)
+		base := SimBaseURL(listen)
+		if !embedded || base == "" {
+			return res
+		}
+		u := base + mount
+		reason := "derived from sim.listen (sim.embedded on)"
+		if res.fellBack {
+			reason = res.reason + "; " + reason
+		}
+		return result{val: u, text: u, fellBack: res.fellBack, reason: reason}
+	}
+	return it
+}
+
+// SimBaseURL is the base URL a client on this machine uses to reach
+// simulators listening on listen (host:port): a wildcard or empty host is
+// reached over loopback. It is "" when the address is malformed or its
+// port is chosen at start (":0"), which the configuration cannot know; the
+// dependency URLs must then be set explicitly.
+func SimBaseURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // resolveListen accepts host:port (host may be empty for all interfaces).
 // A malformed address falls back to the loopback default, which never
 // exposes more than intended; the service is then visibly unreachable from

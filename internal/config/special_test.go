@@ -225,21 +225,27 @@ approval: {maxRetries: 5, checkItems: {enabled: yes}}
 batch: {maxRequests: 10, interval: 2s}
 polling: {rebase: {shortAttempts: 3}}
 breaker: {failures: 2}
-sim: {embedded: true}
+sim: {embedded: true, listen: "127.0.0.1:9090"}
 gitlab: {baseURL: "http://127.0.0.1:8090/gitlab/"}
 `)
 	require.Equal(t, ":9000", s.Server().Listen)
 	require.Equal(t, 5*time.Second, s.Server().ShutdownTimeout)
 	require.Equal(t, 20, s.Database().MaxOpenConns)
 	require.Equal(t, Workflow{ApproveFirst: true, Workers: 8, QueueSize: 100, LeaseDuration: 30 * time.Second, MaxRegenerations: 3, PollInterval: time.Second}, s.Workflow())
-	require.Equal(t, Approval{MaxRetries: 5, Backoff: 500 * time.Millisecond, CheckItems: true}, s.Approval())
+	require.Equal(t, Approval{BaseURL: "http://127.0.0.1:9090/approval/", MaxRetries: 5, Backoff: 500 * time.Millisecond, CheckItems: true}, s.Approval())
 	require.Equal(t, Batch{Interval: 2 * time.Second, MaxRequests: 10, MaxSplitDepth: 6, Timeout: 30 * time.Minute, ResumeAfter: 2 * time.Minute}, s.Batch())
 	require.Equal(t, PollingTier{ShortInterval: 2 * time.Second, ShortAttempts: 3, LongInterval: 10 * time.Second, Timeout: 10 * time.Minute}, s.Polling(PollingRebase))
 	require.Equal(t, PollingTier{ShortInterval: 5 * time.Second, ShortAttempts: 12, LongInterval: 30 * time.Second, Timeout: time.Hour}, s.Polling(PollingPipeline))
 	require.Equal(t, PollingTier{ShortInterval: 30 * time.Second, ShortAttempts: 10, LongInterval: 5 * time.Minute, Timeout: 24 * time.Hour}, s.Polling(PollingApproval))
 	require.Equal(t, Breaker{Failures: 2, OpenFor: 30 * time.Second}, s.Breaker())
 	require.Equal(t, Idempotency{TTL: 24 * time.Hour, CleanupInterval: 10 * time.Minute}, s.Idempotency())
-	require.Equal(t, Endpoints{GitLab: "http://127.0.0.1:8090/gitlab/", SimEmbedded: true, SimListen: "127.0.0.1:8090"}, s.Endpoints())
+	// gitlab.baseURL is set explicitly and wins; the other three are
+	// derived from sim.listen because the simulators are embedded.
+	require.Equal(t, Endpoints{
+		GitLab: "http://127.0.0.1:8090/gitlab/", Approval: "http://127.0.0.1:9090/approval/",
+		Permission: "http://127.0.0.1:9090/permission/", OIDCIssuer: "http://127.0.0.1:9090/oidc/",
+		SimEmbedded: true, SimListen: "127.0.0.1:9090",
+	}, s.Endpoints())
 	require.True(t, s.RestartRequired(KeyServerListen))
 	require.False(t, s.RestartRequired(KeyWorkflowApproveFirst))
 }
@@ -252,4 +258,50 @@ func TestAccessorsReportUnknownKeys(t *testing.T) {
 	require.True(t, r.FellBack)
 	_, ok := s.Resolution("no.such.key")
 	require.False(t, ok)
+}
+
+// TestSimulatorURLsDeriveFromSimListen: with the simulators embedded, one
+// port setting moves every dependency URL that is not set explicitly; an
+// explicit URL wins; without embedded simulators nothing is invented.
+func TestSimulatorURLsDeriveFromSimListen(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       Endpoints
+		fellBack   bool
+	}{
+		{"embedded, nothing set: the default simulator port", "sim: {embedded: true}\n", Endpoints{
+			GitLab: "http://127.0.0.1:8090/gitlab/", Approval: "http://127.0.0.1:8090/approval/",
+			Permission: "http://127.0.0.1:8090/permission/", OIDCIssuer: "http://127.0.0.1:8090/oidc/",
+			SimEmbedded: true, SimListen: "127.0.0.1:8090"}, false},
+		{"embedded on another port: every URL follows", "sim: {embedded: true, listen: \"127.0.0.1:9191\"}\n", Endpoints{
+			GitLab: "http://127.0.0.1:9191/gitlab/", Approval: "http://127.0.0.1:9191/approval/",
+			Permission: "http://127.0.0.1:9191/permission/", OIDCIssuer: "http://127.0.0.1:9191/oidc/",
+			SimEmbedded: true, SimListen: "127.0.0.1:9191"}, false},
+		{"all interfaces are reached over loopback", "sim: {embedded: true, listen: \":9191\"}\n", Endpoints{
+			GitLab: "http://127.0.0.1:9191/gitlab/", Approval: "http://127.0.0.1:9191/approval/",
+			Permission: "http://127.0.0.1:9191/permission/", OIDCIssuer: "http://127.0.0.1:9191/oidc/",
+			SimEmbedded: true, SimListen: ":9191"}, false},
+		{"an explicit URL wins", "sim: {embedded: true, listen: \"127.0.0.1:9191\"}\noidc: {issuer: \"https://login.example/\"}\n", Endpoints{
+			GitLab: "http://127.0.0.1:9191/gitlab/", Approval: "http://127.0.0.1:9191/approval/",
+			Permission: "http://127.0.0.1:9191/permission/", OIDCIssuer: "https://login.example/",
+			SimEmbedded: true, SimListen: "127.0.0.1:9191"}, false},
+		{"a malformed URL falls back to the simulator", "sim: {embedded: true}\ngitlab: {baseURL: \"gitlab:8090\"}\n", Endpoints{
+			GitLab: "http://127.0.0.1:8090/gitlab/", Approval: "http://127.0.0.1:8090/approval/",
+			Permission: "http://127.0.0.1:8090/permission/", OIDCIssuer: "http://127.0.0.1:8090/oidc/",
+			SimEmbedded: true, SimListen: "127.0.0.1:8090"}, true},
+		{"a port chosen at start cannot be derived", "sim: {embedded: true, listen: \"127.0.0.1:0\"}\n", Endpoints{
+			SimEmbedded: true, SimListen: "127.0.0.1:0"}, false},
+		{"not embedded: nothing is invented", "sim: {listen: \"127.0.0.1:9191\"}\n", Endpoints{
+			SimListen: "127.0.0.1:9191"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loadYAML(t, tc.yaml)
+			require.Equal(t, tc.want, s.Endpoints())
+			_, r := s.String(KeyGitLabBaseURL)
+			require.Equal(t, tc.fellBack, r.FellBack, r.Reason)
+			if tc.want.SimEmbedded && tc.want.GitLab != "" {
+				require.Contains(t, r.Reason, "derived from sim.listen")
+			}
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net"
 	"net/http"
 
 	"changeflow/internal/config"
@@ -68,12 +67,5 @@ func simBase(ep config.Endpoints) string {
 	if !ep.SimEmbedded {
 		return ""
 	}
-	host, port, err := net.SplitHostPort(ep.SimListen)
-	if err != nil || port == "" || port == "0" {
-		return ""
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port)
+	return config.SimBaseURL(ep.SimListen)
 }
