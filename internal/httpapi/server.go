@@ -59,7 +59,7 @@ type Server struct {
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
-// panic recovery → access log → identity resolution → mux; per-route
+// panic recovery → security headers (headers.go) → access log → identity resolution → mux; per-route
 // concerns (rate limiting, authorization, metrics) wrap each route at
 // registration, because they depend on the route's own metadata. Identity
 // is resolved outside them all, once, because rate limiting needs it
@@ -85,6 +85,7 @@ func newServer(d Deps, extra ...route) http.Handler {
 	var h http.Handler = http.HandlerFunc(s.serveMux)
 	h = s.resolveIdentity(h)
 	h = accessLog(d.Logger)(h)
+	h = securityHeaders(h)
 	h = recoverPanics(d.Logger)(h)
 	return h
 }

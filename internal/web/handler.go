@@ -37,6 +37,9 @@ const assetsDir = "assets/"
 type Handler struct {
 	files map[string]*file // by path relative to the root, no leading slash
 	index *file
+	// csp is the Content-Security-Policy of every response (csp.go),
+	// computed from index's inline scripts.
+	csp string
 }
 
 // file is one built file, held in memory with its gzip form: the whole app
@@ -74,6 +77,7 @@ func New(fsys fs.FS) (*Handler, error) {
 	if h.index == nil {
 		return nil, errors.New("the app has no index.html")
 	}
+	h.csp = pagePolicy(h.index.body)
 	return h, nil
 }
 
@@ -88,6 +92,7 @@ func New(fsys fs.FS) (*Handler, error) {
 //   - anything else (a removed hashed script, a missing icon): 404 in the
 //     API's JSON envelope, no-store, never a 500 (seed 3.8).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", h.csp)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeEnvelope(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
