@@ -20,12 +20,14 @@ const OperatorParam = "__authenticatedOperator"
 // §3.4): the client's parameters are copied first and the login identity
 // is written over the reserved name afterwards, so a client that sends
 // its own __authenticatedOperator cannot forge the operator. Client keys
-// that differ from the reserved name only in case are dropped, so no
-// look-alike can sit next to the real one in the audit trail.
+// that fold to a reserved name, or into the server's "__" namespace
+// (reservedParam: NFKC, invisible characters removed, case, Cyrillic and
+// Greek look-alikes), are dropped, so no look-alike can sit next to the
+// real one in the audit trail.
 func opsParams(client map[string]any, operator identity.Identity) map[string]any {
 	out := make(map[string]any, len(client)+1)
 	for k, v := range client {
-		if strings.EqualFold(k, OperatorParam) {
+		if reservedParam(k) {
 			continue
 		}
 		out[k] = v
@@ -64,6 +66,15 @@ type Auditor interface {
 const (
 	auditValueMax = 256 // runes per value, after masking
 	auditMask     = "****"
+	// auditParamsMax bounds the stored JSON object in bytes. Without it
+	// 8,000 query parameters made a 247 KB row; an operator's real call
+	// has a handful. Parameters past it are left out, and auditCutParam
+	// says how many: a record that admits it is incomplete, rather than a
+	// row nobody can read or a refused call.
+	auditParamsMax = 8 << 10
+	// auditCutParam is the server's marker of a cut record, in the
+	// reserved namespace so a client cannot forge or hide it.
+	auditCutParam = "__truncated"
 )
 
 // sensitiveKeyParts mark a parameter whose value is a credential: any key
@@ -72,18 +83,54 @@ var sensitiveKeyParts = []string{"token", "password", "passwd", "secret", "autho
 
 // auditParams returns params as the audit record stores them: values of
 // sensitive keys replaced by "****", every other value rendered as text
-// (non-strings as compact JSON, sensitive keys inside masked too) and truncated to auditValueMax runes, and
-// the whole encoded as a JSON object with sorted keys. Keys are truncated
-// too: a key is client-controlled text like any value.
+// (non-strings as compact JSON, sensitive keys inside masked too) and
+// truncated to auditValueMax runes, and the whole encoded as a JSON object
+// with sorted keys. Keys are truncated too: a key is client-controlled
+// text like any value. The object stays within auditParamsMax bytes: the
+// server's own parameters (OperatorParam) always, then the others in key
+// order while they fit; when some did not, auditCutParam names how many
+// were left out.
 func auditParams(params map[string]any) string {
-	out := make(map[string]string, len(params))
+	type kv struct{ k, v string }
+	var first, rest []kv
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		key := truncateRunes(k, auditValueMax)
-		if sensitiveKey(k) {
-			out[key] = auditMask
+		val := auditMask
+		if !sensitiveKey(k) {
+			val = truncateRunes(auditValue(params[k]), auditValueMax)
+		}
+		if k == OperatorParam {
+			first = append(first, kv{key, val})
+		} else {
+			rest = append(rest, kv{key, val})
+		}
+	}
+	out := make(map[string]string, len(params))
+	// size is the encoded object's length so far: braces, and per member
+	// its quoted key and value, a colon and a comma.
+	size := 2
+	member := func(p kv) int {
+		kb, _ := json.Marshal(p.k)
+		vb, _ := json.Marshal(p.v)
+		return len(kb) + len(vb) + 2
+	}
+	// Room for the marker, so adding it never breaks the bound.
+	reserve := member(kv{auditCutParam, fmt.Sprintf("%d of %d parameters left out", len(params), len(params))})
+	for _, p := range first {
+		out[p.k] = p.v
+		size += member(p)
+	}
+	cut := 0
+	for _, p := range rest {
+		if n := member(p); size+n+reserve <= auditParamsMax {
+			out[p.k] = p.v
+			size += n
 			continue
 		}
-		out[key] = truncateRunes(auditValue(params[k]), auditValueMax)
+		cut++
+	}
+	if cut > 0 {
+		out[auditCutParam] = fmt.Sprintf("%d of %d parameters left out", cut, len(params))
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
