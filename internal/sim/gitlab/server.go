@@ -197,6 +197,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.api.ServeHTTP(w, r)
 	case hasPrefix(r.URL.Path, "/_control/"):
 		s.control.ServeHTTP(w, r)
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		if path, iid, ok := mrPagePath(r.URL.Path); ok {
+			s.handleMRPage(w, r, path, iid)
+			return
+		}
+		writeError(w, http.StatusNotFound, "404 Not Found")
 	default:
 		writeError(w, http.StatusNotFound, "404 Not Found")
 	}
