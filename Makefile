@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -X main.version=$(VERSION)
 
-.PHONY: run test build web bench lint clean
+.PHONY: run test build web bench lint clean image image-test unit-test
 
 ## web: rebuild the embedded web app when web/ changed since the committed build (Node needed only then)
 web:
@@ -15,6 +15,22 @@ web:
 ## build: the single static binary
 build: web
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/changeflow
+
+## image: the container image (Containerfile, FROM scratch) with buildah, podman or docker
+IMAGE ?= localhost/changeflow:$(VERSION)
+image: build
+	@ctx=$$(mktemp -d) && ./scripts/image-context.sh "$$ctx" && \
+	if command -v buildah >/dev/null 2>&1; then buildah bud --format docker -t $(IMAGE) "$$ctx"; \
+	elif command -v podman >/dev/null 2>&1; then podman build --format docker -t $(IMAGE) "$$ctx"; \
+	else docker build -t $(IMAGE) "$$ctx"; fi; rc=$$?; rm -rf "$$ctx"; exit $$rc
+
+## image-test: build the image in a throwaway buildah store and smoke-test it
+image-test: build
+	./scripts/image-test.sh
+
+## unit-test: systemd-analyze verify and security of deploy/changeflow.service
+unit-test: build
+	./scripts/systemd-verify.sh
 
 ## run: the whole system locally (SQLite under ./var, simulators, web app)
 run: build
@@ -28,6 +44,7 @@ FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/ident
 
 test:
 	./scripts/test-services.sh $(GO) test -race -count=1 -timeout 15m ./...
+	@$(MAKE) --no-print-directory image-test unit-test
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix web --no-audit --no-fund && GO=$(GO) npm test --prefix web; \
 	elif [ "$$CHANGEFLOW_TEST_REQUIRE_SERVICES" = 1 ]; then echo "npm is required for the web app's browser tests"; exit 1; \

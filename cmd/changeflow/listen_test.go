@@ -185,3 +185,30 @@ func status(t *testing.T, url string, headers map[string]string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestHealthcheckAsksTheConfiguredListener: `changeflow healthcheck` (the
+// image's health check, which has no shell) finds the instance from
+// server.listen in the environment, succeeds while it is ready and fails
+// once nothing listens there.
+func TestHealthcheckAsksTheConfiguredListener(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	file := filepath.Join(dir, "changeflow.yaml")
+	writeConfig(t, file, strings.Replace(sqliteConfig(t, dir, ""), "listen: 127.0.0.1:0", "listen: "+addr, 1))
+	in := startServe(t, file, nil)
+	env := map[string]string{"CHANGEFLOW_SERVER_LISTEN": ":" + strings.Split(addr, ":")[1]}
+	getenv := func(k string) string { return env[k] }
+	for _, args := range [][]string{{}, {"--live"}, {"--url", in.base}} {
+		out := &syncBuffer{}
+		if err := run(context.Background(), append([]string{"changeflow", "healthcheck"}, args...), getenv, out, &syncBuffer{}); err != nil {
+			t.Fatalf("healthcheck %v against a ready instance: %v", args, err)
+		}
+		if !strings.Contains(out.String(), " ok") {
+			t.Fatalf("healthcheck %v printed %q", args, out.String())
+		}
+	}
+	in.stop(t)
+	if err := run(context.Background(), []string{"changeflow", "healthcheck", "--timeout", "2s"}, getenv, &syncBuffer{}, &syncBuffer{}); err == nil {
+		t.Fatal("healthcheck succeeded with nothing listening")
+	}
+}

@@ -25,6 +25,9 @@ Usage:
   changeflow sim     [--listen ADDR] [--callback-url URL]...
                                                  run only the simulators of GitLab, the approval
                                                  system, deployment, permissions and OIDC
+  changeflow healthcheck [--config FILE] [--url URL] [--live]
+                                                 exit 0 when the instance on server.listen is ready
+                                                 (GET /readyz; --live: /healthz); for images without a shell
   changeflow version                             print the version
 
 --local runs the local profile (README.md, "The local run"): SQLite under
@@ -52,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "sim":
 		err = runSim(ctx, rest, stdout, stderr)
+	case "healthcheck":
+		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "changeflow %s\n", version)
 	case "help", "--help", "-h":

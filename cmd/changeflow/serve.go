@@ -367,7 +367,7 @@ func busyPortError(err error, addr, flagName, key string) error {
 // before the simulators moved (the service would keep talking to whatever
 // listens on the old port).
 func warnSimURLs(snap *config.Snapshot, logger *slog.Logger) {
-	base := config.SimBaseURL(snap.Endpoints().SimListen)
+	base := config.LocalURL(snap.Endpoints().SimListen)
 	if base == "" {
 		return
 	}

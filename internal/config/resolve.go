@@ -223,7 +223,7 @@ func simURLItem(key, mount, why string) item {
 		}
 		embedded, _ := done[KeySimEmbedded].(bool)
 		listen, _ := done[KeySimListen].(string)
-		base := SimBaseURL(listen)
+		base := LocalURL(listen)
 		if !embedded || base == "" {
 			return res
 		}
@@ -237,12 +237,13 @@ func simURLItem(key, mount, why string) item {
 	return it
 }
 
-// SimBaseURL is the base URL a client on this machine uses to reach
-// simulators listening on listen (host:port): a wildcard or empty host is
-// reached over loopback. It is "" when the address is malformed or its
+// LocalURL is the base URL a client on this machine uses to reach a
+// listener on listen (host:port) — the embedded simulators, or the service
+// itself for `changeflow healthcheck`: a wildcard or empty host is reached
+// over loopback. It is "" when the address is malformed or its
 // port is chosen at start (":0"), which the configuration cannot know; the
 // dependency URLs must then be set explicitly.
-func SimBaseURL(listen string) string {
+func LocalURL(listen string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil || port == "" || port == "0" {
 		return ""

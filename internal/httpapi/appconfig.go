@@ -67,5 +67,5 @@ func simBase(ep config.Endpoints) string {
 	if !ep.SimEmbedded {
 		return ""
 	}
-	return config.SimBaseURL(ep.SimListen)
+	return config.LocalURL(ep.SimListen)
 }
