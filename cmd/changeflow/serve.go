@@ -314,10 +314,9 @@ func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, 
 	}
 	var verifier *identity.OIDC
 	if issuer := cfg.Current().Endpoints().OIDCIssuer; issuer != "" {
-		audience, _ := cfg.Current().String(config.KeyOIDCAudience)
 		verifier = identity.NewOIDC(identity.OIDCOptions{
 			Issuer:   issuer,
-			Audience: audience,
+			Policy:   func() identity.OIDCPolicy { return identity.PolicyFromConfig(cfg.Current()) },
 			Settings: func() identity.DependencySettings { return identity.SettingsFromConfig(cfg.Current(), "oidc") },
 			Logger:   logger,
 		})

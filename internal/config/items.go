@@ -34,6 +34,9 @@ func itemTable(instanceID string) []item {
 		durItem(KeyServerWriteTimeout, 60*sec, 0, sec, restart, "0 = no deadline (net/http); negative is meaningless"),
 		durItem(KeyServerIdleTimeout, 120*sec, 0, sec, restart, "0 = use readTimeout (net/http)"),
 		durItem(KeyServerShutdownTimeout, 30*sec, 0, sec, restart, "how long in-flight requests may drain; 0 = stop at once"),
+		{key: KeyServerPublicURL, typ: "URL (absolute http/https)",
+			fallback: "missing/empty/not an absolute http(s) URL → unset (while loopback is trusted, only loopback Host values are served)",
+			why:      "the Host check against DNS rebinding must not be widened by a half-parsed value", resolve: resolveURL},
 
 		// database.* — the pool is opened once.
 		{key: KeyDatabaseDriver, typ: "sqlite | mysql (case-insensitive)", def: "sqlite", restart: true,
@@ -99,6 +102,18 @@ func itemTable(instanceID string) []item {
 			why: "login headers from an untrusted peer would let anyone claim any identity", resolve: resolveProxies},
 		stringItem(KeyOIDCAudience, "changeflow", hot, "missing/empty → changeflow",
 			"a token minted for another audience must not log anyone in here"),
+		{key: KeyOIDCAccountClaim, typ: "claim name", def: "sub",
+			fallback: "missing/empty/not a claim name, or a claim that names no person (iss, aud, azp, exp, iat, nbf, nonce, email_verified, …) → sub",
+			why:      "only (iss, sub) is stable and unique in OIDC; a claim the user can edit must never be guessed into the account", resolve: resolveClaimName},
+		{key: KeyOIDCAccountField, typ: "account | email | employeeId (case-insensitive)", def: "account",
+			fallback: "missing/empty/unknown → account",
+			why:      "the account field is the strictest match: a token whose claim is not account-shaped is refused rather than matched on another field", resolve: resolveAccountField},
+		{key: KeyOIDCJWKSMinRefresh, typ: "duration (bare integer = seconds)", def: "1m", min: int64(sec), max: int64(hr), unit: sec,
+			fallback: "missing/empty/malformed → 1m; negative or below 1s → 1s; above 1h → 1h",
+			why:      "every token naming an unknown key would otherwise cost a call to the issuer; above an hour a rotation takes too long to reach us", resolve: resolveDuration},
+		{key: KeyOIDCClockSkew, typ: "duration (bare integer = seconds)", def: "1m", min: int64(sec), max: int64(5 * minute), unit: sec,
+			fallback: "missing/empty/malformed → 1m; negative or below 1s → 1s; above 5m → 5m",
+			why:      "how far in the future a token's iat may lie: clocks differ, so 0 would refuse an issuer a moment ahead; a large skew would accept tokens minted with a forward-dated clock", resolve: resolveDuration},
 
 		// Access windows (R-ACC-1).
 		{key: KeyAccessTimezone, typ: "IANA zone name, e.g. Europe/Berlin", def: "UTC",

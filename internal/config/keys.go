@@ -10,6 +10,7 @@ const (
 	KeyServerWriteTimeout      = "server.writeTimeout"
 	KeyServerIdleTimeout       = "server.idleTimeout"
 	KeyServerShutdownTimeout   = "server.shutdownTimeout"
+	KeyServerPublicURL         = "server.publicURL"
 
 	KeyDatabaseDriver          = "database.driver"
 	KeyDatabaseDSN             = "database.dsn"
@@ -46,6 +47,10 @@ const (
 	KeyRateLimitTrustedProxies = "ratelimit.trustedProxies"
 	KeyIdentityTrustedProxies  = "identity.trustedProxies"
 	KeyOIDCAudience            = "oidc.audience"
+	KeyOIDCAccountClaim        = "oidc.accountClaim"
+	KeyOIDCAccountField        = "oidc.accountField"
+	KeyOIDCJWKSMinRefresh      = "oidc.jwksMinRefresh"
+	KeyOIDCClockSkew           = "oidc.clockSkew"
 	KeyRateLimitGlobalEnabled  = "ratelimit.global.enabled"
 	KeyAccessTimezone          = "access.timezone"
 

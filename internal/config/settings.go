@@ -220,6 +220,9 @@ type Endpoints struct {
 	SimEmbedded bool
 	// SimListen is where embedded simulators listen.
 	SimListen string
+	// PublicURL is server.publicURL: the address people reach the service
+	// at, the one non-loopback Host served while loopback is trusted.
+	PublicURL string
 }
 
 // Endpoints returns the external systems' addresses.
@@ -232,6 +235,7 @@ func (s *Snapshot) Endpoints() Endpoints {
 		DirectoryFile: s.str(KeyIdentityDirectoryFile),
 		SimEmbedded:   s.flag(KeySimEmbedded),
 		SimListen:     s.str(KeySimListen),
+		PublicURL:     s.str(KeyServerPublicURL),
 	}
 }
 
@@ -239,3 +243,27 @@ func (s *Snapshot) str(key string) string        { v, _ := s.String(key); return
 func (s *Snapshot) dur(key string) time.Duration { v, _ := s.Duration(key); return v }
 func (s *Snapshot) num(key string) int           { v, _ := s.Int(key); return v }
 func (s *Snapshot) flag(key string) bool         { v, _ := s.Bool(key); return v }
+
+// OIDC is how bearer tokens are checked and mapped to an account; read
+// per request, so a reload applies to the next login.
+type OIDC struct {
+	Audience string
+	// AccountClaim is the one claim the account is read from.
+	AccountClaim string
+	// AccountField is the directory field that claim is matched on:
+	// "account", "email" or "employeeId".
+	AccountField   string
+	JWKSMinRefresh time.Duration
+	ClockSkew      time.Duration
+}
+
+// OIDC returns oidc.* (beside oidc.issuer, which is in Endpoints).
+func (s *Snapshot) OIDC() OIDC {
+	return OIDC{
+		Audience:       s.str(KeyOIDCAudience),
+		AccountClaim:   s.str(KeyOIDCAccountClaim),
+		AccountField:   s.str(KeyOIDCAccountField),
+		JWKSMinRefresh: s.dur(KeyOIDCJWKSMinRefresh),
+		ClockSkew:      s.dur(KeyOIDCClockSkew),
+	}
+}

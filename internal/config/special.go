@@ -238,3 +238,59 @@ func resolveTimezone(it *item, r raw, _ map[string]any) result {
 	}
 	return result{val: loc, text: loc.String(), reason: builtinOr(r)}
 }
+
+// claimNamesNobody reports the registered JWT/OIDC claims that describe
+// the token rather than a person: none of them can be oidc.accountClaim.
+func claimNamesNobody(name string) bool {
+	switch name {
+	case "iss", "aud", "azp", "exp", "iat", "nbf", "jti", "nonce", "auth_time", "at_hash", "c_hash",
+		"acr", "amr", "sid", "email_verified", "phone_number_verified":
+		return true
+	}
+	return false
+}
+
+// resolveClaimName accepts a claim name of letters, digits and "_-.:/"
+// (namespaced claims such as "https://corp.example/employee_id" included).
+// Anything else falls back to sub, the one claim OIDC promises is stable.
+func resolveClaimName(it *item, r raw, _ map[string]any) result {
+	ok := func(s, reason string, fb bool) result { return result{val: s, text: s, fellBack: fb, reason: reason} }
+	if !r.set {
+		return ok(it.def, reasonBuiltin, false)
+	}
+	if isBlank(r.v) {
+		return ok(it.def, fellBack("empty → sub"), true)
+	}
+	s := strings.TrimSpace(text(r.v))
+	if len(s) > 128 || strings.IndexFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_-.:/", c))
+	}) >= 0 {
+		return ok(it.def, fellBack("value %s is not a claim name → sub", quoted(s)), true)
+	}
+	if claimNamesNobody(s) {
+		return ok(it.def, fellBack("claim %s describes the token, not a person → sub", quoted(s)), true)
+	}
+	return ok(s, builtinOr(r), false)
+}
+
+// resolveAccountField accepts account, email or employeeId in any case and
+// yields that canonical spelling.
+func resolveAccountField(it *item, r raw, _ map[string]any) result {
+	ok := func(s, reason string, fb bool) result { return result{val: s, text: s, fellBack: fb, reason: reason} }
+	if !r.set {
+		return ok(it.def, reasonBuiltin, false)
+	}
+	if isBlank(r.v) {
+		return ok(it.def, fellBack("empty → account"), true)
+	}
+	switch v := strings.TrimSpace(text(r.v)); strings.ToLower(v) {
+	case "account":
+		return ok("account", builtinOr(r), false)
+	case "email":
+		return ok("email", builtinOr(r), false)
+	case "employeeid":
+		return ok("employeeId", builtinOr(r), false)
+	default:
+		return ok(it.def, fellBack("value %s unknown → account", quoted(v)), true)
+	}
+}

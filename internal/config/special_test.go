@@ -305,3 +305,25 @@ func TestSimulatorURLsDeriveFromSimListen(t *testing.T) {
 		})
 	}
 }
+
+func TestOIDCAccountClaim(t *testing.T) {
+	runTextCases(t, KeyOIDCAccountClaim, []textCase{
+		{"missing is sub", missing, "sub", false, reasonBuiltin},
+		{"empty is sub", `""`, "sub", true, "empty → sub"},
+		{"email is a claim name", `email`, "email", false, ""},
+		{"a namespaced claim is a claim name", `"https://corp.example/employee_id"`, "https://corp.example/employee_id", false, ""},
+		{"a claim with a space is not a claim name", `"preferred username"`, "sub", true, "not a claim name"},
+		{"aud names no person", `aud`, "sub", true, "describes the token"},
+		{"email_verified names no person", `email_verified`, "sub", true, "describes the token"},
+	})
+}
+
+func TestOIDCAccountField(t *testing.T) {
+	runTextCases(t, KeyOIDCAccountField, []textCase{
+		{"missing is account", missing, "account", false, reasonBuiltin},
+		{"empty is account", `""`, "account", true, "empty → account"},
+		{"EMAIL is email", `EMAIL`, "email", false, ""},
+		{"employeeid is employeeId", `employeeid`, "employeeId", false, ""},
+		{"a typo is account, the strictest field", `emial`, "account", true, "unknown → account"},
+	})
+}

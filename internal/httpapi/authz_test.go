@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,25 @@ type authzWorld struct {
 	oidc    *simoidc.Server
 	metrics *metrics.Metrics
 	audits  *fakeAuditor
+	clock   *testClock // the OIDC verifier's
+}
+
+// testClock is a settable clock starting at the real time (minted tokens
+// carry real times).
+type testClock struct{ t atomic.Pointer[time.Time] }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	now := time.Now()
+	c.t.Store(&now)
+	return c
+}
+
+func (c *testClock) Now() time.Time { return *c.t.Load() }
+
+func (c *testClock) Advance(d time.Duration) {
+	next := c.Now().Add(d)
+	c.t.Store(&next)
 }
 
 // Routes of the world. ops-read needs ops.read or admin (built-in rules of
@@ -110,6 +130,7 @@ func newAuthzWorld(t *testing.T, overlay map[string]any) *authzWorld {
 	}
 	t.Cleanup(func() { _ = mgr.Close() })
 
+	w := &authzWorld{clock: newTestClock()}
 	dir, err := identity.OpenDirectory(filepath.Join("..", "..", "cmd", "changeflow", "local", "directory.yaml"), identity.FileDirectoryOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +138,8 @@ func newAuthzWorld(t *testing.T, overlay map[string]any) *authzWorld {
 	resolver := identity.NewResolver(identity.Options{
 		Directory:      dir,
 		TrustedProxies: identity.LoopbackPrefixes,
-		OIDC: identity.NewOIDC(identity.OIDCOptions{Issuer: is.Issuer(),
+		OIDC: identity.NewOIDC(identity.OIDCOptions{Issuer: is.Issuer(), Now: w.clock.Now,
+			Policy:   func() identity.OIDCPolicy { return identity.PolicyFromConfig(mgr.Current()) },
 			Settings: func() identity.DependencySettings { return identity.SettingsFromConfig(mgr.Current(), "oidc") }}),
 	})
 	perms := permission.New(permission.Options{Settings: func() permission.Settings { return permission.SettingsFromConfig(mgr.Current()) }})
@@ -125,7 +147,7 @@ func newAuthzWorld(t *testing.T, overlay map[string]any) *authzWorld {
 	logger := slog.New(slog.DiscardHandler)
 	m := metrics.New(logger, "test")
 	audits := &fakeAuditor{}
-	w := &authzWorld{perm: sim, oidc: is, metrics: m, audits: audits}
+	w.perm, w.oidc, w.metrics, w.audits = sim, is, m, audits
 	d := Deps{Logger: logger, Metrics: m, Ready: fakeReady{}, Version: "test",
 		Identity: resolver, Authz: Authorization{Config: mgr, Permissions: perms, Auditor: audits}}
 	srv := &Server{deps: d} // the audit helper needs only the deps
@@ -147,9 +169,10 @@ func newAuthzWorld(t *testing.T, overlay map[string]any) *authzWorld {
 
 // caller is how a request logs in.
 type caller struct {
-	peer    string // RemoteAddr; default loopback
-	user    string // X-Auth-Request-User
-	email   string // X-Auth-Request-Email
+	peer    string   // RemoteAddr; default loopback
+	user    string   // X-Auth-Request-User
+	users   []string // X-Auth-Request-User sent once per value
+	email   string   // X-Auth-Request-Email
 	bearer  string
 	nothing bool // no credentials at all
 }
@@ -167,6 +190,9 @@ func (w *authzWorld) do(t *testing.T, method, path string, c caller, body string
 	}
 	if c.user != "" {
 		r.Header.Set(identity.HeaderUser, c.user)
+	}
+	for _, u := range c.users {
+		r.Header.Add(identity.HeaderUser, u)
 	}
 	if c.email != "" {
 		r.Header.Set(identity.HeaderEmail, c.email)
@@ -244,8 +270,20 @@ func TestAuthorizationOfAnOpsReadRoute(t *testing.T) {
 		{"olivia by email", caller{user: "olivia@corp.example"}, 200, "olivia"},
 		{"olivia by employee ID", caller{user: "E10031"}, 200, "olivia"},
 		{"adam by admin rule", caller{user: "adam"}, 200, "adam"},
-		{"olivia by OIDC token", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "olivia@corp.example", Email: "olivia@corp.example"})}, 200, "olivia"},
-		{"adam by OIDC token with employee ID", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "E10001"})}, 200, "adam"},
+		{"olivia by OIDC token", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "olivia", Email: "olivia@corp.example"})}, 200, "olivia"},
+		{"adam by OIDC token", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "adam"})}, 200, "adam"},
+		// Impersonation through claims (security review finding 1): none of
+		// these is adam.
+		{"opaque sub with preferred_username adam", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "opaque-9f8e7d", Claims: map[string]any{"preferred_username": "adam"}})}, 403, ""},
+		{"opaque sub with adam's email, unverified", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "opaque-9f8e7d", Claims: map[string]any{"email": "adam@corp.example"}})}, 403, ""},
+		{"adam's employee ID as sub", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "E10001"})}, 403, ""},
+		{"adam's email as sub", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "adam@corp.example", Email: "adam@corp.example"})}, 401, ""},
+		{"token issued an hour ahead", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "adam", IssuedIn: simoidc.TTL{Duration: time.Hour}})}, 401, ""},
+		{"token for two audiences without azp", caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "adam", Aud: simoidc.Audience{"other-app", "changeflow"}})}, 401, ""},
+		// Duplicate identity headers (finding 6).
+		{"two user headers, alice then adam", caller{users: []string{"alice", "adam"}}, 401, ""},
+		{"two user headers, adam then alice", caller{users: []string{"adam", "alice"}}, 401, ""},
+		{"unknown user beside adam's email", caller{user: "E55555", email: "adam@corp.example"}, 401, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,10 +320,12 @@ func TestTokenOfARotatedAwayKeyIs401(t *testing.T) {
 	if _, err := w.oidc.Rotate(true, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The new key's kid is unknown; it is fetched once the last download
+	// is older than oidc.jwksMinRefresh.
+	w.clock.Advance(identity.DefaultJWKSMinRefresh)
 	rec, env, _ = w.do(t, "GET", pathOpsRead, caller{bearer: w.mint(t, simoidc.TokenRequest{Sub: "adam"})}, "")
 	wantStatus(t, rec, env, 200)
-	// go-oidc stores the re-read key set just after answering the request
-	// that triggered the re-read; from then on the old key is gone.
+	// From that download on the old key is gone.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rec, env, _ = w.do(t, "GET", pathOpsRead, caller{bearer: old}, "")
@@ -409,7 +449,7 @@ func TestLoginOnlyRoutes(t *testing.T) {
 	before := len(w.perm.Checks())
 
 	accounts := map[string]string{}
-	for _, c := range []caller{{user: "alice"}, {user: "Alice@Corp.Example"}, {user: "E10023"}, {bearer: w.mint(t, simoidc.TokenRequest{Sub: "E10023"})}} {
+	for _, c := range []caller{{user: "alice"}, {user: "Alice@Corp.Example"}, {user: "E10023"}, {bearer: w.mint(t, simoidc.TokenRequest{Sub: "alice"})}} {
 		rec, env, _ := w.do(t, "POST", pathUser, c, `{}`)
 		wantStatus(t, rec, env, 200)
 		data := env.Data.(map[string]any)
@@ -421,6 +461,17 @@ func TestLoginOnlyRoutes(t *testing.T) {
 	if len(w.perm.Checks()) != before {
 		t.Fatal("a login-only route must not ask the permission service")
 	}
+
+	t.Run("a token with an opaque sub and preferred_username adam is not adam on a user route", func(t *testing.T) {
+		// User routes serve the caller's own records, keyed by the resolved
+		// account: this caller sees opaque-9f8e7d's (none), never adam's.
+		tok := w.mint(t, simoidc.TokenRequest{Sub: "opaque-9f8e7d", Claims: map[string]any{"preferred_username": "adam"}})
+		rec, env, _ := w.do(t, "POST", pathUser, caller{bearer: tok}, `{}`)
+		wantStatus(t, rec, env, 200)
+		if d := env.Data.(map[string]any); d["account"] != "opaque-9f8e7d" || d["trusted"] != false {
+			t.Fatalf("got %v", d)
+		}
+	})
 
 	t.Run("an unknown bare ID is let in but untrusted", func(t *testing.T) {
 		rec, env, _ := w.do(t, "POST", pathUser, caller{user: "E99999"}, `{}`)

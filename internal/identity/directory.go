@@ -124,6 +124,33 @@ func (d *Directory) Lookup(l Login) (Entry, bool) {
 	return e, ok
 }
 
+// LookupField finds the person whose field f equals the normalized value,
+// looking at that one field only (oidc.accountField). An
+// employee-ID-shaped value is looked up as an account on FieldAccount. A
+// nil directory finds nobody.
+func (d *Directory) LookupField(f Field, l Login) (Entry, bool) {
+	if d == nil || l.Kind == KindInvalid {
+		return Entry{}, false
+	}
+	var e Entry
+	var ok bool
+	switch f {
+	case FieldEmail:
+		if l.Kind == KindEmail {
+			e, ok = d.byEmail[l.Value]
+		}
+	case FieldEmployeeID:
+		if l.Kind == KindEmployeeID {
+			e, ok = d.byEmployee[l.Value]
+		}
+	default:
+		if l.Kind == KindAccount || l.Kind == KindEmployeeID {
+			e, ok = d.byAccount[normalizedLower(l.Value)]
+		}
+	}
+	return e, ok
+}
+
 func normalizedLower(s string) string { a, _ := normalizeAccount(s); return a }
 
 // ParseDirectory reads the YAML list of {account, email, employeeId,

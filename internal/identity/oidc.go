@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +36,13 @@ type OIDCOptions struct {
 	// when comparing with the discovery document's issuer; tokens must
 	// carry the document's issuer exactly.
 	Issuer string
-	// Audience is the client ID tokens must be issued to (default
-	// "changeflow", the OIDC simulator's default audience).
+	// Audience is the client ID tokens must be issued to when Policy names
+	// none (default "changeflow", the OIDC simulator's default audience).
 	Audience string
+	// Policy gives the oidc.* items — audience, account claim and field,
+	// JWKS refresh interval, clock skew; read per token. nil means the
+	// defaults (OIDCPolicy's zero value) with Audience.
+	Policy func() OIDCPolicy
 	// Settings gives the deadline and breaker of every call to the issuer
 	// (discovery and JWKS); read per call. nil means the defaults.
 	Settings func() DependencySettings
@@ -56,9 +61,11 @@ type OIDCOptions struct {
 // Discovery is lazy — done by the first request that carries a token,
 // bounded by the deadline, shared by concurrent callers and retried after
 // RetryAfter when it fails — so an issuer that is down when the service
-// starts delays nothing but bearer logins. Keys are cached by go-oidc and
-// re-fetched when a token names an unknown key id, which is how rotation
-// reaches us; a token whose key is no longer published fails.
+// starts delays nothing but bearer logins. Keys are cached (keySet) and
+// re-fetched when a token names an unknown key id, at most once per
+// oidc.jwksMinRefresh, which is how rotation reaches us without letting
+// forged tokens make us call the issuer; a token whose key is no longer
+// published fails.
 type OIDC struct {
 	opts   OIDCOptions
 	client *http.Client
@@ -92,6 +99,17 @@ func NewOIDC(opts OIDCOptions) *OIDC {
 		settings = func() DependencySettings { return DependencySettings{} }
 	}
 	opts.Settings = func() DependencySettings { return withDefaults(settings()) }
+	policy, audience := opts.Policy, opts.Audience
+	if policy == nil {
+		policy = func() OIDCPolicy { return OIDCPolicy{} }
+	}
+	opts.Policy = func() OIDCPolicy {
+		p := policy()
+		if p.Audience == "" {
+			p.Audience = audience
+		}
+		return p.withDefaults()
+	}
 	return &OIDC{
 		opts:   opts,
 		client: &http.Client{Transport: newBreakerTransport("oidc", opts.Transport, opts.Settings)},
@@ -99,32 +117,63 @@ func NewOIDC(opts OIDCOptions) *OIDC {
 	}
 }
 
-// Claims are the claims the resolver maps to an account.
-type Claims struct {
-	Subject           string `json:"sub"`
-	Email             string `json:"email"`
-	EmailVerified     *bool  `json:"email_verified"`
-	PreferredUsername string `json:"preferred_username"`
-}
+// Policy returns the oidc.* items in force, defaults applied.
+func (o *OIDC) Policy() OIDCPolicy { return o.opts.Policy() }
 
-// Verify checks raw and returns its claims. Every error wraps ErrNoIssuer,
+// Verify checks raw and returns all its claims (JSON numbers as float64).
+// go-oidc checks the signature (through keySet), issuer, expiry and nbf;
+// Verify adds what it leaves out: the audience (read per token, so a
+// reload applies), azp when there are several audiences, and an iat not
+// beyond ClockSkew in the future. Every error wraps ErrNoIssuer,
 // ErrIssuerUnavailable or ErrInvalidToken.
-func (o *OIDC) Verify(ctx context.Context, raw string) (Claims, error) {
+func (o *OIDC) Verify(ctx context.Context, raw string) (map[string]any, error) {
 	v, err := o.verifier(ctx)
 	if err != nil {
-		return Claims{}, err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.opts.Settings().Timeout)
 	defer cancel()
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		if errors.Is(err, ErrIssuerUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	var c Claims
+	var c map[string]any
 	if err := tok.Claims(&c); err != nil {
-		return Claims{}, fmt.Errorf("%w: claims: %w", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: claims: %w", ErrInvalidToken, err)
+	}
+	if err := checkToken(tok.Audience, tok.IssuedAt, c, o.opts.Policy(), o.opts.Now()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	return c, nil
+}
+
+// checkToken is what OIDC Core §3.1.3.7 asks of an ID token beyond
+// go-oidc's checks. Several audiences without azp naming us means the
+// token was issued to another client that merely lists us, so that client
+// could replay it here; an iat in the future means the issuer's clock, or
+// the token, is not to be believed — and a token without iat is not an ID
+// token.
+func checkToken(aud []string, iat time.Time, c map[string]any, p OIDCPolicy, now time.Time) error {
+	if !slices.Contains(aud, p.Audience) {
+		return fmt.Errorf("audience %q not in %q", p.Audience, aud)
+	}
+	azp, hasAzp := c["azp"]
+	if hasAzp && azp != p.Audience {
+		return fmt.Errorf("azp %v is not %q", azp, p.Audience)
+	}
+	if len(aud) > 1 && !hasAzp {
+		return fmt.Errorf("%d audiences and no azp", len(aud))
+	}
+	if iat.IsZero() {
+		return errors.New("no iat")
+	}
+	if iat.After(now.Add(p.ClockSkew)) {
+		return fmt.Errorf("iat %s is more than %s in the future", iat.UTC().Format(time.RFC3339), p.ClockSkew)
+	}
+	return nil
 }
 
 // verifier returns the verifier, discovering the issuer first if needed.
@@ -197,6 +246,16 @@ func (o *OIDC) discover(ctx context.Context) (*gooidc.IDTokenVerifier, error) {
 	if pc.JWKSURL == "" {
 		return nil, errors.New("discovery document has no jwks_uri")
 	}
-	p := pc.NewProvider(gooidc.ClientContext(context.Background(), o.client))
-	return p.Verifier(&gooidc.Config{ClientID: o.opts.Audience}), nil
+	ks := &keySet{
+		url:        pc.JWKSURL,
+		client:     o.client,
+		minRefresh: func() time.Duration { return o.opts.Policy().JWKSMinRefresh },
+		timeout:    func() time.Duration { return o.opts.Settings().Timeout },
+		now:        o.opts.Now,
+	}
+	// The audience is checked by Verify against the policy in force
+	// rather than fixed here at discovery.
+	return gooidc.NewVerifier(pc.IssuerURL, ks, &gooidc.Config{
+		SkipClientIDCheck: true, SupportedSigningAlgs: pc.Algorithms, Now: o.opts.Now,
+	}), nil
 }

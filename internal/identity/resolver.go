@@ -33,6 +33,9 @@ var (
 	// ErrConflictingLogin: the login values name two different people in
 	// the directory.
 	ErrConflictingLogin = errors.New("login values resolve to different accounts")
+	// ErrDuplicateHeader: an identity header (Authorization or an
+	// auth-proxy header) came more than once.
+	ErrDuplicateHeader = errors.New("identity header sent more than once")
 )
 
 // Options configures a Resolver.
@@ -84,12 +87,22 @@ func LoopbackPrefixes() []netip.Prefix {
 // headers, believed only from a trusted peer. Authorization headers of
 // other schemes are not credentials of this service and are ignored.
 //
+// An identity header sent more than once (two Authorization, two
+// X-Auth-Request-User or two X-Auth-Request-Email lines) is a login
+// failure: which copy a proxy added and which one the client smuggled
+// past it cannot be told apart, and "the first wins" let a client choose.
+//
 // Auth-proxy headers from an untrusted peer are a login failure rather
 // than ignored: either way the caller gets no identity, but ignoring would
 // hide a forging client, or a proxy missing from the trusted list, behind
 // an anonymous caller; Err makes protected routes answer 401 and the log
 // say why.
 func (r *Resolver) Resolve(req *http.Request) Resolution {
+	for _, h := range []string{"Authorization", HeaderUser, HeaderEmail} {
+		if n := len(req.Header.Values(h)); n > 1 {
+			return Resolution{Err: fmt.Errorf("%w: %s sent %d times", ErrDuplicateHeader, h, n)}
+		}
+	}
 	if tok, ok := bearer(req.Header.Get("Authorization")); ok {
 		return r.fromToken(req, tok)
 	}
@@ -102,7 +115,7 @@ func (r *Resolver) Resolve(req *http.Request) Resolution {
 		return Resolution{Identity: Identity{Raw: raw, Source: SourceProxy},
 			Err: fmt.Errorf("%w: peer %s", ErrUntrustedProxy, req.RemoteAddr)}
 	}
-	id, err := r.mapLogin(user, email)
+	id, err := r.mapProxy(user, email)
 	id.Raw, id.Source = raw, SourceProxy
 	return Resolution{Identity: id, Err: err}
 }
@@ -115,65 +128,76 @@ func (r *Resolver) fromToken(req *http.Request, tok string) Resolution {
 	if err != nil {
 		return Resolution{Identity: Identity{Source: SourceOIDC}, Err: err}
 	}
-	email := c.Email
-	if c.EmailVerified != nil && !*c.EmailVerified {
-		email = "" // an unverified email names nobody
-	}
-	id, err := r.mapLogin(c.Subject, email, c.PreferredUsername)
-	id.Raw, id.Source = clip(c.Subject), SourceOIDC
+	p := r.opts.OIDC.Policy()
+	id, err := MapClaims(c, p, r.directory())
+	raw, _ := c[p.AccountClaim].(string)
+	id.Raw, id.Source = clip(raw), SourceOIDC
 	return Resolution{Identity: id, Err: err}
 }
 
-// mapLogin turns the login layer's values (most authoritative first) into
-// one identity:
+func (r *Resolver) directory() *Directory {
+	if r.opts.Directory == nil {
+		return nil
+	}
+	return r.opts.Directory.Directory()
+}
+
+// mapProxy turns the auth proxy's headers into one identity. The user
+// header, when present, is the identity; the email header is then only a
+// cross-check, and it is the identity only when no user header came:
 //
-//   - every value that normalizes is looked up in the directory; one
-//     person found → that account, Trusted;
-//   - two different people found → ErrConflictingLogin;
-//   - nobody found → the first usable value as the account, untrusted —
-//     except a canonical-account-shaped value when no directory is
-//     configured, which is trusted (the login layer is then the only
-//     authority on accounts). An unknown email-style account keeps its
-//     whole address rather than its local part: alice@partner.example must
-//     never become the account "alice" and inherit her permissions. An
-//     unknown bare ID that might be an employee number stays as given and
-//     untrusted, so metrics skip it instead of counting one person twice.
-func (r *Resolver) mapLogin(values ...string) (Identity, error) {
-	var dir *Directory
-	if r.opts.Directory != nil {
-		dir = r.opts.Directory.Directory()
+//   - the user value is looked up in the directory under every login form
+//     (account, email, employee ID — the proxy may hand over any of them);
+//     found → that account, Trusted;
+//   - an email header naming a different person in the directory →
+//     ErrConflictingLogin;
+//   - a user value the directory does not know is that value as the
+//     account, untrusted — never the email header's account: a user
+//     header the proxy could not vouch for must not be upgraded by a
+//     second header (an unknown or malformed X-Auth-Request-User used to
+//     fall back to X-Auth-Request-Email's account);
+//   - a user value that is not an account, email or employee ID →
+//     ErrInvalidLogin, whatever the email header says.
+//
+// An unknown email-style account keeps its whole address rather than its
+// local part: alice@partner.example must never become the account "alice"
+// and inherit her permissions. An unknown bare ID that might be an
+// employee number stays as given and untrusted, so metrics skip it instead
+// of counting one person twice. With no directory configured, a
+// canonical-account-shaped value is trusted (the login layer is then the
+// only authority on accounts).
+func (r *Resolver) mapProxy(user, email string) (Identity, error) {
+	dir := r.directory()
+	if user == "" {
+		l := Normalize(email)
+		if l.Kind != KindEmail {
+			return Identity{}, fmt.Errorf("%w: %s is not an email", ErrInvalidLogin, HeaderEmail)
+		}
+		if e, ok := dir.Lookup(l); ok {
+			return Identity{Account: e.Account, Email: e.Email, Trusted: true}, nil
+		}
+		return Identity{Account: l.Value, Email: l.Value}, nil
 	}
-	var first Login
-	var found *Entry
-	for _, v := range values {
-		if v == "" {
-			continue
-		}
-		l := Normalize(v)
-		if l.Kind == KindInvalid {
-			continue
-		}
-		if first.Kind == KindInvalid {
-			first = l
-		}
-		e, ok := dir.Lookup(l)
-		if !ok {
-			continue
-		}
-		if found != nil && found.Account != e.Account {
-			return Identity{}, fmt.Errorf("%w: %q and %q", ErrConflictingLogin, found.Account, e.Account)
-		}
-		found = &e
+	l := Normalize(user)
+	if l.Kind == KindInvalid {
+		return Identity{}, fmt.Errorf("%w: %s", ErrInvalidLogin, HeaderUser)
 	}
-	switch {
-	case found != nil:
-		return Identity{Account: found.Account, Email: found.Email, Trusted: true}, nil
-	case first.Kind == KindInvalid:
-		return Identity{}, ErrInvalidLogin
+	e, found := dir.Lookup(l)
+	if email != "" {
+		le := Normalize(email)
+		if le.Kind != KindEmail {
+			return Identity{}, fmt.Errorf("%w: %s is not an email", ErrInvalidLogin, HeaderEmail)
+		}
+		if other, ok := dir.Lookup(le); ok && (!found || other.Account != e.Account) {
+			return Identity{}, fmt.Errorf("%w: %s names %q, %s %q", ErrConflictingLogin, HeaderEmail, other.Account, HeaderUser, l.Value)
+		}
 	}
-	id := Identity{Account: first.Value, Trusted: first.Kind == KindAccount && dir == nil}
-	if first.Kind == KindEmail {
-		id.Email = first.Value
+	if found {
+		return Identity{Account: e.Account, Email: e.Email, Trusted: true}, nil
+	}
+	id := Identity{Account: l.Value, Trusted: l.Kind == KindAccount && dir == nil}
+	if l.Kind == KindEmail {
+		id.Email = l.Value
 	}
 	return id, nil
 }

@@ -62,8 +62,8 @@ func TestProxyLogins(t *testing.T) {
 			[]string{identity.HeaderEmail, "bob@corp.example"}, "bob", true, nil},
 		{"employee ID with a matching email", "127.0.0.1:5000",
 			[]string{identity.HeaderUser, "E10024", identity.HeaderEmail, "bob@corp.example"}, "bob", true, nil},
-		{"unknown user falls back to a known email", "127.0.0.1:5000",
-			[]string{identity.HeaderUser, "E55555", identity.HeaderEmail, "bob@corp.example"}, "bob", true, nil},
+		{"unknown user beside a known email is a login failure, not bob", "127.0.0.1:5000",
+			[]string{identity.HeaderUser, "E55555", identity.HeaderEmail, "bob@corp.example"}, "", false, identity.ErrConflictingLogin},
 		{"unknown bare ID stays untrusted", "127.0.0.1:5000",
 			[]string{identity.HeaderUser, "E99999"}, "E99999", false, nil},
 		{"unknown email keeps the whole address and is untrusted", "127.0.0.1:5000",
@@ -125,6 +125,7 @@ type issuer struct {
 	url  string
 	down atomic.Bool
 	hits atomic.Int64
+	jwks atomic.Int64 // downloads of the JWKS
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -138,6 +139,9 @@ func newIssuer(t *testing.T) *issuer {
 	mux.Handle("/oidc/", http.StripPrefix("/oidc", sim))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		is.hits.Add(1)
+		if strings.HasSuffix(r.URL.Path, "/jwks") {
+			is.jwks.Add(1)
+		}
 		if is.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
@@ -188,9 +192,10 @@ func TestBearerTokens(t *testing.T) {
 		wantTrusted bool
 		wantErr     error
 	}{
-		{"email-style subject", is.mint(t, simoidc.TokenRequest{Sub: "alice@corp.example", Email: "alice@corp.example"}), "alice", true, nil},
-		{"employee-ID subject resolves to the same account", is.mint(t, simoidc.TokenRequest{Sub: "E10023"}), "alice", true, nil},
-		{"opaque subject with a known email", is.mint(t, simoidc.TokenRequest{Sub: "248289761001", Email: "olivia@corp.example"}), "olivia", true, nil},
+		{"account subject", is.mint(t, simoidc.TokenRequest{Sub: "alice", Email: "alice@corp.example"}), "alice", true, nil},
+		{"email-style subject is not an account", is.mint(t, simoidc.TokenRequest{Sub: "alice@corp.example", Email: "alice@corp.example"}), "", false, identity.ErrInvalidLogin},
+		{"employee-ID subject is looked up as an account only", is.mint(t, simoidc.TokenRequest{Sub: "E10023"}), "E10023", false, nil},
+		{"opaque subject with a known email is not that person", is.mint(t, simoidc.TokenRequest{Sub: "248289761001", Email: "olivia@corp.example"}), "248289761001", false, nil},
 		{"unverified email is not used", is.mint(t, simoidc.TokenRequest{Sub: "E77777", Claims: map[string]any{"email": "adam@corp.example", "email_verified": false}}), "E77777", false, nil},
 		{"unknown employee ID is untrusted", is.mint(t, simoidc.TokenRequest{Sub: "E99999"}), "E99999", false, nil},
 		{"expired token", is.mint(t, simoidc.TokenRequest{Sub: "alice", TTL: simoidc.TTL{Duration: -time.Minute}}), "", false, identity.ErrInvalidToken},
@@ -223,7 +228,8 @@ func TestBearerTokens(t *testing.T) {
 
 func TestTokenSignedByARotatedAwayKeyFails(t *testing.T) {
 	is := newIssuer(t)
-	res := identity.NewResolver(identity.Options{Directory: directory(t), OIDC: identity.NewOIDC(identity.OIDCOptions{Issuer: is.url})})
+	clock := newClock()
+	res := identity.NewResolver(identity.Options{Directory: directory(t), OIDC: identity.NewOIDC(identity.OIDCOptions{Issuer: is.url, Now: clock.Now})})
 	old := is.mint(t, simoidc.TokenRequest{Sub: "bob"})
 	if got := res.Resolve(bearerRequest(old)); !got.Authenticated() {
 		t.Fatalf("before rotation: %+v", got)
@@ -238,15 +244,33 @@ func TestTokenSignedByARotatedAwayKeyFails(t *testing.T) {
 		}
 	})
 	t.Run("a verifier that cached the old key drops it once it sees the new one", func(t *testing.T) {
-		// The new key's kid is unknown to the cache, so the verifier re-reads
-		// the JWKS — which no longer has the old key. go-oidc stores the
-		// re-read keys just after answering the caller that triggered it, so
-		// the old token fails from the next cache update on.
+		// The new key's kid is unknown to the cache, so once the last read
+		// is older than oidc.jwksMinRefresh the verifier re-reads the JWKS —
+		// which no longer has the old key.
+		clock.Advance(identity.DefaultJWKSMinRefresh)
 		if got := res.Resolve(bearerRequest(is.mint(t, simoidc.TokenRequest{Sub: "bob"}))); !got.Authenticated() {
 			t.Fatalf("new key: %+v", got)
 		}
 		waitFor(t, func() bool { return errors.Is(res.Resolve(bearerRequest(old)).Err, identity.ErrInvalidToken) })
 	})
+}
+
+// clock is a settable clock for the verifier, starting at the real time
+// (minted tokens carry real times).
+type clock struct{ t atomic.Pointer[time.Time] }
+
+func newClock() *clock {
+	c := &clock{}
+	now := time.Now()
+	c.t.Store(&now)
+	return c
+}
+
+func (c *clock) Now() time.Time { return *c.t.Load() }
+
+func (c *clock) Advance(d time.Duration) {
+	next := c.Now().Add(d)
+	c.t.Store(&next)
 }
 
 // waitFor polls cond for up to 5 s: for state another goroutine of a
@@ -264,7 +288,8 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestIssuerDownAtStartupIsRetried(t *testing.T) {
 	is := newIssuer(t)
 	is.down.Store(true)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// The clock starts now: it also checks the minted token's times.
+	now := time.Now()
 	var clock atomic.Pointer[time.Time]
 	clock.Store(&now)
 	v := identity.NewOIDC(identity.OIDCOptions{Issuer: is.url, RetryAfter: time.Minute, Now: func() time.Time { return *clock.Load() }})

@@ -34,13 +34,16 @@ type User struct {
 }
 
 // LocalUsers are the local directory's accounts
-// (cmd/changeflow/local/directory.yaml), by their email-style account.
+// (cmd/changeflow/local/directory.yaml). The subject is the canonical
+// account, because changeflow's default (oidc.accountClaim sub, matched on
+// the account field) takes the account from sub alone; the email comes
+// verified beside it, for display.
 func LocalUsers() []User {
 	return []User{
-		{Sub: "alice@corp.example", Email: "alice@corp.example", Name: "Alice Example"},
-		{Sub: "bob@corp.example", Email: "bob@corp.example", Name: "Bob Example"},
-		{Sub: "olivia@corp.example", Email: "olivia@corp.example", Name: "Olivia Operator"},
-		{Sub: "adam@corp.example", Email: "adam@corp.example", Name: "Adam Admin"},
+		{Sub: "alice", Email: "alice@corp.example", Name: "Alice Example"},
+		{Sub: "bob", Email: "bob@corp.example", Name: "Bob Example"},
+		{Sub: "olivia", Email: "olivia@corp.example", Name: "Olivia Operator"},
+		{Sub: "adam", Email: "adam@corp.example", Name: "Adam Admin"},
 	}
 }
 
@@ -96,8 +99,8 @@ input{font:inherit;padding:6px 8px;border:1px solid #d9dee5;border-radius:4px;wi
 {{range .Users}}<form method="post" action="authorize">{{template "hidden" $.Req}}<input type="hidden" name="sub" value="{{.Sub}}"><input type="hidden" name="email" value="{{.Email}}"><input type="hidden" name="name" value="{{.Name}}"><button type="submit" data-sub="{{.Sub}}">{{.Name}} <span>({{.Sub}})</span></button></form>
 {{end}}
 <form method="post" action="authorize">{{template "hidden" .Req}}
-<p class="muted">Or any subject — an email-style account or an employee ID:</p>
-<input name="sub" placeholder="subject, e.g. E10023" required aria-label="subject"><input name="email" placeholder="email (optional)" aria-label="email">
+<p class="muted">Or any subject (with changeflow's defaults, the subject is the account):</p>
+<input name="sub" placeholder="subject, e.g. alice" required aria-label="subject"><input name="email" placeholder="email (optional)" aria-label="email">
 <button type="submit">Sign in</button></form>
 </div>{{end}}
 </body></html>

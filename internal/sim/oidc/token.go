@@ -22,7 +22,12 @@ type TokenRequest struct {
 	// TTL is seconds (a number) or a Go duration ("15m"); default 1 h. A
 	// negative TTL mints a token that has already expired.
 	TTL TTL `json:"ttl,omitzero"`
-	// Claims are extra claims; they cannot override iss, sub, aud, exp, iat.
+	// IssuedIn shifts iat from now (seconds or a Go duration; positive =
+	// in the future), to mint the forward-dated tokens a verifier must
+	// refuse; nbf stays at the earlier of iat and now.
+	IssuedIn TTL `json:"issuedIn,omitzero"`
+	// Claims are extra claims; they cannot override iss, sub, aud, exp,
+	// iat, nbf.
 	Claims map[string]any `json:"claims,omitempty"`
 }
 
@@ -93,9 +98,13 @@ func (s *Server) Mint(req TokenRequest) (Token, error) {
 	}
 	now := time.Now()
 	exp := now.Add(ttl)
-	iat := now
+	iat := now.Add(req.IssuedIn.Duration)
 	if ttl < 0 {
 		iat = exp.Add(-time.Hour) // an expired token was issued before it expired
+	}
+	nbf := iat
+	if nbf.After(now) {
+		nbf = now
 	}
 	claims := map[string]any{}
 	maps.Copy(claims, req.Claims)
@@ -121,7 +130,7 @@ func (s *Server) Mint(req TokenRequest) (Token, error) {
 		claims["aud"] = []string(aud)
 	}
 	claims["iat"] = iat.Unix()
-	claims["nbf"] = iat.Unix()
+	claims["nbf"] = nbf.Unix()
 	claims["exp"] = exp.Unix()
 
 	payload, err := json.Marshal(claims)
