@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of the web app's cache and fallback rules (SPEC §3.5, seed
+# Smoke test of the web app's cache and fallback rules (docs/webapp.md, seed
 # 3.8) against a running server: every header and status code a release
 # depends on. Usage: scripts/smoke-static.sh [BASE_URL]
 # (default http://127.0.0.1:8080, the local run). Exits non-zero on the

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 )
 
-// localDir is where the local run keeps its database and files (SPEC §3.6).
+// localDir is where the local run keeps its database and files (README.md, "The local run").
 const localDir = "var"
 
 //go:embed local/changeflow.yaml local/directory.yaml

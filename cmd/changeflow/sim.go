@@ -12,7 +12,7 @@ import (
 	"changeflow/internal/sim"
 )
 
-// Tokens of the local world (SPEC §3.6); the local profile's
+// Tokens of the local world (README.md, "The local run"); the local profile's
 // callbacks.tokens.* use the same values.
 const (
 	localCallbackToken = "local-callback-token"

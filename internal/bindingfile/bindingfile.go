@@ -1,5 +1,5 @@
 // Package bindingfile is the model of a binding file in the config repo
-// (SPEC §1): a YAML list of {subject, expiresAt, operationId} sorted by
+// (docs/workflow.md): a YAML list of {subject, expiresAt, operationId} sorted by
 // subject, one entry per subject. The change a request makes adds the
 // subject's entry or replaces it. Output is deterministic — the same
 // entries always render the same bytes — so a retried commit of the same

@@ -17,7 +17,7 @@ const (
 // computed default of instance.id (host name + pid), injected so tests are
 // deterministic.
 //
-// Minimums: SPEC §5 says counts and durations are "clamped to ≥ 0". Where 0
+// Minimums: Counts and durations are "clamped to ≥ 0" (docs/configuration.md). Where 0
 // would panic (a ticker), spin, or silently disable a safety mechanism, the
 // lower bound is higher and documented in the row (1ms for intervals, 10ms
 // for workflow.pollInterval whose every tick is a database query, 1s for

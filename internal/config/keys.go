@@ -91,7 +91,7 @@ const (
 	PollingApproval = "approval"
 )
 
-// Callback token names (SPEC §3.2). They are always listed by Effective(),
+// Callback token names (docs/api.md, "Callbacks"). They are always listed by Effective(),
 // so a missing one is visible as "reject every callback".
 const (
 	CallbackApproval = "approval"
@@ -100,7 +100,7 @@ const (
 )
 
 // Default rate-limit bucket and the authorization route names that have
-// built-in rule codes (SPEC §3.3). httpapi registers its routes under these
+// built-in rule codes (docs/api.md, "Operations endpoints"). httpapi registers its routes under these
 // names; any other route name has no rules unless configured, i.e. deny.
 const (
 	BucketApply = "apply"

@@ -281,7 +281,7 @@ func (s *Snapshot) LogValue() slog.Value {
 	}
 	attrs = append(attrs, slog.Int("items", len(s.res)), slog.Any("fellBack", fb))
 	// Every item's effective value (secrets masked), so the startup line
-	// alone answers "what is this instance running with" (SPEC §5).
+	// alone answers "what is this instance running with" (docs/configuration.md).
 	eff := make([]slog.Attr, 0, len(s.res))
 	for _, r := range s.Effective() {
 		eff = append(eff, slog.String(r.Key, r.Value))

@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/domain"
 )
 
-// Target is one resolved targets.<key> entry (SPEC §1). It is a value: the
+// Target is one resolved targets.<key> entry (docs/workflow.md). It is a value: the
 // snapshot hands out copies.
 type Target struct {
 	// Key is the target's identifier as configured, e.g. payments-db-readonly.

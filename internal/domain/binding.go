@@ -1,8 +1,8 @@
 package domain
 
 // BindingStatus is the external state of a (subject, target) binding: the
-// coarse phase users see and the "may I re-apply" decision reads (SPEC
-// §1.1). Stored by name, guarded by a CHECK constraint.
+// coarse phase users see and the "may I re-apply" decision reads
+// (docs/workflow.md, "Two layers of state"). Stored by name, guarded by a CHECK constraint.
 type BindingStatus string
 
 // The binding states. Each comment says who moves a row in and out.

@@ -13,7 +13,7 @@ import (
 // free text.
 type Code string
 
-// Error codes of SPEC §3.1. Each maps to exactly one HTTP status in
+// Error codes of docs/api.md, "User endpoints". Each maps to exactly one HTTP status in
 // httpapi's table; a code not listed there is a 500.
 const (
 	CodeOK                  Code = "OK"

@@ -1,6 +1,6 @@
 package domain
 
-// Hint tells a user what to do about a request (SPEC §3.1 `hint`).
+// Hint tells a user what to do about a request (docs/api.md, "User endpoints" `hint`).
 type Hint string
 
 // The hints.
@@ -17,7 +17,7 @@ const (
 
 // deterministicFailures is the one constant set of steps whose failure
 // repeats on a retry with the same MR, so the API says CONTACT_MAINTAINERS
-// (SPEC §3.1). Every other stopped step says KEEP_WAITING.
+// (docs/api.md, "User endpoints"). Every other stopped step says KEEP_WAITING.
 var deterministicFailures = map[StepStatus]bool{
 	StepCreatePipelineFailed:   true,
 	StepHandleRebaseConflict:   true,

@@ -7,7 +7,7 @@ import (
 )
 
 // StepStatus is the internal state of an operation: the exact step a request
-// stopped at, for troubleshooting and metrics (SPEC §1.1). Codes are allocated
+// stopped at, for troubleshooting and metrics (docs/workflow.md, "Two layers of state"). Codes are allocated
 // in ranges by phase so metrics aggregate by prefix (code / 100): creation
 // 100xx, handling 101xx, closing 102xx, callbacks 103xx, pending or unknown
 // outcomes 105xx. Stored as the integer in operation.step_status.

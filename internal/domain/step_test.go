@@ -37,7 +37,7 @@ func TestSpecFixedCodes(t *testing.T) {
 		10301: "CALLED_BACK", 10501: "HANDLE_PIPELINE_PENDING",
 	} {
 		if got := domain.StepStatus(code).String(); got != name {
-			t.Errorf("%d is %s, SPEC says %s", code, got, name)
+			t.Errorf("%d is %s, docs/workflow.md says %s", code, got, name)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 type Bot string
 
 // The bot accounts. Committer pushes and opens, merges, rebases and closes
-// MRs; the two approvers give the two approvals an MR needs (SPEC §1.2).
+// MRs; the two approvers give the two approvals an MR needs (docs/workflow.md).
 const (
 	Committer Bot = "committer"
 	Approver1 Bot = "approver1"
@@ -100,7 +100,7 @@ type GitLab interface {
 }
 
 // CheckItemsAPI is the part of GitLab the client library cannot express:
-// the company's approve-with-check-items extension (SPEC R-WF-8), spoken in
+// the company's approve-with-check-items extension (R-WF-8, docs/adapters.md), spoken in
 // plain HTTP with the same tokens, deadline and breaker as GitLab.
 type CheckItemsAPI interface {
 	// CheckItems reads the project's required check items

@@ -13,7 +13,7 @@ import (
 )
 
 // OperatorParam is the reserved parameter that names who called an ops
-// endpoint. Only the server sets it (SPEC §3.3).
+// endpoint. Only the server sets it (docs/api.md, "Operations endpoints").
 const OperatorParam = "__authenticatedOperator"
 
 // opsParams builds an ops call's parameter map. Order matters (seed 004

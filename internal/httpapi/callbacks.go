@@ -12,7 +12,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Callback answer codes (SPEC §3.2). They are not error codes and are not
+// Callback answer codes (docs/api.md, "Callbacks"). They are not error codes and are not
 // in the status table: each is written with its 2xx status explicitly.
 const (
 	// codeDuplicate: this delivery id was recorded before; nothing done.
@@ -29,7 +29,7 @@ const (
 	headerGitLabEvent   = "X-Gitlab-Event-UUID"
 )
 
-// Approval results (SPEC §3.2; ck_approval_callback_result).
+// Approval results (docs/api.md, "Callbacks"; ck_approval_callback_result).
 var approvalResults = map[string]bool{"APPROVED": true, "REJECTED": true, "WITHDRAWN": true}
 
 // SinkOutcome is what acting on a callback did.
@@ -47,7 +47,7 @@ const (
 type ApprovalCallback struct {
 	DeliveryKey, ApprovalID, OperationID, Result string
 	// MRID is ext.mrId: present only on legacy-flow approvals, and how the
-	// workflow tells the flows apart (SPEC §1.2).
+	// workflow tells the flows apart (docs/workflow.md).
 	MRID string
 }
 
@@ -86,7 +86,7 @@ const recordedMessage = "Recorded; the workflow acts on it from the callback inb
 
 // checkCallbackToken authenticates a callback by its shared token,
 // compared in constant time against callbacks.tokens.<name>. No token
-// configured rejects every callback of that kind (SPEC §5): an
+// configured rejects every callback of that kind (docs/configuration.md): an
 // unauthenticated callback could approve anything. It runs before the
 // body is read.
 func (s *Server) checkCallbackToken(r *http.Request, name, header string) error {
@@ -115,7 +115,7 @@ func (s *Server) checkCallbackToken(r *http.Request, name, header string) error 
 
 // callbackHandler is the shared shape of the three callback endpoints:
 // token → read body → parse → record once → sink. Once authenticated and
-// parsed the answer is always 2xx (SPEC §3.2): 200 DUPLICATE for a
+// parsed the answer is always 2xx (docs/api.md, "Callbacks"): 200 DUPLICATE for a
 // delivery recorded before, 200 OK / IGNORED_STALE from the sink, 202
 // ACCEPTED when only recorded.
 func (s *Server) callbackHandler(name, header string, handle func(r *http.Request, raw []byte) (callbackAnswer, error)) http.Handler {

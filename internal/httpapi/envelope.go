@@ -10,7 +10,7 @@ import (
 )
 
 // Envelope is the shape of every JSON response except the legacy endpoints
-// and /metrics (SPEC §3): clients branch on Code, show Message, read Data.
+// and /metrics (docs/api.md): clients branch on Code, show Message, read Data.
 type Envelope struct {
 	Code    domain.Code `json:"code"`
 	Message string      `json:"message"`

@@ -26,7 +26,7 @@ const opsAuditLimit = 100
 const opsInboxLimit = 20
 
 // opsCall runs an ops read and records it: every ops call writes one
-// audit record (SPEC §3.3) with the query and path parameters, the
+// audit record (docs/api.md, "Operations endpoints") with the query and path parameters, the
 // reserved __authenticatedOperator set by the server after them
 // (opsParams), masked and truncated (auditParams). The outcome is the
 // answer's code. Reads are not idempotent actions, so each call is its

@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/workflow"
 )
 
-// The ops write endpoints of the batch path (SPEC §3.3): run a batch round
+// The ops write endpoints of the batch path (docs/api.md, "Operations endpoints"): run a batch round
 // now, and settle a stuck or blocked batch.
 
 // BatchActions is what the batch write endpoints do; WorkflowBatchOps is

@@ -16,7 +16,7 @@ import (
 )
 
 // The ops write endpoints of the single-request path and reconciliation
-// (SPEC §3.3): retrigger a stopped request, run reconciliation now, and
+// (docs/api.md, "Operations endpoints"): retrigger a stopped request, run reconciliation now, and
 // replay a recorded approval decision from the callback inbox. The batch
 // endpoints (rounds, settle) are the batch path's.
 

@@ -28,7 +28,7 @@ type acceptedData struct {
 	OperationID string `json:"operationId"`
 }
 
-// handleSubmit is POST /api/requests (SPEC §3.1, R-IDEM-1).
+// handleSubmit is POST /api/requests (docs/api.md, "User endpoints", R-IDEM-1).
 //
 // The chain has already run rate limiting (bucket apply) and the login
 // check; the body is read only now, so a malformed body from a caller

@@ -31,7 +31,7 @@ const (
 )
 
 // submitBody is POST /api/requests's body. Unknown fields are ignored
-// (SPEC §3). Days is a pointer so "absent" and "0" differ: absent means
+// (docs/api.md). Days is a pointer so "absent" and "0" differ: absent means
 // the target's maxDays, 0 is out of range.
 type submitBody struct {
 	OperationID string `json:"operationId"`

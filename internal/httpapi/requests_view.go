@@ -15,7 +15,7 @@ import (
 )
 
 // adminRule is the permission-service rule code that lets a caller read
-// other people's requests (SPEC §3.1 "owner, or an admin").
+// other people's requests (docs/api.md, "User endpoints" "owner, or an admin").
 const adminRule = "admin"
 
 // List paging of "my records".
@@ -45,7 +45,7 @@ type mrView struct {
 }
 
 // requestView is GET /api/requests/{operationId}'s data and one item of
-// the list (SPEC §3.1).
+// the list (docs/api.md, "User endpoints").
 type requestView struct {
 	OperationID string               `json:"operationId"`
 	Subject     string               `json:"subject"`

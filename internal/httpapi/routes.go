@@ -44,7 +44,7 @@ func (s *Server) routes() {
 			ErrorHandling: promhttp.ContinueOnError,
 		})},
 
-		// User endpoints (SPEC §3.1): a login is required.
+		// User endpoints (docs/api.md, "User endpoints"): a login is required.
 		{pattern: "POST /api/requests", handler: s.handleSubmit(), metrics: true, login: true, business: true,
 			rateLimit: &RateLimitSpec{Bucket: config.BucketApply, Message: submitMessage}},
 		{pattern: "GET /api/requests/{operationId}", handler: s.handleRequestGet(), metrics: true, login: true},
@@ -60,13 +60,13 @@ func (s *Server) routes() {
 		// What the web app needs before a login (appconfig.go): no login.
 		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
 
-		// Callbacks (SPEC §3.2): authenticated by their shared token in
+		// Callbacks (docs/api.md, "Callbacks"): authenticated by their shared token in
 		// the handler, before the body is read; no login.
 		{pattern: "POST /callbacks/approval", handler: s.handleApprovalCallback(), metrics: true},
 		{pattern: "POST /callbacks/deploy", handler: s.handleDeployCallback(), metrics: true},
 		{pattern: "POST /callbacks/gitlab", handler: s.handleGitLabWebhook(), metrics: true},
 
-		// Operations (SPEC §3.3), read-only.
+		// Operations (docs/api.md, "Operations endpoints"), read-only.
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
@@ -81,7 +81,7 @@ func (s *Server) routes() {
 		{pattern: "POST /ops/rounds", handler: s.handleOpsRounds(), metrics: true, rules: config.RouteOpsRoundsRun},
 		{pattern: "POST /ops/batches/{id}/settle", handler: s.handleOpsBatchSettle(), metrics: true, rules: config.RouteOpsBatchSettle},
 
-		// The web app (SPEC §3.5, internal/web): the entry page and the
+		// The web app (docs/webapp.md, internal/web): the entry page and the
 		// hashed assets. Client routes and root files reach the same
 		// handler through serveMux's fallback (isAppRequest), counted as
 		// webPagesRoute.

@@ -41,7 +41,7 @@ type Deps struct {
 	// Business is what the user, ops and callback endpoints need
 	// (handlers_deps.go).
 	Business Business
-	// Web serves the single-page app (SPEC §3.5): its entry page, assets
+	// Web serves the single-page app (docs/webapp.md): its entry page, assets
 	// and client routes. Nil serves the app embedded in the binary
 	// (internal/web); tests pass a handler over a build of their own.
 	Web http.Handler

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Headers the auth proxy sets (SPEC §3.6).
+// Headers the auth proxy sets (README.md, "The local run").
 const (
 	HeaderUser  = "X-Auth-Request-User"
 	HeaderEmail = "X-Auth-Request-Email"

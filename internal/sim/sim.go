@@ -2,7 +2,7 @@
 // into one HTTP handler — GitLab under /gitlab/, the approval system under
 // /approval/, the deployment pipeline under /deploy/, the permission
 // service under /permission/ and the OIDC issuer under /oidc/ — as
-// `changeflow serve --local` and `changeflow sim` serve it (SPEC §3.6).
+// `changeflow serve --local` and `changeflow sim` serve it (README.md, "The local run").
 package sim
 
 import (
@@ -24,7 +24,7 @@ import (
 	"changeflow/internal/sim/permission"
 )
 
-// Defaults of the local world (SPEC §3.6).
+// Defaults of the local world (README.md, "The local run").
 const (
 	DefaultListen        = "127.0.0.1:8090"
 	DefaultCallbackURL   = "http://127.0.0.1:8080"

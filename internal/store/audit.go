@@ -12,7 +12,7 @@ import (
 )
 
 // AuditInsertParams is one audit record. Params must already be masked and
-// length-truncated by the caller (SPEC §3.3).
+// length-truncated by the caller (docs/api.md, "Operations endpoints").
 type AuditInsertParams struct {
 	// Key dedupes the record: the same key is recorded once.
 	Key      string

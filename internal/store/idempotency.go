@@ -51,7 +51,7 @@ func (o IdempotencyOutcome) String() string {
 	return "UNKNOWN"
 }
 
-// Code is the API code the outcome answers with (SPEC §3.1): ACCEPTED
+// Code is the API code the outcome answers with (docs/api.md, "User endpoints"): ACCEPTED
 // (fresh), DUPLICATE_SUBMIT (replay), IDEMPOTENCY_IN_FLIGHT,
 // IDEMPOTENCY_KEY_REUSED, RETRY_LATER.
 func (o IdempotencyOutcome) Code() domain.Code {

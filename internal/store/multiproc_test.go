@@ -42,7 +42,7 @@ func TestBatchInvariantsAcrossProcesses(t *testing.T) {
 	for _, driver := range storetest.Drivers() {
 		t.Run(driver, func(t *testing.T) {
 			if driver == store.DriverSQLite {
-				t.Skip("SQLite is the single-instance embedded database (SPEC §3.6, docs/storage.md): " +
+				t.Skip("SQLite is the single-instance embedded database (docs/storage.md): " +
 					"several processes on one file are not a deployment we support, so there is nothing to prove")
 			}
 			dsn := storetest.NewDatabase(t, driver)

@@ -22,7 +22,7 @@ type Operation struct {
 	ProjectID   int64
 	// Flow is "LEGACY" or "APPROVE_FIRST" (CHECK constraint).
 	Flow string
-	// Step is the internal step code (SPEC §1.1 StepStatus). The store
+	// Step is the internal step code (docs/workflow.md, "Two layers of state" StepStatus). The store
 	// treats it as an opaque int; the transition table lives in the domain.
 	Step int
 	// Version starts at 1 and grows by one with every write of Step (I6).

@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Step codes of SPEC §1.1 used by these tests. The store treats steps as
+// Step codes of docs/workflow.md, "Two layers of state" used by these tests. The store treats steps as
 // opaque ints; the StepStatus enum arrives with the workflow.
 const (
 	stepCreateStarted   = 10001

@@ -23,7 +23,7 @@ const (
 	batchBlocked   = 4
 )
 
-// bindingStatuses are the 11 BindingStatus names of SPEC §1.1, the values
+// bindingStatuses are the 11 BindingStatus names of docs/workflow.md, "Two layers of state", the values
 // ck_binding_status admits.
 var bindingStatuses = []string{
 	"APPROVAL_SENDING", "APPROVAL_SENT", "MR_CREATING", "MR_CREATED", "MERGING", "MERGED",

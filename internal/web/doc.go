@@ -1,4 +1,4 @@
-// Package web serves changeflow's single-page app (SPEC §3.5): the built
+// Package web serves changeflow's single-page app (docs/webapp.md): the built
 // files embedded in the binary, with the cache and fallback rules that keep
 // pages open across a release working.
 //

@@ -14,7 +14,7 @@ import (
 	"strings"
 )
 
-// Cache-Control values (SPEC §3.5).
+// Cache-Control values (docs/webapp.md).
 const (
 	// cacheNoStore is for the entry page and every fallback: a page must
 	// always fetch the latest asset manifest, and a 404 for an asset must

@@ -12,8 +12,8 @@ import (
 	"changeflow/internal/store"
 )
 
-// ApprovalEvent is an approval callback as the workflow acts on it (SPEC
-// §3.2), after the HTTP layer authenticated, parsed and recorded it once
+// ApprovalEvent is an approval callback as the workflow acts on it
+// (docs/api.md, "Callbacks"), after the HTTP layer authenticated, parsed and recorded it once
 // by its delivery id (the first layer of R-WF-5).
 type ApprovalEvent struct {
 	DeliveryKey string

@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/sim/deliver"
 )
 
-// callback is the body POSTed to /callbacks/approval (SPEC §3.2).
+// callback is the body POSTed to /callbacks/approval (docs/api.md, "Callbacks").
 type callback struct {
 	RequestID   string         `json:"requestId"`
 	ApprovalID  string         `json:"approvalId"`

@@ -204,7 +204,7 @@ func (s *Server) List() []Deployment {
 	return out
 }
 
-// callback is the body POSTed to /callbacks/deploy (SPEC §3.2).
+// callback is the body POSTed to /callbacks/deploy (docs/api.md, "Callbacks").
 type callback struct {
 	RequestID string `json:"requestId"`
 	Project   int64  `json:"project"`

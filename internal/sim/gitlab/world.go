@@ -42,7 +42,7 @@ func (u *user) canMerge() bool { return u.Role >= roleDeveloper }
 
 func (u *user) hasApprovePermission() bool { return u.Role >= roleDeveloper }
 
-// seedUsers is the local world of SPEC §3.6 plus a read-only account that
+// seedUsers is the local world of README.md, "The local run" plus a read-only account that
 // exercises the 403 and 401 permission paths.
 func seedUsers() []*user {
 	return []*user{
@@ -55,7 +55,7 @@ func seedUsers() []*user {
 }
 
 // CheckItem is one entry of a project's required approval check items
-// (SPEC R-WF-8, a simulator-only extension modelling the company's
+// (R-WF-8, docs/adapters.md, a simulator-only extension modelling the company's
 // upstream change). An approve call must acknowledge every configured item
 // at its current version.
 type CheckItem struct {

@@ -25,7 +25,7 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
-// LocalGrants is the local world's table (SPEC §3.6): olivia operates,
+// LocalGrants is the local world's table (README.md, "The local run"): olivia operates,
 // adam administers, alice and bob hold nothing.
 func LocalGrants() map[string][]string {
 	return map[string][]string{
