@@ -48,7 +48,7 @@ if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/nu
     sleep 0.25
   done
   mariadb --no-defaults --socket="$mysock" -uroot -e \
-    "CREATE USER 'changeflow'@'%' IDENTIFIED BY 'changeflow'; GRANT ALL ON *.* TO 'changeflow'@'%';"
+    "CREATE USER 'changeflow'@'%' IDENTIFIED BY 'changeflow'; GRANT ALL ON *.* TO 'changeflow'@'%' WITH GRANT OPTION;"
   export CHANGEFLOW_TEST_MYSQL_DSN="changeflow:changeflow@tcp(127.0.0.1:$myport)/"
   echo "test-services: MariaDB $(mariadbd --version | awk '{print $3}') on 127.0.0.1:$myport" >&2
 else
