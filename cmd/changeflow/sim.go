@@ -41,7 +41,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	listen := fs.String("listen", sim.DefaultListen, "address to serve the simulators on")
 	var callbacks urlList
 	fs.Var(&callbacks, "callback-url", "base URL of a changeflow instance (repeatable, or comma-separated)")
-	callbackToken := fs.String("callback-token", localCallbackToken, "X-Callback-Token sent with approval and deploy callbacks")
+	callbackToken := fs.String("callback-token", localCallbackToken, "X-Callback-Token sent with approval callbacks (and deploy callbacks unless --deploy-callback-token)")
+	deployToken := fs.String("deploy-callback-token", "", "X-Callback-Token sent with deploy callbacks (default: --callback-token)")
 	webhookToken := fs.String("webhook-token", localWebhookToken, "X-Gitlab-Token sent with GitLab webhooks")
 	dataDir := fs.String("data-dir", "", "directory for the simulated GitLab's repositories (default: a temporary one)")
 	if err := fs.Parse(args); err != nil {
@@ -53,7 +54,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	s, err := sim.New(sim.Config{
 		Listen: *listen, CallbackURLs: callbacks,
-		CallbackToken: *callbackToken, WebhookToken: *webhookToken,
+		CallbackToken: *callbackToken, DeployCallbackToken: *deployToken, WebhookToken: *webhookToken,
 		DataDir: *dataDir, Logger: logger,
 	})
 	if err != nil {
@@ -72,13 +73,14 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // callbacks aimed at this instance's own listener.
 func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string, logger *slog.Logger) (*sim.Sim, error) {
 	callbackToken, _, _ := snap.CallbackToken(config.CallbackApproval)
+	deployToken, _, _ := snap.CallbackToken(config.CallbackDeploy)
 	webhookToken, _, _ := snap.CallbackToken(config.CallbackGitLab)
 	s, err := sim.New(sim.Config{
 		Listen:        snap.Endpoints().SimListen,
 		CallbackURLs:  []string{selfURL},
-		CallbackToken: callbackToken,
-		WebhookToken:  webhookToken,
-		Logger:        logger.With("component", "sim"),
+		CallbackToken: callbackToken, DeployCallbackToken: deployToken,
+		WebhookToken: webhookToken,
+		Logger:       logger.With("component", "sim"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build simulators: %w", err)

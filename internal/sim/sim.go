@@ -44,9 +44,11 @@ type Config struct {
 	// CallbackURLs are the service's base URLs; callbacks and webhooks go
 	// to them in turn, skipping ones that fail (default DefaultCallbackURL).
 	CallbackURLs []string
-	// CallbackToken is sent as X-Callback-Token on approval and deploy
-	// callbacks; WebhookToken as X-Gitlab-Token on GitLab webhooks.
-	CallbackToken, WebhookToken string
+	// CallbackToken is sent as X-Callback-Token on approval callbacks and,
+	// unless DeployCallbackToken is set, on deploy callbacks;
+	// WebhookToken as X-Gitlab-Token on GitLab webhooks. Two systems, two
+	// secrets: changeflow's callbacks.tokens.approval and .deploy.
+	CallbackToken, DeployCallbackToken, WebhookToken string
 	// DataDir holds GitLab's repositories ("" → a temporary directory).
 	DataDir string
 	Logger  *slog.Logger
@@ -104,6 +106,9 @@ func New(cfg Config) (_ *Sim, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.DeployCallbackToken == "" {
+		cfg.DeployCallbackToken = cfg.CallbackToken
+	}
 	s := &Sim{cfg: cfg, logger: cfg.Logger}
 	defer func() {
 		if err != nil {
@@ -154,7 +159,7 @@ func New(cfg Config) (_ *Sim, err error) {
 		delay = *cfg.DeployDelay
 	}
 	if s.Deploy, err = deploy.New(deploy.Options{
-		Deliverer: s.DeployCallbacks, CallbackToken: cfg.CallbackToken, Delay: delay,
+		Deliverer: s.DeployCallbacks, CallbackToken: cfg.DeployCallbackToken, Delay: delay,
 		Logger: cfg.Logger.With("sim", "deploy"),
 	}); err != nil {
 		return nil, fmt.Errorf("sim: deploy: %w", err)

@@ -71,7 +71,7 @@ func start(t *testing.T, targets ...string) *sim.Sim {
 	delay := 20 * time.Millisecond
 	s, err := sim.New(sim.Config{
 		Listen: "127.0.0.1:0", CallbackURLs: targets,
-		CallbackToken: "cb-secret", WebhookToken: "hook-secret", DataDir: t.TempDir(),
+		CallbackToken: "cb-secret", DeployCallbackToken: "deploy-secret", WebhookToken: "hook-secret", DataDir: t.TempDir(),
 		ApprovalPolicy: &approval.Policy{Mode: approval.Auto, DelayMs: 20},
 		DeployDelay:    &delay,
 		GitLab: func(o *gitlab.Options) {
@@ -157,7 +157,8 @@ func TestEverySimulatorIsMounted(t *testing.T) {
 			t.Fatalf("%d %s", status, b)
 		}
 		c := svc.await(t, "/callbacks/deploy", func(c call) bool { return c.Body["mrIid"] == float64(77) })
-		if c.Header.Get("X-Callback-Token") != "cb-secret" || c.Body["status"] != "SUCCESS" {
+		// The deployment pipeline has its own secret (callbacks.tokens.deploy).
+		if c.Header.Get("X-Callback-Token") != "deploy-secret" || c.Body["status"] != "SUCCESS" {
 			t.Fatalf("%+v", c)
 		}
 	})
