@@ -346,6 +346,7 @@ func (w *crashWorld) doneOnce(op string, iid int64) {
 	if n := strings.Count(sim.fileOnMain(t, "solo"), op); n != 1 {
 		t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
 	}
+	sim.filesExact(t, w.st, []string{"solo", "grouped"}, []string{op})
 }
 
 // TestServeKill9AtEachStepOfABatch: three approved requests of a batching
@@ -434,6 +435,7 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 			t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
 		}
 	}
+	sim.filesExact(t, w.st, []string{"solo", "grouped"}, ops)
 }
 
 // TestServeKill9AtEachStepOfALegacyRequest: the legacy flow (the MR
@@ -582,6 +584,7 @@ func TestServeKill9InsideRegenerate(t *testing.T) {
 	if got := sim.approvedBy(t, iid); !sameSet(got, []string{"approver-1", "approver-2"}) {
 		t.Fatalf("approved by %v, want each bot once", got)
 	}
+	sim.filesExact(t, w.st, []string{"solo", "grouped"}, []string{op})
 }
 
 // gatherAdmitted submits ops (one user each) of target on an instance
@@ -672,6 +675,7 @@ func TestServeKill9InsideBatchSettlement(t *testing.T) {
 			t.Fatalf("the binding file on main names %s %d times, want 1", op, n)
 		}
 	}
+	sim.filesExact(t, w.st, []string{"solo", "grouped"}, ops)
 }
 
 func sameSet(a, b []string) bool {

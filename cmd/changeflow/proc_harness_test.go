@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"changeflow/internal/filecheck"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 )
@@ -370,6 +371,19 @@ func (s *simProc) fileOnMain(t *testing.T, target string) string {
 		t.Fatalf("file of %s on main = %d %s", target, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// filesExact is the end-to-end check every process test ends with: each
+// of targets' binding files on main holds exactly one entry per VALIDATED
+// request of ops (subject, operationId, expiry to the second) and none for
+// any other request (filecheck, read against the database st).
+func (s *simProc) filesExact(t *testing.T, st *store.Store, targets, ops []string) {
+	t.Helper()
+	for _, target := range targets {
+		if err := filecheck.Check(context.WithoutCancel(t.Context()), st, target, []byte(s.fileOnMain(t, target)), ops); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // commitsOnMain counts the non-merge commits reachable from main whose

@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
 )
 
 // manyTargets is how many batching targets (binding files) the
@@ -24,6 +29,7 @@ const manyTargets = 3
 // robin to the three; requests are users × targets.
 type manyWorld struct {
 	t         *testing.T
+	st        *store.Store
 	count     func(q string, args ...any) int // a COUNT query on the database
 	sim       *simProc
 	instances []*serveProc
@@ -44,8 +50,20 @@ type manyReq struct{ user, op, target string }
 
 func newManyWorld(t *testing.T, users int, workflowYAML string) *manyWorld {
 	t.Helper()
+	var targets []string
+	for i := range manyTargets {
+		targets = append(targets, fmt.Sprintf("grouped-%d", i+1))
+	}
+	return newManyWorldOf(t, users, workflowYAML, targets, true)
+}
+
+// newManyWorldOf is newManyWorld over the given targets, all batching or
+// none.
+func newManyWorldOf(t *testing.T, users int, workflowYAML string, targets []string, batching bool) *manyWorld {
+	t.Helper()
 	w := &manyWorld{t: t, start: time.Now(), byTarget: map[string]map[string]string{}, stop: make(chan struct{})}
 	dsn, st := mariaDB(t)
+	w.st = st
 	w.count = func(q string, args ...any) int { return countSQL(t, st, q, args...) }
 	dir := t.TempDir()
 	ports := []int{freePort(t), freePort(t), freePort(t)}
@@ -60,11 +78,10 @@ func newManyWorld(t *testing.T, users int, workflowYAML string) *manyWorld {
 		map[string]any{"mergeability_delay": "50ms", "pipeline_start_delay": "10ms", "pipeline_duration": "100ms"}, nil)
 
 	targetsYAML := "targets:\n"
-	for i := range manyTargets {
-		tgt := fmt.Sprintf("grouped-%d", i+1)
+	for _, tgt := range targets {
 		w.targets = append(w.targets, tgt)
 		w.byTarget[tgt] = map[string]string{}
-		targetsYAML += fmt.Sprintf("  %s: {accessMode: OPEN, batching: true, maxDays: 30}\n", tgt)
+		targetsYAML += fmt.Sprintf("  %s: {accessMode: OPEN, batching: %t, maxDays: 30}\n", tgt, batching)
 	}
 	for u := range users {
 		for _, tgt := range w.targets {
@@ -156,9 +173,14 @@ func (w *manyWorld) submitAll() {
 // untilAllValidated waits until every request is VALIDATED, failing at
 // once when one failed, then stops the sampler.
 func (w *manyWorld) untilAllValidated() {
+	w.untilAllValidatedWithin(3 * time.Minute)
+}
+
+// untilAllValidatedWithin is untilAllValidated with its own deadline.
+func (w *manyWorld) untilAllValidatedWithin(timeout time.Duration) {
 	t, count := w.t, w.count
 	t.Helper()
-	waitFor(t, 3*time.Minute, "every request VALIDATED", func() bool {
+	waitFor(t, timeout, "every request VALIDATED", func() bool {
 		if err := w.sampleErr.Load(); err != nil {
 			t.Fatalf("sampler: %v", err)
 		}
@@ -166,13 +188,43 @@ func (w *manyWorld) untilAllValidated() {
 		// through CREATE_FAILED on its way to settlement.
 		if failed := count("SELECT COUNT(*) FROM binding b JOIN operation o ON o.operation_id = b.operation_id" +
 			" WHERE b.status IN ('CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED') AND o.due_at IS NULL AND o.lease_owner IS NULL"); failed > 0 {
-			t.Fatalf("%d requests stopped in a failure state", failed)
+			t.Fatalf("%d requests stopped in a failure state: %s", failed, w.failures())
 		}
 		return count("SELECT COUNT(*) FROM binding WHERE status = 'VALIDATED'") == len(w.reqs)
 	})
 	w.stopSampler()
 	t.Logf("all %d VALIDATED %v after the first submission; %d batches; %d samples of the batch table",
 		len(w.reqs), time.Since(w.submitted).Round(time.Millisecond), count("SELECT COUNT(*) FROM merge_batch"), w.samples.Load())
+}
+
+// failures describes the requests stopped in a failure state: id, step,
+// binding, last error.
+func (w *manyWorld) failures() string {
+	rows, err := w.st.DB().QueryContext(context.WithoutCancel(w.t.Context()),
+		"SELECT o.operation_id, o.step_status, b.status, COALESCE(o.last_error, '') FROM binding b JOIN operation o ON o.operation_id = b.operation_id"+
+			" WHERE b.status IN ('CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED') AND o.due_at IS NULL AND o.lease_owner IS NULL")
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, status, last string
+		var step int
+		if err := rows.Scan(&id, &step, &status, &last); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("%s at %s/%s: %s", id, domain.StepStatus(step), status, last))
+	}
+	// The simulator's reasons for failed pipelines, if any.
+	var state map[string]any
+	if w.sim.do(w.t, http.MethodGet, "/gitlab/_control/state", nil, &state) == http.StatusOK {
+		b, _ := json.Marshal(state)
+		for _, m := range regexp.MustCompile(`"reason":"[^"]+"`).FindAllString(string(b), 10) {
+			out = append(out, "simulator: "+m)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // assertConverged checks what must hold once every request is VALIDATED:
@@ -243,6 +295,18 @@ func (w *manyWorld) assertConverged() {
 				tgt, len(got), len(w.byTarget[tgt]), extra, missing)
 		}
 	}
+	w.filesExact()
+}
+
+// filesExact: each binding file on main is exactly the VALIDATED requests'
+// entries, expiry to the second, as the database has them (filecheck).
+func (w *manyWorld) filesExact() {
+	w.t.Helper()
+	ops := make([]string, len(w.reqs))
+	for i, r := range w.reqs {
+		ops[i] = r.op
+	}
+	w.sim.filesExact(w.t, w.st, w.targets, ops)
 }
 
 // metricSum adds up changeflow_requests_validated_total over instances.

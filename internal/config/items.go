@@ -125,7 +125,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyWorkflowWorkers, 4, 1, 256, restart, "0 workers would accept work that never runs"),
 		intItem(KeyWorkflowQueueSize, 100, 1, 100000, restart, "a full queue persists the rejection (R-LRO-1); at least 1 slot"),
 		durItem(KeyWorkflowLeaseDuration, 30*sec, 1*sec, sec, hot, "a tiny lease lets another instance take over work still running"),
-		intItem(KeyWorkflowMaxRegenerations, 3, 0, 20, hot, "how often one single-request MR is regenerated on the target after a failed rebase; 0 = never (every conflict goes to a person); the cap stops a target that keeps moving from looping"),
+		intItem(KeyWorkflowMaxRegenerations, 3, 0, 20, hot, "how often one single-request MR is regenerated on the target after a failed rebase caused by a change made outside changeflow; a conflict made only by changeflow's own merges of the file always regenerates (it is progress, bounded by the requests); 0 = every outside conflict goes to a person; the cap stops a target that keeps moving from looping"),
 		durItem(KeyWorkflowPollInterval, 1*sec, 10*ms, ms, hot, "how long an idle instance waits before it looks for due work again (the latency between polling steps); every look is a claim query, so below 10ms it would spin against the database"),
 
 		// Reconciliation (R-WF-11).

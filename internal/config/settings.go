@@ -63,7 +63,9 @@ type Workflow struct {
 	QueueSize     int
 	LeaseDuration time.Duration
 	// MaxRegenerations bounds how often a single-request MR whose rebase
-	// conflicted is regenerated on the target's head (0 = never).
+	// conflicted is regenerated on the target's head (0 = never) when the
+	// conflict is not made only by changeflow's own merges, which always
+	// regenerate.
 	MaxRegenerations int
 	// PollInterval is how long an idle engine waits before it looks for
 	// due work again; the engine re-reads it before every wait.

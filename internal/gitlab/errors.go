@@ -3,6 +3,7 @@ package gitlab
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"changeflow/internal/outbound"
 )
@@ -108,4 +109,32 @@ func IsTransient(err error) bool {
 		return false
 	}
 	return outbound.TransientStatus(e.Status)
+}
+
+// IsStaleWrite says a commit was refused because what the caller read is
+// no longer what the commit would land on: a 400 with one of the messages
+// GitLab's commits API (Files::MultiService, Gitaly's UserCommitFiles)
+// gives when a file was created, changed or deleted since it was read, a
+// branch was created meanwhile, or the branch moved under the update. Such
+// a refusal is answered by a fresh read and a new commit, never by a
+// failure state. The messages are matched as GitLab words them; a 400 with
+// any other message (a path that is not valid, bad content) is not stale.
+func IsStaleWrite(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+		return false
+	}
+	for _, m := range [...]string{
+		"A file with this name already exists",
+		"A file with this name doesn't exist",
+		"has changed since you started editing it",
+		"already exists. Switch to that branch",
+		"Could not update",
+		"Cannot find start_sha",
+	} {
+		if strings.Contains(e.Message, m) {
+			return true
+		}
+	}
+	return false
 }

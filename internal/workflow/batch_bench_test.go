@@ -44,8 +44,13 @@ func (g *benchGitLab) FindMRBySourceBranch(_ context.Context, _, source string, 
 	return g.mrs[iid], ok, nil
 }
 
-func (g *benchGitLab) GetBranch(context.Context, string, string) (gitlab.Branch, error) {
+// GetBranch knows the target branch only (its head is what a round's
+// commit is pinned to); a batch branch does not exist yet.
+func (g *benchGitLab) GetBranch(_ context.Context, _, branch string) (gitlab.Branch, error) {
 	g.call()
+	if branch == "main" {
+		return gitlab.Branch{Name: branch, CommitID: "sha-main"}, nil
+	}
 	return gitlab.Branch{}, errBenchNotFound
 }
 

@@ -226,11 +226,12 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 //
 //  1. the MR by the deterministic branch changeflow/batch-<id> (any
 //     state): opened or merged → adopt; closed → settle the batch;
-//  2. the branch, then every member's binding file on it (else on the
-//     target branch): the members' entries are added per file — several
-//     members of one file are one edit — and committed as ONE commit with
-//     a Changeflow-Operation trailer per member, unless the branch already
-//     holds them all;
+//  2. the branch's head (else the target branch's head: the pin), then
+//     every member's binding file at that commit: the members' entries are
+//     added per file — several members of one file are one edit — and
+//     committed from exactly that commit (start_sha) as ONE commit with a
+//     Changeflow-Operation trailer per member, unless the branch already
+//     holds them all (commitBatch);
 //  3. CreateMR (409: ours from a lost answer → look up again);
 //  4. one transaction (store.BatchApply): the MR on the batch row (first:
 //     only a batch still RUNNING or BLOCKED), the MR and batch_id on every
@@ -262,37 +263,9 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return mr.IID, len(ops), err
 	}
 	if !found {
-		_, err = gl.GetBranch(ctx, project, branch)
-		branchExists := err == nil
-		if err != nil && !gitlab.IsNotFound(err) {
-			return 0, len(ops), fmt.Errorf("look up branch: %w", err)
-		}
-		ref := d.targetBranch()
-		if branchExists {
-			ref = branch
-		}
-		actions, err := d.batchFiles(ctx, project, ref, ops)
-		if errors.Is(err, bindingfile.ErrInvalid) || errors.Is(err, errTargetGone) {
-			// No retry fixes a file that does not parse (or a target that
-			// is gone): block the batch for a person instead of failing
-			// every round and re-admitting the members forever.
-			if berr := d.blockBatch(ctx, b.ID, fmt.Sprintf("building the batch MR from %s: %v", ref, err)); berr != nil {
-				return 0, len(ops), errors.Join(err, berr)
-			}
-			return 0, len(ops), fmt.Errorf("batch %d blocked: %w", b.ID, errBatchBlocked)
-		}
+		title, body, err := d.commitBatch(ctx, b, project, branch, ops)
 		if err != nil {
 			return 0, len(ops), err
-		}
-		title, body := batchText(b.ID, ops)
-		if len(actions) > 0 {
-			req := gitlab.CommitRequest{Branch: branch, Message: title + "\n\n" + body, Actions: actions}
-			if !branchExists {
-				req.StartBranch = d.targetBranch()
-			}
-			if _, err := gl.CreateCommit(ctx, project, req); err != nil {
-				return 0, len(ops), fmt.Errorf("commit: %w", err)
-			}
 		}
 		mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
 			SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
@@ -332,6 +305,53 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return mr.IID, len(ops), fmt.Errorf("record MR !%d: %w", mr.IID, err)
 	}
 	return mr.IID, len(ops), nil
+}
+
+// staleWriteAttempts bounds how often commitBatch reads again after a
+// refused commit (gitlab.IsStaleWrite) within one round. Each refusal means
+// the repository moved under the round; past the bound the round ends with
+// the error and the batch is resumed like any round that died half-way.
+const staleWriteAttempts = 5
+
+// commitBatch is startBatch's step 2: the batch's commit, pinned to the
+// commit its files were read at. A refusal because what was read went away
+// is answered by a fresh read and a new commit in the same round.
+func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
+	title, body = batchText(b.ID, ops)
+	for attempt := 1; ; attempt++ {
+		at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
+		if err != nil {
+			return "", "", fmt.Errorf("look up branch: %w", err)
+		}
+		actions, err := d.batchFiles(ctx, project, at.SHA, ops)
+		if errors.Is(err, bindingfile.ErrInvalid) || errors.Is(err, errTargetGone) {
+			// No retry fixes a file that does not parse (or a target that
+			// is gone): block the batch for a person instead of failing
+			// every round and re-admitting the members forever.
+			ref := d.targetBranch()
+			if at.BranchExists {
+				ref = branch
+			}
+			if berr := d.blockBatch(ctx, b.ID, fmt.Sprintf("building the batch MR from %s@%s: %v", ref, short(at.SHA), err)); berr != nil {
+				return "", "", errors.Join(err, berr)
+			}
+			return "", "", fmt.Errorf("batch %d blocked: %w", b.ID, errBatchBlocked)
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if len(actions) == 0 {
+			return title, body, nil
+		}
+		_, err = d.GitLab.CreateCommit(ctx, project, at.commit(branch, title+"\n\n"+body, actions))
+		if err == nil {
+			return title, body, nil
+		}
+		if !gitlab.IsStaleWrite(err) || attempt >= staleWriteAttempts {
+			return "", "", fmt.Errorf("commit: %w", err)
+		}
+		d.logger().Info("batch commit refused, reading again", "batch", b.ID, "attempt", attempt, "err", err)
+	}
 }
 
 // Start runs rounds and the timeout sweep every batch.interval (read at

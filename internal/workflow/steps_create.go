@@ -18,11 +18,14 @@ import (
 // operator's retrigger) and never makes a second branch, commit or MR:
 //
 //  1. the MR by its deterministic source branch (any state): found → adopt;
-//  2. the branch: missing → the commit creates it from the target branch;
-//  3. the binding file on the branch (else the target branch): when it
-//     already holds this operation's entry, the commit is not made again;
-//     otherwise add-or-replace the subject's entry (bindingfile) and commit,
-//     the operationId as a trailer in the message;
+//  2. the branch's head, else the target branch's head: the commit the
+//     write is pinned to (pin);
+//  3. the binding file at that commit: when the branch already holds this
+//     operation's entry, the commit is not made again; otherwise
+//     add-or-replace the subject's entry (bindingfile) and commit from
+//     exactly that commit (start_sha), the operationId as a trailer in the
+//     message. A refusal because what was read went away is a retry from a
+//     fresh read;
 //  4. CreateMR, the operationId as a trailer in the description.
 //
 // A write whose answer was lost (OutcomeUnknown) or a transient failure is
@@ -53,16 +56,11 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 	if !ok {
 		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "target "+op.TargetKey+" is no longer configured"), nil
 	}
-	_, err = gl.GetBranch(ctx, project, branch)
-	branchExists := err == nil
-	if err != nil && !gitlab.IsNotFound(err) {
+	at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
+	if err != nil {
 		return d.retryOr(err, "look up branch")
 	}
-	ref := d.targetBranch()
-	if branchExists {
-		ref = branch
-	}
-	file, exists, err := d.readBindingFile(ctx, project, target.File, ref)
+	file, exists, err := d.readBindingFile(ctx, project, target.File, at.SHA)
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		// A hand-edited file that no longer parses: rewriting it would
 		// lose entries, so a person looks first.
@@ -71,21 +69,20 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 	if err != nil {
 		return d.retryOr(err, "read binding file")
 	}
-	if e, ok := file.Entry(op.Subject); !branchExists || !ok || e.OperationID != op.OperationID {
+	if e, ok := file.Entry(op.Subject); !at.BranchExists || !ok || e.OperationID != op.OperationID {
 		next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
 		action := gitlab.ActionUpdate
 		if !exists {
 			action = gitlab.ActionCreate
 		}
-		req := gitlab.CommitRequest{
-			Branch:  branch,
-			Message: commitMessage(op) + "\n\n" + Trailer(op.OperationID) + "\n",
-			Actions: []gitlab.FileAction{{Action: action, Path: target.File, Content: string(next.Marshal())}},
-		}
-		if !branchExists {
-			req.StartBranch = d.targetBranch()
-		}
+		req := at.commit(branch, commitMessage(op)+"\n\n"+Trailer(op.OperationID)+"\n",
+			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(next.Marshal())}})
 		if _, err := gl.CreateCommit(ctx, project, req); err != nil {
+			if gitlab.IsStaleWrite(err) {
+				// What was read went away (a file created, the branch
+				// created by a run whose answer was lost): read again.
+				return RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
+			}
 			return d.retryOr(err, "commit")
 		}
 		if domain.StepStatus(op.Step) == domain.StepCreateStarted {

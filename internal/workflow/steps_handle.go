@@ -193,8 +193,20 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 		return Outcome{}, err
 	}
 	if n >= maxRebases {
-		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
-			fmt.Sprintf("merge still refused after %d rebases: %v", n, mergeErr)), nil
+		// A refusal because the target moved again since the last rebase
+		// is another MR's merge landing first — progress, not a loop — and
+		// is rebased again rather than failed: under contention (many MRs
+		// of one project) an MR may lose that race more than maxRebases
+		// times. Only a refusal on an MR already based on the target's head
+		// counts against the bound.
+		moved, err := d.targetMovedSince(ctx, h.project, mr)
+		if err != nil {
+			return d.retryOr(err, "read the target's head")
+		}
+		if !moved {
+			return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+				fmt.Sprintf("merge still refused after %d rebases: %v", n, mergeErr)), nil
+		}
 	}
 	if err := d.GitLab.Rebase(ctx, h.project, mr.IID); err != nil && !gitlab.IsConflict(err) {
 		if transient(err) {
@@ -204,6 +216,20 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 	}
 	return Done(ActionPollRebase, Transition{Step: domain.StepHandleRebasing,
 		Note: "merge refused (" + strconv.Itoa(gitlab.StatusOf(mergeErr)) + "), rebasing"}), nil
+}
+
+// targetMovedSince reports whether mr's target branch has moved past the
+// base of mr's head: the head's first parent is not the target's head.
+func (d Deps) targetMovedSince(ctx context.Context, project string, mr gitlab.MR) (bool, error) {
+	head, err := d.GitLab.GetCommit(ctx, project, mr.SHA)
+	if err != nil {
+		return false, err
+	}
+	target, err := d.GitLab.GetBranch(ctx, project, mr.TargetBranch)
+	if err != nil {
+		return false, err
+	}
+	return len(head.ParentIDs) == 0 || head.ParentIDs[0] != target.CommitID, nil
 }
 
 // rebases counts how often the request entered HANDLE_REBASING by a
@@ -261,6 +287,19 @@ func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
 			if bound := d.Config().Workflow().MaxRegenerations; n < bound {
 				return Done(ActionRegenerate, Transition{
 					Note: fmt.Sprintf("rebase of MR !%d failed (%s): regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
+			}
+			// Past the bound, a conflict made only by changeflow's own merges
+			// of the same file still regenerates: it is progress (another
+			// request merged), not a loop, and nobody is paged for it.
+			if target, ok := d.Config().Target(w.Operation.TargetKey); ok {
+				own, err := d.conflictIsOwn(ctx, h.project, mr, target.File, w.Operation.OperationID)
+				if err != nil {
+					return d.retryOr(err, "read the conflict's cause")
+				}
+				if own {
+					return Done(ActionRegenerate, Transition{
+						Note: fmt.Sprintf("rebase of MR !%d failed (%s) after changeflow's own merges: regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
+				}
 			}
 			return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 				fmt.Sprintf("rebase of MR !%d failed: %s; regenerated %d times already (workflow.maxRegenerations)", mr.IID, mr.MergeError, n)), nil

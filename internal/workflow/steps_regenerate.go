@@ -86,12 +86,16 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 		if !exists {
 			action = gitlab.ActionCreate
 		}
-		c, err := d.GitLab.CreateCommit(ctx, h.project, gitlab.CommitRequest{
-			Branch: mr.SourceBranch, StartSHA: base.CommitID, Force: true,
-			Message: commitMessage(op) + "\n\nRegenerated on " + mr.TargetBranch + "@" + short(base.CommitID) +
-				" after a rebase conflict.\n\n" + Trailer(op.OperationID) + "\n",
-			Actions: []gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}},
-		})
+		// The source branch exists (the MR's), and is rewritten as one
+		// commit on what was read of the target: the same pin as create_mr.
+		at := pin{SHA: base.CommitID, BranchExists: true}
+		c, err := d.GitLab.CreateCommit(ctx, h.project, at.commit(mr.SourceBranch,
+			commitMessage(op)+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
+				" after a rebase conflict.\n\n"+Trailer(op.OperationID)+"\n",
+			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
+		if gitlab.IsStaleWrite(err) {
+			return RetryAfter(0, "regenerate commit refused, reading again: "+err.Error()), nil
+		}
 		if err != nil {
 			// A lost answer is RetryAfter: the next run finds the commit.
 			return d.retryOr(err, "regenerate commit")
@@ -191,4 +195,83 @@ func short(sha string) string {
 		return sha[:8]
 	}
 	return sha
+}
+
+// conflictIsOwn reports whether the rebase conflict of mr (a single-request
+// MR of operationID) comes only from changeflow's own merges: the MR's
+// branch is one commit on a base B, and every entry of the binding file
+// that differs between B and the target branch's head — added, replaced or
+// removed — carries the operationId of a request changeflow knows, for that
+// entry's subject. Such a conflict is not a person's problem: regeneration
+// resolves it from the database, and each one means another request of the
+// file merged, so regenerating on it is bounded by the requests' progress,
+// not by a count (docs/workflow.md, "Single-request targets under
+// contention"). Anything else — a change no request explains, a file that
+// no longer parses, a branch that is not one commit on its base — is not
+// changeflow's own (false), and workflow.maxRegenerations bounds it.
+func (d Deps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, path, operationID string) (bool, error) {
+	src, err := d.GitLab.GetBranch(ctx, project, mr.SourceBranch)
+	if err != nil {
+		return false, err
+	}
+	head, err := d.GitLab.GetCommit(ctx, project, src.CommitID)
+	if err != nil {
+		return false, err
+	}
+	if len(head.ParentIDs) != 1 || !HasTrailer(head.Message, operationID) {
+		return false, nil
+	}
+	target, err := d.GitLab.GetBranch(ctx, project, mr.TargetBranch)
+	if err != nil {
+		return false, err
+	}
+	before, _, err := d.readBindingFile(ctx, project, path, head.ParentIDs[0])
+	if errors.Is(err, bindingfile.ErrInvalid) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	after, _, err := d.readBindingFile(ctx, project, path, target.CommitID)
+	if errors.Is(err, bindingfile.ErrInvalid) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	changed := map[string]bindingfile.Entry{}
+	for _, e := range before.Entries {
+		if a, ok := after.Entry(e.Subject); !ok || !sameEntry(a, e) {
+			changed[e.Subject] = e // removed or replaced: the removed one must be changeflow's too
+		}
+	}
+	for _, a := range after.Entries {
+		if e, ok := before.Entry(a.Subject); !ok || !sameEntry(e, a) {
+			changed[a.Subject+"\x00new"] = a
+		}
+	}
+	if len(changed) == 0 {
+		return false, nil // the conflict is not in the entries: formatting, another file
+	}
+	for _, e := range changed {
+		if e.OperationID == "" || e.OperationID == operationID {
+			return false, nil
+		}
+		op, err := d.Store.OperationGet(ctx, e.OperationID)
+		if errors.Is(err, domain.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if op.Subject != e.Subject {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameEntry: the same subject, operation and expiry (to the file's second).
+func sameEntry(a, b bindingfile.Entry) bool {
+	return a.Subject == b.Subject && a.OperationID == b.OperationID && a.ExpiresAt.Equal(b.ExpiresAt)
 }

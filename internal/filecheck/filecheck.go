@@ -1,0 +1,84 @@
+// Package filecheck checks the invariant every test that drives the
+// workflow ends with: the config repository is the truth. Each target's
+// binding file on the default branch holds exactly one entry per request
+// the database says is in effect — its subject, its operationId, its
+// expiry to the second — and no entry for any other request. A request
+// that is VALIDATED while its entry is gone from the file (another commit
+// reverted it), or an entry left behind by a request that failed, is a
+// mismatch the database alone would never show.
+//
+// It is a package of its own, not a test helper, so the workflow's
+// in-process tests and the multi-process tests of cmd/changeflow share one
+// definition of "exact".
+package filecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// Bindings is what Check reads from the database (*store.Store has it).
+type Bindings interface {
+	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
+}
+
+// Check compares target's binding file content (as read from the default
+// branch; empty when the file does not exist) with the database, over the
+// requests operationIDs (every request the caller submitted, any target):
+// a request whose binding is target's, currently owned by it and
+// VALIDATED wants exactly its entry; every other entry in the file is
+// extra. The error lists every difference.
+func Check(ctx context.Context, db Bindings, target string, content []byte, operationIDs []string) error {
+	f, err := bindingfile.Parse(content)
+	if err != nil {
+		return fmt.Errorf("binding file of %s: %w", target, err)
+	}
+	want := map[string]bindingfile.Entry{} // subject → entry
+	for _, id := range operationIDs {
+		b, err := db.BindingGetByOperation(ctx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			continue // never applied, or the binding moved on to a newer request
+		}
+		if err != nil {
+			return fmt.Errorf("binding of %s: %w", id, err)
+		}
+		if b.TargetKey != target || b.Status != domain.BindingValidated {
+			continue
+		}
+		want[b.Subject] = bindingfile.Entry{Subject: b.Subject, OperationID: id, ExpiresAt: b.ExpiresAt.UTC().Truncate(time.Second)}
+	}
+	var problems []string
+	seen := map[string]bool{}
+	for _, e := range f.Entries {
+		seen[e.Subject] = true
+		w, ok := want[e.Subject]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("extra entry %s/%s (no VALIDATED request of it)", e.Subject, e.OperationID))
+		case e.OperationID != w.OperationID:
+			problems = append(problems, fmt.Sprintf("entry of %s is operation %s, the VALIDATED request is %s", e.Subject, e.OperationID, w.OperationID))
+		case !e.ExpiresAt.Equal(w.ExpiresAt):
+			problems = append(problems, fmt.Sprintf("entry of %s/%s expires %s, the database says %s", e.Subject, e.OperationID,
+				e.ExpiresAt.UTC().Format(time.RFC3339), w.ExpiresAt.Format(time.RFC3339)))
+		}
+	}
+	for s, w := range want {
+		if !seen[s] {
+			problems = append(problems, fmt.Sprintf("missing entry %s/%s (VALIDATED in the database)", s, w.OperationID))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.Sort(problems)
+	return fmt.Errorf("binding file of %s on the default branch (%d entries, %d VALIDATED requests): %s",
+		target, len(f.Entries), len(want), strings.Join(problems, "; "))
+}
