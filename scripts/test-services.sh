@@ -5,6 +5,11 @@
 # Tests read:
 #   CHANGEFLOW_TEST_MYSQL_DSN   DSN of a MariaDB user allowed to CREATE DATABASE
 #   CHANGEFLOW_TEST_ETCD        etcd client endpoint (http://127.0.0.1:PORT)
+#   CHANGEFLOW_TEST_GALERA_*    a 3-node MariaDB Galera cluster and an HAProxy
+#                               in front of it (scripts/test-galera.sh), when
+#                               Debian's galera-4 is installed; set
+#                               CHANGEFLOW_TEST_GALERA=0 to not start it (the
+#                               Galera tests then skip, even in CI mode)
 # A test that needs one and finds it unset skips with a loud one-line reason,
 # unless CHANGEFLOW_TEST_REQUIRE_SERVICES=1 (set by .ci/run), where it fails.
 #
@@ -15,6 +20,14 @@ set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/changeflow-test.XXXXXX")
 pids=()
 cleanup() {
+  # Only a cluster this run started (not one named by an inherited
+  # CHANGEFLOW_TEST_GALERA_DIR).
+  if [ -n "${galera_pid:-}" ]; then
+    for n in 1 2 3; do
+      mariadb-admin --no-defaults --socket="$work/galera/node$n/mysqld.sock" -uroot shutdown >/dev/null 2>&1 || true
+    done
+    [ -f "$work/galera/haproxy.pid" ] && kill "$(cat "$work/galera/haproxy.pid")" >/dev/null 2>&1 || true
+  fi
   if [ -n "${mysock:-}" ] && [ -S "$mysock" ]; then
     mariadb-admin --no-defaults --socket="$mysock" -uroot shutdown >/dev/null 2>&1 || true
   fi
@@ -30,6 +43,20 @@ import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
 PY
 }
+
+# The Galera cluster takes the longest to come up (10–25 s on a loaded
+# machine), so it starts first, in the background, and is waited for last.
+galera_pid=""
+if [ -n "${CHANGEFLOW_TEST_GALERA_DSNS:-}" ]; then
+  echo "test-services: using the Galera cluster already named by CHANGEFLOW_TEST_GALERA_DSNS" >&2
+elif [ "${CHANGEFLOW_TEST_GALERA:-1}" = 0 ]; then
+  echo "test-services: CHANGEFLOW_TEST_GALERA=0 — Galera tests will SKIP" >&2
+elif command -v mariadbd >/dev/null 2>&1 && { [ -e /usr/lib/galera/libgalera_smm.so ] || [ -e /usr/lib/libgalera_smm.so ]; }; then
+  "$(dirname "$0")/test-galera.sh" "$work/galera" >"$work/galera.env" 2>"$work/galera.err" &
+  galera_pid=$!
+else
+  echo "test-services: galera-4 not installed — Galera tests will SKIP (apt-get install -y galera-4 haproxy)" >&2
+fi
 
 if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1; then
   myport=$(free_port)
@@ -74,6 +101,17 @@ if command -v etcd >/dev/null 2>&1; then
   echo "test-services: etcd on 127.0.0.1:$cport" >&2
 else
   echo "test-services: etcd not installed — etcd config-source tests will SKIP (apt-get install -y etcd-server)" >&2
+fi
+
+if [ -n "$galera_pid" ]; then
+  if wait "$galera_pid"; then
+    # shellcheck disable=SC1091
+    . "$work/galera.env"
+    echo "test-services: Galera cluster of 3 on $CHANGEFLOW_TEST_GALERA_DSNS${CHANGEFLOW_TEST_GALERA_PROXY:+, HAProxy on $CHANGEFLOW_TEST_GALERA_PROXY}" >&2
+  else
+    cat "$work/galera.err" >&2
+    echo "test-services: the Galera cluster did not start — Galera tests will SKIP (or fail in CI mode)" >&2
+  fi
 fi
 
 "$@"

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# test-galera.sh WORKDIR: start a throwaway 3-node MariaDB Galera cluster on
+# loopback and print the variables tests read, as shell assignments, on
+# stdout (scripts/test-services.sh sources them). Needs mariadbd and
+# Debian's galera-4 (libgalera_smm.so).
+#
+#   CHANGEFLOW_TEST_GALERA_DSNS  three DSNs (comma-separated), one per node,
+#                                of an account allowed to CREATE DATABASE
+#   CHANGEFLOW_TEST_GALERA_DIR   WORKDIR; node N has WORKDIR/nodeN/start
+#                                (restart after kill -9: recovers the
+#                                position, rejoins by IST) and
+#                                WORKDIR/nodeN/mysqld.pid
+#   CHANGEFLOW_TEST_GALERA_PROXY host:port of an HAProxy in front of the
+#                                three nodes (when haproxy is installed)
+#
+# A node that dies without saying goodbye stalls the others' commits until
+# they evict it (evs.suspect_timeout, 5 s by default); the test cluster
+# evicts after 2 s, the value docs/storage.md recommends for a LAN.
+#
+# Seeding: node 1 is initialised, stopped and copied cold to nodes 2 and 3,
+# then node 1 bootstraps the cluster and the others join by IST — no SST
+# method to configure, and a join takes about a second.
+#
+# Every port is below 32768, outside Linux's ephemeral range: while a node is
+# down, a client's own outgoing socket could otherwise take its port and the
+# restart would fail to bind.
+set -euo pipefail
+
+work=$1
+mkdir -p "$work"
+provider=""
+for p in /usr/lib/galera/libgalera_smm.so /usr/lib/libgalera_smm.so /usr/lib64/galera-4/libgalera_smm.so; do
+  [ -e "$p" ] && { provider=$p; break; }
+done
+if [ -z "$provider" ]; then
+  echo "test-galera: libgalera_smm.so not found (apt-get install -y galera-4)" >&2
+  exit 2
+fi
+
+low_port() {
+  python3 - <<'PY'
+import random, socket
+while True:
+    p = random.randint(20000, 32000)
+    try:
+        s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()
+        print(p); break
+    except OSError:
+        pass
+PY
+}
+
+user=$(id -un)
+sqlports=(); gports=(); iports=()
+for n in 1 2 3; do sqlports+=("$(low_port)"); gports+=("$(low_port)"); iports+=("$(low_port)"); done
+gcomm="gcomm://127.0.0.1:${gports[0]},127.0.0.1:${gports[1]},127.0.0.1:${gports[2]}"
+
+# Node 1's datadir with the test account, made by a plain (non-wsrep) run.
+mariadb-install-db --no-defaults --user="$user" --datadir="$work/node1/data" \
+  --auth-root-authentication-method=normal --skip-test-db >"$work/install.log" 2>&1
+mariadbd --no-defaults --user="$user" --datadir="$work/node1/data" --socket="$work/init.sock" \
+  --skip-networking --pid-file="$work/init.pid" --log-error="$work/init.log" >/dev/null 2>&1 &
+initpid=$!
+for _ in $(seq 1 120); do
+  mariadb-admin --no-defaults --socket="$work/init.sock" -uroot ping >/dev/null 2>&1 && break
+  sleep 0.25
+done
+mariadb --no-defaults --socket="$work/init.sock" -uroot -e \
+  "CREATE USER 'changeflow'@'%' IDENTIFIED BY 'changeflow'; GRANT ALL ON *.* TO 'changeflow'@'%';"
+mariadb-admin --no-defaults --socket="$work/init.sock" -uroot shutdown
+wait "$initpid" || true
+for n in 2 3; do mkdir -p "$work/node$n"; cp -a "$work/node1/data" "$work/node$n/data"; done
+
+for n in 1 2 3; do
+  i=$((n - 1))
+  d="$work/node$n"
+  # start [--wsrep-new-cluster]: run the node in the background. After a
+  # kill -9 it first recovers its last committed position, so it rejoins
+  # by IST instead of asking for a full state transfer.
+  cat >"$d/start" <<SH
+#!/usr/bin/env bash
+set -euo pipefail
+cd "$d"
+args=(--no-defaults --user=$user --datadir=$d/data --socket=$d/mysqld.sock
+  --port=${sqlports[$i]} --bind-address=127.0.0.1 --pid-file=$d/mysqld.pid
+  --log-error=$d/error.log --skip-name-resolve
+  --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci
+  --default-time-zone=+00:00 --innodb-buffer-pool-size=48M
+  --innodb-flush-log-at-trx-commit=2 --max-connections=300
+  --binlog-format=ROW --innodb-autoinc-lock-mode=2
+  --wsrep-on=ON --wsrep-provider=$provider --wsrep-cluster-name=changeflow-test
+  --wsrep-cluster-address=$gcomm --wsrep-node-address=127.0.0.1:${gports[$i]}
+  "--wsrep-provider-options=base_host=127.0.0.1;base_port=${gports[$i]};ist.recv_addr=127.0.0.1:${iports[$i]};gcache.size=64M;evs.suspect_timeout=PT2S;evs.inactive_timeout=PT4S;evs.inactive_check_period=PT0.5S;evs.keepalive_period=PT0.5S"
+  --wsrep-sst-method=mysqldump --wsrep-sst-auth=changeflow:changeflow)
+if grep -q '^seqno: *-1' data/grastate.dat 2>/dev/null; then
+  # Killed, not shut down: the position is only in InnoDB's redo log.
+  pos=\$(mariadbd "\${args[@]}" --wsrep-recover --skip-networking --log-error=$d/recover.log >/dev/null 2>&1; \
+    sed -n 's/.*Recovered position: *\([^ ]*\).*/\1/p' $d/recover.log | tail -1)
+  [ -n "\$pos" ] && args+=(--wsrep-start-position=\$pos)
+fi
+rm -f data/gvwstate.dat
+nohup mariadbd "\${args[@]}" "\$@" >/dev/null 2>&1 &
+SH
+  chmod +x "$d/start"
+  rm -f "$d/data/gvwstate.dat" "$d/data/grastate.dat"
+done
+
+synced() { # synced N: node N is Synced in a 3-node primary component
+  local out
+  out=$(mariadb --no-defaults --socket="$work/node$1/mysqld.sock" -uroot -N -e \
+    "SELECT CONCAT((SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME='wsrep_cluster_size'),'/',(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME='wsrep_local_state_comment'))" 2>/dev/null) || return 1
+  [ "$out" = "3/Synced" ]
+}
+
+"$work/node1/start" --wsrep-new-cluster
+for _ in $(seq 1 120); do
+  mariadb-admin --no-defaults --socket="$work/node1/mysqld.sock" -uroot ping >/dev/null 2>&1 && break
+  sleep 0.25
+done
+"$work/node2/start"
+"$work/node3/start"
+ok=""
+for _ in $(seq 1 240); do
+  if synced 1 && synced 2 && synced 3; then ok=1; break; fi
+  sleep 0.25
+done
+if [ -z "$ok" ]; then
+  echo "test-galera: the cluster did not reach 3 Synced nodes; logs in $work/node*/error.log" >&2
+  exit 1
+fi
+
+dsns=""
+for i in 0 1 2; do dsns+="${dsns:+,}changeflow:changeflow@tcp(127.0.0.1:${sqlports[$i]})/"; done
+echo "export CHANGEFLOW_TEST_GALERA_DSNS='$dsns'"
+echo "export CHANGEFLOW_TEST_GALERA_DIR='$work'"
+
+if command -v haproxy >/dev/null 2>&1; then
+  pport=$(low_port)
+  # The topology docs/storage.md describes: TCP mode, one node takes every
+  # connection and the others are backups (single writer: no cross-node
+  # write conflicts), a health check every 500 ms, a node out after two
+  # failures, existing sessions on a dead node cut at once
+  # (on-marked-down) so clients reconnect to the next node.
+  cat >"$work/haproxy.cfg" <<CFG
+global
+  maxconn 2000
+defaults
+  mode tcp
+  retries 1
+  option redispatch
+  timeout connect 1s
+  timeout client 60s
+  timeout server 60s
+listen galera
+  bind 127.0.0.1:$pport
+  option tcp-check
+  default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
+  server node1 127.0.0.1:${sqlports[0]} check
+  server node2 127.0.0.1:${sqlports[1]} check backup
+  server node3 127.0.0.1:${sqlports[2]} check backup
+CFG
+  haproxy -D -f "$work/haproxy.cfg" -p "$work/haproxy.pid" >"$work/haproxy.log" 2>&1
+  echo "export CHANGEFLOW_TEST_GALERA_PROXY='127.0.0.1:$pport'"
+fi
