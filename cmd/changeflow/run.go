@@ -79,6 +79,9 @@ type commonFlags struct {
 	// listen and simListen are --listen and --sim-listen ("" = not given):
 	// they override server.listen and sim.listen from every other source.
 	listen, simListen string
+	// noMigrate (serve only): do not run the migrations at start; a
+	// designated `changeflow migrate` does, and serve waits for it.
+	noMigrate bool
 }
 
 func parseCommon(name string, args []string, stderr io.Writer) (commonFlags, error) {
@@ -90,6 +93,7 @@ func parseCommon(name string, args []string, stderr io.Writer) (commonFlags, err
 	if name == "serve" {
 		fs.StringVar(&f.listen, "listen", "", "address to serve on, host:port (overrides "+config.KeyServerListen+")")
 		fs.StringVar(&f.simListen, "sim-listen", "", "address of the embedded simulators, host:port (overrides "+config.KeySimListen+"; their URLs follow unless set explicitly)")
+		fs.BoolVar(&f.noMigrate, "no-migrate", false, "do not migrate at start (one designated `changeflow migrate` does)")
 	}
 	if err := fs.Parse(args); err != nil {
 		return f, err

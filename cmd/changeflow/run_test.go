@@ -49,13 +49,13 @@ type instance struct {
 
 // startServe runs `changeflow serve --config file` in-process and waits
 // until /healthz answers, the way a deployment probe would.
-func startServe(t *testing.T, file string, env map[string]string) *instance {
+func startServe(t *testing.T, file string, env map[string]string, extra ...string) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	getenv := func(k string) string { return env[k] }
 	go func() {
-		in.done <- run(ctx, []string{"changeflow", "serve", "--config", file}, getenv, in.stdout, in.stderr)
+		in.done <- run(ctx, append([]string{"changeflow", "serve", "--config", file}, extra...), getenv, in.stdout, in.stderr)
 	}()
 	t.Cleanup(func() { in.stop(t) })
 
@@ -253,6 +253,66 @@ func TestMigrateTwice(t *testing.T) {
 	}
 	for _, driver := range storetest.Drivers() {
 		t.Run(driver, func(t *testing.T) { run2(t, driver, storetest.NewDatabase(t, driver)) })
+	}
+}
+
+// TestServeNoMigrateWaitsForTheMigrator: `serve --no-migrate` on a fresh
+// database leaves the schema alone and does not serve until a designated
+// `changeflow migrate` has run; then it serves, ready.
+func TestServeNoMigrateWaitsForTheMigrator(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "changeflow.yaml")
+	writeConfig(t, file, sqliteConfig(t, dir, ""))
+	waiting := make(chan struct{})
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// The migrator runs once serve said it is waiting: proof that serve
+		// did not migrate by itself.
+		for !strings.Contains(stderr.String(), "waiting for the schema") {
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(waiting)
+	}()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"changeflow", "serve", "--no-migrate", "--config", file}, func(string) string { return "" }, &out, &stderr)
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("serve --no-migrate exited before waiting: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(out.String(), "serving on") {
+		t.Fatal("serve --no-migrate served before the schema was migrated")
+	}
+	var mout, merr syncBuffer
+	if err := run(context.Background(), []string{"changeflow", "migrate", "--config", file}, func(string) string { return "" }, &mout, &merr); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, merr.String())
+	}
+	if !strings.Contains(mout.String(), "applied") {
+		t.Fatalf("the migrator applied nothing (did serve migrate?): %q", mout.String())
+	}
+	addr := regexp.MustCompile(`serving on (http://\S+)`)
+	for m := addr.FindStringSubmatch(out.String()); m == nil; m = addr.FindStringSubmatch(out.String()) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	in := &instance{base: addr.FindStringSubmatch(out.String())[1]}
+	if code, body := in.get(t, "/readyz"); code != 200 {
+		t.Fatalf("readyz after the migrator ran = %d %v", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v on shutdown", err)
 	}
 }
 

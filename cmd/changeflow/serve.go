@@ -59,12 +59,21 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stdout, "changeflow: simulators on %s\n", sims.URL())
 	}
 
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if len(applied) > 0 {
-		logger.Info("migrations applied", "versions", applied)
+	if flags.noMigrate {
+		// Another process owns the schema (a designated `changeflow
+		// migrate`): wait for it rather than start on a schema this binary
+		// does not expect.
+		if err := waitForSchema(ctx, st, logger, time.Second); err != nil {
+			return err
+		}
+	} else {
+		applied, err := st.Migrate(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if len(applied) > 0 {
+			logger.Info("migrations applied", "versions", applied)
+		}
 	}
 
 	if err := cfg.Watch(ctx); err != nil {
@@ -290,7 +299,7 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 
 	db := cfg.Current().Database()
 	st, err := store.Open(ctx, db.Driver, db.DSN,
-		store.WithLogger(logger), store.WithMaxOpenConns(db.MaxOpenConns))
+		store.WithLogger(logger), store.WithMaxOpenConns(db.MaxOpenConns), store.WithSyncWait(db.SyncWait))
 	if err != nil {
 		env.close()
 		return nil, fmt.Errorf("open %s database %s: %w", db.Driver, store.RedactDSN(db.Driver, db.DSN), err)
@@ -377,5 +386,30 @@ func warnSimURLs(snap *config.Snapshot, logger *slog.Logger) {
 		}
 		logger.Warn("a dependency URL is set explicitly and does not point at the embedded simulators; remove it to follow sim.listen",
 			"key", key, "value", v, "simulators", base, "source", r.Source)
+	}
+}
+
+// waitForSchema returns once the database's schema is the one this binary
+// expects, checking every poll; `serve --no-migrate` starts with it. It
+// logs once while it waits, and fails only when ctx ends.
+func waitForSchema(ctx context.Context, st *store.Store, logger *slog.Logger, poll time.Duration) error {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	logged := false
+	for {
+		cur, latest, pending, err := st.MigrationStatus(ctx)
+		switch {
+		case err == nil && !pending && cur == latest:
+			logger.Info("schema is current (--no-migrate)", "version", cur)
+			return nil
+		case !logged:
+			logger.Info("waiting for the schema to be migrated (--no-migrate)", "version", cur, "expected", latest, "err", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for migrations (--no-migrate): %w", ctx.Err())
+		case <-t.C:
+		}
 	}
 }

@@ -49,6 +49,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyDatabaseMaxIdleConns, 5, 0, 10000, restart, "0 = no idle pool, only slower"),
 		durItem(KeyDatabaseConnMaxLifetime, 30*minute, 0, sec, restart, "0 = connections live forever (database/sql)"),
 		durItem(KeyDatabaseConnMaxIdleTime, 5*minute, 0, sec, restart, "0 = idle connections are never closed (database/sql)"),
+		intItem(KeyDatabaseSyncWait, 1, 0, 15, restart, "Galera only (wsrep_sync_wait; ignored on SQLite and a single MariaDB/MySQL): 1 makes every read wait until this node has applied what the cluster committed before it, so a request answered 202 by an instance on another node is found (no stale 404); 0 reads whatever the node has applied (faster, may be behind); 2/4 add UPDATE-DELETE/INSERT, a mask up to 15"),
 
 		// The embedded simulators come before the external systems: with
 		// sim.embedded on, an unset dependency URL is derived from sim.listen

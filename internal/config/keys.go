@@ -18,6 +18,7 @@ const (
 	KeyDatabaseMaxIdleConns    = "database.maxIdleConns"
 	KeyDatabaseConnMaxLifetime = "database.connMaxLifetime"
 	KeyDatabaseConnMaxIdleTime = "database.connMaxIdleTime"
+	KeyDatabaseSyncWait        = "database.syncWait"
 
 	KeyGitLabBaseURL  = "gitlab.baseURL"
 	KeyGitLabProjects = "gitlab.projects"

@@ -40,6 +40,8 @@ type Database struct {
 	MaxIdleConns    int
 	ConnMaxLifetime time.Duration
 	ConnMaxIdleTime time.Duration
+	// SyncWait is Galera's wsrep_sync_wait mask (store.WithSyncWait).
+	SyncWait int
 }
 
 // Database returns database.*.
@@ -51,6 +53,7 @@ func (s *Snapshot) Database() Database {
 		MaxIdleConns:    s.num(KeyDatabaseMaxIdleConns),
 		ConnMaxLifetime: s.dur(KeyDatabaseConnMaxLifetime),
 		ConnMaxIdleTime: s.dur(KeyDatabaseConnMaxIdleTime),
+		SyncWait:        s.num(KeyDatabaseSyncWait),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"changeflow/internal/domain"
 )
@@ -63,6 +64,16 @@ func respond(w http.ResponseWriter, logger *slog.Logger, code domain.Code, data 
 	writeJSON(w, logger, StatusOf(code), Envelope{Code: code, Message: "", Data: data})
 }
 
+// busyMessage is what a client reads when the database asked to come back
+// later, and busyRetryAfterSeconds the Retry-After sent with it (and with
+// every RETRY_LATER that has none of its own): a node loss takes the proxy
+// about a second to notice and a conflict far less, so one second is
+// enough and does not leave callers idle.
+const (
+	busyMessage           = "The service is busy; please retry shortly."
+	busyRetryAfterSeconds = 1
+)
+
 // writeError maps err onto the envelope and logs it at the level its class
 // deserves: client errors at warn with the detail, server errors at error
 // with the cause, and the client of a server error sees only the generic
@@ -72,6 +83,16 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	var de *domain.Error
 	if !errors.As(err, &de) {
 		de = domain.Internal("unclassified error", err)
+	}
+	if de.Code == domain.CodeInternal && errors.Is(err, domain.ErrBusy) {
+		// The database said "later": a lock wait ran out, a conflict with
+		// another instance (a Galera node) outlived the store's retries,
+		// or the database node is unreachable or not ready. Nothing was
+		// written, so it is an answer with a retry hint, not a failure.
+		de = &domain.Error{Code: domain.CodeRetryLater, Message: busyMessage, Err: err}
+	}
+	if de.Code == domain.CodeRetryLater && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", strconv.Itoa(busyRetryAfterSeconds))
 	}
 	status := StatusOf(de.Code)
 	msg := de.Message

@@ -22,12 +22,19 @@ func (s *Server) handleHealthz() http.Handler {
 }
 
 // handleReadyz answers whether this instance can serve: the database
-// answers and its schema is at the version this binary expects. The body
-// names the failing check but never the driver's error text.
+// answers, is (on Galera) a Synced node of the primary component, and its
+// schema is at the version this binary expects. The body names the failing
+// check but never the driver's error text.
+//
+// A Galera node that is joining, donating or cut off from the quorum still
+// accepts connections and answers pings, but it either refuses queries
+// (1047) or serves data that may be behind; failing readiness then lets a
+// load balancer move traffic to an instance on a healthy node.
 func (s *Server) handleReadyz() http.Handler {
 	type body struct {
 		Status           string `json:"status"`
 		Database         string `json:"database"`
+		Cluster          string `json:"cluster,omitempty"`
 		Migrations       string `json:"migrations"`
 		SchemaVersion    int64  `json:"schemaVersion"`
 		SchemaVersionMax int64  `json:"schemaVersionExpected"`
@@ -41,6 +48,20 @@ func (s *Server) handleReadyz() http.Handler {
 			b.Status, b.Database, b.Migrations = "not ready", "unreachable", "unknown"
 			writeJSON(w, s.deps.Logger, http.StatusServiceUnavailable,
 				Envelope{Code: domain.CodeRetryLater, Message: "The database is not reachable.", Data: b})
+			return
+		}
+		state, ok, err := s.deps.Ready.ClusterReady(ctx)
+		if state.State != "" {
+			b.Cluster = state.State + "/" + state.Status
+		}
+		if err != nil || !ok {
+			if err != nil {
+				s.deps.Logger.Warn("readiness: cluster state", "err", err)
+				b.Cluster = "unknown"
+			}
+			b.Status, b.Database, b.Migrations = "not ready", "not synced", "unknown"
+			writeJSON(w, s.deps.Logger, http.StatusServiceUnavailable,
+				Envelope{Code: domain.CodeRetryLater, Message: "The database node is not in sync with its cluster.", Data: b})
 			return
 		}
 		cur, latest, pending, err := s.deps.Ready.MigrationStatus(ctx)

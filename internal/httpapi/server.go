@@ -13,6 +13,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/metrics"
+	"changeflow/internal/store"
 	"changeflow/internal/web"
 )
 
@@ -20,6 +21,9 @@ import (
 type Readiness interface {
 	Ping(ctx context.Context) error
 	MigrationStatus(ctx context.Context) (current, latest int64, pending bool, err error)
+	// ClusterReady reports whether the database node may serve (a Galera
+	// node Synced in the primary component; always true elsewhere).
+	ClusterReady(ctx context.Context) (state store.ClusterState, ok bool, err error)
 }
 
 // Deps are the server's dependencies, built by the composition root.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,8 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"changeflow/internal/domain"
 	"changeflow/internal/metrics"
+	"changeflow/internal/store"
 )
 
 type fakeReady struct {
@@ -21,11 +25,19 @@ type fakeReady struct {
 	cur, latest int64
 	pending     bool
 	statusErr   error
+	cluster     store.ClusterState // zero: not a cluster, always serving
+	clusterErr  error
 }
 
 func (f fakeReady) Ping(context.Context) error { return f.pingErr }
 func (f fakeReady) MigrationStatus(context.Context) (int64, int64, bool, error) {
 	return f.cur, f.latest, f.pending, f.statusErr
+}
+func (f fakeReady) ClusterReady(context.Context) (store.ClusterState, bool, error) {
+	if f.clusterErr != nil {
+		return store.ClusterState{}, false, f.clusterErr
+	}
+	return f.cluster, f.cluster == (store.ClusterState{}) || f.cluster.Serving(), nil
 }
 
 // newTestServer returns the server and the log it writes, so tests can
@@ -74,6 +86,16 @@ func TestReadyz(t *testing.T) {
 		{"not ready when database is unreachable", fakeReady{pingErr: errors.New("dial tcp 10.0.0.1: refused")}, 503, domain.CodeRetryLater},
 		{"not ready when migrations are pending", fakeReady{cur: 2, latest: 3, pending: true}, 503, domain.CodeRetryLater},
 		{"not ready when the schema is newer than expected", fakeReady{cur: 4, latest: 3}, 503, domain.CodeRetryLater},
+		{"ready on a Synced Galera node of the primary component",
+			fakeReady{cur: 3, latest: 3, cluster: store.ClusterState{Ready: true, State: "Synced", Status: "Primary", Size: 3}}, 200, domain.CodeOK},
+		{"not ready while the Galera node is joining",
+			fakeReady{cur: 3, latest: 3, cluster: store.ClusterState{Ready: false, State: "Joining", Status: "Primary", Size: 3}}, 503, domain.CodeRetryLater},
+		{"not ready while the Galera node donates its state",
+			fakeReady{cur: 3, latest: 3, cluster: store.ClusterState{Ready: true, State: "Donor/Desynced", Status: "Primary", Size: 3}}, 503, domain.CodeRetryLater},
+		{"not ready when the Galera node lost the quorum",
+			fakeReady{cur: 3, latest: 3, cluster: store.ClusterState{Ready: false, State: "Initialized", Status: "non-Primary", Size: 1}}, 503, domain.CodeRetryLater},
+		{"not ready when the cluster state cannot be read",
+			fakeReady{cur: 3, latest: 3, clusterErr: errors.New("Error 1047: WSREP has not yet prepared node 10.0.0.1")}, 503, domain.CodeRetryLater},
 		{"not ready when migration status fails", fakeReady{statusErr: errors.New("Error 1146: table goose_db_version doesn't exist")}, 503, domain.CodeRetryLater},
 	}
 	for _, tt := range tests {
@@ -83,7 +105,7 @@ func TestReadyz(t *testing.T) {
 			if rec.Code != tt.wantStatus || env.Code != tt.wantCode {
 				t.Fatalf("readyz = %d %s, want %d %s", rec.Code, env.Code, tt.wantStatus, tt.wantCode)
 			}
-			for _, leak := range []string{"10.0.0.1", "1146", "goose"} {
+			for _, leak := range []string{"10.0.0.1", "1146", "1047", "WSREP", "goose"} {
 				if strings.Contains(rec.Body.String(), leak) {
 					t.Fatalf("readyz body leaks %q: %s", leak, rec.Body.String())
 				}
@@ -192,4 +214,39 @@ func TestMetricsEndpointExposesHTTPSeries(t *testing.T) {
 			t.Errorf("metrics lacks %q", want)
 		}
 	}
+}
+
+// TestBusyIsRetryLater: an error the store marks busy — a lock wait that
+// ran out, a Galera conflict that outlived the retries, a database node
+// that is unreachable or not ready — reaches the client as 503
+// RETRY_LATER with a Retry-After, not as a 500, with no driver text.
+func TestBusyIsRetryLater(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{
+		{"a bare busy error", fmt.Errorf("claim: %w", domain.ErrBusy)},
+		{"busy wrapped as an internal error by a handler", domain.Internal("list requests", fmt.Errorf("%w: Error 1047: WSREP has not yet prepared node", domain.ErrBusy))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			logger := slog.New(slog.NewJSONHandler(&logs, nil))
+			rec := httptest.NewRecorder()
+			writeError(rec, httptest.NewRequest("GET", "/api/requests", nil), logger, tt.err)
+			require.Equal(t, 503, rec.Code)
+			require.Equal(t, "1", rec.Header().Get("Retry-After"))
+			var env Envelope
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &env))
+			require.Equal(t, domain.CodeRetryLater, env.Code)
+			require.NotContains(t, rec.Body.String(), "1047")
+			require.NotContains(t, rec.Body.String(), "WSREP")
+			require.Contains(t, logs.String(), "database busy", "the cause is in the log")
+		})
+	}
+	t.Run("an error that is not busy stays a 500", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		writeError(rec, httptest.NewRequest("GET", "/x", nil), slog.New(slog.DiscardHandler), errors.New("boom"))
+		require.Equal(t, 500, rec.Code)
+		require.Empty(t, rec.Header().Get("Retry-After"))
+	})
 }

@@ -24,7 +24,13 @@ const batchOperationIDMax = 64
 // should be is the workflow's decision (it re-admits the members it chose
 // in the settlement's own transaction, BatchApplyParams.Readmit).
 func (s *Store) BatchAdmit(ctx context.Context, operationID string, projectID int64) (admitted bool, err error) {
-	admitted, err = batchAdmit(ctx, s.db, operationID, projectID)
+	// Twin admissions on two Galera nodes both insert; the loser gets 1213
+	// (a lost certification) instead of 1062. Re-run, its INSERT meets the
+	// winner's row as the duplicate key: "already admitted", as on one node.
+	err = retryConflict(ctx, func() (err error) {
+		admitted, err = batchAdmit(ctx, s.db, operationID, projectID)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("admit %s: %w", operationID, err)
 	}
@@ -34,7 +40,8 @@ func (s *Store) BatchAdmit(ctx context.Context, operationID string, projectID in
 // BatchAdmitTx is BatchAdmit inside the caller's transaction, for a
 // workflow step that admits a request in the same commit as its own state
 // write. A duplicate fails only the INSERT statement, so tx stays usable
-// on both databases.
+// on both databases. A lost Galera certification (1213) aborts tx as a
+// whole; the caller's InTx re-runs it.
 func (s *Store) BatchAdmitTx(ctx context.Context, tx *sql.Tx, operationID string, projectID int64) (admitted bool, err error) {
 	admitted, err = batchAdmit(ctx, tx, operationID, projectID)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/go-sql-driver/mysql"
-
 	"changeflow/internal/domain"
 )
 
@@ -73,7 +71,7 @@ func BatchTransitionLegal(from, to domain.BatchStatus) bool {
 // version; domain.ErrPreempted when the batch is no longer BLOCKED at
 // version.
 func (s *Store) BatchResume(ctx context.Context, id, version int64) (int64, error) {
-	err := retryDeadlock(func() error {
+	err := retryConflict(ctx, func() error {
 		return execN(ctx, s.db, 1,
 			"UPDATE merge_batch SET status = ?, version = version + 1, failure_code = NULL, failure_message = NULL,"+
 				" created_at = "+s.dialect.Now()+" WHERE id = ? AND status = ? AND version = ?",
@@ -146,7 +144,7 @@ type BatchBlockParams struct {
 // Version any more.
 func (s *Store) BatchBlock(ctx context.Context, p BatchBlockParams) (int64, error) {
 	var v int64
-	err := retryDeadlock(func() (err error) {
+	err := retryConflict(ctx, func() (err error) {
 		v, err = batchSetState(ctx, s.db, batchStateWrite{
 			id: p.ID, from: domain.BatchRunning, to: domain.BatchBlocked, version: p.Version,
 			failureCode: p.Code, failureMessage: p.Message,
@@ -173,35 +171,4 @@ func batchText(s string, n int) any {
 		s = s[:n]
 	}
 	return s
-}
-
-// deadlockAttempts bounds retryDeadlock: one deadlock is routine, three in a
-// row means something keeps colliding and the caller should hear ErrBusy.
-const deadlockAttempts = 3
-
-// retryDeadlock runs fn again when InnoDB picked it as a deadlock victim
-// (1213), at most deadlockAttempts times in all. InnoDB has rolled the
-// whole transaction back by then, and InnoDB's own advice is to re-issue
-// it; a guarded write re-issued with the same expected state and version
-// is as safe the second time as the first. The race test meets such
-// deadlocks between a claim's slot INSERT and a settlement's slot-freeing
-// UPDATE, which both touch the project's entry in the unique slot index.
-// A lock wait timeout (1205) is not retried: the lock holder is slow, and
-// waiting again would only double the wait.
-func retryDeadlock(fn func() error) error {
-	var err error
-	for range deadlockAttempts {
-		if err = fn(); !isDeadlock(err) {
-			return err
-		}
-	}
-	return err
-}
-
-// isDeadlock reports whether err is InnoDB's deadlock error. translate
-// maps it to domain.ErrBusy together with the lock wait timeout; only here
-// does the difference matter.
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == mysqlErrLockDeadlock
 }

@@ -95,13 +95,16 @@ type BatchApplyParams struct {
 	BatchID int64
 
 	// OnlyIf, when set (and neither SetMR nor SettleTo is), makes the
-	// transaction's first statement a locking read of the batch that
+	// transaction's first statement a guarded write of the batch row that
 	// pre-empts everything unless the batch is in this status: the
 	// followers' catch-up of a RUNNING batch must not move the members of
 	// a batch a settlement finished meanwhile (they are back in the
-	// waiting set). The lock (FOR UPDATE on MariaDB, SQLite's single
-	// writer) serializes it with the settlement's guarded write of the
-	// same row, which is also its first statement.
+	// waiting set). The write (it bumps guard_seq, never version) conflicts
+	// with the settlement's guarded write of the same row, which is also
+	// its first statement: a row lock on one MariaDB server, SQLite's
+	// single writer, and a certification conflict between two Galera nodes
+	// (the loser re-runs and sees the other's result). A locking read
+	// would do on one server but is never certified by Galera.
 	OnlyIf domain.BatchStatus
 
 	SetMR *BatchMR
@@ -138,7 +141,7 @@ type BatchApplyParams struct {
 }
 
 // BatchApply runs p in one transaction (see BatchApplyParams); an InnoDB
-// deadlock re-runs it. It returns the members a FAILED settlement
+// deadlock or a lost Galera certification re-runs it (InTx). It returns the members a FAILED settlement
 // released.
 func (s *Store) BatchApply(ctx context.Context, p BatchApplyParams) ([]BatchMember, error) {
 	for _, m := range p.Moves {
@@ -147,13 +150,10 @@ func (s *Store) BatchApply(ctx context.Context, p BatchApplyParams) ([]BatchMemb
 		}
 	}
 	var released []BatchMember
-	err := retryDeadlock(func() error {
-		released = nil
-		return s.InTx(ctx, nil, func(tx *sql.Tx) error {
-			var err error
-			released, err = s.batchApplyTx(ctx, tx, p)
-			return err
-		})
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		var err error
+		released, err = s.batchApplyTx(ctx, tx, p)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("batch %d: %w", p.BatchID, err)
@@ -166,13 +166,12 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 	var released []BatchMember
 	switch {
 	case p.OnlyIf != 0 && p.SetMR == nil && p.SettleTo == 0:
-		var status domain.BatchStatus
-		err := tx.QueryRowContext(ctx, "SELECT status FROM merge_batch WHERE id = ?"+d.forUpdate(), p.BatchID).Scan(&status)
+		// A write, not a locking read: see the guard_seq migration. Any
+		// status but OnlyIf (or no such batch) matches no row: pre-empted.
+		err := execN(ctx, tx, 1, "UPDATE merge_batch SET guard_seq = guard_seq + 1 WHERE id = ? AND status = ?",
+			p.BatchID, p.OnlyIf)
 		if err != nil {
-			return nil, fmt.Errorf("read batch: %w", translate(err))
-		}
-		if status != p.OnlyIf {
-			return nil, fmt.Errorf("batch is %s, not %s: %w", status, p.OnlyIf, domain.ErrPreempted)
+			return nil, fmt.Errorf("guard batch still %s: %w", p.OnlyIf, err)
 		}
 	case p.SetMR != nil:
 		err := execN(ctx, tx, 1,

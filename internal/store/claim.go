@@ -119,9 +119,11 @@ type BatchClaimParams struct {
 //  5. The membership history, one multi-row INSERT per chunk.
 //
 // The statement count is constant plus two per InChunkSize requests.
-// An InnoDB deadlock (1213) re-runs the transaction (retryDeadlock): the
-// race test meets them between a slot INSERT and a concurrent settlement's
-// slot-freeing UPDATE. Lock waits that run out (MariaDB 1205, SQLITE_BUSY)
+// An InnoDB deadlock or a lost Galera certification (1213) re-runs the
+// transaction (retryConflict): the race test meets deadlocks between a slot
+// INSERT and a concurrent settlement's slot-freeing UPDATE; twin claims on
+// two Galera nodes both insert the slot row and the loser, re-run, meets
+// the winner's row as the duplicate key a single server gives (occupied). Lock waits that run out (MariaDB 1205, SQLITE_BUSY)
 // and repeated deadlocks are ClaimBusy, "try next round"; an error is
 // returned only for anything else.
 //
@@ -148,7 +150,7 @@ func (s *Store) BatchClaim(ctx context.Context, p BatchClaimParams) (Claim, erro
 	}
 
 	var claim Claim
-	err = retryDeadlock(func() (err error) {
+	err = retryConflict(ctx, func() (err error) {
 		claim, err = s.claimOnConn(ctx, p)
 		return err
 	})

@@ -2,8 +2,10 @@ package store
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -156,7 +158,14 @@ const (
 	mysqlErrDupEntryWithKey = 1586 // ER_DUP_ENTRY_WITH_KEY_NAME
 	mysqlErrRecordChanged   = 1020 // "Record has changed since last read" (innodb_snapshot_isolation=ON)
 	mysqlErrLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
-	mysqlErrLockDeadlock    = 1213 // ER_LOCK_DEADLOCK: InnoDB already rolled the transaction back
+	mysqlErrLockDeadlock    = 1213 // ER_LOCK_DEADLOCK: InnoDB already rolled the transaction back; also Galera's lost certification
+
+	// The server cannot serve this session now; another node (or the same
+	// one a moment later) can.
+	mysqlErrWsrepNotReady   = 1047 // ER_UNKNOWN_COM_ERROR: "WSREP has not yet prepared node for application use" (a Galera node joining, leaving or outside the primary component)
+	mysqlErrServerShutdown  = 1053 // ER_SERVER_SHUTDOWN
+	mysqlErrConnectionCount = 1040 // ER_CON_COUNT_ERROR: too many connections
+	mysqlErrConnectionKill  = 1927 // ER_CONNECTION_KILLED
 )
 
 // SQLite result codes. Connections run with extended result codes on, so a
@@ -179,6 +188,12 @@ const (
 //   - unique or primary key violation → domain.ErrDuplicate
 //   - MariaDB 1020 (snapshot isolation saw a concurrent change) → domain.ErrPreempted
 //   - lock wait timeout, deadlock, SQLITE_BUSY/LOCKED → domain.ErrBusy
+//   - the database unavailable — a Galera node not ready (1047), a server
+//     shutting down, out of connections or killing the session, a refused
+//     or broken connection — → domain.ErrBusy too: the request did not
+//     happen (or its transaction was rolled back) and a retry, on this
+//     instance once the node is back or through the proxy on another,
+//     is the answer (503 RETRY_LATER at the HTTP edge)
 //
 // Anything else, and an error that already carries a sentinel, is returned
 // unchanged, so translate is safe to apply twice.
@@ -210,10 +225,14 @@ func classify(err error) error {
 			return domain.ErrDuplicate
 		case mysqlErrRecordChanged:
 			return domain.ErrPreempted
-		case mysqlErrLockWaitTimeout, mysqlErrLockDeadlock:
+		case mysqlErrLockWaitTimeout, mysqlErrLockDeadlock,
+			mysqlErrWsrepNotReady, mysqlErrServerShutdown, mysqlErrConnectionCount, mysqlErrConnectionKill:
 			return domain.ErrBusy
 		}
 		return nil
+	}
+	if unavailable(err) {
+		return domain.ErrBusy
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
@@ -226,4 +245,15 @@ func classify(err error) error {
 		}
 	}
 	return nil
+}
+
+// unavailable reports whether err says the connection to the database
+// failed rather than the statement: database/sql's ErrBadConn (it retried
+// on a fresh connection and gave up), the MySQL driver's invalid
+// connection (the server went away mid-statement) and network errors
+// (connection refused while a node is down). A context's own deadline is
+// not among them: that is the caller's limit, not the database's state.
+func unavailable(err error) bool {
+	var ne *net.OpError
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.As(err, &ne)
 }

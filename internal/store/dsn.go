@@ -121,11 +121,15 @@ func sqliteDSN(dsn string) (full, path string, memory bool, err error) {
 	return base + "?" + q.Encode(), path, memory, nil
 }
 
-// openMySQL opens a MariaDB/MySQL pool with the settings of mysqlConfig.
-func openMySQL(dsn string, o options) (*sql.DB, error) {
+// openMySQL opens a MariaDB/MySQL pool with the settings of mysqlConfig
+// and the extra session variables in session.
+func openMySQL(dsn string, o options, session map[string]string) (*sql.DB, error) {
 	cfg, err := mysqlConfig(dsn, o)
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range session {
+		cfg.Params[k] = v
 	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {

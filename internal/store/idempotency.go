@@ -137,7 +137,16 @@ func (s *Store) IdempotencyBegin(ctx context.Context, p IdempotencyBeginParams) 
 	case p.TTL <= 0:
 		return IdempotencyResult{}, fmt.Errorf("begin idempotent request: TTL %v is not positive", p.TTL)
 	}
-	res, err := s.idempotencyBegin(ctx, p)
+	// Twin keys on two Galera nodes both pass the lookup and both INSERT;
+	// the cluster aborts one with 1213 instead of the 1062 a single server
+	// gives. Re-running the whole decision (retryConflict) then finds the
+	// winner's row — by the lookup, or as the duplicate key — and answers
+	// as on one node: DUPLICATE, IN_FLIGHT or KEY_REUSED.
+	var res IdempotencyResult
+	err := retryConflict(ctx, func() (err error) {
+		res, err = s.idempotencyBegin(ctx, p)
+		return err
+	})
 	if err != nil {
 		return IdempotencyResult{}, fmt.Errorf("begin idempotent request %q: %w", p.Key, err)
 	}

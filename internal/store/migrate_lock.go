@@ -19,14 +19,26 @@ import (
 // migration" or stall a second in goose's retry (observed with goose
 // v3.30.0 on MariaDB 10.11). So Migrate takes a database-wide lock of its own
 // around the whole goose run.
+//
+// Which lock depends on what the database certifies. A single MariaDB or
+// MySQL server: GET_LOCK, released by the server when the session ends. A
+// Galera cluster: GET_LOCK locks one node only (three instances on three
+// nodes migrated at once, failing with "1050 Table already exists" and once
+// leaving goose_db_version empty), so the lock is a lease row, written by
+// an INSERT the cluster certifies — twin INSERTs on two nodes end with one
+// row and the loser's 1062 or 1213. SQLite: the same lease row, since it
+// has no session lock.
 
 // migrateLock takes the database-wide migration lock and returns the
 // function that releases it.
 func (s *Store) migrateLock(ctx context.Context) (unlock func() error, err error) {
-	if s.dialect.IsMySQL() {
+	switch {
+	case s.galera:
+		return s.leaseMigrateLock(ctx, galeraLease())
+	case s.dialect.IsMySQL():
 		return mysqlMigrateLock(ctx, s.db, s.opts.migrateLockTimeout)
 	}
-	return s.sqliteMigrateLock(ctx)
+	return s.leaseMigrateLock(ctx, sqliteLease())
 }
 
 // mysqlMigrateLockName is the name of the MariaDB/MySQL named lock.
@@ -70,31 +82,65 @@ func mysqlMigrateLock(ctx context.Context, db *sql.DB, timeout time.Duration) (f
 	}, nil
 }
 
-// SQLite's lock is a lease row in changeflow_migrate_lock. SQLite has no
-// session lock, and holding its write lock across the run would block goose
-// itself. A second process (a `changeflow migrate` beside `serve`) waits for
-// the row to go. A process killed mid-migration leaves the row behind; it
-// counts as abandoned after sqliteLockStaleAfter and is taken over —
-// SQLite migrations take milliseconds, so a live holder is never that old.
-// The statements run on the pool, not a pinned connection, so an in-memory
-// database (one connection) works too.
-const (
-	sqliteLockStaleAfter = time.Minute
-	sqliteLockPoll       = 25 * time.Millisecond
-)
+// The lease row lives in changeflow_migrate_lock (outside the versioned
+// schema: it must exist before the first migration). A second process (a
+// `changeflow migrate` beside `serve`, an instance on another Galera node)
+// waits for the row to go. A process killed mid-migration leaves the row
+// behind; it counts as abandoned once its locked_at is older than
+// staleAfter by the database clock and is taken over. SQLite migrations
+// take milliseconds, so a live holder is never a minute old; a Galera
+// migration may take long (an ALTER of a big table), so its holder renews
+// locked_at every heartbeat and a row is abandoned only when renewals
+// stopped. The statements run on the pool, not a pinned connection, so an
+// in-memory SQLite database (one connection) works too.
+//
+// On Galera the row also orders the migrators' reads: an INSERT of the row
+// succeeds only on a node that has applied the previous holder's DELETE
+// (else the row is still there, 1062, or the INSERT conflicts with the
+// DELETE, 1213), and a node applies write sets in the cluster's order, so
+// the new holder's goose sees every migration the previous one recorded.
+type lease struct {
+	ddl        string
+	staleAfter time.Duration
+	heartbeat  time.Duration // 0: no renewal
+}
 
-// sqliteMigrateLock inserts the lock row, waiting while another owner holds
-// it, and returns the function that deletes it.
-func (s *Store) sqliteMigrateLock(ctx context.Context) (func() error, error) {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS changeflow_migrate_lock (
+// sqliteLease and galeraLease are functions, not package variables, so
+// nothing global is mutable.
+func sqliteLease() lease {
+	return lease{
+		ddl: `CREATE TABLE IF NOT EXISTS changeflow_migrate_lock (
 		id        INTEGER PRIMARY KEY CHECK (id = 1),
 		owner     TEXT NOT NULL,
 		locked_at DATETIME NOT NULL
-	)`); err != nil {
+	)`,
+		staleAfter: time.Minute,
+	}
+}
+
+func galeraLease() lease {
+	return lease{
+		ddl: `CREATE TABLE IF NOT EXISTS changeflow_migrate_lock (
+		id        INT NOT NULL PRIMARY KEY,
+		owner     VARCHAR(32) NOT NULL,
+		locked_at DATETIME(6) NOT NULL
+	) ENGINE=InnoDB`,
+		staleAfter: 30 * time.Second,
+		heartbeat:  5 * time.Second,
+	}
+}
+
+// leasePoll is how often a waiting migrator tries to take the row.
+const leasePoll = 25 * time.Millisecond
+
+// leaseMigrateLock inserts the lock row, waiting while another owner holds
+// it, and returns the function that deletes it.
+func (s *Store) leaseMigrateLock(ctx context.Context, l lease) (func() error, error) {
+	if _, err := s.db.ExecContext(ctx, l.ddl); err != nil {
 		return nil, fmt.Errorf("create migration lock table: %w", translate(err))
 	}
 	owner := randomToken()
-	stale, staleArg := s.dialect.NowMinus(sqliteLockStaleAfter)
+	stale, staleArg := s.dialect.NowMinus(l.staleAfter)
 	deadline := time.NewTimer(s.opts.migrateLockTimeout)
 	defer deadline.Stop()
 	for {
@@ -111,11 +157,12 @@ func (s *Store) sqliteMigrateLock(ctx context.Context) (func() error, error) {
 				return nil, fmt.Errorf("clear stale migration lock: %w", err)
 			}
 		case errors.Is(err, domain.ErrBusy):
-			// The holder is writing; try again.
+			// The holder is writing (SQLite), or a twin INSERT on another
+			// Galera node certified first (1213); try again.
 		default:
 			return nil, fmt.Errorf("take migration lock: %w", err)
 		}
-		poll := time.NewTimer(sqliteLockPoll)
+		poll := time.NewTimer(leasePoll)
 		select {
 		case <-ctx.Done():
 			poll.Stop()
@@ -127,13 +174,49 @@ func (s *Store) sqliteMigrateLock(ctx context.Context) (func() error, error) {
 		case <-poll.C:
 		}
 	}
+	stopRenewal := s.renewLease(ctx, l, owner)
 	return func() error {
+		stopRenewal()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, err := s.db.ExecContext(ctx, "DELETE FROM changeflow_migrate_lock WHERE id = 1 AND owner = ?", owner)
+		// A lost certification against a renewal still in flight on
+		// another connection is re-run; the row must go.
+		err := retryConflict(ctx, func() error {
+			_, err := s.db.ExecContext(ctx, "DELETE FROM changeflow_migrate_lock WHERE id = 1 AND owner = ?", owner)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("release migration lock: %w", translate(err))
 		}
 		return nil
 	}, nil
+}
+
+// renewLease renews the row's locked_at every l.heartbeat until the
+// returned function is called (which waits for the renewer to stop). A
+// failed renewal is only logged: the next one may succeed, and the
+// migration itself will fail loudly if the database is really gone.
+func (s *Store) renewLease(ctx context.Context, l lease, owner string) (stop func()) {
+	if l.heartbeat <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(l.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := s.db.ExecContext(ctx, "UPDATE changeflow_migrate_lock SET locked_at = "+s.dialect.Now()+
+				" WHERE id = 1 AND owner = ?", owner); err != nil && ctx.Err() == nil {
+				s.opts.logger.Warn("renew migration lock", "err", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

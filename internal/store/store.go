@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -30,6 +31,8 @@ type Store struct {
 	dialect  Dialect
 	opts     options
 	provider *goose.Provider
+	// galera is true when the MariaDB server is a Galera node (galera.go).
+	galera bool
 }
 
 // options are the tunables of Open; the zero value of each field means
@@ -39,6 +42,7 @@ type options struct {
 	logger             *slog.Logger
 	migrateLockTimeout time.Duration
 	lockWaitTimeout    time.Duration
+	syncWait           int
 }
 
 // Option tunes Open.
@@ -73,6 +77,17 @@ func WithLockWaitTimeout(d time.Duration) Option {
 	return func(o *options) { o.lockWaitTimeout = d }
 }
 
+// WithSyncWait sets Galera's wsrep_sync_wait for every session: a bit mask
+// of the statement kinds (1 = reads, 2 = UPDATE/DELETE, 4 = INSERT/REPLACE)
+// that first wait until the node has applied every write the cluster
+// committed before them, so that a read on one node sees what another node
+// has just acknowledged (no 404 for a request another instance answered
+// 202 for). 0, the default, is Galera's default: no wait. Ignored unless
+// the database is a Galera node; values outside 0..15 are clamped.
+func WithSyncWait(mask int) Option {
+	return func(o *options) { o.syncWait = min(max(mask, 0), 15) }
+}
+
 // Open connects to the database driver names (DriverSQLite or DriverMySQL)
 // at dsn, enforcing the connection settings the store relies on (see
 // sqliteDSN and mysqlConfig), and checks it answers. It does not migrate.
@@ -94,7 +109,7 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*Store, erro
 	case DriverSQLite:
 		db, err = openSQLite(dsn, o)
 	case DriverMySQL:
-		db, err = openMySQL(dsn, o)
+		db, err = openMySQL(dsn, o, nil)
 	default:
 		return nil, fmt.Errorf("open store: unknown driver %q (want %q or %q)", driver, DriverSQLite, DriverMySQL)
 	}
@@ -105,6 +120,28 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*Store, erro
 	if err := s.Ping(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if driver == DriverMySQL {
+		if s.galera, err = detectGalera(ctx, db); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		if s.galera && o.syncWait > 0 {
+			// The session variable must be set on every connection the pool
+			// opens, which the driver does for DSN parameters; the first
+			// pool could not know it talks to Galera, so it is replaced. A
+			// plain MariaDB or MySQL never gets the parameter (MySQL
+			// rejects the unknown variable).
+			_ = db.Close()
+			if s.db, err = openMySQL(dsn, o, map[string]string{"wsrep_sync_wait": strconv.Itoa(o.syncWait)}); err != nil {
+				return nil, fmt.Errorf("open store: %w", err)
+			}
+			db = s.db
+			if err := s.Ping(ctx); err != nil {
+				_ = db.Close()
+				return nil, fmt.Errorf("open store: %w", err)
+			}
+		}
 	}
 	if s.provider, err = s.newProvider(); err != nil {
 		_ = db.Close()

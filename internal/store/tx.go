@@ -17,7 +17,19 @@ import (
 // (seed §3.4). opts may be nil. On SQLite the isolation level is ignored
 // (every transaction is serializable) and a read-only transaction begins
 // DEFERRED, so it does not take the write lock.
-func (s *Store) InTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) (err error) {
+//
+// When the database rolls the transaction back as a deadlock victim or,
+// on Galera, because it lost certification to another node (1213, at any
+// statement or at COMMIT), InTx runs fn again in a new transaction, with a
+// jittered pause, up to conflictAttempts times (retryConflict); then the
+// error wraps domain.ErrBusy. So fn may run more than once: it must only
+// assign what it shares with its caller, never accumulate.
+func (s *Store) InTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	return retryConflict(ctx, func() error { return s.inTxOnce(ctx, opts, fn) })
+}
+
+// inTxOnce is one attempt of InTx.
+func (s *Store) inTxOnce(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) (err error) {
 	tx, err := s.db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", translate(err))
