@@ -61,8 +61,20 @@ func newManyWorld(t *testing.T, users int, workflowYAML string) *manyWorld {
 // none.
 func newManyWorldOf(t *testing.T, users int, workflowYAML string, targets []string, batching bool) *manyWorld {
 	t.Helper()
-	w := &manyWorld{t: t, start: time.Now(), byTarget: map[string]map[string]string{}, stop: make(chan struct{})}
 	dsn, st := mariaDB(t)
+	return newManyWorldOn(t, users, workflowYAML, targets, batching, dsn, st, nil, false)
+}
+
+// newManyWorldOn is newManyWorldOf on the database of dsn (st is the
+// test's own store on it, migrated); instanceEnv[i], when given, adds
+// CHANGEFLOW_ variables for instance i only (another DSN: another database
+// node). With nodeLoss, a sample the database could not answer because the
+// connection to it was lost (a database node killed on purpose) is skipped
+// instead of failing the test; every other error still fails it.
+func newManyWorldOn(t *testing.T, users int, workflowYAML string, targets []string, batching bool,
+	dsn string, st *store.Store, instanceEnv [][]string, nodeLoss bool) *manyWorld {
+	t.Helper()
+	w := &manyWorld{t: t, start: time.Now(), byTarget: map[string]map[string]string{}, stop: make(chan struct{})}
 	w.st = st
 	w.count = func(q string, args ...any) int { return countSQL(t, st, q, args...) }
 	dir := t.TempDir()
@@ -99,7 +111,11 @@ ratelimit:
     limit: 100
 `+targetsYAML))
 	for i, port := range ports {
-		w.instances = append(w.instances, startServeProc(t, dir, file, fmt.Sprintf("inst-%d", i+1), port))
+		var env []string
+		if i < len(instanceEnv) {
+			env = instanceEnv[i]
+		}
+		w.instances = append(w.instances, startServeProc(t, dir, file, fmt.Sprintf("inst-%d", i+1), port, env...))
 	}
 	t.Logf("world up in %v", time.Since(w.start).Round(time.Millisecond))
 
@@ -114,6 +130,9 @@ ratelimit:
 			var n int64
 			if err := st.DB().QueryRowContext(context.Background(),
 				"SELECT COUNT(*) FROM merge_batch WHERE project_id = 1 AND status IN (1, 4)").Scan(&n); err != nil {
+				if nodeLoss && connectionLost(err) {
+					continue
+				}
 				w.sampleErr.Store(err)
 				return
 			}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+// TestServeThreeInstancesOnGaleraNodeKilled runs the three-instance world
+// on the 3-node Galera test cluster, every instance behind the HAProxy of
+// the documented single-writer topology (database.syncWait 1):
+//
+//   - three `changeflow migrate` processes, one per node, migrate the
+//     fresh database at once (the lease lock the cluster certifies);
+//   - 90 requests (30 accounts × 3 batching targets) are submitted, and
+//     while their rounds run the node behind the proxy is killed -9 and
+//     restarted (IST); meanwhile every instance is polled for a request's
+//     status: each answer is 200 or 503 RETRY_LATER, never a 500;
+//   - then everything converges as on one server: every request VALIDATED
+//     and flipped once, each in exactly one SUCCEEDED batch, never two
+//     active batches in the sampler, the binding files on main exact;
+//   - the instances answer again within seconds of the loss (logged).
+//
+// Not parallel: other tests of this binary must not see the node go.
+func TestServeThreeInstancesOnGaleraNodeKilled(t *testing.T) {
+	storetest.GaleraDSNs(t)
+	storetest.GaleraShare(t, true) // it kills a node of the shared cluster
+	dsns := storetest.NewGaleraDatabase(t)
+	proxied := storetest.GaleraProxyDSN(t, dsns[0])
+
+	// Concurrent migrations, one per node, as three instances starting at
+	// once would run them.
+	var wg sync.WaitGroup
+	outs := make([]string, len(dsns))
+	errs := make([]error, len(dsns))
+	for i, dsn := range dsns {
+		wg.Go(func() {
+			dir := t.TempDir()
+			file := dir + "/migrate.yaml"
+			writeConfig(t, file, fmt.Sprintf("database:\n  driver: mysql\n  dsn: %q\n", dsn))
+			cmd := osexec.Command(changeflowBinary(t), "migrate", "--config", file)
+			cmd.Env = childEnv()
+			out, err := cmd.CombinedOutput()
+			outs[i], errs[i] = string(out), err
+		})
+	}
+	wg.Wait()
+	applied := 0
+	for i := range dsns {
+		if errs[i] != nil {
+			t.Fatalf("migrate on node %d: %v\n%s", i+1, errs[i], outs[i])
+		}
+		if strings.Contains(outs[i], "applied") {
+			applied++
+		}
+	}
+	if applied != 1 {
+		t.Fatalf("%d of the concurrent migrators applied migrations, want exactly 1:\n%s", applied, strings.Join(outs, "\n"))
+	}
+
+	st := storetest.OpenDSN(t, store.DriverMySQL, proxied, store.WithSyncWait(1))
+	env := []string{"CHANGEFLOW_DATABASE_DSN=" + proxied, "CHANGEFLOW_DATABASE_SYNCWAIT=1"}
+	w := newManyWorldOn(t, 30, `workflow:
+  approveFirst: true
+  workers: 4
+  queueSize: 200
+  leaseDuration: 5s
+batch:
+  interval: 100ms
+  maxRequests: 10
+`, []string{"grouped-1", "grouped-2", "grouped-3"}, true, proxied, st, [][]string{env, env, env}, true)
+	w.submitAll()
+
+	// Poll every instance for one request's status throughout the loss.
+	var polls, unavailable, failures atomic.Int64
+	var lastOK atomic.Int64 // unix nanos of the last 200
+	stopPoll := make(chan struct{})
+	var pollers sync.WaitGroup
+	var stopOnce sync.Once
+	stopPollers := func() { stopOnce.Do(func() { close(stopPoll) }); pollers.Wait() }
+	t.Cleanup(stopPollers) // before the instances stop: a shutdown is not a node loss
+	for _, in := range w.instances {
+		pollers.Go(func() {
+			r := w.reqs[0]
+			for {
+				select {
+				case <-stopPoll:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				req, _ := http.NewRequest(http.MethodGet, in.base+"/api/requests/"+r.op, nil)
+				req.Header.Set("X-Auth-Request-User", r.user)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					continue
+				}
+				resp.Body.Close()
+				polls.Add(1)
+				switch {
+				case resp.StatusCode == http.StatusOK:
+					lastOK.Store(time.Now().UnixNano())
+				case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+					unavailable.Add(1)
+				default:
+					failures.Add(1)
+					t.Errorf("%s answered %d during the node loss", in.id, resp.StatusCode)
+				}
+			}
+		})
+	}
+
+	dir := storetest.GaleraNodeDir(t, 1)
+	pid, err := os.ReadFile(dir + "/mysqld.pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := osexec.Command("kill", "-9", strings.TrimSpace(string(pid))).CombinedOutput(); err != nil {
+		t.Fatalf("kill node 1: %v %s", err, out)
+	}
+	killed := time.Now()
+	restarted := false
+	restart := func() {
+		if restarted {
+			return
+		}
+		restarted = true
+		if out, err := osexec.Command(dir + "/start").CombinedOutput(); err != nil {
+			t.Errorf("restart node 1: %v %s", err, out)
+		}
+	}
+	// Whatever happens, the shared cluster gets its node back (cleanups
+	// run last-in first-out: before the database is dropped).
+	t.Cleanup(func() {
+		restart()
+		waitFor(t, time.Minute, "node 1 Synced again", func() bool { return nodeSynced(t, dsns[0]) })
+	})
+	waitFor(t, time.Minute, "a 200 through the next node", func() bool { return lastOK.Load() > killed.UnixNano() })
+	t.Logf("node 1 killed: instances answered 200 again after %v", time.Unix(0, lastOK.Load()).Sub(killed).Round(time.Millisecond))
+	restart()
+	w.untilAllValidated()
+	stopPollers()
+	w.assertConverged()
+	waitFor(t, time.Minute, "node 1 Synced again", func() bool { return nodeSynced(t, dsns[0]) })
+	t.Logf("%d status polls during the run: %d × 503 RETRY_LATER, %d other failures; wall time %v",
+		polls.Load(), unavailable.Load(), failures.Load(), time.Since(w.start).Round(time.Millisecond))
+}
+
+// nodeSynced reports whether the Galera node of dsn serves: Synced in the
+// primary component (what /readyz checks).
+func nodeSynced(t *testing.T, dsn string) bool {
+	s, err := store.Open(context.Background(), store.DriverMySQL, dsn)
+	if err != nil {
+		return false
+	}
+	defer s.Close()
+	_, ok, err := s.ClusterReady(context.Background())
+	return err == nil && ok
+}
+
+// connectionLost reports whether err is the loss of the connection to the
+// database rather than an answer from it.
+func connectionLost(err error) bool {
+	var ne *net.OpError
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.As(err, &ne)
+}
