@@ -40,7 +40,7 @@ run: build
 # After the suite, each fuzz target explores for FUZZTIME beyond its
 # committed corpus (which the plain run already replays).
 FUZZTIME ?= 5s
-FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/identity FuzzDecodeSubmit:./internal/httpapi FuzzTargetAccess:./internal/config
+FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/identity FuzzIdentityResolution:./internal/identity FuzzDecodeSubmit:./internal/httpapi FuzzTargetAccess:./internal/config
 
 test:
 	./scripts/test-services.sh $(GO) test -race -count=1 -timeout 15m ./...

@@ -166,6 +166,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Version:   version,
 		RateLimit: httpapi.RateLimiting{Limiter: limiter, Config: cfg, Quota: quota},
 		Identity:  resolver,
+		Hosts:     func() httpapi.HostPolicy { return httpapi.HostPolicyFromConfig(cfg.Current()) },
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: gl,

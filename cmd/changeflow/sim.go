@@ -45,6 +45,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	deployToken := fs.String("deploy-callback-token", "", "X-Callback-Token sent with deploy callbacks (default: --callback-token)")
 	webhookToken := fs.String("webhook-token", localWebhookToken, "X-Gitlab-Token sent with GitLab webhooks")
 	dataDir := fs.String("data-dir", "", "directory for the simulated GitLab's repositories (default: a temporary one)")
+	var redirects urlList
+	fs.Var(&redirects, "redirect-uri", "a redirect URI the OIDC simulator accepts (repeatable; default: each --callback-url + /login/callback)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,7 +55,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	s, err := sim.New(sim.Config{
-		Listen: *listen, CallbackURLs: callbacks,
+		Listen: *listen, CallbackURLs: callbacks, RedirectURIs: redirects,
 		CallbackToken: *callbackToken, DeployCallbackToken: *deployToken, WebhookToken: *webhookToken,
 		DataDir: *dataDir, Logger: logger,
 	})
@@ -76,8 +78,11 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 	deployToken, _, _ := snap.CallbackToken(config.CallbackDeploy)
 	webhookToken, _, _ := snap.CallbackToken(config.CallbackGitLab)
 	s, err := sim.New(sim.Config{
-		Listen:        snap.Endpoints().SimListen,
-		CallbackURLs:  []string{selfURL},
+		Listen:       snap.Endpoints().SimListen,
+		CallbackURLs: []string{selfURL},
+		// The web app signs in through the simulator at this instance's own
+		// address and, when set, at server.publicURL.
+		RedirectURIs:  sim.AppRedirectURIs(nonEmpty(selfURL, snap.Endpoints().PublicURL)...),
 		CallbackToken: callbackToken, DeployCallbackToken: deployToken,
 		WebhookToken: webhookToken,
 		Logger:       logger.With("component", "sim"),
@@ -90,4 +95,15 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 		return nil, busyPortError(err, snap.Endpoints().SimListen, "--sim-listen", config.KeySimListen)
 	}
 	return s, nil
+}
+
+// nonEmpty returns the non-empty values among vs.
+func nonEmpty(vs ...string) []string {
+	var out []string
+	for _, v := range vs {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

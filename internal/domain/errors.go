@@ -16,15 +16,18 @@ type Code string
 // Error codes of docs/api.md, "User endpoints". Each maps to exactly one HTTP status in
 // httpapi's table; a code not listed there is a 500.
 const (
-	CodeOK                  Code = "OK"
-	CodeAccepted            Code = "ACCEPTED"
-	CodeDuplicateSubmit     Code = "DUPLICATE_SUBMIT"
-	CodeInvalidArgument     Code = "INVALID_ARGUMENT"
-	CodeUnauthenticated     Code = "UNAUTHENTICATED"
-	CodeAccessDenied        Code = "ACCESS_DENIED"
-	CodeTargetNotOpen       Code = "TARGET_NOT_OPEN"
-	CodeNotFound            Code = "NOT_FOUND"
-	CodeMethodNotAllowed    Code = "METHOD_NOT_ALLOWED"
+	CodeOK               Code = "OK"
+	CodeAccepted         Code = "ACCEPTED"
+	CodeDuplicateSubmit  Code = "DUPLICATE_SUBMIT"
+	CodeInvalidArgument  Code = "INVALID_ARGUMENT"
+	CodeUnauthenticated  Code = "UNAUTHENTICATED"
+	CodeAccessDenied     Code = "ACCESS_DENIED"
+	CodeTargetNotOpen    Code = "TARGET_NOT_OPEN"
+	CodeNotFound         Code = "NOT_FOUND"
+	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
+	// CodeMisdirected: the request's Host is not an address this server
+	// answers for (DNS rebinding defence, httpapi hosts.go).
+	CodeMisdirected         Code = "MISDIRECTED_REQUEST"
 	CodeRequestInProgress   Code = "REQUEST_IN_PROGRESS"
 	CodeAlreadyInEffect     Code = "ALREADY_IN_EFFECT"
 	CodeIdempotencyReused   Code = "IDEMPOTENCY_KEY_REUSED"

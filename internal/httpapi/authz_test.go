@@ -149,7 +149,7 @@ func newAuthzWorld(t *testing.T, overlay map[string]any) *authzWorld {
 	audits := &fakeAuditor{}
 	w.perm, w.oidc, w.metrics, w.audits = sim, is, m, audits
 	d := Deps{Logger: logger, Metrics: m, Ready: fakeReady{}, Version: "test",
-		Identity: resolver, Authz: Authorization{Config: mgr, Permissions: perms, Auditor: audits}}
+		Identity: resolver, Hosts: func() HostPolicy { return HostPolicyFromConfig(mgr.Current()) }, Authz: Authorization{Config: mgr, Permissions: perms, Auditor: audits}}
 	srv := &Server{deps: d} // the audit helper needs only the deps
 	opsWrite := echo(func(r *http.Request, body map[string]any) map[string]any {
 		res, _ := identity.FromContext(r.Context())
@@ -170,6 +170,7 @@ func newAuthzWorld(t *testing.T, overlay map[string]any) *authzWorld {
 // caller is how a request logs in.
 type caller struct {
 	peer    string   // RemoteAddr; default loopback
+	host    string   // Host; default httptest's example.com
 	user    string   // X-Auth-Request-User
 	users   []string // X-Auth-Request-User sent once per value
 	email   string   // X-Auth-Request-Email
@@ -187,6 +188,9 @@ func (w *authzWorld) do(t *testing.T, method, path string, c caller, body string
 	r.RemoteAddr = "127.0.0.1:40000"
 	if c.peer != "" {
 		r.RemoteAddr = c.peer
+	}
+	if c.host != "" {
+		r.Host = c.host
 	}
 	if c.user != "" {
 		r.Header.Set(identity.HeaderUser, c.user)

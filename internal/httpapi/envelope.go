@@ -31,6 +31,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeTargetNotOpen:       http.StatusForbidden,
 	domain.CodeNotFound:            http.StatusNotFound,
 	domain.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,
+	domain.CodeMisdirected:         http.StatusMisdirectedRequest,
 	domain.CodeRequestInProgress:   http.StatusConflict,
 	domain.CodeAlreadyInEffect:     http.StatusConflict,
 	domain.CodeIdempotencyReused:   http.StatusUnprocessableEntity,

@@ -40,6 +40,9 @@ type Deps struct {
 	// Identity resolves each request's caller once, before any route
 	// (identity.go); nil makes every caller anonymous.
 	Identity IdentityResolver
+	// Hosts says which Host values are served (hosts.go); read per
+	// request. nil serves every Host.
+	Hosts func() HostPolicy
 	// Authz is what routes that need a login or rule codes need (authz.go).
 	Authz Authorization
 	// Business is what the user, ops and callback endpoints need
@@ -63,7 +66,8 @@ type Server struct {
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
-// panic recovery → security headers (headers.go) → access log → identity resolution → mux; per-route
+// panic recovery → security headers (headers.go) → access log → Host
+// check (hosts.go) → identity resolution → mux; per-route
 // concerns (rate limiting, authorization, metrics) wrap each route at
 // registration, because they depend on the route's own metadata. Identity
 // is resolved outside them all, once, because rate limiting needs it
@@ -88,6 +92,7 @@ func newServer(d Deps, extra ...route) http.Handler {
 	}
 	var h http.Handler = http.HandlerFunc(s.serveMux)
 	h = s.resolveIdentity(h)
+	h = s.checkHost(h)
 	h = accessLog(d.Logger)(h)
 	h = securityHeaders(h)
 	h = recoverPanics(d.Logger)(h)

@@ -22,7 +22,7 @@ const directoryYAML = `
 - {account: adam, email: adam@corp.example, employeeId: E10001}
 `
 
-func directory(t *testing.T) *identity.Directory {
+func directory(t testing.TB) *identity.Directory {
 	t.Helper()
 	d, problems, err := identity.ParseDirectory(strings.NewReader(directoryYAML))
 	if err != nil || len(problems) > 0 {

@@ -16,12 +16,14 @@ import (
 	"sync"
 	"time"
 
+	"changeflow/internal/hostguard"
 	"changeflow/internal/sim/approval"
 	"changeflow/internal/sim/deliver"
 	"changeflow/internal/sim/deploy"
 	"changeflow/internal/sim/gitlab"
 	"changeflow/internal/sim/oidc"
 	"changeflow/internal/sim/permission"
+	"changeflow/internal/sim/simhttp"
 )
 
 // Defaults of the local world (README.md, "The local run").
@@ -44,6 +46,10 @@ type Config struct {
 	// CallbackURLs are the service's base URLs; callbacks and webhooks go
 	// to them in turn, skipping ones that fail (default DefaultCallbackURL).
 	CallbackURLs []string
+	// RedirectURIs are the OIDC simulator's registered redirect URIs
+	// (default: each of CallbackURLs + "/login/callback", the web app's
+	// callback, and for a 127.0.0.1 base also its localhost spelling).
+	RedirectURIs []string
 	// CallbackToken is sent as X-Callback-Token on approval callbacks and,
 	// unless DeployCallbackToken is set, on deploy callbacks;
 	// WebhookToken as X-Gitlab-Token on GitLab webhooks. Two systems, two
@@ -102,6 +108,9 @@ func New(cfg Config) (_ *Sim, err error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if len(cfg.CallbackURLs) == 0 {
 		cfg.CallbackURLs = []string{DefaultCallbackURL}
+	}
+	if len(cfg.RedirectURIs) == 0 {
+		cfg.RedirectURIs = AppRedirectURIs(cfg.CallbackURLs...)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -178,11 +187,45 @@ func New(cfg Config) (_ *Sim, err error) {
 	if s.Permission, err = permission.New(permission.Options{Grants: grants, Logger: cfg.Logger.With("sim", "permission")}); err != nil {
 		return nil, fmt.Errorf("sim: permission: %w", err)
 	}
-	if s.OIDC, err = oidc.New(oidc.Options{Issuer: cfg.PublicURL + "/oidc", Users: oidc.LocalUsers(), Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
+	if s.OIDC, err = oidc.New(oidc.Options{Issuer: cfg.PublicURL + "/oidc", Users: oidc.LocalUsers(),
+		RedirectURIs: cfg.RedirectURIs, Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
 		return nil, fmt.Errorf("sim: oidc: %w", err)
 	}
-	s.handler = s.routes()
+	s.handler = s.guardControl(s.routes())
 	return s, nil
+}
+
+// AppRedirectURIs are the web app's login callbacks (web/src/auth.ts,
+// /login/callback) under each base URL; a 127.0.0.1 base also gets its
+// localhost spelling, since people type either. A base on all interfaces
+// (0.0.0.0, [::]) is reached over loopback.
+func AppRedirectURIs(bases ...string) []string {
+	var out []string
+	for _, b := range bases {
+		b = strings.TrimRight(b, "/")
+		b = strings.Replace(strings.Replace(b, "//0.0.0.0:", "//127.0.0.1:", 1), "//[::]:", "//127.0.0.1:", 1)
+		out = append(out, b+"/login/callback")
+		if alias := strings.Replace(b, "//127.0.0.1:", "//localhost:", 1); alias != b {
+			out = append(out, alias+"/login/callback")
+		}
+	}
+	return out
+}
+
+// guardControl refuses control API requests (any path with a /_control/
+// segment) whose Host names neither loopback nor the simulators' public
+// URL: the control APIs answer anybody — they mint tokens, decide
+// approvals, merge MRs — so a page that rebinds its own name to 127.0.0.1
+// (hostguard) must not reach them from a browser. The simulated systems'
+// own APIs stay open to any Host, as the real ones are.
+func (s *Sim) guardControl(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path+"/", "/_control/") && !hostguard.Allowed(r.Host, s.URL()) {
+			simhttp.WriteError(w, http.StatusMisdirectedRequest, "control APIs answer only for loopback Host names and the simulators' public URL")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // routes mounts each simulator under its prefix. GitLab's webhook

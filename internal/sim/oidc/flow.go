@@ -23,8 +23,10 @@ import (
 //
 // Only S256 challenges are accepted (plain PKCE protects nothing when the
 // challenge can be read), a code is good once and for codeTTL, and a
-// redirect_uri that is not an absolute http(s) URL is never redirected to:
-// the error is shown on the page instead.
+// redirect_uri that is not one of the registered ones
+// (Options.RedirectURIs) is never redirected to: the error is shown on the
+// page instead. Without the list, any page could start a login for the
+// person at the keyboard and receive the code at its own address.
 
 // User is a quick pick on the login page.
 type User struct {
@@ -63,7 +65,7 @@ type authzRequest struct {
 }
 
 // parseAuthz validates an authorization request; the error is for the page.
-func parseAuthz(v url.Values) (authzRequest, string) {
+func (s *Server) parseAuthz(v url.Values) (authzRequest, string) {
 	a := authzRequest{
 		ClientID: v.Get("client_id"), RedirectURI: v.Get("redirect_uri"), State: v.Get("state"),
 		Challenge: v.Get("code_challenge"), Nonce: v.Get("nonce"), Scope: v.Get("scope"),
@@ -72,6 +74,8 @@ func parseAuthz(v url.Values) (authzRequest, string) {
 	switch {
 	case a.RedirectURI == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "":
 		return a, "redirect_uri must be an absolute http(s) URL without a fragment."
+	case !s.registered(a.RedirectURI):
+		return a, "redirect_uri is not registered with this issuer (see PUT /_control/redirect_uris in docs/simulators.md)."
 	case v.Get("response_type") != "code":
 		return a, "response_type must be code (the authorization code flow)."
 	case a.ClientID == "":
@@ -109,7 +113,7 @@ input{font:inherit;padding:6px 8px;border:1px solid #d9dee5;border-radius:4px;wi
 
 // handleAuthorizePage is GET /authorize: the login page.
 func (s *Server) handleAuthorizePage(w http.ResponseWriter, r *http.Request) {
-	req, problem := parseAuthz(r.URL.Query())
+	req, problem := s.parseAuthz(r.URL.Query())
 	status := http.StatusOK
 	if problem != "" {
 		status = http.StatusBadRequest
@@ -133,7 +137,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed form", http.StatusBadRequest)
 		return
 	}
-	req, problem := parseAuthz(r.PostForm)
+	req, problem := s.parseAuthz(r.PostForm)
 	if problem == "" && r.PostForm.Get("sub") == "" {
 		problem = "Pick a user or enter a subject."
 	}

@@ -24,7 +24,8 @@ import (
 // once; a wrong verifier, another redirect_uri or a missing S256
 // challenge are refused, and a bad redirect_uri is never redirected to.
 func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
-	sim, err := oidc.New(oidc.Options{Users: oidc.LocalUsers()})
+	const redirect = "http://127.0.0.1:8080/login/callback"
+	sim, err := oidc.New(oidc.Options{Users: oidc.LocalUsers(), RedirectURIs: []string{redirect}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,6 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 	const verifier = "a-verifier-of-at-least-43-characters-0123456789abcdef"
 	sum := sha256.Sum256([]byte(verifier))
 	challenge := base64.RawURLEncoding.EncodeToString(sum[:])
-	redirect := "http://127.0.0.1:8080/login/callback"
 	authz := url.Values{
 		"response_type": {"code"}, "client_id": {"changeflow"}, "redirect_uri": {redirect}, "state": {"st-1"},
 		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "nonce": {"n-1"}, "scope": {"openid email"},
@@ -71,7 +71,7 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 
 	login := func(sub string) string {
 		t.Helper()
-		form := url.Values{"sub": {sub}, "email": {sub}}
+		form := url.Values{"sub": {sub}, "email": {sub + "@corp.example"}}
 		for k, v := range authz {
 			form[k] = v
 		}
@@ -101,7 +101,7 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 		return resp.StatusCode, m, resp.Header
 	}
 
-	code := login("alice@corp.example")
+	code := login("alice")
 	status, tok, hdr := exchange(code, verifier, redirect)
 	if status != 200 || tok["token_type"] != "Bearer" || hdr.Get("Access-Control-Allow-Origin") != "*" {
 		t.Fatalf("token = %d %v", status, tok)
@@ -118,7 +118,7 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 		Email string `json:"email"`
 	}
 	_ = idt.Claims(&claims)
-	if idt.Subject != "alice@corp.example" || idt.Nonce != "n-1" || claims.Email != "alice@corp.example" {
+	if idt.Subject != "alice" || idt.Nonce != "n-1" || claims.Email != "alice@corp.example" {
 		t.Fatalf("claims sub=%q nonce=%q email=%q", idt.Subject, idt.Nonce, claims.Email)
 	}
 
@@ -128,7 +128,7 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 	}
 	// A wrong verifier, or another redirect_uri, is refused — and burns the code.
 	for _, tc := range []struct{ verifier, redirect string }{{"not-the-verifier", redirect}, {verifier, "http://evil.example/cb"}} {
-		c := login("bob@corp.example")
+		c := login("bob")
 		if status, m, _ := exchange(c, tc.verifier, tc.redirect); status != 400 || m["error"] != "invalid_grant" {
 			t.Fatalf("exchange %+v = %d %v", tc, status, m)
 		}
@@ -143,6 +143,16 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 		"plain PKCE":      func(v url.Values) { v.Set("code_challenge_method", "plain") },
 		"relative target": func(v url.Values) { v.Set("redirect_uri", "/login/callback") },
 		"implicit flow":   func(v url.Values) { v.Set("response_type", "id_token") },
+		// The registered list (security review finding 12): only exact
+		// matches are redirected to.
+		"an attacker's page":             func(v url.Values) { v.Set("redirect_uri", "http://attacker.example/steal") },
+		"another port on loopback":       func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:9999/login/callback") },
+		"localhost instead of 127.0.0.1": func(v url.Values) { v.Set("redirect_uri", "http://localhost:8080/login/callback") },
+		"a longer path":                  func(v url.Values) { v.Set("redirect_uri", redirect+"/../../evil") },
+		"a path prefix":                  func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:8080/login/callbackx") },
+		"an added query":                 func(v url.Values) { v.Set("redirect_uri", redirect+"?next=http://attacker.example") },
+		"https instead of http":          func(v url.Values) { v.Set("redirect_uri", "https://127.0.0.1:8080/login/callback") },
+		"userinfo before the host":       func(v url.Values) { v.Set("redirect_uri", "http://127.0.0.1:8080@attacker.example/login/callback") },
 	} {
 		v := url.Values{}
 		for k, x := range authz {
@@ -166,5 +176,59 @@ func TestAuthorizationCodeFlowWithPKCE(t *testing.T) {
 		if resp.StatusCode != 400 || resp.Header.Get("Location") != "" {
 			t.Errorf("%s (POST): %d %q, want 400 without a redirect", name, resp.StatusCode, resp.Header.Get("Location"))
 		}
+	}
+}
+
+// TestRedirectURIsAreManagedThroughTheControlAPI: PUT replaces the list
+// (an entry that is not an absolute http(s) URL refuses the whole PUT),
+// GET shows it, and /authorize follows it.
+func TestRedirectURIsAreManagedThroughTheControlAPI(t *testing.T) {
+	sim, err := oidc.New(oidc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	t.Cleanup(ts.Close)
+	sim.SetIssuer(ts.URL)
+	put := func(body string) int {
+		req, _ := http.NewRequest("PUT", ts.URL+"/_control/redirect_uris", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	authorize := func(uri string) int {
+		v := url.Values{"response_type": {"code"}, "client_id": {"changeflow"}, "redirect_uri": {uri},
+			"code_challenge": {"x"}, "code_challenge_method": {"S256"}}
+		resp, err := http.Get(ts.URL + "/authorize?" + v.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const app = "http://127.0.0.1:9000/login/callback"
+	if authorize(app) != 400 {
+		t.Fatal("nothing registered: every redirect_uri is refused")
+	}
+	if put(`{"redirect_uris":["`+app+`","javascript:alert(1)"]}`) != 400 || len(sim.RedirectURIs()) != 0 {
+		t.Fatal("a bad entry refuses the whole list")
+	}
+	if put(`{"redirect_uris":["`+app+`"]}`) != 200 || authorize(app) != 200 || authorize(app+"x") != 400 {
+		t.Fatalf("registered %v", sim.RedirectURIs())
+	}
+	resp, err := http.Get(ts.URL + "/_control/redirect_uris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		RedirectURIs []string `json:"redirect_uris"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if len(got.RedirectURIs) != 1 || got.RedirectURIs[0] != app {
+		t.Fatalf("GET %v", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,13 @@ type Options struct {
 	DefaultAudience string
 	// Users are the quick picks of the login page (flow.go); any subject
 	// can be typed in as well. LocalUsers() is the local world's.
-	Users  []User
-	Logger *slog.Logger
+	Users []User
+	// RedirectURIs are the registered redirect URIs of the login flow:
+	// /authorize redirects only to one of them, compared exactly (RFC 9700
+	// §4.1.3: no patterns, no prefixes). None registered refuses every
+	// authorization request. PUT /_control/redirect_uris replaces them.
+	RedirectURIs []string
+	Logger       *slog.Logger
 }
 
 // key is one signing key.
@@ -55,10 +61,11 @@ type Server struct {
 	logger *slog.Logger
 	mux    *http.ServeMux
 
-	mu     sync.Mutex
-	issuer string
-	keys   []*key           // the last one signs
-	grants map[string]grant // authorization codes not yet exchanged (flow.go)
+	mu        sync.Mutex
+	issuer    string
+	keys      []*key           // the last one signs
+	grants    map[string]grant // authorization codes not yet exchanged (flow.go)
+	redirects []string         // registered redirect URIs (Options.RedirectURIs)
 }
 
 // New generates the first signing key.
@@ -79,7 +86,8 @@ func New(opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, logger: logger, mux: http.NewServeMux(), issuer: strings.TrimRight(opts.Issuer, "/"), grants: map[string]grant{}}
+	s := &Server{opts: opts, logger: logger, mux: http.NewServeMux(), issuer: strings.TrimRight(opts.Issuer, "/"), grants: map[string]grant{},
+		redirects: slices.Clone(opts.RedirectURIs)}
 	k, err := s.newKey()
 	if err != nil {
 		return nil, err
@@ -100,6 +108,26 @@ func (s *Server) Issuer() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.issuer
+}
+
+// RedirectURIs returns the registered redirect URIs.
+func (s *Server) RedirectURIs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.redirects)
+}
+
+// SetRedirectURIs replaces the registered redirect URIs.
+func (s *Server) SetRedirectURIs(uris []string) {
+	s.mu.Lock()
+	s.redirects = slices.Clone(uris)
+	s.mu.Unlock()
+}
+
+func (s *Server) registered(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.redirects, uri)
 }
 
 // SetIssuer changes the issuer URL (tokens minted before keep the old one).

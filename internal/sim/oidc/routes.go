@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -20,6 +21,33 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /_control/rotate", s.handleRotate)
 	s.mux.HandleFunc("GET /_control/keys", s.handleKeys)
 	s.mux.HandleFunc("DELETE /_control/keys/{kid}", s.handleRemoveKey)
+	s.mux.HandleFunc("GET /_control/redirect_uris", s.handleRedirectURIs)
+	s.mux.HandleFunc("PUT /_control/redirect_uris", s.handlePutRedirectURIs)
+}
+
+func (s *Server) handleRedirectURIs(w http.ResponseWriter, r *http.Request) {
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"redirect_uris": s.RedirectURIs()})
+}
+
+// handlePutRedirectURIs is PUT /_control/redirect_uris
+// {"redirect_uris":["http://127.0.0.1:8080/login/callback"]}: replace the
+// list. Each must be an absolute http(s) URL without a fragment.
+func (s *Server) handlePutRedirectURIs(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		RedirectURIs []string `json:"redirect_uris"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
+		return
+	}
+	for _, u := range in.RedirectURIs {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.Fragment != "" {
+			simhttp.WriteError(w, http.StatusBadRequest, "not an absolute http(s) URL without a fragment: "+u)
+			return
+		}
+	}
+	s.SetRedirectURIs(in.RedirectURIs)
+	simhttp.WriteJSON(w, http.StatusOK, map[string]any{"redirect_uris": s.RedirectURIs()})
 }
 
 // handleDiscovery serves the OpenID Provider Metadata. Every URL in it is
