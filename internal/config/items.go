@@ -68,6 +68,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyApprovalMaxRetries, 3, 0, 100, hot, "negative would skip the call entirely (seed §3.3)"),
 		durItem(KeyApprovalBackoff, 500*ms, 0, ms, hot, "negative would be a negative sleep (seed §3.3)"),
 		boolItem(KeyApprovalCheckItemsEnabled, false, hot, "the client-library approver is the verified path; a typo must not switch approvers"),
+		boolItem(KeyApprovalVerifyDecisions, true, hot, "true applies only the decision read back from the approval system for the approval changeflow recorded, so a forged callback carrying the shared token can at most cause a read; false trusts the callback's claim (still bound to the recorded approvalId and MR) and saves one read per decision"),
 		simURLItem(KeyPermissionBaseURL, "/permission/", "unset: every permission check fails, which denies (R-AUTH-1)"),
 		simURLItem(KeyOIDCIssuer, "/oidc/", "unset: bearer tokens cannot be verified, so they authenticate nobody"),
 		stringItem(KeyIdentityDirectoryFile, "", restart, "missing/empty → unset (no directory: only canonical accounts resolve)",

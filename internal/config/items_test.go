@@ -249,6 +249,15 @@ func TestInvertedPairsFallBackToBothDefaults(t *testing.T) {
 	})
 }
 
+// TestApprovalVerifyDecisionsDefaultsToReadingBack: verifying is the safe
+// side, so only a valid false turns it off.
+func TestApprovalVerifyDecisionsDefaultsToReadingBack(t *testing.T) {
+	require.True(t, loadYAML(t, "approval: {}\n").Approval().VerifyDecisions, "default")
+	require.True(t, loadYAML(t, "approval:\n  verifyDecisions: nope\n").Approval().VerifyDecisions, "malformed → the default")
+	require.True(t, loadYAML(t, "approval:\n  verifyDecisions: \"\"\n").Approval().VerifyDecisions, "empty → the default")
+	require.False(t, loadYAML(t, "approval:\n  verifyDecisions: false\n").Approval().VerifyDecisions)
+}
+
 func TestKeysAreMatchedCaseInsensitively(t *testing.T) {
 	s := loadYAML(t, "WORKFLOW:\n  approvefirst: true\nBatch:\n  MAXREQUESTS: 7\n")
 	require.True(t, s.Workflow().ApproveFirst)

@@ -27,9 +27,12 @@ const (
 	KeyApprovalMaxRetries        = "approval.maxRetries"
 	KeyApprovalBackoff           = "approval.backoffMs"
 	KeyApprovalCheckItemsEnabled = "approval.checkItems.enabled"
-	KeyPermissionBaseURL         = "permission.baseURL"
-	KeyOIDCIssuer                = "oidc.issuer"
-	KeyIdentityDirectoryFile     = "identity.directoryFile"
+	// KeyApprovalVerifyDecisions makes an approval callback a wake-up: the
+	// decision applied is the one read back from the approval system.
+	KeyApprovalVerifyDecisions = "approval.verifyDecisions"
+	KeyPermissionBaseURL       = "permission.baseURL"
+	KeyOIDCIssuer              = "oidc.issuer"
+	KeyIdentityDirectoryFile   = "identity.directoryFile"
 
 	KeyInstanceID                = "instance.id"
 	KeyInstanceHeartbeatInterval = "instance.heartbeatInterval"

@@ -95,15 +95,20 @@ type Approval struct {
 	// CheckItems selects the direct-HTTP approver that sends check items
 	// (R-WF-8); false is the client-library approver.
 	CheckItems bool
+	// VerifyDecisions (approval.verifyDecisions) treats an approval
+	// callback as a wake-up: the decision applied is read back from the
+	// approval system (docs/security.md, Callbacks).
+	VerifyDecisions bool
 }
 
 // Approval returns approval.*.
 func (s *Snapshot) Approval() Approval {
 	return Approval{
-		BaseURL:    s.str(KeyApprovalBaseURL),
-		MaxRetries: s.num(KeyApprovalMaxRetries),
-		Backoff:    s.dur(KeyApprovalBackoff),
-		CheckItems: s.flag(KeyApprovalCheckItemsEnabled),
+		BaseURL:         s.str(KeyApprovalBaseURL),
+		MaxRetries:      s.num(KeyApprovalMaxRetries),
+		Backoff:         s.dur(KeyApprovalBackoff),
+		CheckItems:      s.flag(KeyApprovalCheckItemsEnabled),
+		VerifyDecisions: s.flag(KeyApprovalVerifyDecisions),
 	}
 }
 

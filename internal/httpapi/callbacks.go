@@ -39,8 +39,12 @@ type SinkOutcome int
 const (
 	// SinkApplied: the callback moved its request on.
 	SinkApplied SinkOutcome = iota + 1
-	// SinkStale: the request has moved on; the callback changes nothing.
+	// SinkStale: the request has moved on, or a guard refused the
+	// callback; it changes nothing.
 	SinkStale
+	// SinkRecorded: kept in the inbox to be acted on later (its decision
+	// is not confirmed yet): answered 202 ACCEPTED.
+	SinkRecorded
 )
 
 // ApprovalCallback is a parsed, recorded approval callback.
@@ -167,6 +171,8 @@ func (s *Server) afterRecord(kind string, act func(CallbackSink) (SinkOutcome, e
 		return answerRecorded
 	case out == SinkStale:
 		return callbackAnswer{http.StatusOK, codeIgnoredStale, "The request has moved on; nothing to do."}
+	case out == SinkRecorded:
+		return answerRecorded
 	}
 	return callbackAnswer{http.StatusOK, domain.CodeOK, ""}
 }

@@ -13,7 +13,8 @@ import (
 // records a callback before the workflow applies it, and a redelivery of a
 // recorded callback is answered DUPLICATE; a process that died between the
 // two therefore leaves such a row, which only a replay from the inbox
-// moves on. The binding side is a range scan of idx_binding_status_updated
+// moves on. Rows the guard refused are left out (they are never
+// replayed). The binding side is a range scan of idx_binding_status_updated
 // (the requests waiting for approval); each is joined to its decisions by
 // idx_approval_callback_operation.
 func (s *Store) ApprovalInboxPending(ctx context.Context, minAge time.Duration, limit int) ([]string, error) {
@@ -24,7 +25,7 @@ func (s *Store) ApprovalInboxPending(ctx context.Context, minAge time.Duration, 
 	rows, err := s.db.QueryContext(ctx,
 		"SELECT DISTINCT b.operation_id FROM binding b JOIN approval_callback c ON c.operation_id = b.operation_id"+
 			" WHERE b.status IN ('APPROVAL_SENDING', 'APPROVAL_SENT') AND c.received_at < "+before+
-			" ORDER BY b.operation_id LIMIT ?", arg, limit)
+			" AND c.disposition <> ? ORDER BY b.operation_id LIMIT ?", arg, InboxRejectedByGuard, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending approval decisions: %w", translate(err))
 	}

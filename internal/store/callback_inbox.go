@@ -40,9 +40,20 @@ const (
 	InboxStale = "STALE"
 	// InboxUnknownOperation: no such request.
 	InboxUnknownOperation = "UNKNOWN_OPERATION"
-	// InboxRejectedByGuard: the transition table refused the move it asked
-	// for: nothing written.
+	// InboxRejectedByGuard: the guard refused it — its approvalId is not
+	// the one changeflow recorded for the request, its ext.mrId is not the
+	// request's MR, or the transition table refused the move it asked
+	// for: nothing written, and it is never replayed.
 	InboxRejectedByGuard = "REJECTED_BY_GUARD"
+	// InboxUnconfirmed: with approval.verifyDecisions, the approval system
+	// still reports the approval PENDING: nothing applied; read again by
+	// the inbox replay and poll_approval while the request waits.
+	InboxUnconfirmed = "UNCONFIRMED"
+	// InboxVerifyFailed: with approval.verifyDecisions, reading the
+	// approval back failed (unreachable, 5xx, breaker open, unknown id):
+	// nothing applied — the callback's claim never is — and read again
+	// like UNCONFIRMED.
+	InboxVerifyFailed = "VERIFY_FAILED"
 )
 
 // approvalCallbackColumns are the columns scanApprovalCallback reads.
@@ -69,14 +80,16 @@ func (s *Store) ApprovalCallbackDisposition(ctx context.Context, deliveryKey, di
 }
 
 // ApprovalCallbackLatest returns the latest recorded approval callback
-// for operationID (idx_approval_callback_operation); ok is false when
-// there is none. The workflow reads it when it looks at a request waiting
+// for operationID that the guard did not refuse
+// (idx_approval_callback_operation); ok is false when there is none. A
+// refused one is skipped so that a forged delivery recorded after the
+// real one cannot hide the real one from the replay. The workflow reads it when it looks at a request waiting
 // for its approval: a decision that was recorded but not acted on (the
 // sink failed, or none was wired) is applied from here.
 func (s *Store) ApprovalCallbackLatest(ctx context.Context, operationID string) (ApprovalCallbackRecord, bool, error) {
 	r, err := scanApprovalCallback(s.db.QueryRowContext(ctx,
 		"SELECT "+approvalCallbackColumns+" FROM approval_callback "+
-			"WHERE operation_id = ? ORDER BY id DESC LIMIT 1", operationID))
+			"WHERE operation_id = ? AND disposition <> ? ORDER BY id DESC LIMIT 1", operationID, InboxRejectedByGuard))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ApprovalCallbackRecord{}, false, nil
 	}

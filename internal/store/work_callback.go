@@ -31,10 +31,32 @@ type WorkCallbackParams struct {
 	// AdmitProject, when non-zero, admits the request to that project's
 	// batch waiting set in the same transaction (approve-first, batching).
 	AdmitProject int64
-	// ApprovalID is recorded on the operation when not "".
+	// Approval, when non-nil, binds the callback to the approval
+	// changeflow itself submitted (R-SEC-3); checked under the operation's
+	// row lock, after the staleness guard. nil (a retrigger) checks
+	// nothing.
+	Approval *ApprovalBinding
+	Actor    string
+	Note     string
+}
+
+// ApprovalBinding is what an approval decision must match on the locked
+// operation row to be applied: the recorded approval id and, legacy flow,
+// the operation's MR. The recorded approval id is never overwritten: a
+// callback naming another approval is refused, which is what keeps a
+// decision for some other approval — or a forged one — from moving a
+// request, and a later real decision from becoming stale.
+type ApprovalBinding struct {
+	// ApprovalID must equal operation.approval_id.
 	ApprovalID string
-	Actor      string
-	Note       string
+	// Adopt allows an operation with no approval id recorded yet
+	// (submit_approval has not had its answer) to take ApprovalID. Only
+	// for an id the approval system itself named for this operation
+	// (read back by operationId), never for a callback's bare claim.
+	Adopt bool
+	// MRIID must equal operation.mr_iid; 0 means the operation must have
+	// no MR (approve-first: the approval comes before the MR).
+	MRIID int64
 }
 
 // WorkCallbackResult is what WorkCallbackApply did.
@@ -47,6 +69,9 @@ type WorkCallbackResult struct {
 	Flip *Flip
 	// Current is the binding as found (zero when there is none).
 	Current Binding
+	// Refused is why the approval binding (WorkCallbackParams.Approval)
+	// refused the callback; nothing was written then. "" otherwise.
+	Refused string
 }
 
 // WorkCallbackApply applies a callback to its request in one transaction,
@@ -88,10 +113,12 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	var (
 		subject, target string
 		step            int
+		approvalID      sql.NullString
+		mrIID           sql.NullInt64
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT subject, target_key, step_status FROM operation WHERE operation_id = ?"+d.forUpdate(),
-		p.OperationID).Scan(&subject, &target, &step)
+		"SELECT subject, target_key, step_status, approval_id, mr_iid FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkCallbackResult{}, nil
 	}
@@ -108,6 +135,13 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	res := WorkCallbackResult{Current: b}
 	if b.OperationID != p.OperationID || !slices.Contains(p.Waiting, b.Status) {
 		return res, nil
+	}
+	adopt := false
+	if a := p.Approval; a != nil {
+		res.Refused, adopt = a.Check(approvalID.String, mrIID.Int64)
+		if res.Refused != "" {
+			return res, nil
+		}
 	}
 	if err := domain.CheckStep(domain.StepStatus(step), domain.StepStatus(p.Step)); err != nil {
 		return WorkCallbackResult{}, err
@@ -132,16 +166,21 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	if p.Step != step {
 		set += ", version = version + 1"
 	}
-	if p.ApprovalID != "" {
+	if adopt {
+		// Guarded like the check above: only while still unrecorded.
 		set += ", approval_id = ?"
-		vals = append(vals, clipRunes(p.ApprovalID, 128))
+		vals = append(vals, p.Approval.ApprovalID)
 	}
 	if p.NextAction == "" {
 		set += ", next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"
 	}
 	vals = append(vals, p.OperationID)
+	where := " WHERE operation_id = ?"
+	if adopt {
+		where += " AND (approval_id IS NULL OR approval_id = '')"
+	}
 	if err := execOne(ctx, tx,
-		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET "+set+" WHERE operation_id = ?", vals...); err != nil {
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET "+set+where, vals...); err != nil {
 		return WorkCallbackResult{}, fmt.Errorf("write step: %w", err)
 	}
 	if p.NextAction != "" {
@@ -163,6 +202,29 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	}
 	res.Applied = true
 	return res, nil
+}
+
+// Check compares the binding with an operation's recorded approval id and
+// MR: it returns why it refuses ("" to apply) and whether the approval id
+// is to be recorded (Adopt on an unrecorded one). WorkCallbackApply runs
+// it under the row lock; the workflow runs it first, so a refused
+// callback costs no read of the approval system.
+func (a ApprovalBinding) Check(recordedID string, mrIID int64) (refused string, adopt bool) {
+	switch {
+	case a.ApprovalID == "":
+		return "the callback names no approvalId", false
+	case a.MRIID != mrIID && mrIID == 0:
+		return fmt.Sprintf("ext.mrId %d given, but the request has no MR (approve-first flow)", a.MRIID), false
+	case a.MRIID != mrIID && a.MRIID == 0:
+		return fmt.Sprintf("no ext.mrId, but the request is on the legacy flow with MR !%d", mrIID), false
+	case a.MRIID != mrIID:
+		return fmt.Sprintf("ext.mrId %d is not this request's MR !%d", a.MRIID, mrIID), false
+	case recordedID == "" && !a.Adopt:
+		return "no approval id is recorded for this request yet", false
+	case recordedID != "" && recordedID != a.ApprovalID:
+		return fmt.Sprintf("approvalId %q is not the approval changeflow submitted for this request", clipRunes(a.ApprovalID, 64)), false
+	}
+	return "", recordedID == ""
 }
 
 // WorkExpedite makes operationID's pending action due now when it is

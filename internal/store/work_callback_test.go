@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func approved(opID string) store.WorkCallbackParams {
 	return store.WorkCallbackParams{
 		OperationID: opID, Waiting: []domain.BindingStatus{domain.BindingApprovalSending, domain.BindingApprovalSent},
 		Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: "create_mr",
-		ApprovalID: "APR-1", Actor: "approval-callback", Note: "approved",
+		Approval: &store.ApprovalBinding{ApprovalID: "APR-1", Adopt: true}, Actor: "approval-callback", Note: "approved",
 	}
 }
 
@@ -215,5 +216,83 @@ func TestWorkExpediteWhileRunningIsNotLost(t *testing.T) {
 		require.True(t, moved)
 		wait(running, "merge")
 		notDue("a note for another action does not speed up this one")
+	})
+}
+
+// mustApprovalSent claims operationID's submit_approval and completes it
+// as sent: APPROVAL_SENT with approvalID (and mrIID, 0 for none) recorded.
+func mustApprovalSent(t testing.TB, s *store.Store, operationID, subject, approvalID string, mrIID int64) {
+	t.Helper()
+	mustSubmitApproveFirst(t, s, operationID, subject)
+	claimed, err := s.WorkClaimDue(t.Context(), "i1", time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = s.WorkComplete(t.Context(), store.WorkCompleteParams{OperationID: operationID, Lease: claimed[0].Lease,
+		Step: int(domain.StepCreateApprovalSubmitted), Binding: domain.BindingApprovalSent, NextAction: "poll_approval", Delay: time.Hour,
+		Fields: store.WorkFields{ApprovalID: approvalID, MRIID: mrIID}})
+	require.NoError(t, err)
+}
+
+// TestWorkCallbackApplyApprovalBindingAttacks: a decision is applied only
+// for the approval changeflow recorded (and the request's MR); every
+// attack is refused with a reason, writes nothing — the recorded approval
+// id stays — and the real decision still applies afterwards.
+func TestWorkCallbackApplyApprovalBindingAttacks(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		mrIID  int64 // the request's MR (0: approve-first, none)
+		attack store.ApprovalBinding
+		reason string
+	}{
+		{"another approvalId on a waiting request", 0, store.ApprovalBinding{ApprovalID: "APR-666"}, "not the approval changeflow submitted"},
+		{"another approvalId that asks to be adopted", 0, store.ApprovalBinding{ApprovalID: "APR-666", Adopt: true}, "not the approval changeflow submitted"},
+		{"no approvalId at all", 0, store.ApprovalBinding{}, "names no approvalId"},
+		{"the right approval with a wrong ext.mrId (legacy)", 7, store.ApprovalBinding{ApprovalID: "APR-1", MRIID: 8}, "is not this request's MR !7"},
+		{"the right approval without ext.mrId on a legacy request", 7, store.ApprovalBinding{ApprovalID: "APR-1"}, "legacy flow with MR !7"},
+		{"the right approval with an ext.mrId on an approve-first request", 0, store.ApprovalBinding{ApprovalID: "APR-1", MRIID: 3}, "has no MR"},
+	}
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ctx := t.Context()
+				op, subject := fmt.Sprintf("op-attack-%d", i), fmt.Sprintf("user%d", i)
+				mustApprovalSent(t, s, op, subject, "APR-1", c.mrIID)
+				p := approved(op)
+				p.Approval = &c.attack
+				res, err := s.WorkCallbackApply(ctx, p)
+				require.NoError(t, err)
+				require.False(t, res.Applied)
+				require.Contains(t, res.Refused, c.reason)
+				o := mustOperation(t, s, op)
+				require.Equal(t, "APR-1", o.ApprovalID, "the recorded approval id is never overwritten")
+				require.Equal(t, int(domain.StepCreateApprovalSubmitted), o.Step)
+				require.Equal(t, domain.BindingApprovalSent, mustBinding(t, s, subject, "t").Status)
+
+				// The real decision still applies.
+				rej := approved(op)
+				rej.Step, rej.Binding, rej.NextAction = int(domain.StepCloseRejected), domain.BindingRejected, ""
+				rej.Approval = &store.ApprovalBinding{ApprovalID: "APR-1", MRIID: c.mrIID}
+				res, err = s.WorkCallbackApply(ctx, rej)
+				require.NoError(t, err)
+				require.True(t, res.Applied, res.Refused)
+				require.Equal(t, domain.BindingRejected, mustBinding(t, s, subject, "t").Status)
+			})
+		}
+		t.Run("an unrecorded approval id is adopted only when asked", func(t *testing.T) {
+			ctx := t.Context()
+			mustSubmitApproveFirst(t, s, "op-early", "early")
+			p := approved("op-early")
+			p.Approval = &store.ApprovalBinding{ApprovalID: "APR-9"}
+			res, err := s.WorkCallbackApply(ctx, p)
+			require.NoError(t, err)
+			require.Contains(t, res.Refused, "no approval id is recorded")
+			require.Empty(t, mustOperation(t, s, "op-early").ApprovalID)
+			p.Approval.Adopt = true
+			res, err = s.WorkCallbackApply(ctx, p)
+			require.NoError(t, err)
+			require.True(t, res.Applied)
+			require.Equal(t, "APR-9", mustOperation(t, s, "op-early").ApprovalID)
+		})
 	})
 }

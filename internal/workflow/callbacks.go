@@ -3,7 +3,6 @@ package workflow
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,6 +22,10 @@ type ApprovalEvent struct {
 	Result string
 	// MRID is ext.mrId; non-empty only on legacy-flow approvals.
 	MRID string
+	// verified: the decision was read from the approval system itself
+	// (poll_approval), so approval.verifyDecisions needs no second read.
+	// Unexported: nothing arriving over HTTP can claim it.
+	verified bool
 }
 
 // DeployEvent is a deploy callback: the deployment of an MR's merge.
@@ -40,9 +43,16 @@ type CallbackResult int
 const (
 	// CallbackApplied: the callback moved its request(s) on.
 	CallbackApplied CallbackResult = iota + 1
-	// CallbackStale: not for the current owner, or not waiting for it:
-	// answered 2xx IGNORED_STALE, nothing changed.
+	// CallbackStale: not for the current owner, or not waiting for it, or
+	// refused by the approval guard: answered 2xx IGNORED_STALE, nothing
+	// changed.
 	CallbackStale
+	// CallbackDeferred: recorded but not applied yet — the decision could
+	// not be confirmed now (no approval id recorded yet; with
+	// approval.verifyDecisions, the read-back failed or says PENDING).
+	// Answered 202 ACCEPTED; the inbox replay and poll_approval act on it
+	// later.
+	CallbackDeferred
 )
 
 // approvalWaiting is the callback guard's waiting set (R-WF-5): SENDING is
@@ -148,65 +158,6 @@ func (d Deps) recordApproval(ctx context.Context, ev ApprovalEvent, actor string
 // scheduled ("" for none).
 func (d Deps) applyApproval(ctx context.Context, ev ApprovalEvent) (CallbackResult, string, error) {
 	return d.applyApprovalAs(ctx, ev, "approval-callback")
-}
-
-// applyApprovalAs is applyApproval with the actor the step history names.
-func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor string) (CallbackResult, string, error) {
-	legacy := strings.TrimSpace(ev.MRID) != ""
-	p := store.WorkCallbackParams{
-		OperationID: ev.OperationID, Waiting: approvalWaiting, ApprovalID: ev.ApprovalID,
-		Actor: actor, Note: fmt.Sprintf("approval %s %s (delivery %s)", ev.ApprovalID, ev.Result, ev.DeliveryKey),
-	}
-	switch strings.ToUpper(ev.Result) {
-	case "APPROVED":
-		switch {
-		case legacy:
-			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, ActionApprove
-		case d.batching(ctx, ev.OperationID):
-			op, err := d.Store.OperationGet(ctx, ev.OperationID)
-			if err != nil {
-				return 0, "", err
-			}
-			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, d.projectID(op)
-			if p.AdmitProject == 0 {
-				return 0, "", fmt.Errorf("admit %s: no numeric project id", ev.OperationID)
-			}
-		default:
-			p.Step, p.Binding, p.NextAction = int(domain.StepCreateStarted), domain.BindingMRCreating, ActionCreateMR
-		}
-	case "REJECTED", "WITHDRAWN":
-		p.Step, p.Binding = int(domain.StepCloseRejected), domain.BindingRejected
-		if strings.EqualFold(ev.Result, "WITHDRAWN") {
-			p.Step = int(domain.StepCloseWithdrawn)
-		}
-		if legacy {
-			p.NextAction = ActionCloseMR
-		}
-	default:
-		return 0, "", fmt.Errorf("approval callback for %s: unknown result %q", ev.OperationID, ev.Result)
-	}
-	res, err := d.Store.WorkCallbackApply(ctx, p)
-	if err != nil {
-		if errors.Is(err, domain.ErrIllegalTransition) {
-			d.noteDisposition(ctx, ev, store.InboxRejectedByGuard, err.Error())
-		}
-		return 0, "", err
-	}
-	if !res.Applied {
-		d.logger().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
-			"bindingOwner", res.Current.OperationID, "bindingStatus", res.Current.Status)
-		switch {
-		case res.Current.OperationID == "":
-			d.noteDisposition(ctx, ev, store.InboxUnknownOperation, "no such request, or it has no binding")
-		case res.Current.OperationID != ev.OperationID:
-			d.noteDisposition(ctx, ev, store.InboxStale, "the binding was re-applied for request "+res.Current.OperationID)
-		default:
-			d.noteDisposition(ctx, ev, store.InboxStale, "the binding is "+string(res.Current.Status)+", not waiting for an approval")
-		}
-		return CallbackStale, "", nil
-	}
-	d.noteDisposition(ctx, ev, store.InboxApplied, fmt.Sprintf("moved to %s / %s by %s", domain.StepStatus(p.Step), p.Binding, actor))
-	return CallbackApplied, p.NextAction, nil
 }
 
 // noteDisposition records in the callback inbox what became of ev's

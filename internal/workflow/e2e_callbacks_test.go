@@ -23,17 +23,24 @@ func approvalBody(requestID, opID, result, mrID string) map[string]any {
 
 // TestApprovalCallbacksCannotCorruptState: duplicate, late, out-of-order
 // and stale (old operationId after a re-apply) callbacks change nothing;
-// the legacy rejection closes the MR.
+// the legacy rejection closes the MR. The decisions are posted by hand
+// (no read-back: approval.verifyDecisions off), bound to the approval
+// changeflow recorded.
 func TestApprovalCallbacksCannotCorruptState(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+		w := newWorld(t, st, withConfig(map[string]any{"approval.verifyDecisions": false}))
 
 		// Legacy request, rejected: REJECTED and its MR closed.
 		w.submit("op-old", "hank", tSingle, false)
 		o, _ := w.until("op-old", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		mrID := "1"
 		require.EqualValues(t, 1, o.MRIID)
+		approvalBody := func(requestID, opID, result, mrID string) map[string]any {
+			b := approvalBody(requestID, opID, result, mrID)
+			b["approvalId"] = o.ApprovalID
+			return b
+		}
 		require.Equal(t, "OK", w.postCallback("/callbacks/approval", approvalBody("d-1", "op-old", "REJECTED", mrID)))
 		require.Equal(t, "DUPLICATE", w.postCallback("/callbacks/approval", approvalBody("d-1", "op-old", "REJECTED", mrID)))
 		// Out of order: an APPROVED delivered after the rejection.
@@ -43,7 +50,7 @@ func TestApprovalCallbacksCannotCorruptState(t *testing.T) {
 
 		// Re-apply (REJECTED is re-appliable): a new operation owns the row.
 		w.submit("op-new", "hank", tSingle, true)
-		w.until("op-new", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		oNew, _ := w.until("op-new", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		// A late approval of the old request must not move the new one.
 		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/approval", approvalBody("d-3", "op-old", "APPROVED", mrID)))
 		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/approval", approvalBody("d-4", "op-unknown", "APPROVED", "")))
@@ -57,7 +64,9 @@ func TestApprovalCallbacksCannotCorruptState(t *testing.T) {
 		w.until("op-new", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		as := w.approvalsOf("op-new")
 		w.simJSON(http.MethodPost, "/approval/_control/approvals/"+as[0].ApprovalID+"/redeliver", map[string]any{}, nil)
-		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/approval", approvalBody("d-5", "op-new", "WITHDRAWN", "")))
+		late := approvalBody("d-5", "op-new", "WITHDRAWN", "")
+		late["approvalId"] = oNew.ApprovalID
+		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/approval", late))
 		w.until("op-new", "still validated", at(domain.StepCalledBack, domain.BindingValidated))
 		require.Len(t, w.mrsOf("op-new"), 1)
 		w.validatedOnce("op-new")

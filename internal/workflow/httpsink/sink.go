@@ -47,8 +47,11 @@ func (s Sink) GitLab(ctx context.Context, ev httpapi.GitLabEvent) (httpapi.SinkO
 }
 
 func outcome(r workflow.CallbackResult) httpapi.SinkOutcome {
-	if r == workflow.CallbackApplied {
+	switch r {
+	case workflow.CallbackApplied:
 		return httpapi.SinkApplied
+	case workflow.CallbackDeferred:
+		return httpapi.SinkRecorded
 	}
 	return httpapi.SinkStale
 }
