@@ -35,6 +35,12 @@ func TestServeReconcilesALostDeployCallback(t *testing.T) {
 	}{
 		{"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, mr_iid) VALUES ('op-lost', 'alice', 'payments-db', 1, 'LEGACY', 10108, 4)", nil},
 		{"INSERT INTO binding (subject_id, target_key, status, operation_id, updated_at) VALUES ('alice', 'payments-db', 'MERGED', 'op-lost', " + past + ")", []any{arg}},
+		// MR !9, merged by changeflow earlier and deployed: its callback
+		// is the watermark (a callback for an MR changeflow did not merge
+		// would raise none).
+		{"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, mr_iid) VALUES ('op-earlier', 'bob', 'payments-db', 1, 'LEGACY', 10301, 9)", nil},
+		{"INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES ('bob', 'payments-db', 'VALIDATED', 'op-earlier')", nil},
+		{"INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status) VALUES ('op-earlier', 10101, 10108, 'MERGING', 'MERGED')", nil},
 		{"INSERT INTO deploy_callback (project_id, mr_iid, status) VALUES (1, 9, 'SUCCESS')", nil},
 	} {
 		if _, err := st.DB().ExecContext(ctx, q.sql, q.args...); err != nil {

@@ -57,6 +57,8 @@ type ApprovalCallback struct {
 
 // DeployCallback is a parsed, recorded deploy callback.
 type DeployCallback struct {
+	// RowID is its inbox row, where the sink notes what became of it.
+	RowID       int64
 	DeliveryKey string
 	ProjectID   int64
 	MRIID       int64
@@ -243,15 +245,16 @@ func (s *Server) handleDeployCallback() http.Handler {
 		case cb.Status == "":
 			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "status is required.")
 		}
-		inserted, err := s.deps.Business.Callbacks.DeployCallbackInsert(r.Context(), store.DeployCallbackParams{
+		rec, err := s.deps.Business.Callbacks.DeployCallbackInsert(r.Context(), store.DeployCallbackParams{
 			DeliveryKey: cb.DeliveryKey, ProjectID: cb.ProjectID, MRIID: cb.MRIID, Status: cb.Status,
 		})
 		if err != nil {
 			return callbackAnswer{}, domain.Internal("record deploy callback", err)
 		}
-		if !inserted {
+		if !rec.Inserted {
 			return answerDuplicate, nil
 		}
+		cb.RowID = rec.ID
 		return s.afterRecord("deploy", func(k CallbackSink) (SinkOutcome, error) { return k.Deploy(r.Context(), cb) }), nil
 	})
 }

@@ -43,13 +43,15 @@ type OpsStore interface {
 	BatchMembers(ctx context.Context, batchID int64) ([]store.BatchMember, error)
 	AuditListByResource(ctx context.Context, resource string, limit int) ([]store.AuditRecord, error)
 	ApprovalCallbackList(ctx context.Context, operationID string, limit int) ([]store.ApprovalCallbackRecord, error)
+	DeployCallbackListByMR(ctx context.Context, projectID, mrIID int64, limit int) ([]store.DeployCallbackRecord, error)
+	DeployCallbackList(ctx context.Context, p store.DeployCallbackListParams) ([]store.DeployCallbackRecord, error)
 }
 
 // CallbackStore records callback deliveries once per delivery id: the
 // durable inbox (callbacks.go).
 type CallbackStore interface {
 	ApprovalCallbackInsert(ctx context.Context, p store.ApprovalCallbackParams) (inserted bool, err error)
-	DeployCallbackInsert(ctx context.Context, p store.DeployCallbackParams) (inserted bool, err error)
+	DeployCallbackInsert(ctx context.Context, p store.DeployCallbackParams) (store.DeployCallbackInserted, error)
 	GitLabEventInsert(ctx context.Context, eventUUID, kind string) (inserted bool, err error)
 }
 

@@ -76,7 +76,10 @@ type opsRequestView struct {
 	// ApprovalCallbacks is the callback inbox, newest first, with what
 	// became of each decision.
 	ApprovalCallbacks []opsApprovalCallback `json:"approvalCallbacks"`
-	Audit             []opsAudit            `json:"audit"`
+	// DeployCallbacks are the deploy callbacks recorded for the request's
+	// MR, newest first, with what became of each.
+	DeployCallbacks []opsDeployCallback `json:"deployCallbacks"`
+	Audit           []opsAudit          `json:"audit"`
 }
 
 // opsApprovalCallback is one recorded approval decision (an inbox row).
@@ -241,6 +244,9 @@ func (s *Server) handleOpsRequest() http.Handler {
 				DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, Source: c.Source,
 				Disposition: c.Disposition, Reason: c.Reason, Duplicates: c.Duplicates, ReceivedAt: c.ReceivedAt.UTC(),
 			})
+		}
+		if v.DeployCallbacks, err = opsDeployCallbacksOf(ctx, st, op); err != nil {
+			return id, nil, domain.Internal("ops request deploy callbacks", err)
 		}
 		audits, err := st.AuditListByResource(ctx, id, opsAuditLimit)
 		if err != nil {

@@ -17,7 +17,7 @@ func TestOps(t *testing.T) {
 		w.do(req{method: "POST", path: "/api/requests", user: "alice", body: submitBodyFor(tOpen, "r", ""),
 			header: map[string]string{"Idempotency-Key": "op-ops"}}).want(t, 202, "ACCEPTED")
 
-		paths := []string{"/ops/requests/op-ops", "/ops/batches", "/ops/batches/1", "/ops/config"}
+		paths := []string{"/ops/requests/op-ops", "/ops/batches", "/ops/batches/1", "/ops/config", "/ops/callbacks/deploy"}
 		t.Run("ops401", func(t *testing.T) {
 			for _, p := range paths {
 				w.do(req{method: "GET", path: p}).want(t, 401, "UNAUTHENTICATED")
@@ -104,6 +104,58 @@ func TestOps(t *testing.T) {
 			first = r.data["approvalCallbacks"].([]any)[0].(map[string]any)
 			if first["disposition"] != "STALE" || first["reason"] != "not waiting" || first["duplicates"] != float64(1) {
 				t.Fatalf("disposition and duplicates %v", first)
+			}
+		})
+		t.Run("ops200: the deploy callback inbox, per request and listed", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: "/ops/requests/op-ops", user: "olivia"})
+			if d := r.data["deployCallbacks"].([]any); len(d) != 0 {
+				t.Fatalf("no MR, no deploy callbacks %v", d)
+			}
+			if _, err := st.DB().ExecContext(ctx, "UPDATE operation SET mr_iid = 7 WHERE operation_id = 'op-ops'"); err != nil {
+				t.Fatal(err)
+			}
+			own, err := st.DeployCallbackInsert(ctx, store.DeployCallbackParams{DeliveryKey: "dep-7", ProjectID: 1, MRIID: 7, Status: "SUCCESS"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged, err := st.DeployCallbackInsert(ctx, store.DeployCallbackParams{DeliveryKey: "dep-x", ProjectID: 1, MRIID: 99999, Status: "SUCCESS"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.DeployCallbackClassify(ctx, own.ID, store.DeployEarly, "being merged"); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.DeployCallbackClassify(ctx, forged.ID, store.DeployUnknownMR, "no request has it"); err != nil {
+				t.Fatal(err)
+			}
+			r = w.do(req{method: "GET", path: "/ops/requests/op-ops", user: "olivia"})
+			r.want(t, 200, "OK")
+			d := r.data["deployCallbacks"].([]any)
+			if len(d) != 1 {
+				t.Fatalf("the request's MR only %v", d)
+			}
+			if c := d[0].(map[string]any); c["deliveryKey"] != "dep-7" || c["disposition"] != "EARLY" || c["mrIid"] != float64(7) || c["reason"] != "being merged" {
+				t.Fatalf("deploy callback %v", c)
+			}
+
+			r = w.do(req{method: "GET", path: "/ops/callbacks/deploy?limit=1", user: "olivia"})
+			r.want(t, 200, "OK")
+			items := r.data["items"].([]any)
+			if len(items) != 1 || items[0].(map[string]any)["deliveryKey"] != "dep-x" || r.data["nextCursor"] == "" {
+				t.Fatalf("first page %v", r.data)
+			}
+			r = w.do(req{method: "GET", path: "/ops/callbacks/deploy?limit=1&cursor=" + r.data["nextCursor"].(string), user: "olivia"})
+			items = r.data["items"].([]any)
+			if len(items) != 1 || items[0].(map[string]any)["deliveryKey"] != "dep-7" || r.data["nextCursor"] != "" {
+				t.Fatalf("second page %v", r.data)
+			}
+			r = w.do(req{method: "GET", path: "/ops/callbacks/deploy?disposition=unknown_mr", user: "adam"})
+			r.want(t, 200, "OK")
+			if items := r.data["items"].([]any); len(items) != 1 || items[0].(map[string]any)["mrIid"] != float64(99999) {
+				t.Fatalf("filtered %v", items)
+			}
+			for _, q := range []string{"?disposition=PWNED", "?limit=0", "?limit=201", "?cursor=nope"} {
+				w.do(req{method: "GET", path: "/ops/callbacks/deploy" + q, user: "olivia"}).want(t, 400, "INVALID_ARGUMENT")
 			}
 		})
 		t.Run("ops404 is audited too", func(t *testing.T) {

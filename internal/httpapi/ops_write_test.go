@@ -151,6 +151,18 @@ func TestOpsWrite(t *testing.T) {
 				"UPDATE binding SET status = 'MERGED', updated_at = "+past+" WHERE operation_id = 'op-merged'", arg); err != nil {
 				t.Fatal(err)
 			}
+			// MR !9, merged by changeflow earlier and deployed, is the
+			// watermark (a callback for an MR changeflow did not merge
+			// would raise none).
+			for _, q := range []string{
+				"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, mr_iid) VALUES ('op-earlier', 'eve', 't', 1, 'LEGACY', 10301, 9)",
+				"INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES ('eve', 't', 'VALIDATED', 'op-earlier')",
+				"INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status) VALUES ('op-earlier', 10101, 10108, 'MERGING', 'MERGED')",
+			} {
+				if _, err := st.DB().ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := st.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: 1, MRIID: 9, Status: "SUCCESS"}); err != nil {
 				t.Fatal(err)
 			}

@@ -71,6 +71,8 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
+		// The deploy-callback inbox (ops_deploy_inbox.go): a read of the same class as a request's detail.
+		{pattern: "GET /ops/callbacks/deploy", handler: s.handleOpsDeployCallbacks(), metrics: true, rules: config.RouteOpsRequestGet},
 		// Operations, write (ops_write.go): retrigger a stopped request,
 		// replay its recorded approval decision, run reconciliation now.
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"changeflow/internal/domain"
 )
 
 // Delivery dedupe (I4, R-WF-5 first layer): every callback and webhook is
@@ -66,21 +69,46 @@ type DeployCallbackParams struct {
 	Status      string
 }
 
-// DeployCallbackInsert records a deploy callback once per delivery key and
-// reports whether this call recorded it.
-func (s *Store) DeployCallbackInsert(ctx context.Context, p DeployCallbackParams) (inserted bool, err error) {
+// DeployCallbackInserted is what DeployCallbackInsert did.
+type DeployCallbackInserted struct {
+	// ID is the callback's inbox row: the one recorded now, or for a
+	// duplicate the one first recorded under the key.
+	ID int64
+	// Inserted is false for a delivery key recorded before; the
+	// duplicate is counted on that row (DeployCallbackRecord.Duplicates).
+	Inserted bool
+}
+
+// DeployCallbackInsert records a deploy callback once per delivery key
+// (RECORDED, for the workflow to classify) and reports its row.
+func (s *Store) DeployCallbackInsert(ctx context.Context, p DeployCallbackParams) (DeployCallbackInserted, error) {
 	if p.DeliveryKey != "" {
 		if err := checkKey("delivery key", p.DeliveryKey, 128); err != nil {
-			return false, fmt.Errorf("record deploy callback: %w", err)
+			return DeployCallbackInserted{}, fmt.Errorf("record deploy callback: %w", err)
 		}
 	}
-	inserted, err = insertOnce(ctx, s.db,
+	res, err := s.db.ExecContext(ctx,
 		"INSERT INTO deploy_callback (delivery_key, project_id, mr_iid, status) VALUES (?, ?, ?, ?)",
 		nullString(p.DeliveryKey), p.ProjectID, p.MRIID, clipRunes(p.Status, 32))
-	if err != nil {
-		return false, fmt.Errorf("record deploy callback for MR !%d: %w", p.MRIID, err)
+	if err == nil {
+		id, err := res.LastInsertId()
+		if err != nil {
+			return DeployCallbackInserted{}, fmt.Errorf("record deploy callback for MR !%d: %w", p.MRIID, translate(err))
+		}
+		return DeployCallbackInserted{ID: id, Inserted: true}, nil
 	}
-	return inserted, nil
+	if err = translate(err); !errors.Is(err, domain.ErrDuplicate) {
+		return DeployCallbackInserted{}, fmt.Errorf("record deploy callback for MR !%d: %w", p.MRIID, err)
+	}
+	if _, err := s.db.ExecContext(ctx,
+		"UPDATE deploy_callback SET duplicates = duplicates + 1 WHERE delivery_key = ?", p.DeliveryKey); err != nil {
+		return DeployCallbackInserted{}, fmt.Errorf("count duplicate deploy callback %q: %w", p.DeliveryKey, translate(err))
+	}
+	id, err := s.deployCallbackIDByKey(ctx, p.DeliveryKey)
+	if err != nil {
+		return DeployCallbackInserted{}, err
+	}
+	return DeployCallbackInserted{ID: id}, nil
 }
 
 // GitLabEventInsert records a GitLab webhook delivery once by its

@@ -22,10 +22,12 @@ func TestDeliveriesAreRecordedOnce(t *testing.T) {
 				return s.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{DeliveryKey: "req-1", OperationID: "op-1", ApprovalID: "ap-1", Result: "APPROVED"})
 			}, []bool{true, false, false}},
 			{"a deploy callback with a delivery id", func() (bool, error) {
-				return s.DeployCallbackInsert(ctx, store.DeployCallbackParams{DeliveryKey: "dep-1", ProjectID: 1, MRIID: 7, Status: "SUCCESS"})
+				r, err := s.DeployCallbackInsert(ctx, store.DeployCallbackParams{DeliveryKey: "dep-1", ProjectID: 1, MRIID: 7, Status: "SUCCESS"})
+				return r.Inserted, err
 			}, []bool{true, false}},
 			{"a deploy callback without a delivery id is always recorded", func() (bool, error) {
-				return s.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: 1, MRIID: 8, Status: "SUCCESS"})
+				r, err := s.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: 1, MRIID: 8, Status: "SUCCESS"})
+				return r.Inserted, err
 			}, []bool{true, true}},
 			{"a GitLab webhook", func() (bool, error) {
 				return s.GitLabEventInsert(ctx, "3f0c-uuid", "pipeline")

@@ -30,14 +30,18 @@ func (s *Store) OperationListByMR(ctx context.Context, projectID, mrIID int64) (
 	return out, nil
 }
 
-// DeployCallbackSeen reports whether a deploy callback for (projectID,
-// mrIID) was recorded (idx_deploy_callback_mr). The merge step asks after
+// DeployCallbackSeen reports whether a SUCCESS deploy callback for
+// (projectID, mrIID) was recorded (idx_deploy_callback_mr) that counts: a
+// callback classified UNKNOWN_MR never does — one
+// sent ahead for an MR iid changeflow had not reached yet must not
+// validate that MR once changeflow merges it. The merge step asks after
 // it wrote MERGED: a callback that arrived while the binding was still
-// MERGING found nothing to flip, and is acted on then.
+// MERGING (EARLY) found nothing to flip, and is acted on then.
 func (s *Store) DeployCallbackSeen(ctx context.Context, projectID, mrIID int64) (bool, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx,
-		"SELECT COUNT(*) FROM deploy_callback WHERE project_id = ? AND mr_iid = ?", projectID, mrIID).Scan(&n)
+		"SELECT COUNT(*) FROM deploy_callback WHERE project_id = ? AND mr_iid = ? AND UPPER(status) = 'SUCCESS'"+
+			" AND disposition NOT IN "+deployUncounted, projectID, mrIID).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look up deploy callback of MR %d!%d: %w", projectID, mrIID, translate(err))
 	}

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"changeflow/internal/domain"
@@ -23,13 +25,18 @@ type ReconcileRow struct {
 	ProjectID int64
 	MRIID     int64
 	// CalledBack: a SUCCESS deploy callback for (ProjectID, MRIID) exists
-	// (the exact match).
+	// (the exact match) that was not classified as for an MR no request
+	// had when it came (UNKNOWN_MR). The row itself is MERGED, so
+	// changeflow merged this MR.
 	CalledBack bool
 }
 
 // ReconcileScan is what one reconciliation run compares: the rows of the
 // window and, per project, the highest MR iid a SUCCESS deploy callback
-// reported (the watermark; a project absent from the map has none).
+// reported among the MRs changeflow itself merged (the watermark; a
+// project absent from the map has none). A callback for an MR changeflow
+// never merged raises no watermark: one forged {"project":1,"mrIid":99999}
+// must not validate every MERGED request below !99999.
 type ReconcileScan struct {
 	Rows       []ReconcileRow
 	Watermarks map[int64]int64
@@ -85,8 +92,10 @@ func (s *Store) ReconcileWindow(ctx context.Context, minAge, maxAge time.Duratio
 //  1. one IN query per chunk of ≤ chunkSize ids (the seed's bulk
 //     operationId → MR map), by uk_operation_operation_id; the exact
 //     match rides along as an EXISTS on idx_deploy_callback_mr;
-//  2. one query for MAX(mr_iid) per project among SUCCESS deploy
-//     callbacks (idx_deploy_callback_mr), for the projects of 1.
+//  2. one query for the highest mr_iid per project among SUCCESS deploy
+//     callbacks for MRs changeflow merged (idx_deploy_callback_mr, then
+//     idx_operation_mr and idx_operation_step_operation for the check),
+//     for the projects of 1.
 //
 // Ids with no operation row are left out.
 func (s *Store) ReconcileLookup(ctx context.Context, operationIDs []string, chunkSize int) (ReconcileScan, error) {
@@ -101,7 +110,8 @@ func (s *Store) reconcileLookup(ctx context.Context, operationIDs []string, chun
 		rows, err := s.db.QueryContext(ctx,
 			"SELECT o.operation_id, o.project_id, COALESCE(o.mr_iid, 0),"+
 				" CASE WHEN o.mr_iid IS NOT NULL AND EXISTS (SELECT 1 FROM deploy_callback d"+
-				" WHERE d.project_id = o.project_id AND d.mr_iid = o.mr_iid AND UPPER(d.status) = 'SUCCESS')"+
+				" WHERE d.project_id = o.project_id AND d.mr_iid = o.mr_iid AND UPPER(d.status) = 'SUCCESS'"+
+				" AND d.disposition NOT IN "+deployUncounted+")"+
 				" THEN 1 ELSE 0 END"+
 				" FROM operation o WHERE o.operation_id IN ("+placeholders(len(part))+")",
 			args(part)...)
@@ -133,19 +143,36 @@ func (s *Store) reconcileLookup(ctx context.Context, operationIDs []string, chun
 		ids = append(ids, p)
 	}
 	for _, part := range chunk(ids, chunkSize) {
+		// Per project, the highest MR a SUCCESS callback reported among
+		// the MRs changeflow merged: a backward range scan of
+		// idx_deploy_callback_mr that stops at the first row passing the
+		// check, which is normally the first row read (the latest
+		// deployment is of an MR changeflow merged). Rows for other MRs —
+		// forged, or for merges made by hand — are skipped, never taken
+		// for a deployment.
+		sel := make([]string, len(part))
+		for i := range part {
+			sel[i] = "SELECT ? AS id"
+		}
 		rows, err := s.db.QueryContext(ctx,
-			"SELECT project_id, MAX(mr_iid) FROM deploy_callback WHERE project_id IN ("+placeholders(len(part))+
-				") AND UPPER(status) = 'SUCCESS' GROUP BY project_id", args(part)...)
+			"SELECT p.id, (SELECT d.mr_iid FROM deploy_callback d WHERE d.project_id = p.id AND UPPER(d.status) = 'SUCCESS'"+
+				" AND d.disposition NOT IN "+deployUncounted+" AND "+mergedByChangeflow+
+				" ORDER BY d.mr_iid DESC LIMIT 1) FROM ("+strings.Join(sel, " UNION ALL ")+") p", args(part)...)
 		if err != nil {
 			return ReconcileScan{}, fmt.Errorf("reconcile watermarks: %w", translate(err))
 		}
 		for rows.Next() {
-			var p, m int64
+			var (
+				p int64
+				m sql.NullInt64
+			)
 			if err := rows.Scan(&p, &m); err != nil {
 				_ = rows.Close()
 				return ReconcileScan{}, fmt.Errorf("reconcile watermarks: %w", err)
 			}
-			out.Watermarks[p] = m
+			if m.Valid {
+				out.Watermarks[p] = m.Int64
+			}
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return ReconcileScan{}, fmt.Errorf("reconcile watermarks: %w", translate(err))

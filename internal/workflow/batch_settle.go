@@ -202,13 +202,19 @@ func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 	if err != nil {
 		return
 	}
+	flipped := false
 	for _, m := range states {
 		if m.Binding != domain.BindingMerged {
 			continue
 		}
-		if _, err := d.markValidated(ctx, m.OperationID, "deploy-callback", "deploy callback arrived before MERGED"); err != nil {
+		ok, err := d.markValidated(ctx, m.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
+		if err != nil {
 			d.logger().Warn("validate batch member", "operation", m.OperationID, "err", err)
 		}
+		flipped = flipped || ok
+	}
+	if flipped {
+		d.deployApplied(ctx, b.ProjectID, b.MRIID, "applied when changeflow wrote MERGED")
 	}
 }
 

@@ -30,6 +30,8 @@ type ApprovalEvent struct {
 
 // DeployEvent is a deploy callback: the deployment of an MR's merge.
 type DeployEvent struct {
+	// RowID is the callback's inbox row (0: none, nothing is noted).
+	RowID       int64
 	DeliveryKey string
 	ProjectID   int64
 	MRIID       int64
@@ -188,29 +190,71 @@ func (d Deps) batching(ctx context.Context, operationID string) bool {
 // beyond the seed's watermark). The flip (store.BindingMarkValidated) is
 // the only path to the success side effect (Deps.OnValidated, I9): a
 // duplicate, a race with reconciliation or a callback for a request not
-// yet MERGED flips nothing and emits nothing. A callback that arrives
-// before MERGED is written is picked up by the merge step (see
-// validateIfDeployed).
+// yet MERGED flips nothing and emits nothing. MERGED is written only by
+// changeflow's own merge, so only MRs changeflow merged are validated. A
+// callback that arrives before MERGED is written is picked up by the
+// merge step (see validateIfDeployed).
+//
+// What became of the callback is noted on its inbox row (ev.RowID): see
+// the store.Deploy* dispositions. The note is the first classification
+// only (store.DeployCallbackClassify), so when the merge step or
+// reconciliation acted on the row meanwhile their APPLIED stands.
 func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult, error) {
+	d := c.d
+	mr := fmt.Sprintf("MR !%d of project %d", ev.MRIID, ev.ProjectID)
 	if !strings.EqualFold(ev.Status, "SUCCESS") {
+		d.classifyDeploy(ctx, ev, store.DeployIgnored, fmt.Sprintf("status %q is not SUCCESS: no evidence of a deployment", clip(ev.Status, 32)))
 		return CallbackStale, nil
 	}
-	ops, err := c.d.Store.OperationListByMR(ctx, ev.ProjectID, ev.MRIID)
+	ops, err := d.Store.OperationListByMR(ctx, ev.ProjectID, ev.MRIID)
 	if err != nil {
 		return 0, err
 	}
-	out := CallbackStale
+	if len(ops) == 0 {
+		d.logger().Warn("deploy callback for an MR no request of changeflow has", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
+		d.classifyDeploy(ctx, ev, store.DeployUnknownMR, "no request of changeflow has "+mr+"; nothing changes")
+		return CallbackStale, nil
+	}
+	flipped := 0
 	for _, op := range ops {
-		flipped, err := c.d.markValidated(ctx, op.OperationID, "deploy-callback",
+		ok, err := d.markValidated(ctx, op.OperationID, "deploy-callback",
 			fmt.Sprintf("deployed (delivery %s)", ev.DeliveryKey))
 		if err != nil {
 			return 0, err
 		}
-		if flipped {
-			out = CallbackApplied
+		if ok {
+			flipped++
 		}
 	}
-	return out, nil
+	if flipped > 0 {
+		d.classifyDeploy(ctx, ev, store.DeployApplied, fmt.Sprintf("validated %d request(s) of %s", flipped, mr))
+		return CallbackApplied, nil
+	}
+	st, err := d.Store.MRMergeStateGet(ctx, ev.ProjectID, ev.MRIID)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case st.Merged > 0:
+		d.classifyDeploy(ctx, ev, store.DeployDuplicate, "changeflow merged "+mr+"; its requests were already validated")
+	case st.Merging > 0:
+		d.classifyDeploy(ctx, ev, store.DeployEarly, mr+" is being merged; applied when changeflow writes MERGED")
+	default:
+		d.logger().Warn("deploy callback for an MR changeflow did not merge", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
+		d.classifyDeploy(ctx, ev, store.DeployNotMerged, "changeflow has not merged "+mr+"; nothing changes unless it does")
+	}
+	return CallbackStale, nil
+}
+
+// classifyDeploy notes ev's disposition on its inbox row. It is
+// informational: a failure is logged and changes nothing.
+func (d Deps) classifyDeploy(ctx context.Context, ev DeployEvent, disposition, reason string) {
+	if ev.RowID == 0 {
+		return
+	}
+	if err := d.Store.DeployCallbackClassify(ctx, ev.RowID, disposition, reason); err != nil {
+		d.logger().Warn("note deploy callback disposition", "row", ev.RowID, "err", err)
+	}
 }
 
 // markValidated flips operationID's binding MERGED → VALIDATED and runs
@@ -237,9 +281,22 @@ func (d Deps) validateIfDeployed(projectID, mrIID int64) FlipHook {
 		if err != nil || !seen {
 			return
 		}
-		if _, err := d.markValidated(ctx, f.OperationID, "deploy-callback", "deploy callback arrived before MERGED"); err != nil {
+		flipped, err := d.markValidated(ctx, f.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
+		if err != nil {
 			d.logger().Warn("validate after merge", "operation", f.OperationID, "err", err)
+			return
 		}
+		if flipped {
+			d.deployApplied(ctx, projectID, mrIID, "applied when changeflow wrote MERGED")
+		}
+	}
+}
+
+// deployApplied marks MR (projectID, mrIID)'s waiting deploy callbacks
+// APPLIED after their evidence validated its requests (informational).
+func (d Deps) deployApplied(ctx context.Context, projectID, mrIID int64, reason string) {
+	if err := d.Store.DeployCallbackMarkApplied(ctx, projectID, mrIID, reason); err != nil {
+		d.logger().Warn("note deploy callbacks applied", "project", projectID, "mr", mrIID, "err", err)
 	}
 }
 

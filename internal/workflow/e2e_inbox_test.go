@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/approval"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
@@ -16,25 +17,29 @@ import (
 // TestRecordedDecisionIsNotLost: an approval decision recorded in the
 // callback inbox but not acted on (the sink call failed) is applied —
 // by the workflow itself when submit_approval writes APPROVAL_SENT after
-// it, or by an operator's replay — exactly once.
+// it, or by an operator's replay — exactly once. The decisions are
+// written straight into the inbox, not made in the approval system, so
+// the read-back is off (approval.verifyDecisions false: the callback's
+// claim, bound to the recorded approval, is applied); the approval ids
+// are the ones the approval system gives (it numbers them from 1).
 func TestRecordedDecisionIsNotLost(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+		w := newWorld(t, st, withConfig(map[string]any{"approval.verifyDecisions": false}))
 		ctx := t.Context()
 
 		// Recorded before the request waited for it: applied after SENT.
 		_, err := st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
-			DeliveryKey: "inbox-1", OperationID: "op-inbox-1", ApprovalID: "APR-x", Result: "APPROVED"})
+			DeliveryKey: "inbox-1", OperationID: "op-inbox-1", ApprovalID: "APR-000001", Result: "APPROVED"})
 		require.NoError(t, err)
 		w.submit("op-inbox-1", "val", tSingle, true)
 		w.until("op-inbox-1", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 
 		// Recorded while waiting, sink failed: the operator replays it.
 		w.submit("op-inbox-2", "wes", tOther, false)
-		w.until("op-inbox-2", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		o, _ := w.until("op-inbox-2", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		_, err = st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
-			DeliveryKey: "inbox-2", OperationID: "op-inbox-2", ApprovalID: "APR-y", Result: "REJECTED"})
+			DeliveryKey: "inbox-2", OperationID: "op-inbox-2", ApprovalID: o.ApprovalID, Result: "REJECTED"})
 		require.NoError(t, err)
 		res, err := w.cbs.ReplayApproval(ctx, "op-inbox-2")
 		require.NoError(t, err)
@@ -69,8 +74,15 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 
 		const op = "op-lost-apply"
 		w.submit(op, "lia", tSingle, true) // waits for its approval: APPROVAL_SENDING
+		// Its approval was submitted (the answer never recorded) and
+		// approved; the callback was recorded, then the process died.
+		var a approval.Approval
+		w.simJSON(http.MethodPost, "/approval/v1/approvals", map[string]any{"operationId": op, "requester": "lia", "title": "t"}, &a)
+		require.NotEmpty(t, a.ApprovalID)
+		w.dropNextApprovalCallback()
+		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/approval/_control/approvals/"+a.ApprovalID+"/approve", map[string]any{}, nil))
 		_, err := st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
-			DeliveryKey: "lost-apply", OperationID: op, ApprovalID: "APR-z", Result: "APPROVED"})
+			DeliveryKey: "lost-apply", OperationID: op, ApprovalID: a.ApprovalID, Result: "APPROVED"})
 		require.NoError(t, err)
 
 		n, err := r.ReplayApprovalInbox(ctx)
@@ -97,6 +109,7 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, domain.StepCreateStarted, domain.StepStatus(o.Step))
 		require.Equal(t, workflow.ActionCreateMR, o.NextAction, "approve-first, no batching: the MR is created next")
+		require.Equal(t, a.ApprovalID, o.ApprovalID, "the approval the approval system holds for the operation was read back and recorded")
 		n, err = r.ReplayApprovalInbox(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "applied once")

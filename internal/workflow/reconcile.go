@@ -22,7 +22,8 @@ import (
 //     while the binding was MERGING and the merge step's after-commit
 //     check did not run) → VALIDATED with step CALLED_BACK;
 //  2. watermark: the MR iid is below the highest MR iid a SUCCESS deploy
-//     callback reported for the same project → VALIDATED with step
+//     callback reported for the same project among the MRs changeflow
+//     itself merged (a callback for any other MR raises nothing) → VALIDATED with step
 //     RECONCILED. A later MR was deployed, so this one's callback was
 //     lost. This inference is only valid because the deployment pipeline
 //     runs in merge order and a run never skips changes merged before it,
@@ -213,6 +214,9 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		}
 		if flipped {
 			res.Validated++
+			if step == domain.StepCalledBack {
+				r.d.deployApplied(ctx, row.ProjectID, row.MRIID, "applied by reconciliation (exact match)")
+			}
 		}
 	}
 	return res, nil

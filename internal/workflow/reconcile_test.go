@@ -100,6 +100,43 @@ func (w *reconcileWorld) merged(project int64, age time.Duration, iids map[strin
 		"INSERT INTO binding (subject_id, target_key, status, operation_id, updated_at) VALUES "+
 			strings.Join(binds, ", "), bindArgs...)
 	require.NoError(w.t, err)
+	w.mergeHistory(iids)
+}
+
+// mergeHistory writes the step-history row changeflow's merge writes
+// (MERGING → MERGED) for each operation: what makes its MR one
+// changeflow merged.
+func (w *reconcileWorld) mergeHistory(iids map[string]int64) {
+	w.t.Helper()
+	var rows []string
+	var args []any
+	for id := range iids {
+		rows = append(rows, "(?, ?, ?, 'MERGING', 'MERGED', 'merge', 'merged')")
+		args = append(args, id, int(domain.StepHandleStarted), int(domain.StepHandleMerged))
+	}
+	_, err := w.st.DB().ExecContext(w.t.Context(),
+		"INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status, actor, note) VALUES "+
+			strings.Join(rows, ", "), args...)
+	require.NoError(w.t, err)
+}
+
+// validatedBefore records a request whose MR iid changeflow merged and
+// whose deployment was confirmed long ago (binding VALIDATED, outside
+// every window): the MR a later deploy callback reports when it raises a
+// project's watermark.
+func (w *reconcileWorld) validatedBefore(project, iid int64) {
+	w.t.Helper()
+	id := fmt.Sprintf("earlier-%d-%d", project, iid)
+	ctx := w.t.Context()
+	_, err := w.st.DB().ExecContext(ctx,
+		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, mr_iid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		id, "u-"+id, "t-rec", project, workflow.FlowLegacy, int(domain.StepCalledBack), iid)
+	require.NoError(w.t, err)
+	_, err = w.st.DB().ExecContext(ctx,
+		"INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, ?, ?, ?)",
+		"u-"+id, "t-rec", string(domain.BindingValidated), id)
+	require.NoError(w.t, err)
+	w.mergeHistory(map[string]int64{id: iid})
 }
 
 func (w *reconcileWorld) deployed(project, iid int64, status string) {
@@ -131,6 +168,7 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 		w.merged(3, 10*time.Minute, map[string]int64{"p3-none": 1})
 		w.deployed(1, 10, "SUCCESS")
 		w.deployed(1, 50, "FAILED") // a failed deployment is no evidence
+		w.validatedBefore(2, 3)
 		w.deployed(2, 3, "success")
 
 		r := workflow.NewReconciler(w.deps())
@@ -165,6 +203,7 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 		require.Equal(t, 3, w.total())
 
 		// The deployment of a later MR reaches project 2 only.
+		w.validatedBefore(2, 6)
 		w.deployed(2, 6, "SUCCESS")
 		res, err = r.RunOnce(t.Context())
 		require.NoError(t, err)
@@ -239,6 +278,7 @@ func TestReconcileMoreRowsThanOneINList(t *testing.T) {
 			iids[fmt.Sprintf("op-%04d", i)] = int64(i + 1)
 		}
 		w.merged(7, 5*time.Minute, iids)
+		w.validatedBefore(7, n+1)
 		w.deployed(7, n+1, "SUCCESS")
 		res, err := workflow.NewReconciler(w.deps()).RunOnce(t.Context())
 		require.NoError(t, err)
@@ -266,6 +306,7 @@ func TestReconcileRacingDeployCallbacks(t *testing.T) {
 			iids[fmt.Sprintf("race-%02d", i)] = int64(i + 1)
 		}
 		w.merged(1, 5*time.Minute, iids)
+		w.validatedBefore(1, 1000)
 		d := w.deps()
 		cbs := workflow.NewCallbacks(d, nil)
 		ctx := t.Context()

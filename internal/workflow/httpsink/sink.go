@@ -35,7 +35,7 @@ func (s Sink) Approval(ctx context.Context, cb httpapi.ApprovalCallback) (httpap
 // Deploy implements httpapi.CallbackSink.
 func (s Sink) Deploy(ctx context.Context, cb httpapi.DeployCallback) (httpapi.SinkOutcome, error) {
 	r, err := s.C.Deploy(ctx, workflow.DeployEvent{
-		DeliveryKey: cb.DeliveryKey, ProjectID: cb.ProjectID, MRIID: cb.MRIID, Status: cb.Status,
+		RowID: cb.RowID, DeliveryKey: cb.DeliveryKey, ProjectID: cb.ProjectID, MRIID: cb.MRIID, Status: cb.Status,
 	})
 	return outcome(r), err
 }

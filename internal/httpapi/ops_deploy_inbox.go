@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+)
+
+// The deploy-callback inbox in the operations API: GET
+// /ops/requests/{operationId} shows the callbacks recorded for the
+// request's MR, and GET /ops/callbacks/deploy lists them all — the only
+// place a callback for an MR no request has (UNKNOWN_MR) shows up.
+
+// opsDeployListMaxLimit bounds one page of GET /ops/callbacks/deploy.
+const opsDeployListMaxLimit = 200
+
+// deployDispositions is the closed set the listing filters on.
+var deployDispositions = map[string]bool{
+	store.DeployRecorded: true, store.DeployApplied: true, store.DeployDuplicate: true, store.DeployEarly: true,
+	store.DeployUnknownMR: true, store.DeployNotMerged: true, store.DeployIgnored: true,
+}
+
+// opsDeployCallback is one recorded deploy callback (an inbox row).
+type opsDeployCallback struct {
+	ID          int64  `json:"id"`
+	DeliveryKey string `json:"deliveryKey"`
+	ProjectID   int64  `json:"projectId"`
+	MRIID       int64  `json:"mrIid"`
+	Status      string `json:"status"`
+	// Disposition is what became of it (RECORDED until the workflow
+	// classified it), Reason why; Duplicates counts later deliveries of
+	// the same key.
+	Disposition string    `json:"disposition"`
+	Reason      string    `json:"reason"`
+	Duplicates  int       `json:"duplicates"`
+	ReceivedAt  time.Time `json:"receivedAt"`
+}
+
+func toOpsDeployCallback(r store.DeployCallbackRecord) opsDeployCallback {
+	return opsDeployCallback{
+		ID: r.ID, DeliveryKey: r.DeliveryKey, ProjectID: r.ProjectID, MRIID: r.MRIID, Status: r.Status,
+		Disposition: r.Disposition, Reason: r.Reason, Duplicates: r.Duplicates, ReceivedAt: r.ReceivedAt.UTC(),
+	}
+}
+
+// opsDeployCallbacksOf is the request's MR's deploy callbacks, newest
+// first (empty for a request without an MR).
+func opsDeployCallbacksOf(ctx context.Context, st OpsStore, op store.Operation) ([]opsDeployCallback, error) {
+	out := []opsDeployCallback{}
+	if op.MRIID == 0 {
+		return out, nil
+	}
+	recs, err := st.DeployCallbackListByMR(ctx, op.ProjectID, op.MRIID, opsInboxLimit)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		out = append(out, toOpsDeployCallback(r))
+	}
+	return out, nil
+}
+
+// handleOpsDeployCallbacks is GET /ops/callbacks/deploy?disposition=&limit=&cursor=.
+func (s *Server) handleOpsDeployCallbacks() http.Handler {
+	return s.opsCall(config.RouteOpsRequestGet, nil, func(r *http.Request) (string, any, error) {
+		st := s.deps.Business.Ops
+		if st == nil {
+			return "", nil, domain.Internal("ops: no store wired", nil)
+		}
+		q := r.URL.Query()
+		p := store.DeployCallbackListParams{Limit: 50}
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > opsDeployListMaxLimit {
+				return "", nil, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("limit must be a number from 1 to %d.", opsDeployListMaxLimit))
+			}
+			p.Limit = n
+		}
+		if v := strings.ToUpper(strings.TrimSpace(q.Get("disposition"))); v != "" {
+			if !deployDispositions[v] {
+				return "", nil, domain.E(domain.CodeInvalidArgument, "disposition must be one of RECORDED, APPLIED, DUPLICATE, EARLY, UNKNOWN_MR, NOT_MERGED, IGNORED.")
+			}
+			p.Disposition = v
+		}
+		if c := q.Get("cursor"); c != "" {
+			id, err := decodeDeployCursor(c)
+			if err != nil {
+				return "", nil, domain.Errorf(domain.CodeInvalidArgument, "The cursor is not valid; start from the first page.", "%w", err)
+			}
+			p.BeforeID = id
+		}
+		// One row more than the page says whether there is a next page.
+		want := p.Limit
+		p.Limit++
+		recs, err := st.DeployCallbackList(r.Context(), p)
+		if err != nil {
+			return "", nil, domain.Internal("ops deploy callbacks", err)
+		}
+		next := ""
+		if len(recs) > want {
+			recs = recs[:want]
+			next = encodeDeployCursor(recs[want-1].ID)
+		}
+		items := make([]opsDeployCallback, 0, len(recs))
+		for _, rec := range recs {
+			items = append(items, toOpsDeployCallback(rec))
+		}
+		return "", struct {
+			Items      []opsDeployCallback `json:"items"`
+			NextCursor string              `json:"nextCursor"`
+		}{items, next}, nil
+	})
+}
+
+func encodeDeployCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("d." + strconv.FormatInt(id, 10)))
+}
+
+func decodeDeployCursor(c string) (int64, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(raw) < 3 || string(raw[:2]) != "d." {
+		return 0, errors.New("deploy callback cursor: malformed")
+	}
+	id, err := strconv.ParseInt(string(raw[2:]), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errors.New("deploy callback cursor: malformed")
+	}
+	return id, nil
+}
