@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"testing"
 
@@ -30,6 +31,8 @@ func TestApprovalCallbackAttacks(t *testing.T) {
 		// callback lost, so the read-back has a decision to report.
 		forge  func(o store.Operation) map[string]any
 		decide string
+		// readFails makes the approval system answer the next read 503.
+		readFails bool
 		// answer, disposition and reason are what the forged callback gets.
 		answer, disposition, reason string
 		// after is the state the forged callback leaves (zero: still waiting).
@@ -73,6 +76,8 @@ func TestApprovalCallbackAttacks(t *testing.T) {
 			answer: "ACCEPTED", disposition: store.InboxUnconfirmed, reason: "still reports approval"},
 		{name: "a forged APPROVED whose read-back says PENDING (legacy)", legacy: true, readBack: true, forge: own("APPROVED", "own"),
 			answer: "ACCEPTED", disposition: store.InboxUnconfirmed, reason: "still reports approval"},
+		{name: "a forged APPROVED while the read-back fails", readBack: true, forge: own("APPROVED", ""), readFails: true,
+			answer: "ACCEPTED", disposition: store.InboxVerifyFailed, reason: "reading the approval back failed"},
 		{name: "a forged APPROVED whose read-back says REJECTED", readBack: true, forge: own("APPROVED", ""), decide: "reject",
 			answer: "OK", disposition: store.InboxApplied, reason: "reports REJECTED, the callback claimed APPROVED", after: domain.BindingRejected},
 	}
@@ -100,6 +105,9 @@ func TestApprovalCallbackAttacks(t *testing.T) {
 						w.decide(op, a.decide)
 					}
 
+					if a.readFails {
+						w.simJSON(http.MethodPost, "/approval/_control/faults", map[string]any{"failReadsNext": map[string]any{"status": 503, "count": 1}}, nil)
+					}
 					require.Equal(t, a.answer, w.postCallback("/callbacks/approval", a.forge(o)))
 					row := inboxOf(t, st, op)["forged-"+op]
 					require.Equal(t, a.disposition, row.Disposition, row.Reason)

@@ -430,12 +430,19 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await detail.locator('dd .status', { hasText: 'Waiting for approval' }).first().waitFor({ timeout: 20000 });
     assert.equal(await page.locator('[data-testid=approval-inbox]').count(), 0, 'no callback received yet');
 
-    // The decision is recorded in the callback inbox and never applied:
-    // what a process killed between recording a callback and applying it
-    // leaves (the sender's redelivery is then answered DUPLICATE). The
-    // approval system's own form stays pending, so nothing but the
-    // operator moves the request on here (reconciliation would, after
-    // reconcile.minAge, 2 minutes).
+    // The approver approves, and the decision is recorded in the callback
+    // inbox but never applied: what a process killed between recording a
+    // callback and applying it leaves (the sender's redelivery is then
+    // answered DUPLICATE). The approval system's own callback is dropped,
+    // so nothing but the operator moves the request on here
+    // (reconciliation would, after reconcile.minAge, 2 minutes; the
+    // fallback poll is slowed down in these tests). The replay reads the
+    // decision back from the approval system (approval.verifyDecisions),
+    // which is why the form must really be approved.
+    const dropped = await fetch(`${srv.sim}/approval/_control/deliveries/faults`, { method: 'POST', body: JSON.stringify({ dropNext: 1 }) });
+    assert.equal(dropped.status, 200);
+    const approved = await fetch(`${srv.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST', body: '{}' });
+    assert.equal(approved.status, 200);
     const delivery = `lost-${form.approvalId}`;
     sqlite(srv.db, `INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result) VALUES ('${delivery}', '${id}', '${form.approvalId}', 'APPROVED')`);
     const inbox = page.locator('[data-testid=approval-inbox]');
@@ -475,6 +482,27 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     // … and the inbox says what became of the decision.
     await inbox.locator(`tr[data-delivery="${delivery}"] [data-testid=disposition]`, { hasText: /^applied/ }).waitFor({ timeout: 20000 });
     await detail.locator('dd .status', { hasText: 'In effect' }).first().waitFor({ timeout: 90000 });
+    // The deployment's callback for its MR is in the deploy inbox, applied.
+    await page.locator('[data-testid=deploy-inbox] [data-testid=deploy-disposition]', { hasText: /^applied/ }).first().waitFor({ timeout: 20000 });
+    await page.context().close();
+  });
+
+  it('a deploy callback for an MR changeflow never merged changes nothing and is shown in the console with why', async () => {
+    const srv = roomy;
+    const forged = await fetch(`${srv.base}/callbacks/deploy`, {
+      method: 'POST',
+      headers: { 'X-Callback-Token': 'test-callback-token', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ requestId: 'web-forged-deploy-1', project: 1, mrIid: 99999, status: 'SUCCESS' }),
+    });
+    assert.equal(forged.status, 200);
+    assert.equal((await forged.json()).code, 'IGNORED_STALE');
+
+    const page = await newPage(chrome.browser, srv.base, 'olivia');
+    await page.goto('/console/deploy-callbacks');
+    const row = page.locator('[data-testid=deploy-inbox-all] tr[data-disposition=UNKNOWN_MR]', { hasText: '1!99999' });
+    await row.waitFor({ timeout: 20000 });
+    assert.match(await row.locator('[data-testid=deploy-disposition]').innerText(), /^ignored: no request has this MR/);
+    assert.match(await row.innerText(), /web-forged-deploy-1/);
     await page.context().close();
   });
 

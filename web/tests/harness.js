@@ -78,6 +78,12 @@ identity:
   trustedProxies: [127.0.0.1/32, "::1/128"]
 workflow:
   approveFirst: true
+polling:
+  # Decisions reach the service by their callbacks here; the fallback
+  # poll of the approval system waits longer than any test, so a test
+  # that drops a callback on purpose decides what happens next.
+  approval:
+    shortInterval: 10m
 batch:
   # Rounds every second, so an approved batching request is merged soon.
   interval: 1s

@@ -10,6 +10,8 @@ import { ErrorNote, Progress, Status } from '../components';
 import { useGet } from '../hooks';
 import { match, navigate } from '../router';
 import { hintWords, when } from '../words';
+import type { DeployCallback } from './deploy';
+import { DeployInbox, DeployTable } from './deploy';
 
 interface OpsRequest {
   operation: Record<string, unknown> & { operationId: string; subject: string; targetKey: string; mr?: { iid: number; url: string } };
@@ -22,6 +24,8 @@ interface OpsRequest {
   queue?: { projectId: number; batchId?: number; position?: number; admittedAt: string };
   /** The callback inbox, newest first: the first is what a replay applies. */
   approvalCallbacks: ApprovalCallback[];
+  /** The deploy callbacks recorded for the request's MR, newest first. */
+  deployCallbacks?: DeployCallback[];
   audit: { actor: string; action: string; params: string; outcome: string; at: string }[];
 }
 interface ApprovalCallback {
@@ -44,7 +48,9 @@ const dispositionWords: Record<string, string> = {
   APPLIED: 'applied',
   STALE: 'ignored: the request had moved on',
   UNKNOWN_OPERATION: 'ignored: no such request',
-  REJECTED_BY_GUARD: 'refused by the state check',
+  REJECTED_BY_GUARD: 'refused: not the approval or MR changeflow recorded, or not a legal move',
+  UNCONFIRMED: 'not applied: the approval system still says pending',
+  VERIFY_FAILED: 'not applied yet: the approval could not be read back',
 };
 
 function whatBecameOf(c: ApprovalCallback): string {
@@ -90,8 +96,19 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/config" class={path === '/console/config' ? 'active' : ''}>
           Configuration
         </a>
+        <a href="/console/deploy-callbacks" class={path === '/console/deploy-callbacks' ? 'active' : ''}>
+          Deploy callbacks
+        </a>
       </nav>
-      {path === '/console/batches' ? <Batches /> : path === '/console/config' ? <Config /> : <Lookup id={req?.id ?? ''} />}
+      {path === '/console/batches' ? (
+        <Batches />
+      ) : path === '/console/config' ? (
+        <Config />
+      ) : path === '/console/deploy-callbacks' ? (
+        <DeployInbox />
+      ) : (
+        <Lookup id={req?.id ?? ''} />
+      )}
     </section>
   );
 }
@@ -394,6 +411,12 @@ function OpsRequestView({ id }: { id: string }) {
                   ))}
                 </tbody>
               </table>
+            </>
+          )}
+          {(x.deployCallbacks ?? []).length > 0 && (
+            <>
+              <h2>Deploy callbacks for its MR</h2>
+              <DeployTable items={x.deployCallbacks ?? []} testid="deploy-inbox" />
             </>
           )}
           {x.audit.length > 0 && (
