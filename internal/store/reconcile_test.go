@@ -39,6 +39,11 @@ func TestReconcileScan(t *testing.T) {
 		mergedAgo(t, s, "young", 1, 1, 5*time.Second)
 		mergedAgo(t, s, "old", 1, 2, 3*time.Hour)
 		mustSubmit(t, s, "not-merged", "u-nm", "t-rec", domain.BindingMerging)
+		// MRs changeflow merged long ago (outside the window) whose
+		// deployments set the watermarks below: a callback counts only for
+		// an MR changeflow merged.
+		mergedAgo(t, s, "earlier-30", 1, 30, 3*time.Hour)
+		mergedAgo(t, s, "earlier-8", 2, 8, 3*time.Hour)
 		for _, cb := range []store.DeployCallbackParams{
 			{ProjectID: 1, MRIID: 10, Status: "SUCCESS"}, // exact for in-0
 			{ProjectID: 2, MRIID: 11, Status: "FAILED"},  // not evidence for in-1

@@ -32,7 +32,7 @@ type WorkCallbackParams struct {
 	// batch waiting set in the same transaction (approve-first, batching).
 	AdmitProject int64
 	// Approval, when non-nil, binds the callback to the approval
-	// changeflow itself submitted (R-SEC-3); checked under the operation's
+	// changeflow itself submitted (docs/security.md, Callbacks); checked under the operation's
 	// row lock, after the staleness guard. nil (a retrigger) checks
 	// nothing.
 	Approval *ApprovalBinding
