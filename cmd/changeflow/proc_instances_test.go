@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow"
 )
 
 // manyTargets is how many batching targets (binding files) the
@@ -420,4 +421,52 @@ batch:
 		t.Fatalf("the survivors counted %d validated requests, more than %d", sum, len(w.reqs))
 	}
 	t.Logf("wall time %v", time.Since(w.start).Round(time.Millisecond))
+}
+
+// TestServeThreeInstancesBurstOfSingleRequests (issue 12, finding 3): 60
+// concurrent requests for ONE non-batching target (60 accounts, one binding
+// file), spread over three `changeflow serve` processes on MariaDB: 60
+// single-request MRs of one file, so every merge makes the open others
+// conflict. Each conflict is changeflow's own, so it regenerates however
+// often it happens (workflow.maxRegenerations bounds only conflicts made
+// outside changeflow): every request VALIDATED and flipped once, none ever
+// in a state that pages a person (HANDLE_REBASE_CONFLICT, or any failure
+// state), one merged MR per request, the file on main exact.
+func TestServeThreeInstancesBurstOfSingleRequests(t *testing.T) {
+	t.Parallel()
+	w := newManyWorldOf(t, 60, `workflow:
+  approveFirst: true
+  workers: 8
+  queueSize: 400
+  leaseDuration: 10s
+batch:
+  interval: 100ms
+`, []string{"solo-burst"}, false)
+	w.submitAll()
+	w.untilAllValidatedWithin(10 * time.Minute)
+	n := len(w.reqs)
+	if got := w.count("SELECT COUNT(*) FROM operation_step WHERE to_binding_status = 'VALIDATED'"); got != n {
+		t.Fatalf("%d flips to VALIDATED in the step history, want %d (one each)", got, n)
+	}
+	if got := w.count("SELECT COUNT(*) FROM operation_step WHERE to_step = ? OR to_binding_status IN ('CREATE_FAILED', 'HANDLE_FAILED')",
+		int(domain.StepHandleRebaseConflict)); got != 0 {
+		t.Fatalf("%d moves into a state that pages a person", got)
+	}
+	if got := w.count("SELECT COUNT(*) FROM merge_batch"); got != 0 {
+		t.Fatalf("%d batches for a non-batching target", got)
+	}
+	merged := map[string]int{}
+	for _, mr := range w.sim.allMRs(t) {
+		if mr.State == "merged" {
+			merged[mr.SourceBranch]++
+		}
+	}
+	for _, r := range w.reqs {
+		if k := merged[workflow.BranchName(r.op)]; k != 1 {
+			t.Fatalf("%s: %d merged MRs, want 1", r.op, k)
+		}
+	}
+	w.filesExact()
+	regenerated := w.count("SELECT COUNT(*) FROM operation_step WHERE note LIKE 'regenerated %'")
+	t.Logf("%d regenerations for %d requests; wall time %v", regenerated, n, time.Since(w.start).Round(time.Millisecond))
 }
