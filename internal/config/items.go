@@ -147,6 +147,10 @@ func itemTable(instanceID string) []item {
 		// Idempotency (R-IDEM-1).
 		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
 		durItem(KeyIdempotencyCleanupInterval, 10*minute, 1*ms, sec, hot, "0 would spin"),
+		durItem(KeyIdempotencyInFlightLease, 30*sec, 1*sec, sec, hot,
+			"how long a retry of a key whose first request died answers 409 before taking the key over; "+
+				"below 1s a merely slow first request would be raced by its own client's retry (still one request, but a wasted attempt); "+
+				"a lease at or beyond idempotency.ttl never fires"),
 
 		// Circuit breaker (R-EXT-1).
 		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),

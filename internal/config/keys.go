@@ -80,6 +80,7 @@ const (
 
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
+	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"
 
 	KeyBreakerFailures = "breaker.failures"
 	KeyBreakerOpenFor  = "breaker.openFor"

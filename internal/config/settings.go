@@ -179,11 +179,15 @@ func (s *Snapshot) Polling(tier string) PollingTier {
 type Idempotency struct {
 	TTL             time.Duration
 	CleanupInterval time.Duration
+	// InFlightLease is how long an IN_FLIGHT key belongs to the request
+	// that took it before a retry may take it over (R-IDEM-2).
+	InFlightLease time.Duration
 }
 
 // Idempotency returns idempotency.*.
 func (s *Snapshot) Idempotency() Idempotency {
-	return Idempotency{TTL: s.dur(KeyIdempotencyTTL), CleanupInterval: s.dur(KeyIdempotencyCleanupInterval)}
+	return Idempotency{TTL: s.dur(KeyIdempotencyTTL), CleanupInterval: s.dur(KeyIdempotencyCleanupInterval),
+		InFlightLease: s.dur(KeyIdempotencyInFlightLease)}
 }
 
 // Breaker is breaker.*: open after Failures consecutive failures, for

@@ -238,7 +238,7 @@ gitlab: {baseURL: "http://127.0.0.1:8090/gitlab/"}
 	require.Equal(t, PollingTier{ShortInterval: 5 * time.Second, ShortAttempts: 12, LongInterval: 30 * time.Second, Timeout: time.Hour}, s.Polling(PollingPipeline))
 	require.Equal(t, PollingTier{ShortInterval: 30 * time.Second, ShortAttempts: 10, LongInterval: 5 * time.Minute, Timeout: 24 * time.Hour}, s.Polling(PollingApproval))
 	require.Equal(t, Breaker{Failures: 2, OpenFor: 30 * time.Second}, s.Breaker())
-	require.Equal(t, Idempotency{TTL: 24 * time.Hour, CleanupInterval: 10 * time.Minute}, s.Idempotency())
+	require.Equal(t, Idempotency{TTL: 24 * time.Hour, CleanupInterval: 10 * time.Minute, InFlightLease: 30 * time.Second}, s.Idempotency())
 	// gitlab.baseURL is set explicitly and wins; the other three are
 	// derived from sim.listen because the simulators are embedded.
 	require.Equal(t, Endpoints{

@@ -22,7 +22,7 @@ import (
 type RequestStore interface {
 	IdempotencyBegin(ctx context.Context, p store.IdempotencyBeginParams) (store.IdempotencyResult, error)
 	IdempotencyComplete(ctx context.Context, p store.IdempotencyCompleteParams) error
-	IdempotencyRelease(ctx context.Context, key, operationID string) (bool, error)
+	IdempotencyRelease(ctx context.Context, subject, key, operationID string) (bool, error)
 	OperationSubmit(ctx context.Context, p store.OperationSubmitParams) (store.OperationSubmitResult, error)
 	OperationGet(ctx context.Context, operationID string) (store.Operation, error)
 	OperationListBySubject(ctx context.Context, p store.OperationListBySubjectParams) (store.OperationPage, error)

@@ -41,14 +41,15 @@ type acceptedData struct {
 // body of every refused request — the work rate limiting exists to avoid.
 //
 // Steps: decode → validate against the configuration in force → (with a
-// key) IdempotencyBegin: a completed duplicate is replayed with the
-// original status and data, code DUPLICATE_SUBMIT and the
-// Idempotent-Replayed header; the same key with another body is 422; a
-// duplicate of a request still being processed is 409
-// IDEMPOTENCY_IN_FLIGHT → access switch (TARGET_NOT_OPEN) → OperationSubmit
-// (operation with its first action scheduled, binding, first step history
-// row, in one transaction) →
-// store the 202 for replays → 202 ACCEPTED {operationId}.
+// key) IdempotencyBegin on the caller's key: a completed duplicate is
+// replayed with the original status and data, code DUPLICATE_SUBMIT and
+// the Idempotent-Replayed header; the same key with another body is 422;
+// a duplicate of a request still being processed is 409
+// IDEMPOTENCY_IN_FLIGHT until the first request's lease ends, after which
+// the retry takes the key over → access switch (TARGET_NOT_OPEN) →
+// OperationSubmit (operation with its first action scheduled, binding,
+// first step history row, in one transaction) → store the 202 for
+// replays → 202 ACCEPTED {operationId}.
 //
 // Only the 202 is stored for replay. Every refusal after the key was
 // taken (target closed, binding refused, storage failure) releases the
@@ -87,7 +88,7 @@ func (s *Server) handleSubmit() http.Handler {
 		if key == "" {
 			sub.OperationID = s.newOperationID()
 		} else {
-			replayed, err := s.beginIdempotent(r.Context(), w, key, subject, sub, snap)
+			opID, replayed, err := s.beginIdempotent(r.Context(), w, key, subject, sub, snap)
 			if err != nil {
 				writeError(w, r, s.deps.Logger, err)
 				return
@@ -95,39 +96,95 @@ func (s *Server) handleSubmit() http.Handler {
 			if replayed {
 				return
 			}
+			sub.OperationID = opID
 		}
 		data, err := s.submit(r.Context(), subject, sub, snap)
-		if err != nil {
+		var dup *ownDuplicate
+		switch {
+		case errors.As(err, &dup):
+			// The operation is already stored for this very request: the
+			// key's first request was slow, not dead, and stored it after
+			// this one took the key over. One request; this is its replay.
+			data = acceptedData{OperationID: sub.OperationID}
 			if key != "" {
-				s.releaseKey(key, sub.OperationID)
+				s.completeKey(r.Context(), subject, key, sub.OperationID, data)
+			}
+			s.replay(w, http.StatusAccepted, data)
+			return
+		case err != nil:
+			if key != "" {
+				s.releaseKey(subject, key, sub.OperationID)
 			}
 			writeError(w, r, s.deps.Logger, err)
 			return
 		}
 		if key != "" {
-			s.completeKey(r.Context(), key, sub.OperationID, data)
+			s.completeKey(r.Context(), subject, key, sub.OperationID, data)
 		}
 		s.startWork(r.Context(), sub.OperationID)
 		respond(w, s.deps.Logger, domain.CodeAccepted, data)
 	})
 }
 
-// beginIdempotent takes key for this request, or answers for it: a
-// replay (replayed true, response written) or an error to write. When it
-// returns (false, nil) the request owns the key and must complete or
-// release it.
-func (s *Server) beginIdempotent(ctx context.Context, w http.ResponseWriter, key, subject string, sub submission, snap *config.Snapshot) (replayed bool, err error) {
+// operationIDFor is the operationId a submission under the caller's key
+// creates: the key itself, unless the key is already the operationId of
+// another caller's request — then a fresh random one, because operationIds
+// are unique across callers while keys are scoped per caller (docs/api.md,
+// "Idempotency"). The caller's own earlier request under that id keeps the
+// key: the idempotency record, or the operation's unique key, answers it.
+//
+// The trade-off: a client that sent key k and is answered with another
+// operationId can infer that k names someone's request — it cannot read
+// that request (GET answers 404 exactly as for an unknown id), and the
+// status, code and message are those of an unused key. Making every
+// keyed operationId server-generated would close even that, at the price
+// of clients no longer being able to poll by the id they chose.
+func (s *Server) operationIDFor(ctx context.Context, key, subject string) (string, error) {
+	op, err := s.deps.Business.Requests.OperationGet(ctx, key)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return key, nil
+	case err != nil:
+		return "", domain.Internal("submit: look up operationId", err)
+	case op.Subject == subject:
+		return key, nil
+	}
+	return s.newOperationID(), nil
+}
+
+// beginIdempotent takes the caller's key for this request, or answers for
+// it: a replay (replayed true, response written) or an error to write.
+// When it returns (opID, false, nil) the request owns the key and must
+// create its operation as opID, then complete or release the key.
+func (s *Server) beginIdempotent(ctx context.Context, w http.ResponseWriter, key, subject string, sub submission, snap *config.Snapshot) (opID string, replayed bool, err error) {
+	candidate, err := s.operationIDFor(ctx, key, subject)
+	if err != nil {
+		return "", false, err
+	}
+	idem := snap.Idempotency()
 	got, err := s.deps.Business.Requests.IdempotencyBegin(ctx, store.IdempotencyBeginParams{
 		Key: key, Subject: subject, RequestHash: requestHash(subject, sub),
-		OperationID: key, TTL: snap.Idempotency().TTL,
+		OperationID: candidate, TTL: idem.TTL, Lease: idem.InFlightLease,
 	})
 	if err != nil {
-		return false, domain.Internal("idempotency begin", err)
+		return "", false, domain.Internal("idempotency begin", err)
 	}
 	switch got.Outcome {
 	case store.IdempotencyFresh:
-		return false, nil
+		if got.TakenOver {
+			s.deps.Logger.Warn("idempotency: took over a key whose request died inside its lease",
+				"key", key, "operationId", got.OperationID)
+		}
+		return got.OperationID, false, nil
 	case store.IdempotencyDuplicate:
+		if got.Recovered {
+			// The first request stored its operation and died before its
+			// response: answer and store the 202 it would have stored.
+			data := acceptedData{OperationID: got.OperationID}
+			s.completeKey(ctx, subject, key, got.OperationID, data)
+			s.replay(w, http.StatusAccepted, data)
+			return "", true, nil
+		}
 		status := got.ResponseStatus
 		if status == 0 {
 			status = http.StatusAccepted
@@ -136,23 +193,39 @@ func (s *Server) beginIdempotent(ctx context.Context, w http.ResponseWriter, key
 		if !json.Valid(data) {
 			data = json.RawMessage(`{"operationId":` + mustJSON(got.OperationID) + `}`)
 		}
-		w.Header().Set(headerReplayed, "true")
-		writeJSON(w, s.deps.Logger, status, Envelope{Code: domain.CodeDuplicateSubmit,
-			Message: "This request was already submitted.", Data: data})
-		return true, nil
+		s.replay(w, status, data)
+		return "", true, nil
 	case store.IdempotencyInFlight:
-		return false, domain.Errorf(domain.CodeIdempotencyInFlight,
+		return "", false, domain.Errorf(domain.CodeIdempotencyInFlight,
 			"A request with this operationId is still being processed; poll its status or retry shortly.",
 			"key %q in flight for operation %s", key, got.OperationID)
 	case store.IdempotencyKeyReused:
-		return false, domain.Errorf(domain.CodeIdempotencyReused,
-			"This operationId was already used for a different request.", "key %q reused with another body or subject", key)
+		return "", false, domain.Errorf(domain.CodeIdempotencyReused,
+			"This operationId was already used for a different request.", "key %q reused with another body", key)
 	case store.IdempotencyRetryLater:
-		return false, domain.Errorf(domain.CodeRetryLater,
+		return "", false, domain.Errorf(domain.CodeRetryLater,
 			"A concurrent request with this operationId just finished; please retry.", "key %q: winner gone on re-read", key)
 	}
-	return false, domain.Internal(fmt.Sprintf("idempotency begin: unknown outcome %v", got.Outcome), nil)
+	return "", false, domain.Internal(fmt.Sprintf("idempotency begin: unknown outcome %v", got.Outcome), nil)
 }
+
+// replay writes a duplicate's answer: the original status and data, code
+// DUPLICATE_SUBMIT, header Idempotent-Replayed.
+func (s *Server) replay(w http.ResponseWriter, status int, data any) {
+	w.Header().Set(headerReplayed, "true")
+	writeJSON(w, s.deps.Logger, status, Envelope{Code: domain.CodeDuplicateSubmit,
+		Message: "This request was already submitted.", Data: data})
+}
+
+// ownDuplicate is submit's answer when the operationId already holds this
+// caller's request with this body: the request exists, answer as a
+// replay.
+type ownDuplicate struct{ err error }
+
+func (d *ownDuplicate) Error() string {
+	return "operation already stored for this request: " + d.err.Error()
+}
+func (d *ownDuplicate) Unwrap() error { return d.err }
 
 // submit checks the access switch and stores the request; the answer is
 // the 202's data.
@@ -192,12 +265,35 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 	case errors.As(err, &refused):
 		return acceptedData{}, refusal(refused, err)
 	case errors.Is(err, domain.ErrDuplicate):
-		// The operationId exists but its idempotency record is gone
-		// (expired): the key was used before, for this or another request.
-		return acceptedData{}, domain.Errorf(domain.CodeIdempotencyReused,
-			"This operationId was already used.", "operation %s exists: %w", sub.OperationID, err)
+		return acceptedData{}, s.duplicateOperation(ctx, subject, sub, err)
 	}
 	return acceptedData{}, domain.Internal("submit operation", err)
+}
+
+// duplicateOperation answers a submission whose operationId is already
+// stored (dupErr):
+//   - this caller's request with this body: the same request, stored by
+//     an earlier attempt under the key (a slow first attempt racing the
+//     retry that took its lapsed key over, or a record that expired) —
+//     *ownDuplicate, answered as a replay;
+//   - this caller's other request: the key was used before (422);
+//   - another caller's request: a concurrent submission took the id
+//     between operationIDFor and the insert; the key is released and the
+//     client's retry gets an id of its own (503 RETRY_LATER). Answering
+//     422 here would tell the caller that someone else used the key.
+func (s *Server) duplicateOperation(ctx context.Context, subject string, sub submission, dupErr error) error {
+	op, err := s.deps.Business.Requests.OperationGet(ctx, sub.OperationID)
+	switch {
+	case err != nil:
+		return domain.Internal("submit: re-read the stored operation", errors.Join(dupErr, err))
+	case op.Subject == subject && op.RequestHash == requestHash(subject, sub):
+		return &ownDuplicate{err: dupErr}
+	case op.Subject == subject:
+		return domain.Errorf(domain.CodeIdempotencyReused,
+			"This operationId was already used for a different request.", "operation %s exists: %w", sub.OperationID, dupErr)
+	}
+	return domain.Errorf(domain.CodeRetryLater,
+		"A concurrent request took this operationId; please retry.", "operation %s belongs to another caller: %w", sub.OperationID, dupErr)
 }
 
 // startWork offers the new request's first action to the worker pool.
@@ -231,27 +327,27 @@ func refusal(refused *store.BindingRefusedError, err error) error {
 
 // completeKey stores the 202 for replays. A failure is logged, not
 // answered: the request was accepted, and the record stays IN_FLIGHT until
-// it expires, so a retry meanwhile gets 409 IDEMPOTENCY_IN_FLIGHT with
-// nothing lost.
-func (s *Server) completeKey(ctx context.Context, key, operationID string, data acceptedData) {
+// its lease ends, so a retry meanwhile gets 409 IDEMPOTENCY_IN_FLIGHT and
+// then the replay (the takeover finds the stored operation): nothing lost.
+func (s *Server) completeKey(ctx context.Context, subject, key, operationID string, data acceptedData) {
 	body, _ := json.Marshal(data)
 	err := s.deps.Business.Requests.IdempotencyComplete(context.WithoutCancel(ctx), store.IdempotencyCompleteParams{
-		Key: key, OperationID: operationID, Status: http.StatusAccepted, Body: body,
+		Subject: subject, Key: key, OperationID: operationID, Status: http.StatusAccepted, Body: body,
 	})
 	if err != nil {
-		s.deps.Logger.Error("idempotency: response not stored; duplicates get IN_FLIGHT until the record expires",
+		s.deps.Logger.Error("idempotency: response not stored; duplicates get IN_FLIGHT until the key's lease ends",
 			"key", key, "operationId", operationID, "err", err)
 	}
 }
 
-// releaseKey frees key after a refusal so a retry proceeds afresh. It
-// runs even when the client has gone (its own short deadline), because a
-// key left IN_FLIGHT would answer 409 until it expires.
-func (s *Server) releaseKey(key, operationID string) {
+// releaseKey frees the caller's key after a refusal so a retry proceeds
+// afresh. It runs even when the client has gone (its own short deadline),
+// because a key left IN_FLIGHT would answer 409 until its lease ends.
+func (s *Server) releaseKey(subject, key, operationID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.deps.Business.Requests.IdempotencyRelease(ctx, key, operationID); err != nil {
-		s.deps.Logger.Error("idempotency: key not released; retries get IN_FLIGHT until it expires",
+	if _, err := s.deps.Business.Requests.IdempotencyRelease(ctx, subject, key, operationID); err != nil {
+		s.deps.Logger.Error("idempotency: key not released; retries get IN_FLIGHT until its lease ends",
 			"key", key, "operationId", operationID, "err", err)
 	}
 }

@@ -16,7 +16,7 @@ func TestIdempotencyCleanup(t *testing.T) {
 		ctx := t.Context()
 		begin := func(key string, ttl time.Duration) {
 			t.Helper()
-			if _, err := st.IdempotencyBegin(ctx, store.IdempotencyBeginParams{Key: key, Subject: "alice", RequestHash: "h", OperationID: key, TTL: ttl}); err != nil {
+			if _, err := st.IdempotencyBegin(ctx, store.IdempotencyBeginParams{Key: key, Subject: "alice", RequestHash: "h", OperationID: key, TTL: ttl, Lease: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -54,7 +54,7 @@ func TestIdempotencyCleanup(t *testing.T) {
 			t.Fatalf("deleted %d, want %d", deleted, expired)
 		}
 		// The live record still answers.
-		res, err := st.IdempotencyBegin(ctx, store.IdempotencyBeginParams{Key: "live", Subject: "alice", RequestHash: "h", OperationID: "live", TTL: time.Hour})
+		res, err := st.IdempotencyBegin(ctx, store.IdempotencyBeginParams{Key: "live", Subject: "alice", RequestHash: "h", OperationID: "live", TTL: time.Hour, Lease: time.Hour})
 		if err != nil || res.Outcome != store.IdempotencyInFlight {
 			t.Fatalf("live record: %v %v", res.Outcome, err)
 		}

@@ -24,10 +24,10 @@ const (
 	// response with the winner's operationId.
 	IdempotencyDuplicate
 	// IdempotencyInFlight: the key's first request is still being
-	// processed.
+	// processed (its lease has not ended).
 	IdempotencyInFlight
-	// IdempotencyKeyReused: the key was used for a different request (other
-	// body or other subject).
+	// IdempotencyKeyReused: the caller used the key for a different request
+	// (another body). Another caller's use of the key never answers this.
 	IdempotencyKeyReused
 	// IdempotencyRetryLater: the insert lost to a concurrent request whose
 	// record was gone when re-read (released or expired meanwhile).
@@ -81,6 +81,8 @@ const maxIdemKeyLen = 128
 
 // IdempotencyBeginParams is a request about to be processed under Key.
 type IdempotencyBeginParams struct {
+	// Key is the client's idempotency key. Keys are scoped per Subject:
+	// the same key from another caller is another key (docs/api.md).
 	Key     string
 	Subject string
 	// RequestHash identifies the request body (hex SHA-256 of a canonical
@@ -90,44 +92,72 @@ type IdempotencyBeginParams struct {
 	OperationID string
 	// TTL is how long the record answers for the key, from the DB clock.
 	TTL time.Duration
+	// Lease is how long an IN_FLIGHT record belongs to the request that
+	// took it (idempotency.inFlightLease). After it, the next attempt with
+	// the same key and body takes the record over, so a request that died
+	// before storing anything does not hold its key until TTL.
+	Lease time.Duration
 
 	// beforeInsert and beforeReread, when set, run just before the INSERT
-	// and just before the re-read of the winner; tests interleave a
-	// concurrent request there.
-	beforeInsert, beforeReread func()
+	// and just before the re-read of the winner; beforeTakeOver just
+	// before the guarded takeover of a record whose lease ended. Tests
+	// interleave a concurrent request there.
+	beforeInsert, beforeReread, beforeTakeOver func()
 }
 
 // IdempotencyResult is IdempotencyBegin's answer.
 type IdempotencyResult struct {
 	Outcome IdempotencyOutcome
-	// OperationID is the winner's operationId (ours when Fresh). Empty for
-	// KeyReused by another subject, so a guessed key reveals nothing.
+	// OperationID is the winner's operationId (ours when Fresh, unless
+	// TakenOver).
 	OperationID string
 	// ResponseStatus and ResponseBody are the stored response to replay
-	// (Duplicate only).
+	// (Duplicate only). Both are empty when Recovered.
 	ResponseStatus int
 	ResponseBody   []byte
+	// TakenOver (Fresh only): the key's earlier request died inside its
+	// lease without storing its operation; this call now owns the record
+	// and must create the operation under OperationID — the earlier
+	// request's id, so that if it was only slow, not dead, the two meet on
+	// the operation's unique key and there is still one request.
+	TakenOver bool
+	// Recovered (Duplicate only): the key's earlier request stored its
+	// operation and died before storing its response; the caller answers
+	// as for a replay of the 202 and should store that response
+	// (IdempotencyComplete).
+	Recovered bool
 }
 
-// IdempotencyBegin decides whether a request under p.Key may proceed (seed
-// §3.4 checkOrInsert, extended by R-IDEM-1):
+// IdempotencyBegin decides whether a request under (p.Subject, p.Key) may
+// proceed (seed §3.4 checkOrInsert, extended by R-IDEM-1 and R-IDEM-2):
 //
-//  1. look up the key: a live record answers at once (Duplicate with the
-//     stored response, InFlight, or KeyReused when the subject or request
-//     hash differ); an expired record is deleted and treated as absent;
-//  2. INSERT an IN_FLIGHT record (Fresh);
+//  1. look up the caller's key: a live record answers at once (Duplicate
+//     with the stored response, InFlight, or KeyReused when the request
+//     hash differs); an expired record is deleted and treated as absent;
+//     an IN_FLIGHT record whose lease has ended is taken over (below);
+//  2. INSERT an IN_FLIGHT record with a lease (Fresh);
 //  3. on a duplicate key — a concurrent request inserted first — re-read
 //     the winner and answer as in 1, or RetryLater if it is already gone.
 //
-// No lock is taken: correctness comes from the unique key on idem_key.
-// Each statement runs on its own (autocommit), so the re-read sees the
-// winner's committed row. The winner's transaction must commit before a
-// concurrent INSERT can fail on it: MariaDB makes that INSERT wait, SQLite
-// serializes writers.
+// No lock is taken: correctness comes from the unique key on (subject,
+// idem_key). Each statement runs on its own (autocommit), so the re-read
+// sees the winner's committed row. The winner's transaction must commit
+// before a concurrent INSERT can fail on it: MariaDB makes that INSERT
+// wait, SQLite serializes writers.
 //
-// An IN_FLIGHT record whose process died stays IN_FLIGHT until it expires:
-// a retry gets InFlight with the operationId, which the caller can look up
-// (the operation may well exist). Keep TTLs in hours, not days.
+// Another caller's use of the same key is invisible: records are looked up
+// by subject, so Bob's key "k" is fresh for Bob whatever alice did with
+// hers (issue: keys must not tell whether another person used them).
+//
+// Takeover of an IN_FLIGHT record whose lease has ended (its request died
+// between taking the key and storing its operation, e.g. kill -9): first
+// look for the operation stored under the record's operationId — if the
+// request got that far, answer Duplicate (Recovered) with it; otherwise a
+// guarded UPDATE renews the lease only if it is still over and the record
+// unchanged, so of several retries racing exactly one takes the key (Fresh,
+// TakenOver) and the others see a live lease (InFlight). A request that was
+// only slow, not dead, still completes: the taker reuses its operationId,
+// and the operation's unique key lets only one of them store it.
 func (s *Store) IdempotencyBegin(ctx context.Context, p IdempotencyBeginParams) (IdempotencyResult, error) {
 	switch {
 	case p.Key == "" || p.Subject == "" || p.OperationID == "":
@@ -136,6 +166,8 @@ func (s *Store) IdempotencyBegin(ctx context.Context, p IdempotencyBeginParams) 
 		return IdempotencyResult{}, fmt.Errorf("begin idempotent request: key longer than %d characters", maxIdemKeyLen)
 	case p.TTL <= 0:
 		return IdempotencyResult{}, fmt.Errorf("begin idempotent request: TTL %v is not positive", p.TTL)
+	case p.Lease <= 0:
+		return IdempotencyResult{}, fmt.Errorf("begin idempotent request: lease %v is not positive", p.Lease)
 	}
 	// Twin keys on two Galera nodes both pass the lookup and both INSERT;
 	// the cluster aborts one with 1213 instead of the 1062 a single server
@@ -154,10 +186,10 @@ func (s *Store) IdempotencyBegin(ctx context.Context, p IdempotencyBeginParams) 
 }
 
 func (s *Store) idempotencyBegin(ctx context.Context, p IdempotencyBeginParams) (IdempotencyResult, error) {
-	rec, err := s.idempotencyLookup(ctx, p.Key)
+	rec, err := s.idempotencyLookup(ctx, p.Subject, p.Key)
 	switch {
 	case err == nil && !rec.expired:
-		return rec.answer(p), nil
+		return s.idempotencyAnswer(ctx, p, rec)
 	case err == nil:
 		// Expired but not yet cleaned up: the key is free again. The delete
 		// re-checks expiry, so a record that a concurrent request has just
@@ -175,9 +207,11 @@ func (s *Store) idempotencyBegin(ctx context.Context, p IdempotencyBeginParams) 
 		p.beforeInsert()
 	}
 	expiresAt, ttl := s.dialect.NowAdd(p.TTL)
+	leaseUntil, lease := s.dialect.NowAdd(p.Lease)
 	_, err = s.db.ExecContext(ctx,
-		"INSERT INTO idempotency_record (idem_key, subject, request_hash, operation_id, state, expires_at) VALUES (?, ?, ?, ?, ?, "+expiresAt+")",
-		p.Key, p.Subject, p.RequestHash, p.OperationID, idemInFlight, ttl)
+		"INSERT INTO idempotency_record (idem_key, subject, request_hash, operation_id, state, lease_until, expires_at) "+
+			"VALUES (?, ?, ?, ?, ?, "+leaseUntil+", "+expiresAt+")",
+		p.Key, p.Subject, p.RequestHash, p.OperationID, idemInFlight, lease, ttl)
 	if err == nil {
 		return IdempotencyResult{Outcome: IdempotencyFresh, OperationID: p.OperationID}, nil
 	}
@@ -187,57 +221,119 @@ func (s *Store) idempotencyBegin(ctx context.Context, p IdempotencyBeginParams) 
 	if p.beforeReread != nil {
 		p.beforeReread()
 	}
-	rec, err = s.idempotencyLookup(ctx, p.Key)
+	rec, err = s.idempotencyLookup(ctx, p.Subject, p.Key)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || err == nil && rec.expired:
 		return IdempotencyResult{Outcome: IdempotencyRetryLater}, nil
 	case err != nil:
 		return IdempotencyResult{}, fmt.Errorf("re-read winner: %w", translate(err))
 	}
-	return rec.answer(p), nil
+	return s.idempotencyAnswer(ctx, p, rec)
 }
 
 // idempotencyRow is a stored record as IdempotencyBegin needs it.
 type idempotencyRow struct {
-	id                         int64
-	subject, hash, operationID string
-	state                      string
-	status                     sql.NullInt64
-	body                       sql.NullString
-	expired                    bool
+	id                int64
+	hash, operationID string
+	state             string
+	status            sql.NullInt64
+	body              sql.NullString
+	expired           bool
+	// leaseOver: an IN_FLIGHT record's lease has ended by the DB clock
+	// (NULL counts as ended: such rows predate leases).
+	leaseOver bool
 }
 
-// answer decides what the live record rec says to request p.
-func (rec idempotencyRow) answer(p IdempotencyBeginParams) IdempotencyResult {
+// idempotencyAnswer decides what the live record rec says to request p,
+// taking it over when its lease has ended.
+func (s *Store) idempotencyAnswer(ctx context.Context, p IdempotencyBeginParams, rec idempotencyRow) (IdempotencyResult, error) {
 	switch {
-	case rec.subject != p.Subject:
-		return IdempotencyResult{Outcome: IdempotencyKeyReused}
 	case rec.hash != p.RequestHash:
-		return IdempotencyResult{Outcome: IdempotencyKeyReused, OperationID: rec.operationID}
+		return IdempotencyResult{Outcome: IdempotencyKeyReused, OperationID: rec.operationID}, nil
+	case rec.state == idemInFlight && rec.leaseOver:
+		return s.idempotencyTakeOver(ctx, p, rec)
 	case rec.state == idemInFlight:
-		return IdempotencyResult{Outcome: IdempotencyInFlight, OperationID: rec.operationID}
+		return IdempotencyResult{Outcome: IdempotencyInFlight, OperationID: rec.operationID}, nil
 	}
 	return IdempotencyResult{
 		Outcome: IdempotencyDuplicate, OperationID: rec.operationID,
 		ResponseStatus: int(rec.status.Int64), ResponseBody: []byte(rec.body.String),
-	}
+	}, nil
 }
 
-func (s *Store) idempotencyLookup(ctx context.Context, key string) (idempotencyRow, error) {
-	var (
-		rec     idempotencyRow
-		expired int
-	)
+// idempotencyTakeOver handles an IN_FLIGHT record whose lease has ended
+// (see IdempotencyBegin).
+func (s *Store) idempotencyTakeOver(ctx context.Context, p IdempotencyBeginParams, rec idempotencyRow) (IdempotencyResult, error) {
+	// The earlier request may have stored its operation and died before
+	// storing its response: then the request exists and this is a replay.
+	// Only an operation of this caller with this body counts; anything
+	// else under that id is left to the operation's unique key.
+	var subject, hash string
 	err := s.db.QueryRowContext(ctx,
-		"SELECT id, subject, request_hash, operation_id, state, response_status, response_body, "+
-			"CASE WHEN expires_at <= "+s.dialect.Now()+" THEN 1 ELSE 0 END FROM idempotency_record WHERE idem_key = ?", key).
-		Scan(&rec.id, &rec.subject, &rec.hash, &rec.operationID, &rec.state, &rec.status, &rec.body, &expired)
+		"SELECT subject, request_hash FROM operation WHERE operation_id = ?", rec.operationID).Scan(&subject, &hash)
+	switch {
+	case err == nil && subject == p.Subject && hash == p.RequestHash:
+		return IdempotencyResult{Outcome: IdempotencyDuplicate, OperationID: rec.operationID, Recovered: true}, nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return IdempotencyResult{}, fmt.Errorf("look for the operation of a lapsed key: %w", translate(err))
+	}
+	if p.beforeTakeOver != nil {
+		p.beforeTakeOver()
+	}
+	now := s.dialect.Now()
+	leaseUntil, lease := s.dialect.NowAdd(p.Lease)
+	res, err := s.db.ExecContext(ctx,
+		"UPDATE idempotency_record SET lease_until = "+leaseUntil+
+			" WHERE id = ? AND state = ? AND operation_id = ? AND (lease_until IS NULL OR lease_until <= "+now+")",
+		lease, rec.id, idemInFlight, rec.operationID)
+	if err != nil {
+		return IdempotencyResult{}, fmt.Errorf("take over lapsed key: %w", translate(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return IdempotencyResult{}, fmt.Errorf("take over lapsed key: %w", err)
+	}
+	if n == 1 {
+		return IdempotencyResult{Outcome: IdempotencyFresh, OperationID: rec.operationID, TakenOver: true}, nil
+	}
+	// Someone else took it over, completed or released it meanwhile:
+	// answer from what is there now. A record whose lease is over again
+	// already (a lease shorter than this round trip) is reported in
+	// flight rather than chased in a loop.
+	again, err := s.idempotencyLookup(ctx, p.Subject, p.Key)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && again.expired:
+		return IdempotencyResult{Outcome: IdempotencyRetryLater}, nil
+	case err != nil:
+		return IdempotencyResult{}, fmt.Errorf("re-read lapsed key: %w", translate(err))
+	}
+	if again.hash == p.RequestHash && again.state == idemInFlight {
+		return IdempotencyResult{Outcome: IdempotencyInFlight, OperationID: again.operationID}, nil
+	}
+	again.leaseOver = false
+	return s.idempotencyAnswer(ctx, p, again)
+}
+
+func (s *Store) idempotencyLookup(ctx context.Context, subject, key string) (idempotencyRow, error) {
+	var (
+		rec               idempotencyRow
+		expired, leaseEnd int
+	)
+	now := s.dialect.Now()
+	err := s.db.QueryRowContext(ctx,
+		"SELECT id, request_hash, operation_id, state, response_status, response_body, "+
+			"CASE WHEN expires_at <= "+now+" THEN 1 ELSE 0 END, "+
+			"CASE WHEN lease_until IS NULL OR lease_until <= "+now+" THEN 1 ELSE 0 END "+
+			"FROM idempotency_record WHERE subject = ? AND idem_key = ?", subject, key).
+		Scan(&rec.id, &rec.hash, &rec.operationID, &rec.state, &rec.status, &rec.body, &expired, &leaseEnd)
 	rec.expired = expired == 1
+	rec.leaseOver = leaseEnd == 1
 	return rec, err
 }
 
 // IdempotencyCompleteParams is the response to store for replays.
 type IdempotencyCompleteParams struct {
+	Subject     string
 	Key         string
 	OperationID string
 	// Status and Body are the HTTP status and the JSON body (UTF-8, at
@@ -254,23 +350,23 @@ type IdempotencyCompleteParams struct {
 func (s *Store) IdempotencyComplete(ctx context.Context, p IdempotencyCompleteParams) error {
 	err := execOne(ctx, s.db,
 		"UPDATE idempotency_record SET state = ?, response_status = ?, response_body = ? "+
-			"WHERE idem_key = ? AND operation_id = ? AND state = ?",
-		idemDone, p.Status, string(p.Body), p.Key, p.OperationID, idemInFlight)
+			"WHERE subject = ? AND idem_key = ? AND operation_id = ? AND state = ?",
+		idemDone, p.Status, string(p.Body), p.Subject, p.Key, p.OperationID, idemInFlight)
 	if err != nil {
 		return fmt.Errorf("complete idempotent request %q: %w", p.Key, err)
 	}
 	return nil
 }
 
-// IdempotencyRelease deletes the IN_FLIGHT record of Key owned by
+// IdempotencyRelease deletes subject's IN_FLIGHT record of key owned by
 // operationID, so that a retry with the same key proceeds afresh. For
 // failures that must not be replayed (a 503, a crash caught by the safety
 // net); a completed record is never released. It reports whether a record
 // was deleted.
-func (s *Store) IdempotencyRelease(ctx context.Context, key, operationID string) (bool, error) {
+func (s *Store) IdempotencyRelease(ctx context.Context, subject, key, operationID string) (bool, error) {
 	res, err := s.db.ExecContext(ctx,
-		"DELETE FROM idempotency_record WHERE idem_key = ? AND operation_id = ? AND state = ?",
-		key, operationID, idemInFlight)
+		"DELETE FROM idempotency_record WHERE subject = ? AND idem_key = ? AND operation_id = ? AND state = ?",
+		subject, key, operationID, idemInFlight)
 	if err != nil {
 		return false, fmt.Errorf("release idempotent request %q: %w", key, translate(err))
 	}

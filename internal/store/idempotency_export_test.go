@@ -7,3 +7,10 @@ func IdempotencyBeginHooks(p IdempotencyBeginParams, beforeInsert, beforeReread 
 	p.beforeInsert, p.beforeReread = beforeInsert, beforeReread
 	return p
 }
+
+// IdempotencyTakeOverHook returns p with beforeTakeOver run just before
+// the guarded takeover of a record whose lease has ended.
+func IdempotencyTakeOverHook(p IdempotencyBeginParams, beforeTakeOver func()) IdempotencyBeginParams {
+	p.beforeTakeOver = beforeTakeOver
+	return p
+}

@@ -36,7 +36,7 @@ func TestRaceIdempotentSubmitsAgreeOnTheWinner(t *testing.T) {
 				res, err := s.IdempotencyBegin(ctx, idemParams(key, fmt.Sprintf("op-%d-%d", rounds, g)))
 				if err == nil && res.Outcome == store.IdempotencyFresh {
 					body := fmt.Appendf(nil, `{"code":"ACCEPTED","data":{"operationId":%q}}`, res.OperationID)
-					err = s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Key: key, OperationID: res.OperationID, Status: 202, Body: body})
+					err = s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Subject: "alice", Key: key, OperationID: res.OperationID, Status: 202, Body: body})
 					mu.Lock()
 					winner, response = res.OperationID, body
 					mu.Unlock()

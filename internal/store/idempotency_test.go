@@ -13,9 +13,10 @@ import (
 	"changeflow/internal/store/storetest"
 )
 
-// idemParams returns a request under key by alice with body hash "h1".
+// idemParams returns a request under key by alice with body hash "h1",
+// whose lease outlasts any test (lapse ends it).
 func idemParams(key, operationID string) store.IdempotencyBeginParams {
-	return store.IdempotencyBeginParams{Key: key, Subject: "alice", RequestHash: "h1", OperationID: operationID, TTL: time.Hour}
+	return store.IdempotencyBeginParams{Key: key, Subject: "alice", RequestHash: "h1", OperationID: operationID, TTL: time.Hour, Lease: time.Hour}
 }
 
 func TestIdempotencyBegin(t *testing.T) {
@@ -44,7 +45,7 @@ func TestIdempotencyBegin(t *testing.T) {
 		t.Run("the same request after completion replays the stored response", func(t *testing.T) {
 			begin(t, idemParams("k-done", "op-1"))
 			body := []byte(`{"code":"ACCEPTED","data":{"operationId":"op-1"}}`)
-			require.NoError(t, s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Key: "k-done", OperationID: "op-1", Status: 202, Body: body}))
+			require.NoError(t, s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Subject: "alice", Key: "k-done", OperationID: "op-1", Status: 202, Body: body}))
 			res := begin(t, idemParams("k-done", "op-2"))
 			require.Equal(t, store.IdempotencyResult{
 				Outcome: store.IdempotencyDuplicate, OperationID: "op-1", ResponseStatus: 202, ResponseBody: body,
@@ -59,12 +60,18 @@ func TestIdempotencyBegin(t *testing.T) {
 			require.Equal(t, store.IdempotencyKeyReused, res.Outcome)
 			require.Equal(t, domain.CodeIdempotencyReused, res.Outcome.Code())
 		})
-		t.Run("the same key from another subject is reused and reveals nothing", func(t *testing.T) {
+		t.Run("the same key from another subject is a fresh key for them", func(t *testing.T) {
 			begin(t, idemParams("k-subject", "op-1"))
 			p := idemParams("k-subject", "op-2")
 			p.Subject = "bob"
+			p.RequestHash = "h-bob"
 			res := begin(t, p)
-			require.Equal(t, store.IdempotencyResult{Outcome: store.IdempotencyKeyReused}, res)
+			require.Equal(t, store.IdempotencyResult{Outcome: store.IdempotencyFresh, OperationID: "op-2"}, res,
+				"exactly what an unused key answers")
+			// Each caller's record answers for their own key only.
+			require.Equal(t, store.IdempotencyInFlight, begin(t, idemParams("k-subject", "op-3")).Outcome)
+			require.Equal(t, "op-1", begin(t, idemParams("k-subject", "op-3")).OperationID)
+			require.Equal(t, "op-2", begin(t, p).OperationID)
 		})
 		t.Run("an expired record frees its key", func(t *testing.T) {
 			begin(t, idemParams("k-expired", "op-1"))
@@ -80,7 +87,7 @@ func TestIdempotencyBegin(t *testing.T) {
 			p := store.IdempotencyBeginHooks(idemParams("k-vanished", "op-loser"), func() {
 				require.Equal(t, store.IdempotencyFresh, begin(t, idemParams("k-vanished", "op-winner")).Outcome)
 			}, func() {
-				released, err := s.IdempotencyRelease(ctx, "k-vanished", "op-winner")
+				released, err := s.IdempotencyRelease(ctx, "alice", "k-vanished", "op-winner")
 				require.NoError(t, err)
 				require.True(t, released)
 			})
@@ -103,6 +110,7 @@ func TestIdempotencyBegin(t *testing.T) {
 			{"an empty key is refused", func(p *store.IdempotencyBeginParams) { p.Key = "" }},
 			{"a key longer than its column is refused", func(p *store.IdempotencyBeginParams) { p.Key = strings.Repeat("k", 129) }},
 			{"a TTL of zero is refused", func(p *store.IdempotencyBeginParams) { p.TTL = 0 }},
+			{"a lease of zero is refused", func(p *store.IdempotencyBeginParams) { p.Lease = 0 }},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				p := idemParams("k-invalid", "op-1")
@@ -128,7 +136,7 @@ func TestIdempotencyCompleteIsGuarded(t *testing.T) {
 		_, err := s.IdempotencyBegin(ctx, idemParams("k", "op-1"))
 		require.NoError(t, err)
 		complete := func(op string, status int) error {
-			return s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Key: "k", OperationID: op, Status: status, Body: []byte("{}")})
+			return s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Subject: "alice", Key: "k", OperationID: op, Status: status, Body: []byte("{}")})
 		}
 		require.ErrorIs(t, complete("op-other", 202), domain.ErrPreempted, "only the winner completes")
 		require.NoError(t, complete("op-1", 202))
@@ -146,10 +154,10 @@ func TestIdempotencyRelease(t *testing.T) {
 		_, err := s.IdempotencyBegin(ctx, idemParams("k-release", "op-1"))
 		require.NoError(t, err)
 
-		released, err := s.IdempotencyRelease(ctx, "k-release", "op-other")
+		released, err := s.IdempotencyRelease(ctx, "alice", "k-release", "op-other")
 		require.NoError(t, err)
 		require.False(t, released, "only the owner releases")
-		released, err = s.IdempotencyRelease(ctx, "k-release", "op-1")
+		released, err = s.IdempotencyRelease(ctx, "alice", "k-release", "op-1")
 		require.NoError(t, err)
 		require.True(t, released)
 
@@ -157,8 +165,8 @@ func TestIdempotencyRelease(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.IdempotencyFresh, res.Outcome, "a retry proceeds afresh")
 
-		require.NoError(t, s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Key: "k-release", OperationID: "op-2", Status: 202}))
-		released, err = s.IdempotencyRelease(ctx, "k-release", "op-2")
+		require.NoError(t, s.IdempotencyComplete(ctx, store.IdempotencyCompleteParams{Subject: "alice", Key: "k-release", OperationID: "op-2", Status: 202}))
+		released, err = s.IdempotencyRelease(ctx, "alice", "k-release", "op-2")
 		require.NoError(t, err)
 		require.False(t, released, "a completed record is never released")
 	})

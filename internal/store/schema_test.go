@@ -156,9 +156,12 @@ func TestUniqueKeysAreAnswers(t *testing.T) {
 			dup(t, "INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status) VALUES (?, ?, ?, ?, ?, ?)",
 				"op-1", "alice", "billing-dashboard", 1, "LEGACY", 10001)
 		})
-		t.Run("idempotency key", func(t *testing.T) {
+		t.Run("idempotency key, per caller", func(t *testing.T) {
 			dup(t, "INSERT INTO idempotency_record (idem_key, subject, request_hash, operation_id, expires_at) VALUES (?, ?, ?, ?, ?)",
 				"key-1", "alice", "h", "op-1", s.Dialect().Time(time.Now().Add(time.Hour)))
+			// Another caller's same key is another key.
+			mustExec(t, db, "INSERT INTO idempotency_record (idem_key, subject, request_hash, operation_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+				"key-1", "bob", "h", "op-2", s.Dialect().Time(time.Now().Add(time.Hour)))
 		})
 		t.Run("audit key", func(t *testing.T) {
 			dup(t, "INSERT INTO audit_log (audit_key, actor, action, outcome) VALUES (?, ?, ?, ?)", "a-1", "olivia", "settle", "OK")
