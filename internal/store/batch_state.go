@@ -27,9 +27,12 @@ type batchSlot struct {
 // stays usable (TestDuplicateInsideTransactionLeavesItUsable). On MariaDB
 // the insert waits while another transaction holds an uncommitted insert
 // of the same slot: domain.ErrBusy after the lock wait.
-func batchTakeSlot(ctx context.Context, q batchDB, projectID int64) (batchSlot, error) {
-	res, err := q.ExecContext(ctx, "INSERT INTO merge_batch (project_id, status) VALUES (?, ?)",
-		projectID, domain.BatchRunning)
+//
+// builder (may be empty: not recorded) is the instance whose round will
+// build the batch's MR (BatchResumable).
+func batchTakeSlot(ctx context.Context, q batchDB, projectID int64, builder string) (batchSlot, error) {
+	res, err := q.ExecContext(ctx, "INSERT INTO merge_batch (project_id, status, builder) VALUES (?, ?, NULLIF(?, ''))",
+		projectID, domain.BatchRunning, builder)
 	if err != nil {
 		err = translate(err)
 		if errors.Is(err, domain.ErrDuplicate) {

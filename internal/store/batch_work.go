@@ -352,22 +352,80 @@ func batchUnscheduleTx(ctx context.Context, tx *sql.Tx, d Dialect, ids []string)
 	return nil
 }
 
-// BatchUnstarted returns the project's RUNNING batch that has no MR
-// recorded and was claimed more than minAge ago by the database clock — a
-// batch whose round died between the claim and recording the MR — or
-// domain.ErrNotFound.
-func (s *Store) BatchUnstarted(ctx context.Context, projectID int64, minAge time.Duration) (Batch, error) {
-	before, arg := s.dialect.NowMinus(minAge)
-	b, err := scanBatch(s.db.QueryRowContext(ctx,
-		"SELECT "+batchColumns+" FROM merge_batch WHERE project_id = ? AND status = ? AND mr_iid IS NULL AND created_at < "+before,
-		projectID, domain.BatchRunning, arg))
+// BatchResumableParams says which project's unstarted batch a round may
+// finish building, and who is asking.
+type BatchResumableParams struct {
+	ProjectID int64
+	// MinAge (batch.resumeAfter): a batch claimed longer ago than this is
+	// resumable whatever its builder — the backstop for a builder that is
+	// alive but stuck.
+	MinAge time.Duration
+	// Self is the asking instance's id: a batch whose builder is Self is
+	// not being built by any round of this process unless the caller knows
+	// otherwise (a restart under the same id); the caller checks its own
+	// rounds in progress.
+	Self string
+	// LiveAfter (instance.liveAfter): a builder whose heartbeat is older
+	// than this, or missing, is dead. ≤ 0: liveness is not considered.
+	LiveAfter time.Duration
+}
+
+// BatchResumable returns the project's RUNNING batch that has no MR
+// recorded and whose round is not building it any more, or
+// domain.ErrNotFound. Resumable at once: the builder's round returned
+// (builder empty), the builder is p.Self, or the builder has no heartbeat
+// within p.LiveAfter (killed). Otherwise — a live builder on another
+// instance, or no builder recorded — only once the batch is older than
+// p.MinAge by the database clock.
+//
+// The liveness read is a correlated NOT EXISTS on instance_heartbeat's
+// primary key; the project has at most one RUNNING batch (I1), so the
+// query reads one merge_batch row and at most one heartbeat row.
+func (s *Store) BatchResumable(ctx context.Context, p BatchResumableParams) (Batch, error) {
+	before, beforeArg := s.dialect.NowMinus(p.MinAge)
+	q := "SELECT " + batchColumns + " FROM merge_batch WHERE project_id = ? AND status = ? AND mr_iid IS NULL AND (" +
+		"created_at < " + before + " OR builder = '' OR builder = ?"
+	args := []any{p.ProjectID, domain.BatchRunning, beforeArg, p.Self}
+	if p.LiveAfter > 0 {
+		live, liveArg := s.dialect.NowMinus(p.LiveAfter)
+		q += " OR (builder IS NOT NULL AND NOT EXISTS (SELECT 1 FROM instance_heartbeat h" +
+			" WHERE h.instance_id = merge_batch.builder AND h.heartbeat_at > " + live + "))"
+		args = append(args, liveArg)
+	}
+	b, err := scanBatch(s.db.QueryRowContext(ctx, q+")", args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Batch{}, domain.ErrNotFound
 	}
 	if err != nil {
-		return Batch{}, fmt.Errorf("unstarted batch of project %d: %w", projectID, translate(err))
+		return Batch{}, fmt.Errorf("resumable batch of project %d: %w", p.ProjectID, translate(err))
 	}
 	return b, nil
+}
+
+// BatchBuildTake records builder as the instance now building batch id's
+// MR, while it is RUNNING without one (a round resuming it). Several
+// resumers may race; each then builds, which is safe (every remote write
+// is looked up first) — this only tells the others who is alive.
+func (s *Store) BatchBuildTake(ctx context.Context, id int64, builder string) error {
+	if _, err := s.db.ExecContext(ctx,
+		"UPDATE merge_batch SET builder = ? WHERE id = ? AND status = ? AND mr_iid IS NULL",
+		builder, id, domain.BatchRunning); err != nil {
+		return fmt.Errorf("take building of batch %d: %w", id, translate(err))
+	}
+	return nil
+}
+
+// BatchBuildRelease records that builder's round for batch id returned —
+// whether it recorded the MR or gave up — so that the next round on any
+// instance resumes an unstarted batch at once instead of after
+// batch.resumeAfter. Guarded on builder, so a round that lost the batch to
+// a resumer does not release the resumer's build.
+func (s *Store) BatchBuildRelease(ctx context.Context, id int64, builder string) error {
+	if _, err := s.db.ExecContext(ctx,
+		"UPDATE merge_batch SET builder = '' WHERE id = ? AND builder = ?", id, builder); err != nil {
+		return fmt.Errorf("release building of batch %d: %w", id, translate(err))
+	}
+	return nil
 }
 
 // batchAdmitMany admits ids to the project's waiting set in claim order:

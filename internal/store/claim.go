@@ -87,6 +87,12 @@ type BatchClaimParams struct {
 	// isolation claims one half of a failed batch, whatever else waits.
 	// Those not waiting (claimed, never admitted) are simply not claimed.
 	Only []string
+	// Builder is the instance id of the round that claims (instance.id):
+	// recorded on the batch so that, if the round dies or gives up before
+	// recording the MR, other rounds know whether to resume it at once
+	// (BatchResumable). Empty: not recorded (such a batch is resumed only
+	// after the minimum age).
+	Builder string
 
 	// afterRead, when set, runs between the read of the waiting set and the
 	// guarded UPDATE, on the claim's open transaction. Tests use it to hold
@@ -228,7 +234,7 @@ func setLockWait(ctx context.Context, conn *sql.Conn, wait, restoreTo time.Durat
 // claimTx is steps 2–5 of BatchClaim on tx. Only ClaimClaimed may be
 // committed; the caller rolls back every other outcome and every error.
 func claimTx(ctx context.Context, tx *sql.Tx, d Dialect, p BatchClaimParams) (Claim, error) {
-	slot, err := batchTakeSlot(ctx, tx, p.ProjectID)
+	slot, err := batchTakeSlot(ctx, tx, p.ProjectID, p.Builder)
 	switch {
 	case err != nil:
 		return Claim{}, fmt.Errorf("take slot: %w", err)

@@ -128,9 +128,11 @@ type Rounds struct {
 	d    Deps
 	wake func()
 	// ResumeAfter is how old (database clock) a RUNNING batch without a
-	// recorded MR must be before a round takes over building it; its own
-	// round normally records the MR within seconds. 0: batch.resumeAfter,
-	// read at every round (default 2 minutes).
+	// recorded MR must be before a round takes over building it while the
+	// round that claimed it may still be building it (its instance is
+	// alive). A batch whose round returned, or whose instance died, is
+	// resumed at once (store.BatchResumable). 0: batch.resumeAfter, read at
+	// every round (default 2 minutes).
 	ResumeAfter time.Duration
 
 	mu      sync.Mutex
@@ -138,6 +140,11 @@ type Rounds struct {
 	stopped bool
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// building holds the batches a round of this process is building right
+	// now: a batch whose recorded builder is this instance is resumed at
+	// once only when no round here is still on it (rounds overlap: the
+	// scheduler and POST /ops/rounds).
+	building map[int64]bool
 }
 
 // NewRounds returns the round service over d; e (may be nil) is woken when
@@ -167,17 +174,27 @@ func claimOutcomeName(o store.ClaimOutcome) string {
 }
 
 // RunRound runs one round for the config repo projectID: claim the waiting
-// set (store.BatchClaim, up to batch.maxRequests); when claimed, build the
-// batch's MR and schedule its durable steps. Otherwise, a RUNNING batch
-// that has had no MR recorded for ResumeAfter (its round died after the claim)
-// → finish building that batch (idempotent: every remote write is looked
-// up first). Anything else does nothing.
+// set (store.BatchClaim, up to batch.maxRequests), recording this instance
+// as the batch's builder; when claimed, build the batch's MR and schedule
+// its durable steps. Otherwise, a RUNNING batch without an MR recorded
+// whose round is not building it any more → finish building that batch
+// (idempotent: every remote write is looked up first). "Not any more"
+// (store.BatchResumable): its round returned without recording the MR (a
+// lost create-MR answer it could not resolve, GitLab down), its instance
+// stopped heartbeating (killed), or it is this instance and no round here
+// is on it (restarted under the same id) — all at once; only a builder
+// that is alive elsewhere is given ResumeAfter. Anything else does nothing.
+//
+// Whatever startBatch answers, the round then releases the batch
+// (store.BatchBuildRelease), so the next round — on any instance — need
+// not wait for a round that is over.
 func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, error) {
 	plan, err := r.d.planRound(ctx, projectID)
 	if err != nil {
 		return RoundResult{}, err
 	}
-	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: plan.size, Only: plan.only})
+	inst := r.d.Config().Instance()
+	claim, err := r.d.Store.BatchClaim(ctx, store.BatchClaimParams{ProjectID: projectID, MaxRequests: plan.size, Only: plan.only, Builder: inst.ID})
 	if err != nil {
 		return RoundResult{}, err
 	}
@@ -185,25 +202,37 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 	parent := plan.parent
 	switch claim.Outcome {
 	case store.ClaimClaimed:
+		r.startBuilding(claim.BatchID) // a new batch: nobody here builds it yet
 	case store.ClaimSlotOccupied, store.ClaimNothingWaiting:
-		// A batch whose round died before recording its MR: finish it. A
-		// young one may still be being built by its own round. (The claim's
-		// pre-check answers "nothing waiting" before it looks at the slot.)
+		// A batch whose round is over before recording its MR: finish it.
+		// One whose builder is alive elsewhere may still be being built
+		// there. (The claim's pre-check answers "nothing waiting" before it
+		// looks at the slot.)
 		resumeAfter := r.ResumeAfter
 		if resumeAfter <= 0 {
 			resumeAfter = r.d.Config().Batch().ResumeAfter
 		}
-		b, err := r.d.Store.BatchUnstarted(ctx, projectID, resumeAfter)
+		b, err := r.d.Store.BatchResumable(ctx, store.BatchResumableParams{
+			ProjectID: projectID, MinAge: resumeAfter, Self: inst.ID, LiveAfter: inst.LiveAfter,
+		})
 		if errors.Is(err, domain.ErrNotFound) {
 			return res, nil
 		}
 		if err != nil {
 			return res, err
 		}
+		if !r.startBuilding(b.ID) {
+			return res, nil // a round of this process is on it right now
+		}
+		if err := r.d.Store.BatchBuildTake(ctx, b.ID, inst.ID); err != nil {
+			r.stopBuilding(ctx, b.ID, inst.ID)
+			return res, err
+		}
 		res.BatchID, res.Resumed, res.SplitDepth, parent = b.ID, true, b.SplitDepth, b.ParentBatchID
 	default:
 		return res, nil
 	}
+	defer r.stopBuilding(ctx, res.BatchID, inst.ID)
 	b, err := r.d.Store.BatchGet(ctx, res.BatchID)
 	if err != nil {
 		return res, err
@@ -222,6 +251,36 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 	return res, nil
 }
 
+// startBuilding notes that a round of this process builds batch id; false
+// when one already does.
+func (r *Rounds) startBuilding(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.building[id] {
+		return false
+	}
+	if r.building == nil {
+		r.building = map[int64]bool{}
+	}
+	r.building[id] = true
+	return true
+}
+
+// stopBuilding ends this round's build of batch id: in the database first
+// (so no other round waits for it), then in process. A failed release is
+// only logged: the batch is then resumed after batch.resumeAfter, as
+// before rounds recorded their builder.
+func (r *Rounds) stopBuilding(ctx context.Context, id int64, self string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.d.Store.BatchBuildRelease(rctx, id, self); err != nil {
+		r.d.logger().Warn("batch round: build not released; another round resumes it after batch.resumeAfter", "batch", id, "err", err)
+	}
+	r.mu.Lock()
+	delete(r.building, id)
+	r.mu.Unlock()
+}
+
 // startBatch builds the batch's MR and hands the batch to the engine:
 //
 //  1. the MR by the deterministic branch changeflow/batch-<id> (any
@@ -232,7 +291,8 @@ func (r *Rounds) RunRound(ctx context.Context, projectID int64) (RoundResult, er
 //     committed from exactly that commit (start_sha) as ONE commit with a
 //     Changeflow-Operation trailer per member, unless the branch already
 //     holds them all (commitBatch);
-//  3. CreateMR (409: ours from a lost answer → look up again);
+//  3. CreateMR (409, or no answer / 5xx: possibly ours from a lost answer
+//     → look it up by the branch, and adopt it in this same round);
 //  4. one transaction (store.BatchApply): the MR on the batch row (first:
 //     only a batch still RUNNING or BLOCKED), the MR and batch_id on every
 //     member, every member CREATE_ADMITTED → CREATE_STARTED →
@@ -270,10 +330,13 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
 			SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
 		})
-		if gitlab.IsConflict(err) {
+		if gitlab.IsConflict(err) || gitlab.IsTransient(err) {
+			// A lost answer may hide a created MR: look it up by the
+			// branch now rather than leave the batch to a later round.
+			createErr := err
 			mr, found, err = gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateOpened)
 			if err == nil && !found {
-				err = fmt.Errorf("MR of %s: conflict, then not found", branch)
+				err = fmt.Errorf("MR of %s not found after: %w", branch, createErr)
 			}
 		}
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 // The database clock, not the test's, decides what a claim takes and what a
 // round resumes: store.BatchClaim takes requests admitted strictly before
-// the database's "now", and store.BatchUnstarted batches created before
+// the database's "now", and store.BatchResumable batches created before
 // "now − minAge". SQLite's clock has millisecond precision, so a claim in
 // the admission's millisecond rightly finds nothing, and a sleep of a few
 // milliseconds only makes that unlikely on a loaded machine. These helpers
@@ -36,7 +36,7 @@ func UntilAdmittedBeforeNow(t testing.TB, st *store.Store, ids ...string) {
 }
 
 // UntilBatchOlder waits until batch id's created_at is older than age by
-// the database clock (what BatchUnstarted compares against).
+// the database clock (what BatchResumable compares against).
 func UntilBatchOlder(t testing.TB, st *store.Store, id int64, age time.Duration) {
 	t.Helper()
 	before, arg := st.Dialect().NowMinus(age)
