@@ -142,7 +142,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyBatchMaxRequests, 50, 1, 1000, hot, "0 would claim nothing; a huge batch makes one MR nobody can review"),
 		intItem(KeyBatchMaxSplitDepth, 6, 0, 10, hot, "bounds how often a failed batch is bisected; a batch of several still failing at the bound is BLOCKED for a person — 6 halves the default 50 down to single requests"),
 		durItem(KeyBatchTimeout, 30*minute, 1*sec, sec, hot, "a batch in flight longer than this is settled"),
-		durItem(KeyBatchResumeAfter, 2*minute, 1*sec, sec, hot, "a batch claimed by a round that died before recording its MR waits this long before another round finishes building it; too short and a slow round is raced by another (harmless: every remote write is looked up first)"),
+		durItem(KeyBatchResumeAfter, 2*minute, 1*sec, sec, hot, "how long a batch without an MR waits while the instance that claimed it is alive and may still be building it (a round that returned or whose instance stopped heartbeating is resumed at once); too short and a slow round is raced by another (harmless: every remote write is looked up first)"),
 
 		// Idempotency (R-IDEM-1).
 		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
