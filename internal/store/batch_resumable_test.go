@@ -81,9 +81,18 @@ func TestBatchResumable(t *testing.T) {
 			require.NoError(t, s.BatchBuildTake(ctx, id, "live-b"))
 			_, ok := resumable(p, time.Hour)
 			require.False(t, ok, "now built by a live instance")
-			mustExec(t, s.DB(), "UPDATE merge_batch SET mr_iid = 7 WHERE id = ?", id)
+			mr := &store.BatchMR{IID: 7, URL: "u", Branch: "b"}
+			_, err := s.BatchApply(ctx, store.BatchApplyParams{BatchID: id, SetMR: mr})
+			require.NoError(t, err)
 			_, ok = resumable(p, time.Nanosecond)
 			require.False(t, ok)
+			// A second round that built the same batch records nothing.
+			_, err = s.BatchApply(ctx, store.BatchApplyParams{BatchID: id, SetMR: &store.BatchMR{IID: 8, URL: "u", Branch: "b"},
+				Schedule: &store.BatchSchedule{OperationID: fmt.Sprintf("op-p%d-0", p), Action: "batch_poll_pipeline"}})
+			require.ErrorIs(t, err, domain.ErrPreempted)
+			b, err := s.BatchGet(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, int64(7), b.MRIID)
 		})
 	})
 }

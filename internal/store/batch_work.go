@@ -80,7 +80,10 @@ type BatchSchedule struct {
 // is written in this order, and all or nothing:
 //
 //  1. the batch row first (the guarded write): SetMR (only while the batch
-//     is RUNNING or BLOCKED), or a settlement to SettleTo (FAILED or
+//     is RUNNING or BLOCKED and has no MR recorded — of two rounds that
+//     built the same batch, the second to record it is preempted and
+//     writes nothing, so it cannot re-schedule a driver that has moved
+//     on), or a settlement to SettleTo (FAILED or
 //     SUCCEEDED) guarded on From and Version — a second settlement path
 //     fails here and rolls back having written nothing; FAILED also
 //     deletes the members' waiting-set rows (batchReleaseMembers), so
@@ -175,7 +178,7 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 		}
 	case p.SetMR != nil:
 		err := execN(ctx, tx, 1,
-			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ?, split_depth = ?, parent_batch_id = ? WHERE id = ? AND status IN (?, ?)",
+			"UPDATE merge_batch SET mr_iid = ?, mr_url = ?, branch = ?, split_depth = ?, parent_batch_id = ? WHERE id = ? AND status IN (?, ?) AND mr_iid IS NULL",
 			p.SetMR.IID, clipRunes(p.SetMR.URL, 512), clipRunes(p.SetMR.Branch, 255), p.SetMR.SplitDepth, nullID(p.SetMR.ParentBatchID), p.BatchID,
 			domain.BatchRunning, domain.BatchBlocked)
 		if err != nil {

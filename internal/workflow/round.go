@@ -364,6 +364,11 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		BatchID: b.ID, SetMR: link, LinkMR: link, LinkOps: ids, Moves: moves,
 		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: ActionBatchPollPipeline},
 	})
+	if errors.Is(err, domain.ErrPreempted) && d.batchHasMR(ctx, b.ID) {
+		// Another round (a resumer, or the claimer it was resuming for)
+		// recorded the batch's MR first and the batch is on its way.
+		return mr.IID, len(ops), nil
+	}
 	if err != nil {
 		return mr.IID, len(ops), fmt.Errorf("record MR !%d: %w", mr.IID, err)
 	}
@@ -415,6 +420,12 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 		}
 		d.logger().Info("batch commit refused, reading again", "batch", b.ID, "attempt", attempt, "err", err)
 	}
+}
+
+// batchHasMR reports whether batch id has its MR recorded.
+func (d Deps) batchHasMR(ctx context.Context, id int64) bool {
+	b, err := d.Store.BatchGet(ctx, id)
+	return err == nil && b.MRIID != 0
 }
 
 // Start runs rounds and the timeout sweep every batch.interval (read at
