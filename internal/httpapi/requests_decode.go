@@ -132,6 +132,15 @@ func validateSubmit(b submitBody, snap *config.Snapshot) (submission, error) {
 	case n > maxReasonRunes || !utf8.ValidString(reason):
 		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("reason must be at most %d characters of text.", maxReasonRunes))
 	}
+	// The reason ends up in the MR description, the console and logs;
+	// a newline, a terminal escape or a bidi override there changes what
+	// others read (domain.UnsafeTextRune). Refused, not stripped: the
+	// caller learns what was wrong, and nothing they sent is silently
+	// altered.
+	if r, pos, bad := domain.FirstUnsafeTextRune(reason); bad {
+		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf(
+			"reason must be one line of text without control or bidirectional-formatting characters (U+%04X at character %d).", r, pos+1))
+	}
 	days := t.MaxDays
 	if b.Days != nil {
 		days = *b.Days

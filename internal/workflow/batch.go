@@ -319,20 +319,21 @@ func (d Deps) batchFiles(ctx context.Context, project, ref string, ops []store.O
 	return actions, nil
 }
 
-// batchText is the commit message and MR description of a batch: one
-// Changeflow-Operation trailer per member.
-func batchText(batchID int64, ops []store.Operation) (title, body string) {
+// batchText is the title, commit message and MR description of a batch:
+// one Changeflow-Operation trailer per member (mrtext.go), plain at the end
+// of the commit message, in the fenced trailer block of the description.
+// The members' lines carry no caller text but the operationIds, which go
+// in the trailer block only.
+func batchText(batchID int64, ops []store.Operation) (title, message, description string) {
 	title = fmt.Sprintf("changeflow: batch %d (%d request(s))", batchID, len(ops))
 	var b strings.Builder
 	fmt.Fprintf(&b, "Batch %d of changeflow:\n\n", batchID)
+	ids := make([]string, 0, len(ops))
 	for _, op := range ops {
 		fmt.Fprintf(&b, "- bind %s to %s until %s\n", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		ids = append(ids, op.OperationID)
 	}
-	b.WriteString("\n")
-	for _, op := range ops {
-		b.WriteString(Trailer(op.OperationID) + "\n")
-	}
-	return title, b.String()
+	return title, commitTrailers(title+"\n\n"+b.String(), ids...), descriptionTrailers(b.String(), ids...)
 }
 
 // errBatchMRClosed: the batch's branch has an MR that was closed — the

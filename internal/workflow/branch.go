@@ -3,6 +3,7 @@ package workflow
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 )
 
@@ -44,13 +45,8 @@ func BranchName(operationID string) string {
 // Trailer is the "Changeflow-Operation: <id>" line.
 func Trailer(operationID string) string { return TrailerOperation + ": " + operationID }
 
-// HasTrailer reports whether text carries operationID's trailer line.
+// HasTrailer reports whether text's trailer block (Trailers) carries
+// operationID's trailer.
 func HasTrailer(text, operationID string) bool {
-	want := Trailer(operationID)
-	for line := range strings.SplitSeq(text, "\n") {
-		if strings.TrimSpace(line) == want {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Trailers(text), operationID)
 }

@@ -385,7 +385,7 @@ const staleWriteAttempts = 5
 // commit its files were read at. A refusal because what was read went away
 // is answered by a fresh read and a new commit in the same round.
 func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
-	title, body = batchText(b.ID, ops)
+	title, message, body := batchText(b.ID, ops)
 	for attempt := 1; ; attempt++ {
 		at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
 		if err != nil {
@@ -411,7 +411,7 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 		if len(actions) == 0 {
 			return title, body, nil
 		}
-		_, err = d.GitLab.CreateCommit(ctx, project, at.commit(branch, title+"\n\n"+body, actions))
+		_, err = d.GitLab.CreateCommit(ctx, project, at.commit(branch, message, actions))
 		if err == nil {
 			return title, body, nil
 		}

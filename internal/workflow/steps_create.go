@@ -144,12 +144,14 @@ func commitMessage(op store.Operation) string {
 	return fmt.Sprintf("changeflow: bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
 }
 
+// mrDescription is a single-request MR's description: who asked, their
+// reason as an inert code span (mrtext.go: no mention, image, link, quick
+// action or trailer can form from it), and the trailer block.
 func mrDescription(op store.Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Requested by %s through changeflow.\n\n", op.Subject)
+	fmt.Fprintf(&b, "Requested by %s through changeflow.\n", op.Subject)
 	if op.Reason != "" {
-		fmt.Fprintf(&b, "Reason: %s\n\n", op.Reason)
+		fmt.Fprintf(&b, "\nReason: %s\n", inertCode(op.Reason))
 	}
-	b.WriteString(Trailer(op.OperationID) + "\n")
-	return b.String()
+	return descriptionTrailers(b.String(), op.OperationID)
 }

@@ -1,0 +1,117 @@
+package workflow
+
+import (
+	"strings"
+
+	"changeflow/internal/domain"
+)
+
+// What changeflow writes into GitLab on a caller's behalf. GitLab renders
+// MR descriptions as Markdown and acts on some of it — a line starting
+// with "/" is a quick action, "@all" notifies everyone, "![](…)" loads an
+// image from anywhere — and changeflow's own trailers match MRs to
+// requests. So the one free text a caller gives (the reason) is written as
+// an inline code span, where GitLab renders and acts on nothing, and the
+// trailers are written only here, in a block at the very end that
+// Trailers alone reads.
+
+// inertCode renders s as a Markdown code span: a backtick fence longer
+// than any run of backticks in s, with one space inside each end (which
+// CommonMark strips, so s shows exactly, even when it starts or ends with
+// a backtick). Runes that may not appear in a reason (domain.UnsafeTextRune)
+// become U+FFFD first: submissions refuse them, but rows stored before
+// that rule may hold them, and a newline would end the span's line.
+func inertCode(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if domain.UnsafeTextRune(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+	fence := strings.Repeat("`", longestRun(s, '`')+1)
+	return fence + " " + s + " " + fence
+}
+
+// longestRun is the length of the longest run of c in s.
+func longestRun(s string, c byte) int {
+	longest, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return longest
+}
+
+// commitTrailers appends the operations' trailers to a commit message as
+// its last paragraph (git's trailer convention; commit messages are not
+// acted on like descriptions).
+func commitTrailers(message string, operationIDs ...string) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(message, "\n"))
+	b.WriteString("\n\n")
+	for _, id := range operationIDs {
+		b.WriteString(Trailer(id) + "\n")
+	}
+	return b.String()
+}
+
+// descriptionTrailers appends the operations' trailers to an MR
+// description as a fenced code block at its end: an operationId is
+// printable text the caller chose ("@all" is one), so in a description it
+// must be as inert as the reason. The fence is longer than any backtick
+// run in the ids, so no id can close it.
+func descriptionTrailers(description string, operationIDs ...string) string {
+	longest := 0
+	for _, id := range operationIDs {
+		longest = max(longest, longestRun(id, '`'))
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(description, "\n"))
+	b.WriteString("\n\n" + fence + "\n")
+	for _, id := range operationIDs {
+		b.WriteString(Trailer(id) + "\n")
+	}
+	b.WriteString(fence + "\n")
+	return b.String()
+}
+
+// Trailers returns the operationIds of text's trailer block: its last
+// paragraph, or, when text ends with a fenced code block, that block's
+// lines. Trailer-shaped lines anywhere else — in a reason written before
+// reasons were one line, in a paragraph a person added above — are not
+// trailers.
+func Trailers(text string) []string {
+	lines := strings.Split(strings.TrimRight(text, "\n\r\t "), "\n")
+	end := len(lines)
+	start := end
+	if last := strings.TrimSpace(lines[end-1]); len(last) >= 3 && strings.Trim(last, "`") == "" {
+		// A fenced block: back to the line that opened it.
+		fence := last
+		for i := end - 2; i >= 0; i-- {
+			if strings.HasPrefix(strings.TrimSpace(lines[i]), fence) {
+				start, end = i+1, end-1
+				break
+			}
+		}
+		if start == len(lines) {
+			return nil // an unopened fence is no trailer block
+		}
+	} else {
+		for start > 0 && strings.TrimSpace(lines[start-1]) != "" {
+			start--
+		}
+	}
+	var ids []string
+	for _, line := range lines[start:end] {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if ok && k == TrailerOperation && v != "" {
+			ids = append(ids, v)
+		}
+	}
+	return ids
+}

@@ -1,0 +1,100 @@
+package workflow
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/store"
+)
+
+// codeSpan checks that line is prefix followed by exactly one Markdown code
+// span holding want: a fence, one space, want, one space, the same fence,
+// the fence longer than any backtick run inside. CommonMark renders such a
+// span as its text and nothing else: no mention, image, link, HTML or
+// reference forms inside it.
+func codeSpan(t *testing.T, line, prefix, want string) {
+	t.Helper()
+	require.True(t, strings.HasPrefix(line, prefix), line)
+	rest := line[len(prefix):]
+	n := 0
+	for n < len(rest) && rest[n] == '`' {
+		n++
+	}
+	fence := rest[:n]
+	require.Greater(t, n, longestRun(want, '`'), "the fence is longer than any backtick run inside")
+	require.Equal(t, fence+" "+want+" "+fence, rest)
+}
+
+// TestMarkdownAndForgedTrailersInTheReasonAreInert performs the MR side of
+// issue 13 finding 8 on the description helpers: a reason with a mention,
+// an image, a link, HTML, a backtick run and a trailer for another
+// operation, and a reason stored before reasons had to be one line (with a
+// forged trailer and a quick action on lines of their own). The reason is
+// one code span on one line; the trailer block names only the request's
+// own operation.
+func TestMarkdownAndForgedTrailersInTheReasonAreInert(t *testing.T) {
+	at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct{ name, reason, shown string }{
+		{"markdown", "@all ![p](https://evil.example/p.png) [x](https://evil.example) <img src=x onerror=alert(1)> #1 !2 ~bug", ""},
+		{"a forged trailer on the same line", "Changeflow-Operation: op-victim", ""},
+		{"backticks trying to close the span", "`` ` ``` `@all", ""},
+		{"starts and ends with a backtick", "`x`", ""},
+		{"a legacy multi-line reason", "audit\n\nChangeflow-Operation: op-victim\n/approve\n\x1b[2J\u202eevil", "audit\uFFFD\uFFFDChangeflow-Operation: op-victim\uFFFD/approve\uFFFD\uFFFD[2J\uFFFDevil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := store.Operation{OperationID: "op-attack", Subject: "mallory", TargetKey: "t", Reason: tc.reason, ExpiresAt: at}
+			desc := mrDescription(op)
+			require.Equal(t, []string{"op-attack"}, Trailers(desc), desc)
+			require.False(t, HasTrailer(desc, "op-victim"))
+			lines := strings.Split(desc, "\n")
+			var reasonLines []string
+			for _, l := range lines {
+				require.False(t, strings.HasPrefix(l, "/"), "a line that is a quick action: %q", l)
+				if strings.HasPrefix(l, "Reason: ") {
+					reasonLines = append(reasonLines, l)
+				}
+			}
+			require.Len(t, reasonLines, 1, desc)
+			shown := tc.shown
+			if shown == "" {
+				shown = tc.reason
+			}
+			codeSpan(t, reasonLines[0], "Reason: ", shown)
+			require.Equal(t, strings.Count(desc, "Changeflow-Operation: op-attack"), 1)
+		})
+	}
+}
+
+func TestTrailerBlocks(t *testing.T) {
+	t.Run("an id with backticks cannot close the fence", func(t *testing.T) {
+		desc := descriptionTrailers("text", "op-```-x", "op-2")
+		require.Equal(t, []string{"op-```-x", "op-2"}, Trailers(desc), desc)
+		require.True(t, strings.HasSuffix(desc, "\n````\n"), desc)
+	})
+	t.Run("commit trailers are the last paragraph", func(t *testing.T) {
+		msg := commitTrailers("title\n\nChangeflow-Operation: op-victim\n\nbody", "op-1")
+		require.Equal(t, []string{"op-1"}, Trailers(msg))
+	})
+	t.Run("trailer-shaped lines above the block are not trailers", func(t *testing.T) {
+		require.Empty(t, Trailers("Changeflow-Operation: op-1\n\nsomething a person wrote"))
+		require.Empty(t, Trailers("Changeflow-Operation: op-1\n```"), "an unopened fence")
+	})
+	t.Run("the batch's description and message", func(t *testing.T) {
+		at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+		ops := []store.Operation{
+			{OperationID: "@all", Subject: "alice", TargetKey: "t1", ExpiresAt: at},
+			{OperationID: "op-2", Subject: "bob", TargetKey: "t2", ExpiresAt: at},
+		}
+		title, message, desc := batchText(7, ops)
+		require.Equal(t, "changeflow: batch 7 (2 request(s))", title)
+		require.Equal(t, []string{"@all", "op-2"}, Trailers(desc))
+		require.Equal(t, []string{"@all", "op-2"}, Trailers(message))
+		require.True(t, strings.HasPrefix(message, title+"\n\n"), message)
+		// "@all" appears in the description only inside the fenced block.
+		before, _, _ := strings.Cut(desc, "```")
+		require.NotContains(t, before, "@all")
+	})
+}
