@@ -111,10 +111,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("start idempotency cleanup: %w", err)
 	}
 	defer idemCleanup.Stop()
-	gl := gitlab.New(gitlab.Options{
-		Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg.Current()) },
-		Logger:   logger,
-	})
+	gl, glPreview := gitlabClients(func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg.Current()) }, logger)
 
 	m := metrics.New(logger, version)
 
@@ -169,7 +166,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Hosts:     func() httpapi.HostPolicy { return httpapi.HostPolicyFromConfig(cfg.Current()) },
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
-			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: gl,
+			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: glPreview,
 			Sink:         httpsink.New(callbacks),
 			Work:         engine,
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
@@ -413,4 +410,16 @@ func waitForSchema(ctx context.Context, st *store.Store, logger *slog.Logger, po
 		case <-t.C:
 		}
 	}
+}
+
+// gitlabClients builds the workflow's GitLab client and the preview's. Both
+// use the same settings (base URL, the committer's token, deadlines), but
+// each has its own circuit breaker: the preview is a read any logged-in
+// user can trigger, and if its failures counted in the workflow's breaker,
+// users could open it and stall every MR (docs/security.md, "Rate limits").
+// The cost is a second HTTP connection pool to GitLab.
+func gitlabClients(settings func() gitlab.Settings, logger *slog.Logger) (workflowClient, previewClient *gitlab.Client) {
+	workflowClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger})
+	previewClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger, BreakerName: "gitlab-preview"})
+	return workflowClient, previewClient
 }

@@ -48,17 +48,17 @@ func TestRateLimitFallsOpen(t *testing.T) {
 		})
 	}
 	t.Run("an unconfigured bucket is not limited", func(t *testing.T) {
-		limit, window, r := loadYAML(t, "{}\n").RateLimit("preview")
+		limit, window, r := loadYAML(t, "{}\n").RateLimit("unconfigured")
 		require.Zero(t, limit)
 		require.Equal(t, time.Minute, window)
 		require.True(t, r.FellBack)
 		require.Equal(t, "fell back: missing → no limiting", r.Reason)
 	})
 	t.Run("bucket names are case-insensitive", func(t *testing.T) {
-		s := loadYAML(t, "ratelimit:\n  Preview:\n    LIMIT: 3\n")
-		limit, _, _ := s.RateLimit("PREVIEW")
+		s := loadYAML(t, "ratelimit:\n  Reports:\n    LIMIT: 3\n")
+		limit, _, _ := s.RateLimit("REPORTS")
 		require.Equal(t, 3, limit)
-		require.Equal(t, []string{"apply", "preview"}, s.Buckets())
+		require.Equal(t, []string{"admincheck", "apply", "callbacks", "preview", "reports", "stats"}, s.Buckets())
 	})
 }
 

@@ -208,7 +208,7 @@ type familyDoc struct {
 // as items.
 func familyDocs() []familyDoc {
 	return []familyDoc{
-		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; others: none",
+		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; preview: 30; stats: 60; callbacks: 600 (per source address); adminCheck: 30; others: none",
 			fallback: "missing/empty/≤ 0/non-numeric → 0 = no limiting", why: "a broken threshold must not block legitimate traffic (seed §3.3)"},
 		{key: "targets.<key>.title", typ: "string", def: "the target key", fallback: "missing/empty → the key", why: "display only"},
 		{key: "targets.<key>.file", typ: "repo-relative path", def: "bindings/<key>.yaml",
@@ -237,7 +237,15 @@ func familyDocs() []familyDoc {
 // defaultBuckets, defaultRoutes and defaultHTTPTimeouts seed the families
 // in the defaults layer, so they appear in Effective() with source
 // "default" and can be overridden per entry.
-func defaultBuckets() map[string]any { return map[string]any{BucketApply: 10} }
+//
+// The read and callback buckets are generous for people and for upstream
+// systems (per ratelimit.window, 60 s by default) and exist to bound what
+// one caller can make changeflow spend on GitLab, the database and the
+// permission service; a 429 on a callback is retried by its sender, and
+// polling stays the workflow's fallback.
+func defaultBuckets() map[string]any {
+	return map[string]any{BucketApply: 10, BucketPreview: 30, BucketStats: 60, BucketCallbacks: 600, BucketAdminCheck: 30}
+}
 
 func defaultRoutes() map[string]any {
 	read := []any{"ops.read", "admin"}

@@ -109,6 +109,18 @@ const (
 // names; any other route name has no rules unless configured, i.e. deny.
 const (
 	BucketApply = "apply"
+	// BucketPreview limits GET /api/targets/{key}/preview per caller: each
+	// call reads a file from GitLab.
+	BucketPreview = "preview"
+	// BucketStats limits GET /api/stats per caller: each call counts rows.
+	BucketStats = "stats"
+	// BucketCallbacks limits the three callback routes per source address
+	// (callbacks carry no login), before their token is checked.
+	BucketCallbacks = "callbacks"
+	// BucketAdminCheck limits GET /api/requests/{operationId} for an
+	// operationId that is not the caller's (or does not exist): each such
+	// call asks the permission service whether the caller is an admin.
+	BucketAdminCheck = "adminCheck"
 
 	RouteOpsRequestGet       = "ops-request-get"
 	RouteOpsRequestRetrigger = "ops-request-retrigger"

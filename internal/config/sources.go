@@ -65,7 +65,7 @@ func defaultsLayer(items []item) layer {
 		}
 	}
 	for b, n := range defaultBuckets() {
-		v[famRateLimit+"."+b+".limit"] = n
+		v[famRateLimit+"."+strings.ToLower(b)+".limit"] = n // bucket names are case-insensitive
 	}
 	for r, rules := range defaultRoutes() {
 		v[famRoutes+"."+r+".rules"] = rules

@@ -15,8 +15,11 @@ type guard struct {
 	cb outbound.Breaker[struct{}]
 }
 
-func newGuard() *guard {
-	return &guard{cb: outbound.Breaker[struct{}]{Name: "gitlab", IsSuccessful: healthyAnswer}}
+func newGuard(name string) *guard {
+	if name == "" {
+		name = "gitlab"
+	}
+	return &guard{cb: outbound.Breaker[struct{}]{Name: name, IsSuccessful: healthyAnswer}}
 }
 
 // do runs fn with a deadline of s.Timeout through the breaker. An open

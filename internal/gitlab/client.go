@@ -25,6 +25,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// BreakerName names this client's circuit breaker; "" means "gitlab".
+	// Each Client has its own breaker: a second Client (the preview's) can
+	// fail, or be made to fail, without opening the first one's.
+	BreakerName string
 }
 
 // Client is the adapter: GitLab and CheckItemsAPI over the official client
@@ -68,7 +72,7 @@ func New(opts Options) *Client {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger, guard: newGuard(),
+		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger, guard: newGuard(opts.BreakerName),
 		clients: map[clientKey]*gl.Client{},
 	}
 }

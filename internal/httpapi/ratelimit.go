@@ -126,31 +126,43 @@ func (s *Server) rateLimit(spec RateLimitSpec, next http.Handler) http.Handler {
 	if msg == "" {
 		msg = defaultRateLimitMessage
 	}
-	prefix := spec.Bucket + ":"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		snap := rl.deps.Config.Current()
-		limit, window, _ := snap.RateLimit(spec.Bucket)
-		if limit <= 0 {
-			// ≤ 0, missing or unparsable (config resolves all three to 0):
-			// no limiting, because a broken threshold must not block
-			// legitimate traffic.
+		if rl.allow(w, r, spec.Bucket, msg) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		if rl.deps.Quota != nil {
-			if global, _ := snap.Bool(config.KeyRateLimitGlobalEnabled); global {
-				limit = rl.deps.Quota.PerInstance(limit)
-			}
-		}
-		ok, retry := rl.deps.Limiter.Allow(rateLimitKey(prefix, r, snap), limit, window, rl.deps.Now())
-		if ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		rl.countLimited(spec.Bucket)
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(retry)))
-		writeJSON(w, rl.logger, StatusOf(domain.CodeRateLimited), Envelope{Code: domain.CodeRateLimited, Message: msg})
 	})
+}
+
+// allow spends one request of bucket for r's caller. When the bucket is
+// exhausted it writes the 429 (with Retry-After) itself, counts it, and
+// reports false. The rate-limit link uses it for a route's own bucket; a
+// handler uses it for a bucket that only some of its requests spend (the
+// admin check on someone else's request).
+func (rl *rateLimiter) allow(w http.ResponseWriter, r *http.Request, bucket, msg string) bool {
+	if rl.deps.Config == nil {
+		return true
+	}
+	snap := rl.deps.Config.Current()
+	limit, window, _ := snap.RateLimit(bucket)
+	if limit <= 0 {
+		// ≤ 0, missing or unparsable (config resolves all three to 0):
+		// no limiting, because a broken threshold must not block
+		// legitimate traffic.
+		return true
+	}
+	if rl.deps.Quota != nil {
+		if global, _ := snap.Bool(config.KeyRateLimitGlobalEnabled); global {
+			limit = rl.deps.Quota.PerInstance(limit)
+		}
+	}
+	ok, retry := rl.deps.Limiter.Allow(rateLimitKey(bucket+":", r, snap), limit, window, rl.deps.Now())
+	if ok {
+		return true
+	}
+	rl.countLimited(bucket)
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(retry)))
+	writeJSON(w, rl.logger, StatusOf(domain.CodeRateLimited), Envelope{Code: domain.CodeRateLimited, Message: msg})
+	return false
 }
 
 // rateLimitKey is the limiter key "bucket:subject". The subject is whose

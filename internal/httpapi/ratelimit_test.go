@@ -275,13 +275,13 @@ func TestUnconfiguredBucketIsNotLimited(t *testing.T) {
 	var calls atomic.Int64
 	preview := applyRoute(&calls)
 	preview.pattern = "POST /test/preview"
-	preview.rateLimit = &RateLimitSpec{Bucket: "preview"}
+	preview.rateLimit = &RateLimitSpec{Bucket: "unconfigured"}
 	s := newRateLimitedServer(t, RateLimiting{Config: newTestConfig(t, "{}\n")}, preview)
 	for range 50 {
 		rec := httptest.NewRecorder()
 		s.h.ServeHTTP(rec, httptest.NewRequest("POST", "/test/preview", strings.NewReader("{}")))
 		if rec.Code != http.StatusAccepted {
-			t.Fatalf("preview = %d, want 202: no ratelimit.preview.limit means no limiting", rec.Code)
+			t.Fatalf("preview = %d, want 202: no ratelimit.unconfigured.limit means no limiting", rec.Code)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
@@ -17,6 +18,10 @@ import (
 // adminRule is the permission-service rule code that lets a caller read
 // other people's requests (docs/api.md, "User endpoints" "owner, or an admin").
 const adminRule = "admin"
+
+// adminCheckMessage is the 429 of bucket adminCheck: reading requests
+// that are not one's own, each of which costs a permission check.
+const adminCheckMessage = "Too many look-ups of requests that are not yours, please try again later."
 
 // List paging of "my records".
 const (
@@ -90,12 +95,19 @@ func (s *Server) handleRequestGet() http.Handler {
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
 			// The admin check runs here too, so a missing id costs what
-			// someone else's does and the timing does not tell them apart.
+			// someone else's does and the timing does not tell them apart;
+			// so does its rate limit (a 429 says nothing about the id).
+			if !s.rl.allow(w, r, config.BucketAdminCheck, adminCheckMessage) {
+				return
+			}
 			_ = s.isAdmin(r.Context(), res.Identity.Account)
 			writeError(w, r, s.deps.Logger, notFound)
 			return
 		case err != nil:
 			writeError(w, r, s.deps.Logger, domain.Internal("request get", err))
+			return
+		}
+		if op.Subject != res.Identity.Account && !s.rl.allow(w, r, config.BucketAdminCheck, adminCheckMessage) {
 			return
 		}
 		if op.Subject != res.Identity.Account && !s.isAdmin(r.Context(), res.Identity.Account) {

@@ -50,21 +50,29 @@ func (s *Server) routes() {
 		{pattern: "GET /api/requests/{operationId}", handler: s.handleRequestGet(), metrics: true, login: true},
 		{pattern: "GET /api/requests", handler: s.handleRequestList(), metrics: true, login: true},
 		{pattern: "GET /api/targets", handler: s.handleTargets(), metrics: true, login: true},
-		{pattern: "GET /api/targets/{key}/preview", handler: s.handlePreview(), metrics: true, login: true},
+		// Preview reads GitLab on every call, through a GitLab client and
+		// breaker of its own (Business.Files), so neither its traffic nor a
+		// failing GitLab seen through it can open the workflow's breaker.
+		{pattern: "GET /api/targets/{key}/preview", handler: s.handlePreview(), metrics: true, login: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketPreview}},
 		// Legacy: a bare object on 200; the links in front answer in the
-		// envelope. Bucket stats is unlimited unless ratelimit.stats.limit
-		// is configured.
+		// envelope (the 429 too).
 		{pattern: "GET /api/stats", handler: s.handleStats(), metrics: true, login: true,
-			rateLimit: &RateLimitSpec{Bucket: bucketStats}},
+			rateLimit: &RateLimitSpec{Bucket: config.BucketStats}},
 
 		// What the web app needs before a login (appconfig.go): no login.
 		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
 
 		// Callbacks (docs/api.md, "Callbacks"): authenticated by their shared token in
-		// the handler, before the body is read; no login.
-		{pattern: "POST /callbacks/approval", handler: s.handleApprovalCallback(), metrics: true},
-		{pattern: "POST /callbacks/deploy", handler: s.handleDeployCallback(), metrics: true},
-		{pattern: "POST /callbacks/gitlab", handler: s.handleGitLabWebhook(), metrics: true},
+		// the handler, before the body is read; no login. One bucket per
+		// source address for all three, spent before the token is
+		// compared, so a flood of forged callbacks is bounded too.
+		{pattern: "POST /callbacks/approval", handler: s.handleApprovalCallback(), metrics: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketCallbacks}},
+		{pattern: "POST /callbacks/deploy", handler: s.handleDeployCallback(), metrics: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketCallbacks}},
+		{pattern: "POST /callbacks/gitlab", handler: s.handleGitLabWebhook(), metrics: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketCallbacks}},
 
 		// Operations (docs/api.md, "Operations endpoints"), read-only.
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},

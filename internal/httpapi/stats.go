@@ -75,6 +75,3 @@ func (s *Server) stats(ctx context.Context, subject string) (statsBody, error) {
 	}
 	return out, nil
 }
-
-// bucketStats is /api/stats's rate-limit bucket.
-const bucketStats = "stats"
