@@ -2,8 +2,11 @@ package config
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,7 +56,15 @@ func (m *Manager) connectEtcd(b base) error {
 	timeout, _ := s.Duration(KeyEtcdDialTimeout)
 	user, _ := s.String(KeyEtcdUsername)
 	pass, _ := s.String(KeyEtcdPassword)
+	tlsCfg, err := etcdTLS(s, endpoints)
+	if err != nil {
+		return err
+	}
+	if tlsCfg == nil && user != "" {
+		m.log.Warn("config: etcd password authentication without TLS; the password crosses the network in clear (set config.etcd.tls.*)")
+	}
 	cli, err := clientv3.New(clientv3.Config{
+		TLS:                  tlsCfg,
 		Endpoints:            endpoints,
 		DialTimeout:          timeout,
 		DialKeepAliveTime:    10 * time.Second,
@@ -68,7 +79,7 @@ func (m *Manager) connectEtcd(b base) error {
 		return fmt.Errorf("etcd client for %v: %w", endpoints, err)
 	}
 	m.etcd = &etcdSource{cli: cli, prefix: prefix, timeout: timeout, stale: make(chan struct{}, 1)}
-	m.log.Info("config: etcd config center", "endpoints", endpoints, "prefix", prefix+"/")
+	m.log.Info("config: etcd config center", "endpoints", endpoints, "prefix", prefix+"/", "tls", tlsCfg != nil, "auth", user != "")
 	return nil
 }
 
@@ -203,4 +214,55 @@ func (m *Manager) watchEtcd(wc clientv3.WatchChan) (stale bool) {
 			}
 		}
 	}
+}
+
+// etcdTLS is the client's TLS configuration from config.etcd.tls.*, nil
+// for plaintext. TLS is on when any endpoint is https:// or a CA or client
+// certificate is configured. Every setting that cannot be honoured — an
+// unreadable file, a CA file without a certificate, a certificate without
+// its key, an http:// endpoint next to TLS settings — is an error, so the
+// config center is not used at all rather than reached in plaintext or
+// without the identity the operator configured.
+func etcdTLS(s *Snapshot, endpoints []string) (*tls.Config, error) {
+	ca, _ := s.String(KeyEtcdTLSCA)
+	cert, _ := s.String(KeyEtcdTLSCert)
+	key, _ := s.String(KeyEtcdTLSKey)
+	https, plain := false, false
+	for _, e := range endpoints {
+		switch {
+		case strings.HasPrefix(e, "https://"):
+			https = true
+		case strings.HasPrefix(e, "http://"):
+			plain = true
+		}
+	}
+	if !https && ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	if plain {
+		return nil, fmt.Errorf("%s: an http:// endpoint with TLS configured; use https:// or host:port", KeyEtcdEndpoints)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", KeyEtcdTLSCA, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: %s holds no PEM certificate", KeyEtcdTLSCA, ca)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case cert != "" && key != "":
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", KeyEtcdTLSCert, KeyEtcdTLSKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	case cert != "" || key != "":
+		return nil, fmt.Errorf("%s and %s must be set together", KeyEtcdTLSCert, KeyEtcdTLSKey)
+	}
+	return cfg, nil
 }

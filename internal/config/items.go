@@ -92,8 +92,14 @@ func itemTable(instanceID string) []item {
 			fallback: "missing/empty → /changeflow; a trailing / is removed",
 			why:      "keys are read from <prefix>/…; the / boundary keeps /changeflow-staging out", resolve: resolvePrefix},
 		durItem(KeyEtcdDialTimeout, 5*sec, 100*ms, sec, restart, "bounds how long startup waits for an unreachable etcd"),
-		stringItem(KeyEtcdUsername, "", restart, "missing/empty → no authentication", "etcd auth is optional"),
-		secretItem(KeyEtcdPassword, restart, "missing/empty → no authentication", "etcd auth is optional"),
+		stringItem(KeyEtcdUsername, "", restart, "missing/empty → no authentication", "etcd can set trusted proxies, rule codes and callback tokens: production must set it (with TLS, or the password crosses the network in clear)"),
+		secretItem(KeyEtcdPassword, restart, "missing/empty → no authentication", "see config.etcd.username"),
+		stringItem(KeyEtcdTLSCA, "", restart, "missing/empty → the system's roots when TLS is on (https:// endpoint or a client certificate); unreadable or no certificate in it → no config center (logged), never plaintext",
+			"PEM file of the CA that signed etcd's server certificate; a TLS setting that cannot be honoured must not fall back to a connection anyone on the path can read or forge"),
+		stringItem(KeyEtcdTLSCert, "", restart, "missing/empty → no client certificate; set without config.etcd.tls.key, or unreadable → no config center (logged)",
+			"PEM client certificate for etcd's --client-cert-auth; turns TLS on"),
+		stringItem(KeyEtcdTLSKey, "", restart, "missing/empty → no client certificate; see config.etcd.tls.cert",
+			"PEM private key of config.etcd.tls.cert"),
 
 		// Rate limiting (R-RL-1, R-RL-2).
 		durItem(KeyRateLimitWindow, 60*sec, 1*ms, sec, hot, "a zero window would divide Retry-After by zero; limits themselves fail open"),

@@ -46,6 +46,9 @@ const (
 	KeyEtcdDialTimeout = "config.etcd.dialTimeout"
 	KeyEtcdUsername    = "config.etcd.username"
 	KeyEtcdPassword    = "config.etcd.password"
+	KeyEtcdTLSCA       = "config.etcd.tls.ca"
+	KeyEtcdTLSCert     = "config.etcd.tls.cert"
+	KeyEtcdTLSKey      = "config.etcd.tls.key"
 
 	KeyRateLimitWindow         = "ratelimit.window"
 	KeyRateLimitTrustedProxies = "ratelimit.trustedProxies"
