@@ -21,18 +21,31 @@ import (
 const previewRef = "main"
 
 // previewData is the change a request would make to the target's binding
-// file: the file as it is on previewRef, as it would be with the caller's
-// entry added or replaced, and the line diff between them.
+// file, and the line diff. With scope "own" (everyone) Before and After
+// hold only the caller's own entry — as it is on previewRef (none: "") and
+// as the request would write it — and OtherHolders counts everyone else's
+// entries: the file names every holder, their expiry and operationId,
+// which is nobody else's business. With scope "file" (asked for with
+// ?scope=file by a caller holding the ops read rules) they are the whole
+// file before and after.
 type previewData struct {
-	TargetKey string             `json:"targetKey"`
-	Project   string             `json:"project"`
-	File      string             `json:"file"`
-	Ref       string             `json:"ref"`
-	Entry     previewEntry       `json:"entry"`
-	Before    string             `json:"before"`
-	After     string             `json:"after"`
-	Diff      []bindingfile.Line `json:"diff"`
+	TargetKey    string             `json:"targetKey"`
+	Project      string             `json:"project"`
+	File         string             `json:"file"`
+	Ref          string             `json:"ref"`
+	Scope        string             `json:"scope"`
+	Entry        previewEntry       `json:"entry"`
+	OtherHolders int                `json:"otherHolders"`
+	Before       string             `json:"before"`
+	After        string             `json:"after"`
+	Diff         []bindingfile.Line `json:"diff"`
 }
+
+// Preview scopes.
+const (
+	previewScopeOwn  = "own"
+	previewScopeFile = "file"
+)
 
 // previewEntry is the caller's entry as the request would write it (the
 // operationId is not known before submission).
@@ -50,7 +63,16 @@ type previewEntry struct {
 func (s *Server) handlePreview() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := identity.FromContext(r.Context())
-		data, err := s.preview(r.Context(), r.PathValue("key"), r.URL.Query().Get("days"), res.Identity.Account)
+		// The whole file only for operators who ask for it: the permission
+		// check costs a round trip, so callers who do not ask do not pay it.
+		// A caller without the rules gets their own view, not a 403 — a
+		// preview degrades, it never refuses.
+		full := false
+		if r.URL.Query().Get("scope") == previewScopeFile {
+			_, err := s.checkRules(r.Context(), config.RouteOpsRequestGet, res.Identity.Account)
+			full = err == nil
+		}
+		data, err := s.preview(r.Context(), r.PathValue("key"), r.URL.Query().Get("days"), res.Identity.Account, full)
 		if err != nil {
 			s.deps.Logger.Warn("preview degraded to empty data", "target", r.PathValue("key"), "subject", res.Identity.Account, "err", err)
 			respond(w, s.deps.Logger, domain.CodeOK, struct{}{})
@@ -60,7 +82,7 @@ func (s *Server) handlePreview() http.Handler {
 	})
 }
 
-func (s *Server) preview(ctx context.Context, key, daysParam, subject string) (previewData, error) {
+func (s *Server) preview(ctx context.Context, key, daysParam, subject string, full bool) (previewData, error) {
 	b := s.deps.Business
 	if b.Config == nil || b.Files == nil {
 		return previewData{}, errors.New("no configuration source or file reader wired")
@@ -98,12 +120,20 @@ func (s *Server) preview(ctx context.Context, key, daysParam, subject string) (p
 		return previewData{}, fmt.Errorf("parse %s: %w", t.File, err)
 	}
 	entry := bindingfile.Entry{Subject: subject, ExpiresAt: s.now().Add(time.Duration(days) * 24 * time.Hour)}
-	after := cur.With(entry).Marshal()
-	e, _ := cur.With(entry).Entry(subject)
+	next := cur.With(entry)
+	e, _ := next.Entry(subject)
+	scope, after := previewScopeFile, next.Marshal()
+	if !full {
+		scope, before, after = previewScopeOwn, nil, bindingfile.File{}.With(e).Marshal()
+		if own, ok := cur.Entry(subject); ok {
+			before = bindingfile.File{}.With(own).Marshal()
+		}
+	}
 	return previewData{
-		TargetKey: t.Key, Project: project, File: t.File, Ref: previewRef,
-		Entry:  previewEntry{Subject: subject, ExpiresAt: e.ExpiresAt},
-		Before: string(before), After: string(after),
+		TargetKey: t.Key, Project: project, File: t.File, Ref: previewRef, Scope: scope,
+		Entry:        previewEntry{Subject: subject, ExpiresAt: e.ExpiresAt},
+		OtherHolders: len(cur.Without(subject).Entries),
+		Before:       string(before), After: string(after),
 		Diff: bindingfile.Diff(before, after),
 	}, nil
 }

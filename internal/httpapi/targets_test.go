@@ -62,7 +62,7 @@ func TestPreview(t *testing.T) {
 				t.Fatalf("data %v", r.data)
 			}
 		})
-		t.Run("existing file: the caller's entry replaced, the rest kept", func(t *testing.T) {
+		t.Run("existing file: the caller sees their own entry replaced and a count of the others", func(t *testing.T) {
 			cur := bindingfile.File{}.
 				With(bindingfile.Entry{Subject: "alice", ExpiresAt: worldNow, OperationID: "old"}).
 				With(bindingfile.Entry{Subject: "carol", ExpiresAt: worldNow, OperationID: "c"})
@@ -72,8 +72,9 @@ func TestPreview(t *testing.T) {
 			}
 			r := w.do(req{method: "GET", path: path, user: "E10023"})
 			r.want(t, 200, "OK")
-			if r.data["before"] != string(cur.Marshal()) {
-				t.Fatalf("before %q", r.data["before"])
+			own, _ := cur.Entry("alice")
+			if r.data["before"] != string(bindingfile.File{}.With(own).Marshal()) || r.data["scope"] != "own" || r.data["otherHolders"] != float64(1) {
+				t.Fatalf("before %q scope %v others %v", r.data["before"], r.data["scope"], r.data["otherHolders"])
 			}
 			var plus, minus int
 			for _, l := range r.data["diff"].([]any) {
@@ -84,8 +85,16 @@ func TestPreview(t *testing.T) {
 					minus++
 				}
 			}
-			if plus != 2 || minus != 2 || !strings.Contains(r.data["after"].(string), `subject: "carol"`) {
+			if plus != 2 || minus != 2 || !strings.Contains(r.data["after"].(string), `subject: "alice"`) {
 				t.Fatalf("diff +%d -%d, after %q", plus, minus, r.data["after"])
+			}
+		})
+		t.Run("an operator asking for the file sees every entry", func(t *testing.T) {
+			r := w.do(req{method: "GET", path: path + "?scope=file", user: "olivia"})
+			r.want(t, 200, "OK")
+			if r.data["scope"] != "file" || !strings.Contains(r.data["before"].(string), `subject: "carol"`) ||
+				!strings.Contains(r.data["after"].(string), `subject: "alice"`) || !strings.Contains(r.data["after"].(string), `subject: "olivia"`) {
+				t.Fatalf("operator's preview %v", r.data)
 			}
 		})
 		t.Run("preview degrades to 200 with empty data", func(t *testing.T) {

@@ -67,6 +67,8 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     await preview.waitFor();
     await preview.locator('summary').click();
     assert.match(await preview.innerText(), /\+ .*subject: "?alice/);
+    // Only alice's own entry, and a count of the others instead of them.
+    assert.match(await preview.locator('[data-testid=preview-others]').innerText(), /Nobody else|other (person|people)/);
     const operationId = await page.getAttribute('form', 'data-operation-id');
     await page.dblclick('button[type=submit]');
     await page.keyboard.press('Enter');

@@ -9,9 +9,13 @@ function newOperationId(): string {
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
-/** Preview is GET /api/targets/{key}/preview; {} when none can be made. */
+/** Preview is GET /api/targets/{key}/preview; {} when none can be made.
+ * The server shows a person only their own entry (scope "own") and how many
+ * other people hold the target; the whole file is for operators. */
 interface Preview {
   file?: string;
+  scope?: string;
+  otherHolders?: number;
   diff?: { op: string; text: string }[];
 }
 
@@ -148,6 +152,13 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
   );
 }
 
+/** othersText says how many other people's entries the file holds; who
+ * they are is not shown to anyone but operators. */
+function othersText(n: number): string {
+  if (n === 0) return 'Nobody else has access to this target through the file.';
+  return `The file also holds ${n} other ${n === 1 ? 'person' : 'people'}'s access (not shown).`;
+}
+
 /** PreviewBox shows the change the request would make to the binding file.
  * A preview never blocks a submission: without one (GitLab slow or down)
  * it says so and nothing else. */
@@ -169,6 +180,11 @@ function PreviewBox({ preview }: { preview?: Preview }) {
           </div>
         ))}
       </pre>
+      {preview.scope === 'own' && (
+        <p class="muted small" data-testid="preview-others">
+          {othersText(preview.otherHolders ?? 0)}
+        </p>
+      )}
     </details>
   );
 }
