@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"changeflow/internal/config"
+	"changeflow/internal/metrics"
 )
 
 // TestEveryResponseRefusesFramingAndInlineScript performs the browser
@@ -68,5 +72,46 @@ func TestEveryResponseRefusesFramingAndInlineScript(t *testing.T) {
 				t.Error("Permissions-Policy does not turn the camera off")
 			}
 		})
+	}
+}
+
+// TestTheAppMayCallTheConfiguredIssuerOnly: sign-in with PKCE fetches the
+// issuer's discovery document and token endpoint from the browser, so the
+// app's connect-src names the issuer's origin — read per response, so a
+// reload applies — and nothing else.
+func TestTheAppMayCallTheConfiguredIssuerOnly(t *testing.T) {
+	cfg := &swapConfig{}
+	load := func(issuer string) {
+		mgr, err := config.Load(t.Context(), config.Options{Overlay: map[string]any{"oidc.issuer": issuer}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.p.Store(mgr.Current())
+		_ = mgr.Close()
+	}
+	logger := slog.New(slog.DiscardHandler)
+	h := newServer(Deps{Logger: logger, Metrics: metrics.New(logger, "test"), Ready: fakeReady{}, Business: Business{Config: cfg}})
+	connect := func() string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		for _, d := range strings.Split(rec.Header().Get("Content-Security-Policy"), ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(d), "connect-src "); ok {
+				return v
+			}
+		}
+		t.Fatal("no connect-src")
+		return ""
+	}
+	load("")
+	if got := connect(); got != "'self'" {
+		t.Fatalf("no issuer: connect-src %q", got)
+	}
+	load("https://idp.example:8443/realms/corp/")
+	if got := connect(); got != "'self' https://idp.example:8443" {
+		t.Fatalf("issuer: connect-src %q", got)
+	}
+	load("javascript:alert(1)")
+	if got := connect(); got != "'self'" {
+		t.Fatalf("a non-http issuer: connect-src %q", got)
 	}
 }

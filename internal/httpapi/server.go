@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func newServer(d Deps, extra ...route) http.Handler {
 		d.ReadyTimeout = 2 * time.Second
 	}
 	if d.Web == nil {
-		d.Web = web.Embedded()
+		d.Web = web.Embedded().WithConnectSources(issuerOrigin(d.Business.Config))
 	}
 	s := &Server{deps: d, mux: http.NewServeMux()}
 	s.rl = newRateLimiter(d)
@@ -158,5 +159,23 @@ func (s *statusOnlyWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (s *statusOnlyWriter) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
+	}
+}
+
+// issuerOrigin returns the origin of oidc.issuer (none when it is unset or
+// not an http(s) URL), for the web app's connect-src: the app fetches the
+// issuer's discovery document and token endpoint from the browser. A
+// token endpoint on another origin than the issuer is not covered; no
+// issuer we know does that.
+func issuerOrigin(cfg ConfigSource) func() []string {
+	return func() []string {
+		if cfg == nil {
+			return nil
+		}
+		u, err := url.Parse(cfg.Current().Endpoints().OIDCIssuer)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil
+		}
+		return []string{u.Scheme + "://" + u.Host}
 	}
 }

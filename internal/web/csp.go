@@ -43,14 +43,14 @@ func inlineScriptHashes(page []byte) []string {
 // the app style elements through the DOM, which CSP does not restrict);
 // API calls only to our origin; no plugins, no <base> rewriting, forms only
 // to us, and no framing by anyone (clickjacking).
-func pagePolicy(index []byte) string {
+func pagePolicy(index []byte, connect ...string) string {
 	scripts := append([]string{"'self'"}, inlineScriptHashes(index)...)
 	return strings.Join([]string{
 		"default-src 'self'",
 		"script-src " + strings.Join(scripts, " "),
 		"style-src 'self'",
 		"img-src 'self' data:",
-		"connect-src 'self'",
+		"connect-src " + strings.Join(append([]string{"'self'"}, connect...), " "),
 		"object-src 'none'",
 		"base-uri 'none'",
 		"form-action 'self'",
@@ -59,5 +59,22 @@ func pagePolicy(index []byte) string {
 }
 
 // ContentSecurityPolicy is the policy h sends with every response: the
-// entry page's inline scripts allowed by hash, nothing else inline.
-func (h *Handler) ContentSecurityPolicy() string { return h.csp }
+// entry page's inline scripts allowed by hash, nothing else inline (plus
+// the origins of WithConnectSources, when set).
+func (h *Handler) ContentSecurityPolicy() string {
+	if h.connect == nil {
+		return h.csp
+	}
+	return pagePolicy(h.index.body, h.connect()...)
+}
+
+// WithConnectSources returns a copy of h whose policy also lets the app
+// call the origins f returns, read per response so a reload applies: the
+// OIDC issuer, whose discovery document and token endpoint the app fetches
+// itself (sign-in with PKCE). f must return origins only
+// ("https://idp.example"), never wildcards.
+func (h *Handler) WithConnectSources(f func() []string) *Handler {
+	c := *h
+	c.connect = f
+	return &c
+}

@@ -40,6 +40,8 @@ type Handler struct {
 	// csp is the Content-Security-Policy of every response (csp.go),
 	// computed from index's inline scripts.
 	csp string
+	// connect adds origins to the policy's connect-src (WithConnectSources).
+	connect func() []string
 }
 
 // file is one built file, held in memory with its gzip form: the whole app
@@ -92,7 +94,7 @@ func New(fsys fs.FS) (*Handler, error) {
 //   - anything else (a removed hashed script, a missing icon): 404 in the
 //     API's JSON envelope, no-store, never a 500 (seed 3.8).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Security-Policy", h.csp)
+	w.Header().Set("Content-Security-Policy", h.ContentSecurityPolicy())
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeEnvelope(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
