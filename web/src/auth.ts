@@ -1,4 +1,4 @@
-// OIDC login (SPEC §3.5: "OIDC login when configured"): the authorization
+// OIDC login (docs/api.md, "Login": OIDC login when configured): the authorization
 // code flow with PKCE, the flow for a single-page app — a public client
 // with no secret. The server says whether an issuer is configured
 // (GET /api/app-config); the app then offers "Sign in", sends the person

@@ -1,4 +1,4 @@
-// The local run's login (SPEC §3.6): the auth-proxy adapter trusts
+// The local run's login (docs/api.md, "Login"): the auth-proxy adapter trusts
 // X-Auth-Request-User from loopback, so on a loopback host the app offers a
 // picker and sends the chosen account in that header. Anywhere else the
 // header is not sent: a real auth proxy or OIDC sets the identity, and the

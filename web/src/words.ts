@@ -18,7 +18,7 @@ export function statusWord(status: string): string {
   return statusWords[status] ?? status;
 }
 
-/** The hint tells a person what to do next (SPEC §3.1). */
+/** The hint tells a person what to do next (docs/workflow.md). */
 export function hintWords(hint: string): string {
   switch (hint) {
     case 'KEEP_WAITING':

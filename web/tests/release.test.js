@@ -1,4 +1,4 @@
-// The release scenario of SPEC §3.5 with two real builds on one origin:
+// The release scenario of docs/webapp.md ("Release safety") with two real builds on one origin:
 // a page opened on release A survives the server being replaced by
 // release B, whose hashed files have other names.
 import assert from 'node:assert/strict';

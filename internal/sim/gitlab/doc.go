@@ -3,7 +3,6 @@
 // rebase, MR pipelines, webhooks) backed by real bare Git repositories and
 // driven by the git CLI, with a control API under /_control/ that injects
 // the faults the changeflow workflow must survive. Status codes and error
-// bodies follow GitLab's source as summarised in
-// shared/research/gitlab-api-and-reliability.md; docs/simulators.md lists
+// bodies follow GitLab's own source and API documentation; docs/simulators.md lists
 // the endpoints, the control API and every deviation from real GitLab.
 package gitlab

@@ -1,4 +1,4 @@
-// Release safety (SPEC §3.5, seed 3.8). Inlined into index.html ahead of
+// Release safety (docs/webapp.md, "Release safety"). Inlined into index.html ahead of
 // every module by vite.config.ts, so it listens before any asset is asked
 // for and works when none of the app's code loads. Plain ES2017 without
 // imports: it is not bundled.

@@ -1,4 +1,4 @@
-// The operations console (SPEC §3.3): loaded lazily, because most people
+// The operations console (docs/api.md, "Operations endpoints"): loaded lazily, because most people
 // never open it. Its routes live under /console, not /ops, which is the
 // API's. Its writes — re-trigger a stopped request, replay a recorded
 // approval decision, settle a batch, run a round or reconciliation now —
