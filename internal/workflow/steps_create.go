@@ -75,7 +75,7 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 		if !exists {
 			action = gitlab.ActionCreate
 		}
-		req := at.commit(branch, commitMessage(op)+"\n\n"+Trailer(op.OperationID)+"\n",
+		req := at.commit(branch, commitTrailers(commitMessage(op), op.OperationID),
 			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(next.Marshal())}})
 		if _, err := gl.CreateCommit(ctx, project, req); err != nil {
 			if gitlab.IsStaleWrite(err) {

@@ -90,8 +90,8 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 		// commit on what was read of the target: the same pin as create_mr.
 		at := pin{SHA: base.CommitID, BranchExists: true}
 		c, err := d.GitLab.CreateCommit(ctx, h.project, at.commit(mr.SourceBranch,
-			commitMessage(op)+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
-				" after a rebase conflict.\n\n"+Trailer(op.OperationID)+"\n",
+			commitTrailers(commitMessage(op)+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
+				" after a rebase conflict.", op.OperationID),
 			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
 		if gitlab.IsStaleWrite(err) {
 			return RetryAfter(0, "regenerate commit refused, reading again: "+err.Error()), nil
