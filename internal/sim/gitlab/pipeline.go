@@ -178,7 +178,15 @@ func (s *Server) forcePipelines(p *project, m *mergeRequest, f pipelineForce) {
 // checkRule is the check pipeline's job: every changed *.yaml file under
 // bindings/ must parse as YAML and be a list whose entries each have a
 // non-empty subject and expiresAt. It returns why it fails, or "".
+//
+// The check is the pipeline's work, not the request's: it runs inside the
+// API call that created the MR or pushed its head, but a client that gives
+// up on that call (its deadline, a shutdown) must not fail the pipeline —
+// real GitLab's jobs do not depend on the HTTP request that triggered them.
+// With the request's context, git was killed mid-check and the pipeline
+// failed as "target branch missing" or "no merge base".
 func (s *Server) checkRule(ctx context.Context, p *project, m *mergeRequest) string {
+	ctx = context.WithoutCancel(ctx)
 	target, err := p.repo.branchHead(ctx, m.TargetBranch)
 	if err != nil || target == "" {
 		return "target branch missing"
