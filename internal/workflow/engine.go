@@ -388,6 +388,15 @@ func (e *Engine) execute(it store.WorkItem) {
 		e.release(wctx, it, "instance stopped")
 		return
 	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		// The step ran out of its lease's deadline while waiting on a
+		// dependency (GitLab queueing its writes, a busy connection pool):
+		// that says nothing about the request, so it is a retry — the same
+		// thing a crash and another instance's resume would do, only
+		// sooner — and steps look before they write, so the rerun is safe.
+		// The retry bound below still applies.
+		out, err = RetryAfter(0, "step ran out of its lease deadline: "+err.Error()), nil
+	}
 	safety := false
 	if err != nil {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, err.Error()), true
