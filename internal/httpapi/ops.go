@@ -410,18 +410,25 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // Batch cursors are opaque tokens over the last batch id of a page.
-func encodeBatchCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("b." + strconv.FormatInt(id, 10)))
+func encodeBatchCursor(id int64) string { return encodeIDCursor("b.", id) }
+
+func decodeBatchCursor(c string) (int64, error) { return decodeIDCursor("b.", "batch cursor", c) }
+
+// encodeIDCursor is an opaque page cursor over the last row id of a page;
+// the prefix keeps one listing's cursor from being accepted by another.
+func encodeIDCursor(prefix string, id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(prefix + strconv.FormatInt(id, 10)))
 }
 
-func decodeBatchCursor(c string) (int64, error) {
+// decodeIDCursor reads a cursor made by encodeIDCursor with the same prefix.
+func decodeIDCursor(prefix, what, c string) (int64, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(raw) < 3 || string(raw[:2]) != "b." {
-		return 0, errors.New("batch cursor: malformed")
+	if err != nil || len(raw) <= len(prefix) || string(raw[:len(prefix)]) != prefix {
+		return 0, errors.New(what + ": malformed")
 	}
-	id, err := strconv.ParseInt(string(raw[2:]), 10, 64)
+	id, err := strconv.ParseInt(string(raw[len(prefix):]), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, errors.New("batch cursor: malformed")
+		return 0, errors.New(what + ": malformed")
 	}
 	return id, nil
 }

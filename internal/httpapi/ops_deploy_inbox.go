@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -121,18 +119,8 @@ func (s *Server) handleOpsDeployCallbacks() http.Handler {
 	})
 }
 
-func encodeDeployCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("d." + strconv.FormatInt(id, 10)))
-}
+func encodeDeployCursor(id int64) string { return encodeIDCursor("d.", id) }
 
 func decodeDeployCursor(c string) (int64, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(raw) < 3 || string(raw[:2]) != "d." {
-		return 0, errors.New("deploy callback cursor: malformed")
-	}
-	id, err := strconv.ParseInt(string(raw[2:]), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, errors.New("deploy callback cursor: malformed")
-	}
-	return id, nil
+	return decodeIDCursor("d.", "deploy callback cursor", c)
 }
