@@ -106,9 +106,18 @@ func TestApprovalCallbackAttacks(t *testing.T) {
 					}
 
 					if a.readFails {
-						w.simJSON(http.MethodPost, "/approval/_control/faults", map[string]any{"failReadsNext": map[string]any{"status": 503, "count": 1}}, nil)
+						// Aimed at this request's approval and not spent by
+						// one read: the earlier attacks' requests are still
+						// in APPROVAL_SENT and their pollers read the same
+						// simulator (an unaimed count of 1 was once spent by
+						// one of them, and the read-back then succeeded).
+						w.simJSON(http.MethodPost, "/approval/_control/faults", map[string]any{"failReadsNext": map[string]any{"status": 503, "count": 1000, "approvalId": recorded}}, nil)
 					}
-					require.Equal(t, a.answer, w.postCallback("/callbacks/approval", a.forge(o)))
+					answer := w.postCallback("/callbacks/approval", a.forge(o))
+					if a.readFails {
+						w.simJSON(http.MethodPost, "/approval/_control/faults", map[string]any{"failReadsNext": map[string]any{"count": 0}}, nil)
+					}
+					require.Equal(t, a.answer, answer)
 					row := inboxOf(t, st, op)["forged-"+op]
 					require.Equal(t, a.disposition, row.Disposition, row.Reason)
 					require.Contains(t, row.Reason, a.reason)

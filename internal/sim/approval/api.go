@@ -144,7 +144,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 func (s *Server) failingRead(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		if f := &s.faults.FailReadsNext; f.Count > 0 {
+		if f := &s.faults.FailReadsNext; f.Count > 0 && (f.ApprovalID == "" || f.ApprovalID == r.PathValue("id")) {
 			f.Count--
 			status := f.Status
 			s.mu.Unlock()

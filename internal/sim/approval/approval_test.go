@@ -456,6 +456,21 @@ func TestSubmitFaults(t *testing.T) {
 			t.Fatalf("third read: %d", status)
 		}
 	})
+	t.Run("failed reads aimed at one approval leave the others readable", func(t *testing.T) {
+		w.do("POST", "/_control/faults", `{"failReadsNext":{"status":503,"count":1,"approvalId":"APR-000001"}}`)
+		if status, _ := w.do("GET", "/v1/approvals/APR-000002", ""); status != http.StatusOK {
+			t.Fatalf("another approval's read: %d", status)
+		}
+		if status, _ := w.do("GET", "/v1/approvals?operationId=op-lost", ""); status != http.StatusOK {
+			t.Fatalf("a lookup by operationId: %d", status)
+		}
+		if status, _ := w.do("GET", "/v1/approvals/APR-000001", ""); status != http.StatusServiceUnavailable {
+			t.Fatalf("the aimed read: %d", status)
+		}
+		if status, _ := w.do("GET", "/v1/approvals/APR-000001", ""); status != http.StatusOK {
+			t.Fatalf("the read after the count ran out: %d", status)
+		}
+	})
 	t.Run("bad faults are 400, DELETE resets", func(t *testing.T) {
 		for _, body := range []string{`{"earlyResult":"MAYBE"}`, `{"failNext":{"status":200,"count":1}}`, `{"failReadsNext":{"status":302,"count":1}}`, `{`} {
 			if status, _ := w.do("POST", "/_control/faults", body); status != 400 {

@@ -27,7 +27,17 @@ type Faults struct {
 	// /v1/approvals and GET /v1/approvals/{id}) with Status: the approval
 	// system failing while the service polls it for a lost callback. The
 	// control API's reads are never failed.
-	FailReadsNext FailNext `json:"failReadsNext"`
+	FailReadsNext ReadFault `json:"failReadsNext"`
+}
+
+// ReadFault answers Count public reads with Status. With ApprovalID set
+// only reads of that one approval (GET /v1/approvals/{id}) are failed, so a
+// test can aim the failure at one request's read-back while other requests'
+// pollers keep reading the same simulator.
+type ReadFault struct {
+	Status     int    `json:"status"`
+	Count      int    `json:"count"`
+	ApprovalID string `json:"approvalId,omitempty"`
 }
 
 // HoldNext holds the answer of Count requests DelayMs long.
