@@ -297,7 +297,8 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 
 	db := cfg.Current().Database()
 	st, err := store.Open(ctx, db.Driver, db.DSN,
-		store.WithLogger(logger), store.WithMaxOpenConns(db.MaxOpenConns), store.WithSyncWait(db.SyncWait))
+		store.WithLogger(logger), store.WithMaxOpenConns(db.MaxOpenConns), store.WithSyncWait(db.SyncWait),
+		store.WithPoolLimits(db.MaxIdleConns, db.ConnMaxLifetime, db.ConnMaxIdleTime))
 	if err != nil {
 		env.close()
 		return nil, fmt.Errorf("open %s database %s: %w", db.Driver, store.RedactDSN(db.Driver, db.DSN), err)

@@ -54,7 +54,17 @@ func openSQLite(dsn string, o options) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
+	if o.pool != nil && !memory {
+		o.pool.apply(db, n)
+	}
 	return db, nil
+}
+
+// apply sets the configured idle pool on db, whose open limit is open.
+func (p *poolLimits) apply(db *sql.DB, open int) {
+	db.SetMaxIdleConns(min(p.maxIdleConns, open))
+	db.SetConnMaxLifetime(p.connMaxLifetime)
+	db.SetConnMaxIdleTime(p.connMaxIdleTime)
 }
 
 // sqliteDSN returns dsn with the parameters the store relies on enforced,
@@ -148,6 +158,9 @@ func openMySQL(dsn string, o options, session map[string]string) (*sql.DB, error
 	// proxy's idle cut, and let an idle pool shrink.
 	db.SetConnMaxLifetime(5 * time.Minute)
 	db.SetConnMaxIdleTime(time.Minute)
+	if o.pool != nil {
+		o.pool.apply(db, n)
+	}
 	return db, nil
 }
 

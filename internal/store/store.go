@@ -43,6 +43,17 @@ type options struct {
 	migrateLockTimeout time.Duration
 	lockWaitTimeout    time.Duration
 	syncWait           int
+	// pool, when set, replaces the idle-pool defaults of openSQLite and
+	// openMySQL (WithPoolLimits).
+	pool *poolLimits
+}
+
+// poolLimits are database/sql's idle-pool knobs; zero keeps database/sql's
+// meaning (no idle pool; connections live forever; idle ones never closed).
+type poolLimits struct {
+	maxIdleConns    int
+	connMaxLifetime time.Duration
+	connMaxIdleTime time.Duration
 }
 
 // Option tunes Open.
@@ -55,6 +66,20 @@ type Option func(*options)
 // the server's default max_connections of 151; at least 2, since Migrate
 // pins one connection for its lock while goose uses another).
 func WithMaxOpenConns(n int) Option { return func(o *options) { o.maxOpenConns = n } }
+
+// WithPoolLimits sets the idle pool: at most maxIdle idle connections
+// (capped at the open limit), each closed after lifetime in total and after
+// idleTime unused; 0 is database/sql's meaning for each (no idle pool,
+// forever, never). Without it the store keeps its own defaults: for an
+// SQLite file every open connection may stay idle and lives forever (a
+// local file has no server to cut it), for MariaDB 10 idle, 5 minutes'
+// lifetime and 1 minute idle. An in-memory SQLite database ignores it: its
+// one connection is the database and must never be closed.
+func WithPoolLimits(maxIdle int, lifetime, idleTime time.Duration) Option {
+	return func(o *options) {
+		o.pool = &poolLimits{maxIdleConns: max(maxIdle, 0), connMaxLifetime: max(lifetime, 0), connMaxIdleTime: max(idleTime, 0)}
+	}
+}
 
 // WithLogger receives the migration log (one line per applied file).
 // Default: discarded — Migrate returns the applied versions for the caller
