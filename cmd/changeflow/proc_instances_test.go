@@ -217,6 +217,51 @@ func (w *manyWorld) untilAllValidatedWithin(timeout time.Duration) {
 		len(w.reqs), time.Since(w.submitted).Round(time.Millisecond), count("SELECT COUNT(*) FROM merge_batch"), w.samples.Load())
 }
 
+// batchAccount tells, for every request not in exactly one succeeded
+// batch, each batch its membership history names (id, status, version, MR)
+// and its step history: the evidence a failed batch invariant needs, which
+// is dropped with the test database.
+func (w *manyWorld) batchAccount() string {
+	ctx := context.WithoutCancel(w.t.Context())
+	rows, err := w.st.DB().QueryContext(ctx, "SELECT o.operation_id FROM operation o WHERE 1 <> (SELECT COUNT(*) FROM merge_batch_history h"+
+		" JOIN merge_batch b ON b.id = h.batch_id WHERE h.operation_id = o.operation_id AND b.status = 2)")
+	if err != nil {
+		return err.Error()
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err.Error()
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	var out []string
+	for _, id := range ids {
+		out = append(out, "request "+id+":")
+		for _, q := range []string{
+			"SELECT CONCAT('  batch ', b.id, ' status ', b.status, ' version ', b.version, ' mr ', COALESCE(b.mr_iid, 0), ' created ', b.created_at) FROM merge_batch_history h JOIN merge_batch b ON b.id = h.batch_id WHERE h.operation_id = ? ORDER BY b.id",
+			"SELECT CONCAT('  step ', COALESCE(s.from_step, 0), ' -> ', s.to_step, ' binding ', COALESCE(s.to_binding_status, ''), ' by ', COALESCE(s.actor, ''), ': ', COALESCE(s.note, ''), ' at ', s.created_at) FROM operation_step s WHERE s.operation_id = ? ORDER BY s.id",
+		} {
+			r, err := w.st.DB().QueryContext(ctx, q, id)
+			if err != nil {
+				out = append(out, "  "+err.Error())
+				continue
+			}
+			for r.Next() {
+				var line string
+				if err := r.Scan(&line); err == nil {
+					out = append(out, line)
+				}
+			}
+			r.Close()
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // failures describes the requests stopped in a failure state: id, step,
 // binding, last error.
 func (w *manyWorld) failures() string {
@@ -269,7 +314,7 @@ func (w *manyWorld) assertConverged() {
 	}
 	if got := count("SELECT COUNT(*) FROM (SELECT h.operation_id FROM merge_batch_history h JOIN merge_batch b ON b.id = h.batch_id" +
 		" WHERE b.status = 2 GROUP BY h.operation_id HAVING COUNT(*) = 1) x"); got != n {
-		t.Fatalf("%d requests are in exactly one succeeded batch, want %d", got, n)
+		t.Fatalf("%d requests are in exactly one succeeded batch, want %d\n%s", got, n, w.batchAccount())
 	}
 	if got := count("SELECT COUNT(*) FROM (SELECT h.operation_id FROM merge_batch_history h JOIN merge_batch b ON b.id = h.batch_id" +
 		" WHERE b.status = 2 GROUP BY h.operation_id HAVING COUNT(*) > 1) x"); got != 0 {

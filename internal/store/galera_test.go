@@ -488,7 +488,7 @@ func TestGaleraNodeLossThroughProxy(t *testing.T) {
 	out, err := osexec.Command(dir + "/start").CombinedOutput()
 	require.NoError(t, err, "restart node 1: %s", out)
 	node1DSN := dsns[0]
-	waitFor(t, "node 1 Synced again", func() bool {
+	waitForOr(t, "node 1 Synced again", func() string { return storetest.GaleraNodeLogs(t, 1) }, func() bool {
 		db, err := sql.Open("mysql", node1DSN)
 		if err != nil {
 			return false
@@ -520,10 +520,17 @@ func TestGaleraNodeLossThroughProxy(t *testing.T) {
 // claim: the latency is logged).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	waitForOr(t, what, func() string { return "" }, cond)
+}
+
+// waitForOr is waitFor whose failure message ends with why(): the
+// evidence that would otherwise be gone with the machine.
+func waitForOr(t *testing.T, what string, why func() string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within a minute", what)
+			t.Fatalf("no %s within a minute\n%s", what, why())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -176,11 +176,13 @@ func (d Deps) noteDisposition(ctx context.Context, ev ApprovalEvent, disposition
 
 // batching says whether the operation's target joins batch rounds; a
 // target no longer configured counts as batching off (a single MR).
-func (d Deps) batching(ctx context.Context, operationID string) bool {
-	op, err := d.Store.OperationGet(ctx, operationID)
-	if err != nil {
-		return false
-	}
+//
+// It reads the operation the caller holds, not the database: it used to
+// read the row again and answer "no" when that read failed, so an approval
+// applied while the database was failing over (a Galera node lost) sent a
+// batching target's request down the single-request path — seen as
+// VALIDATED requests in no batch in TestServeThreeInstancesOnGaleraNodeKilled.
+func (d Deps) batching(op store.Operation) bool {
 	t, ok := d.Config().Target(op.TargetKey)
 	return ok && t.Batching
 }

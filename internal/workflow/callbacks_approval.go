@@ -194,7 +194,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 		switch {
 		case legacy:
 			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, ActionApprove
-		case d.batching(ctx, ev.OperationID):
+		case d.batching(op):
 			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, d.projectID(op)
 			if p.AdmitProject == 0 {
 				return 0, "", fmt.Errorf("admit %s: no numeric project id", ev.OperationID)

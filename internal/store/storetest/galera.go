@@ -185,6 +185,31 @@ func GaleraNodeDir(t testing.TB, n int) string {
 	return fmt.Sprintf("%s/node%d", dir, n)
 }
 
+// GaleraNodeLogs is the end of node n's error log and of its last
+// position recovery, for the message of a test that waited in vain for the
+// node to rejoin: without them a failed rejoin on a CI machine says only
+// "not Synced", and the cause (IST refused, SST fallback, a port taken,
+// InnoDB recovery) is lost with the machine.
+func GaleraNodeLogs(t testing.TB, n int) string {
+	t.Helper()
+	dir := GaleraNodeDir(t, n)
+	var b strings.Builder
+	for _, name := range []string{"recover.log", "error.log"} {
+		data, err := os.ReadFile(dir + "/" + name)
+		if err != nil {
+			fmt.Fprintf(&b, "--- %s: %v\n", name, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		keep := 15
+		if name == "error.log" {
+			keep = 60
+		}
+		fmt.Fprintf(&b, "--- last %d lines of node%d/%s\n%s\n", min(keep, len(lines)), n, name, strings.Join(lines[max(0, len(lines)-keep):], "\n"))
+	}
+	return b.String()
+}
+
 // GaleraShare takes the test cluster for the rest of the test, shared with
 // other tests, or exclusively (a test that kills a node). Test binaries of
 // several packages run at once and share the cluster; the lock is an flock
