@@ -32,7 +32,9 @@ func TestAppConfig(t *testing.T) {
 	get := func() (int, http.Header, map[string]any) {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/app-config", nil))
+		r := httptest.NewRequest("GET", "/api/app-config", nil)
+		h.ServeHTTP(rec, r)
+		conformRecorded(t, r, nil, rec.Code, rec.Header(), rec.Body.Bytes())
 		var env struct {
 			Code string         `json:"code"`
 			Data map[string]any `json:"data"`

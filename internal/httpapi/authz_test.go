@@ -208,6 +208,7 @@ func (w *authzWorld) do(t *testing.T, method, path string, c caller, body string
 	start := time.Now()
 	w.h.ServeHTTP(rec, r)
 	took := time.Since(start)
+	conformRecorded(t, r, []byte(body), rec.Code, rec.Header(), rec.Body.Bytes())
 	var env Envelope
 	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
 		t.Fatalf("%s %s: not an envelope: %s", method, path, rec.Body.String())

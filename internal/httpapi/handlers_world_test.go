@@ -240,6 +240,9 @@ func (w *bizWorld) do(r req) resp {
 	}
 	rec := httptest.NewRecorder()
 	w.h.ServeHTTP(rec, hr)
+	// Every answer a handler test sees is also held to the API
+	// description (openapi_conform_test.go).
+	conformRecorded(w.t, hr, []byte(r.body), rec.Code, rec.Header(), rec.Body.Bytes())
 	out := resp{status: rec.Code, header: rec.Header(), raw: rec.Body.String()}
 	var probe map[string]any
 	if json.Unmarshal(rec.Body.Bytes(), &probe) == nil {

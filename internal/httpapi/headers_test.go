@@ -47,6 +47,7 @@ func TestEveryResponseRefusesFramingAndInlineScript(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
+			conformRecorded(t, req, nil, rec.Code, rec.Header(), rec.Body.Bytes())
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d", rec.Code, tc.status)
 			}

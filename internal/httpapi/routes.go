@@ -62,6 +62,8 @@ func (s *Server) routes() {
 
 		// What the web app needs before a login (appconfig.go): no login.
 		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
+		// The API description (docs/openapi.yaml, openapi.go): no login.
+		{pattern: "GET /api/openapi.json", handler: s.handleOpenAPI(), metrics: true},
 
 		// Callbacks (docs/api.md, "Callbacks"): authenticated by their shared token in
 		// the handler, before the body is read; no login. One bucket per
@@ -127,6 +129,7 @@ func (s *Server) handle(rt route) {
 		h = s.rateLimit(*rt.rateLimit, h)
 	}
 	s.mux.Handle(rt.pattern, h)
+	s.registered = append(s.registered, rt)
 }
 
 // apiMetrics counts arrival before the handler and status and latency

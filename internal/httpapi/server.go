@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"changeflow/docs"
 	"changeflow/internal/domain"
 	"changeflow/internal/metrics"
 	"changeflow/internal/store"
@@ -64,6 +65,13 @@ type Server struct {
 	// pages is the app behind serveMux's client-route fallback, with its
 	// API metrics under the route label webPagesRoute.
 	pages http.Handler
+	// openapi is the API description served at GET /api/openapi.json.
+	openapi openAPIDoc
+	// registered lists every route handed to the mux, in order, so the
+	// tests can hold the API description to the routes actually served.
+	registered []route
+	// root is the whole handler tree: the outer middleware around the mux.
+	root http.Handler
 }
 
 // NewServer wires every route and the outer middleware. The outer chain is
@@ -77,14 +85,20 @@ func NewServer(d Deps) http.Handler { return newServer(d) }
 
 // newServer also registers extra routes, through the same path production
 // routes take; tests use it for routes that panic or fail on purpose.
-func newServer(d Deps, extra ...route) http.Handler {
+func newServer(d Deps, extra ...route) http.Handler { return buildServer(d, extra...).root }
+
+// buildServer builds the Server; newServer returns its handler tree.
+func buildServer(d Deps, extra ...route) *Server {
 	if d.ReadyTimeout <= 0 {
 		d.ReadyTimeout = 2 * time.Second
 	}
 	if d.Web == nil {
 		d.Web = web.Embedded().WithConnectSources(issuerOrigin(d.Business.Config))
 	}
-	s := &Server{deps: d, mux: http.NewServeMux()}
+	s := &Server{deps: d, mux: http.NewServeMux(), openapi: newOpenAPIDoc(docs.OpenAPIYAML())}
+	if s.openapi.err != nil {
+		d.Logger.Error("the embedded API description does not convert; GET /api/openapi.json answers 500", "err", s.openapi.err)
+	}
 	s.rl = newRateLimiter(d)
 	s.act = newActivity(d)
 	s.routes()
@@ -97,7 +111,8 @@ func newServer(d Deps, extra ...route) http.Handler {
 	h = accessLog(d.Logger)(h)
 	h = securityHeaders(h)
 	h = recoverPanics(d.Logger)(h)
-	return h
+	s.root = h
+	return s
 }
 
 // serveMux dispatches to the mux, but answers unmatched requests itself:

@@ -52,9 +52,18 @@ func newTestServer(t *testing.T, ready Readiness, extra ...route) (http.Handler,
 
 func do(t *testing.T, h http.Handler, method, path string, body io.Reader) (*httptest.ResponseRecorder, Envelope) {
 	t.Helper()
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = io.ReadAll(body); err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(raw)
+	}
 	req := httptest.NewRequest(method, path, body)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
+	conformRecorded(t, req, raw, rec.Code, rec.Header(), rec.Body.Bytes())
 	var env Envelope
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
