@@ -52,6 +52,20 @@ type Error struct {
 	Message string
 	Detail  string
 	Err     error
+	// Fields names every bad input of a CodeInvalidArgument error and
+	// what is wrong with each, so a client can show each problem beside
+	// its field; empty when the input as a whole is unusable (not JSON,
+	// too large). Message stays the one line for clients that show one.
+	Fields []FieldProblem
+}
+
+// FieldProblem is one bad input of a request: Field as the client named
+// it (a body field's dotted JSON path, a query, path or header parameter's
+// name) and Problem in plain words that complete the name ("must be
+// between 1 and 30 for this target").
+type FieldProblem struct {
+	Field   string
+	Problem string
 }
 
 // Error returns the log-side text: code, detail and cause. It is never what

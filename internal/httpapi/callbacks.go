@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -192,7 +193,8 @@ func (s *Server) handleApprovalCallback() http.Handler {
 	}
 	return s.callbackHandler(config.CallbackApproval, headerCallbackToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
 		var b body
-		if err := decodeJSON(raw, &b); err != nil {
+		f := &fieldErrors{}
+		if err := decodeObject(raw, &b, f); err != nil {
 			return callbackAnswer{}, err
 		}
 		cb := ApprovalCallback{
@@ -202,13 +204,17 @@ func (s *Server) handleApprovalCallback() http.Handler {
 		if b.Ext.MRID != nil {
 			cb.MRID = strings.Trim(mustJSON(b.Ext.MRID), `"`)
 		}
-		switch {
-		case cb.DeliveryKey == "" || len(cb.DeliveryKey) > 128:
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "requestId is required (at most 128 characters).")
-		case cb.OperationID == "" || len(cb.OperationID) > maxOperationIDRunes:
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "operationId is required.")
-		case !approvalResults[cb.Result]:
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "result must be APPROVED, REJECTED or WITHDRAWN.")
+		if !f.has("requestId") && (cb.DeliveryKey == "" || len(cb.DeliveryKey) > 128) {
+			f.add("requestId", "is required (at most 128 characters)")
+		}
+		if !f.has("operationId") && (cb.OperationID == "" || len(cb.OperationID) > maxOperationIDRunes) {
+			f.add("operationId", fmt.Sprintf("is required (at most %d characters)", maxOperationIDRunes))
+		}
+		if !f.has("result") && !approvalResults[cb.Result] {
+			f.add("result", "must be APPROVED, REJECTED or WITHDRAWN")
+		}
+		if err := f.err(); err != nil {
+			return callbackAnswer{}, err
 		}
 		inserted, err := s.deps.Business.Callbacks.ApprovalCallbackInsert(r.Context(), store.ApprovalCallbackParams{
 			DeliveryKey: cb.DeliveryKey, OperationID: cb.OperationID, ApprovalID: cb.ApprovalID, Result: cb.Result,
@@ -233,17 +239,27 @@ func (s *Server) handleDeployCallback() http.Handler {
 	}
 	return s.callbackHandler(config.CallbackDeploy, headerCallbackToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
 		var b body
-		if err := decodeJSON(raw, &b); err != nil {
+		f := &fieldErrors{}
+		if err := decodeObject(raw, &b, f); err != nil {
 			return callbackAnswer{}, err
 		}
 		cb := DeployCallback{DeliveryKey: strings.TrimSpace(b.RequestID), ProjectID: b.Project, MRIID: b.MRIID, Status: strings.TrimSpace(b.Status)}
-		switch {
-		case len(cb.DeliveryKey) > 128:
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "requestId is at most 128 characters.")
-		case cb.ProjectID <= 0 || cb.MRIID <= 0:
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "project and mrIid are required.")
-		case cb.Status == "":
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "status is required.")
+		if !f.has("requestId") && len(cb.DeliveryKey) > 128 {
+			f.add("requestId", "is at most 128 characters")
+		}
+		for _, p := range []struct {
+			field string
+			v     int64
+		}{{"project", cb.ProjectID}, {"mrIid", cb.MRIID}} {
+			if !f.has(p.field) && p.v <= 0 {
+				f.add(p.field, "is required (a positive whole number)")
+			}
+		}
+		if !f.has("status") && cb.Status == "" {
+			f.add("status", "is required")
+		}
+		if err := f.err(); err != nil {
+			return callbackAnswer{}, err
 		}
 		rec, err := s.deps.Business.Callbacks.DeployCallbackInsert(r.Context(), store.DeployCallbackParams{
 			DeliveryKey: cb.DeliveryKey, ProjectID: cb.ProjectID, MRIID: cb.MRIID, Status: cb.Status,
@@ -270,20 +286,32 @@ func (s *Server) handleGitLabWebhook() http.Handler {
 		ObjectKind string `json:"object_kind"`
 	}
 	return s.callbackHandler(config.CallbackGitLab, headerGitLabToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
-		id := strings.TrimSpace(r.Header.Get(headerIdempotencyKey))
+		f := &fieldErrors{}
+		idField, id := headerIdempotencyKey, strings.TrimSpace(r.Header.Get(headerIdempotencyKey))
 		if id == "" {
-			id = strings.TrimSpace(r.Header.Get(headerGitLabEvent))
+			idField, id = headerGitLabEvent, strings.TrimSpace(r.Header.Get(headerGitLabEvent))
 		}
 		if id == "" || len(id) > 64 {
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "Idempotency-Key or X-Gitlab-Event-UUID is required (at most 64 characters).")
+			f.addMessage(idField, "is required (Idempotency-Key, else X-Gitlab-Event-UUID; at most 64 characters)",
+				"Idempotency-Key or X-Gitlab-Event-UUID is required (at most 64 characters).")
 		}
 		var b body
-		if err := decodeJSON(raw, &b); err != nil {
+		if err := decodeObject(raw, &b, f); err != nil {
+			// The body is unusable as a whole. A header problem found
+			// first stays the answer (as it was before the body was
+			// parsed at all); either way the caller has one thing to fix
+			// before the rest can be checked.
+			if ferr := f.err(); ferr != nil {
+				return callbackAnswer{}, ferr
+			}
 			return callbackAnswer{}, err
 		}
 		kind := strings.TrimSpace(b.ObjectKind)
-		if kind == "" {
-			return callbackAnswer{}, domain.E(domain.CodeInvalidArgument, "object_kind is required.")
+		if !f.has("object_kind") && kind == "" {
+			f.add("object_kind", "is required")
+		}
+		if err := f.err(); err != nil {
+			return callbackAnswer{}, err
 		}
 		inserted, err := s.deps.Business.Callbacks.GitLabEventInsert(r.Context(), id, kind)
 		if err != nil {

@@ -111,5 +111,11 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		// which permission the route needs.
 		msg = domain.AccessDeniedMessage
 	}
-	writeJSON(w, logger, status, Envelope{Code: de.Code, Message: msg, Data: nil})
+	var data any
+	if de.Code == domain.CodeInvalidArgument {
+		// Every 400 names its bad fields (fields.go); an empty list means
+		// the input as a whole was unusable, and the message says how.
+		data = invalidDataOf(de.Fields)
+	}
+	writeJSON(w, logger, status, Envelope{Code: de.Code, Message: msg, Data: data})
 }

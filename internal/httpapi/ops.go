@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -292,20 +291,18 @@ func (s *Server) handleOpsBatches() http.Handler {
 			return "", nil, domain.Internal("ops: no store wired", nil)
 		}
 		q := r.URL.Query()
-		p := store.BatchListParams{}
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > store.BatchListMaxLimit {
-				return "", nil, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("limit must be a number from 1 to %d.", store.BatchListMaxLimit))
-			}
-			p.Limit = n
-		}
+		f := &fieldErrors{}
+		// 0 leaves the store's default page size.
+		p := store.BatchListParams{Limit: queryLimit(q.Get("limit"), 0, store.BatchListMaxLimit, f)}
 		if c := q.Get("cursor"); c != "" {
 			id, err := decodeBatchCursor(c)
 			if err != nil {
-				return "", nil, domain.Errorf(domain.CodeInvalidArgument, "The cursor is not valid; start from the first page.", "%w", err)
+				badCursor(f)
 			}
 			p.BeforeID = id
+		}
+		if err := f.err(); err != nil {
+			return "", nil, err
 		}
 		page, err := st.BatchList(r.Context(), p)
 		if err != nil {

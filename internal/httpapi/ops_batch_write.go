@@ -83,7 +83,7 @@ func (s *Server) handleOpsRounds() http.Handler {
 			if v, ok := body["projectId"]; ok && v != nil {
 				f, isNum := v.(float64)
 				if !isNum || f <= 0 || f != float64(int64(f)) {
-					return "", "", nil, domain.Errorf(domain.CodeInvalidArgument, "projectId must be a positive integer.", "ops rounds: projectId %v", v)
+					return "", "", nil, invalidField("projectId", "must be a positive integer")
 				}
 				projects = []int64{int64(f)}
 			}
@@ -107,7 +107,9 @@ func (s *Server) handleOpsBatchSettle() http.Handler {
 			raw := r.PathValue("id")
 			id, err := strconv.ParseInt(raw, 10, 64)
 			if err != nil || id <= 0 {
-				return raw, "", nil, domain.Errorf(domain.CodeInvalidArgument, "The batch id must be a positive integer.", "settle batch %q", raw)
+				var f fieldErrors
+				f.addMessage("id", "must be a positive integer", "The batch id must be a positive integer.")
+				return raw, "", nil, f.err()
 			}
 			acts := s.deps.Business.BatchActions
 			if acts == nil {

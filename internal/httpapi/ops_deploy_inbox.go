@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -75,26 +73,23 @@ func (s *Server) handleOpsDeployCallbacks() http.Handler {
 			return "", nil, domain.Internal("ops: no store wired", nil)
 		}
 		q := r.URL.Query()
-		p := store.DeployCallbackListParams{Limit: 50}
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > opsDeployListMaxLimit {
-				return "", nil, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("limit must be a number from 1 to %d.", opsDeployListMaxLimit))
-			}
-			p.Limit = n
-		}
+		f := &fieldErrors{}
+		p := store.DeployCallbackListParams{Limit: queryLimit(q.Get("limit"), 50, opsDeployListMaxLimit, f)}
 		if v := strings.ToUpper(strings.TrimSpace(q.Get("disposition"))); v != "" {
 			if !deployDispositions[v] {
-				return "", nil, domain.E(domain.CodeInvalidArgument, "disposition must be one of RECORDED, APPLIED, DUPLICATE, EARLY, UNKNOWN_MR, NOT_MERGED, IGNORED.")
+				f.add("disposition", "must be one of RECORDED, APPLIED, DUPLICATE, EARLY, UNKNOWN_MR, NOT_MERGED, IGNORED")
 			}
 			p.Disposition = v
 		}
 		if c := q.Get("cursor"); c != "" {
 			id, err := decodeDeployCursor(c)
 			if err != nil {
-				return "", nil, domain.Errorf(domain.CodeInvalidArgument, "The cursor is not valid; start from the first page.", "%w", err)
+				badCursor(f)
 			}
 			p.BeforeID = id
+		}
+		if err := f.err(); err != nil {
+			return "", nil, err
 		}
 		// One row more than the page says whether there is a next page.
 		want := p.Limit

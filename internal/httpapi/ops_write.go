@@ -142,7 +142,7 @@ func (s *Server) handleOpsRetrigger() http.Handler {
 			id := r.PathValue("operationId")
 			want, ok := body["step"].(string)
 			if v, present := body["step"]; present && v != nil && !ok {
-				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument, "step must be a string.", "retrigger %s: step %v", id, v)
+				return id, "", nil, invalidField("step", "must be a string")
 			}
 			acts, st := s.deps.Business.OpsActions, s.deps.Business.Ops
 			if acts == nil || st == nil {
@@ -157,9 +157,10 @@ func (s *Server) handleOpsRetrigger() http.Handler {
 			}
 			from := stepView{op.Step, domain.StepStatus(op.Step).String()}
 			if want = strings.TrimSpace(want); want != "" && !strings.EqualFold(want, from.Name) && !strings.EqualFold(want, op.NextAction) {
-				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument,
-					"The request is not stopped at "+want+": it is at "+from.Name+".",
-					"retrigger %s: step %q, is %s (action %q)", id, want, from.Name, op.NextAction)
+				var f fieldErrors
+				f.addMessage("step", "does not name where the request stopped: it is at "+from.Name,
+					"The request is not stopped at "+want+": it is at "+from.Name+".")
+				return id, "", nil, f.err()
 			}
 			action, err := acts.Retrigger(ctx, id, operator.Account)
 			switch {

@@ -69,7 +69,7 @@ func (s *Server) handleSubmit() http.Handler {
 			writeError(w, r, s.deps.Logger, err)
 			return
 		}
-		body, err := decodeSubmit(raw, r.Header.Get(headerIdempotencyKey))
+		body, problems, err := decodeSubmit(raw, r.Header.Get(headerIdempotencyKey))
 		if err != nil {
 			writeError(w, r, s.deps.Logger, err)
 			return
@@ -79,7 +79,7 @@ func (s *Server) handleSubmit() http.Handler {
 			return
 		}
 		snap := b.Config.Current()
-		sub, err := validateSubmit(body, snap)
+		sub, err := validateSubmit(body, problems, snap)
 		if err != nil {
 			writeError(w, r, s.deps.Logger, err)
 			return

@@ -69,41 +69,49 @@ func decodeJSON(raw []byte, v any) error {
 }
 
 // decodeSubmit reads a submission: the body, then the Idempotency-Key
-// header as an alias of operationId. It only decodes and checks shapes
-// that need no configuration; validateSubmit does the rest.
-func decodeSubmit(raw []byte, header string) (submitBody, error) {
+// header as an alias of operationId. It checks only what needs no
+// configuration — each member's type, the operationId — and returns the
+// problems it found for validateSubmit to add to, so that one 400 names
+// every bad field. The error is for a body unusable as a whole.
+func decodeSubmit(raw []byte, header string) (submitBody, *fieldErrors, error) {
 	var b submitBody
-	if err := decodeJSON(raw, &b); err != nil {
-		return submitBody{}, err
+	f := &fieldErrors{}
+	if err := decodeObject(raw, &b, f); err != nil {
+		return submitBody{}, nil, err
 	}
 	header = strings.TrimSpace(header)
 	b.OperationID = strings.TrimSpace(b.OperationID)
+	field := "operationId"
 	switch {
+	case f.has(field):
+		return b, f, nil
 	case header != "" && b.OperationID != "" && header != b.OperationID:
-		return submitBody{}, domain.E(domain.CodeInvalidArgument, "The Idempotency-Key header and operationId differ; send one, or the same value in both.")
-	case b.OperationID == "":
-		b.OperationID = header
+		f.addMessage(field, "differs from the Idempotency-Key header; send one, or the same value in both",
+			"The Idempotency-Key header and operationId differ; send one, or the same value in both.")
+		return b, f, nil
+	case b.OperationID == "" && header != "":
+		b.OperationID, field = header, headerIdempotencyKey
 	}
 	if b.OperationID != "" {
-		if err := checkOperationID(b.OperationID); err != nil {
-			return submitBody{}, err
+		if p := operationIDProblem(b.OperationID); p != "" {
+			f.add(field, p)
 		}
 	}
-	return b, nil
+	return b, f, nil
 }
 
-// checkOperationID accepts 1..64 printable, non-space characters: the id
+// operationIDProblem accepts 1..64 printable, non-space characters: the id
 // appears in URLs, logs and a VARCHAR(64).
-func checkOperationID(id string) error {
+func operationIDProblem(id string) string {
 	if !utf8.ValidString(id) || utf8.RuneCountInString(id) > maxOperationIDRunes {
-		return domain.E(domain.CodeInvalidArgument, fmt.Sprintf("operationId must be at most %d characters.", maxOperationIDRunes))
+		return fmt.Sprintf("must be at most %d characters", maxOperationIDRunes)
 	}
 	for _, r := range id {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '/' {
-			return domain.E(domain.CodeInvalidArgument, "operationId may contain only printable characters without spaces or '/'.")
+			return "may contain only printable characters without spaces or '/'"
 		}
 	}
-	return nil
+	return ""
 }
 
 // submission is a validated request, ready for idempotency and storage.
@@ -114,39 +122,60 @@ type submission struct {
 }
 
 // validateSubmit checks a decoded submission against the configuration in
-// force: the target exists, the reason is there and not too long, days is
-// within 1..target.maxDays (absent → maxDays).
-func validateSubmit(b submitBody, snap *config.Snapshot) (submission, error) {
-	key := strings.TrimSpace(b.TargetKey)
-	if key == "" {
-		return submission{}, domain.E(domain.CodeInvalidArgument, "targetKey is required.")
+// force — the target exists, the reason is there, one line and not too
+// long, days is within 1..target.maxDays (absent → maxDays) — adding to
+// the problems decoding found (f may be nil), and answers one 400 naming
+// them all. A field that already has a problem (the wrong type) is not
+// checked again; days is checked against its range only when the target
+// is known, since the range is the target's.
+func validateSubmit(b submitBody, f *fieldErrors, snap *config.Snapshot) (submission, error) {
+	if f == nil {
+		f = &fieldErrors{}
 	}
-	t, ok := snap.Target(key)
-	if !ok {
-		return submission{}, domain.Errorf(domain.CodeInvalidArgument, "Unknown target.", "unknown target %q", key)
+	key := strings.TrimSpace(b.TargetKey)
+	var t config.Target
+	known := false
+	switch {
+	case f.has("targetKey"):
+	case key == "":
+		f.add("targetKey", "is required")
+	default:
+		if t, known = snap.Target(key); !known {
+			f.addMessage("targetKey", "is not a configured target", "Unknown target.")
+		}
 	}
 	reason := strings.TrimSpace(b.Reason)
-	switch n := utf8.RuneCountInString(reason); {
-	case n == 0:
-		return submission{}, domain.E(domain.CodeInvalidArgument, "reason is required.")
-	case n > maxReasonRunes || !utf8.ValidString(reason):
-		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("reason must be at most %d characters of text.", maxReasonRunes))
+	if !f.has("reason") {
+		// The reason ends up in the MR description, the console and
+		// logs; a newline, a terminal escape or a bidi override there
+		// changes what others read (domain.UnsafeTextRune). Refused, not
+		// stripped: the caller learns what was wrong, and nothing they
+		// sent is silently altered.
+		r, pos, unsafe := domain.FirstUnsafeTextRune(reason)
+		switch n := utf8.RuneCountInString(reason); {
+		case n == 0:
+			f.add("reason", "is required")
+		case n > maxReasonRunes || !utf8.ValidString(reason):
+			f.add("reason", fmt.Sprintf("must be at most %d characters of text", maxReasonRunes))
+		case unsafe:
+			f.add("reason", fmt.Sprintf(
+				"must be one line of text without control or bidirectional-formatting characters (U+%04X at character %d)", r, pos+1))
+		}
 	}
-	// The reason ends up in the MR description, the console and logs;
-	// a newline, a terminal escape or a bidi override there changes what
-	// others read (domain.UnsafeTextRune). Refused, not stripped: the
-	// caller learns what was wrong, and nothing they sent is silently
-	// altered.
-	if r, pos, bad := domain.FirstUnsafeTextRune(reason); bad {
-		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf(
-			"reason must be one line of text without control or bidirectional-formatting characters (U+%04X at character %d).", r, pos+1))
+	if b.Days != nil && !f.has("days") {
+		switch d := *b.Days; {
+		case known && (d < 1 || d > t.MaxDays):
+			f.add("days", fmt.Sprintf("must be between 1 and %d for this target", t.MaxDays))
+		case !known && d < 1:
+			f.add("days", "must be at least 1")
+		}
+	}
+	if err := f.err(); err != nil {
+		return submission{}, err
 	}
 	days := t.MaxDays
 	if b.Days != nil {
 		days = *b.Days
-	}
-	if days < 1 || days > t.MaxDays {
-		return submission{}, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("days must be between 1 and %d for this target.", t.MaxDays))
 	}
 	b.TargetKey, b.Reason = key, reason
 	return submission{submitBody: b, target: t, days: days}, nil

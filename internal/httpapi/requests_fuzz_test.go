@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -25,11 +26,21 @@ func FuzzDecodeSubmit(f *testing.F) {
 		f.Add([]byte(c.body), c.header)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
-		b, err := decodeSubmit(body, header)
+		b, problems, err := decodeSubmit(body, header)
+		if err == nil {
+			err = problems.err()
+		}
 		if err != nil {
 			var de *domain.Error
 			if !errors.As(err, &de) || de.Code != domain.CodeInvalidArgument {
 				t.Fatalf("error %v is not INVALID_ARGUMENT", err)
+			}
+			// Every problem names a field of the submission, never an
+			// empty or made-up one.
+			for _, p := range de.Fields {
+				if !slices.Contains([]string{"operationId", "targetKey", "reason", "days", headerIdempotencyKey}, p.Field) || p.Problem == "" {
+					t.Fatalf("problem %+v", p)
+				}
 			}
 			return
 		}

@@ -111,7 +111,7 @@ func TestSubmitTakesOverALapsedKey(t *testing.T) {
 		}
 
 		t.Run("died before storing the operation", func(t *testing.T) {
-			sub, err := validateSubmit(submitBody{TargetKey: tRace, Reason: "lease"}, w.cfg.Current())
+			sub, err := validateSubmit(submitBody{TargetKey: tRace, Reason: "lease"}, nil, w.cfg.Current())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -168,7 +168,7 @@ func TestSubmit(t *testing.T) {
 			})
 			t.Run("IDEMPOTENCY_IN_FLIGHT: the first is still being processed", func(t *testing.T) {
 				body := submitBodyFor(tOpen, "held", "")
-				sub, err := validateSubmit(submitBody{TargetKey: tOpen, Reason: "held"}, w.cfg.Current())
+				sub, err := validateSubmit(submitBody{TargetKey: tOpen, Reason: "held"}, nil, w.cfg.Current())
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -139,6 +139,26 @@ func (s *Server) isAdmin(ctx context.Context, account string) bool {
 	return slices.Contains(granted, adminRule)
 }
 
+// queryLimit reads a page-size query parameter: def when absent, else a
+// whole number from 1 to max; anything else is recorded in f.
+func queryLimit(v string, def, max int, f *fieldErrors) int {
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		f.add("limit", fmt.Sprintf("must be a number from 1 to %d", max))
+		return def
+	}
+	return n
+}
+
+// badCursor records a cursor that no listing of ours produced (or another
+// listing's).
+func badCursor(f *fieldErrors) {
+	f.addMessage("cursor", "is not valid; start from the first page", "The cursor is not valid; start from the first page.")
+}
+
 // listData is GET /api/requests's data.
 type listData struct {
 	Items      []requestView `json:"items"`
@@ -154,18 +174,14 @@ func (s *Server) handleRequestList() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := identity.FromContext(r.Context())
 		q := r.URL.Query()
-		limit := defaultListLimit
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxListLimit {
-				writeError(w, r, s.deps.Logger, domain.E(domain.CodeInvalidArgument, fmt.Sprintf("limit must be a number from 1 to %d.", maxListLimit)))
-				return
-			}
-			limit = n
-		}
+		f := &fieldErrors{}
+		limit := queryLimit(q.Get("limit"), defaultListLimit, maxListLimit, f)
 		cur, err := store.ParseOperationCursor(q.Get("cursor"))
 		if err != nil {
-			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeInvalidArgument, "The cursor is not valid; start from the first page.", "%w", err))
+			badCursor(f)
+		}
+		if err := f.err(); err != nil {
+			writeError(w, r, s.deps.Logger, err)
 			return
 		}
 		if b.Requests == nil {
