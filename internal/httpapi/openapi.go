@@ -19,8 +19,8 @@ import (
 // Converted at start-up rather than kept pre-converted in the repository:
 // the YAML stays the only copy a reviewer reads and edits, with no
 // generated twin to fall out of step, for the price of one YAML decode
-// per process (well under a millisecond) with the YAML library the
-// configuration loader already uses. A document that does not convert is
+// per process start, with the YAML library the binding files and the
+// identity directory already use (no new dependency). A document that does not convert is
 // a broken build; the tests convert the embedded one, so it cannot ship.
 type openAPIDoc struct {
 	json []byte
