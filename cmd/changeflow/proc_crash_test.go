@@ -108,7 +108,14 @@ func (w *crashWorld) untilBinding(status domain.BindingStatus, ids ...string) {
 			case status:
 				return true
 			case domain.BindingCreateFailed, domain.BindingHandleFailed, domain.BindingRejected:
-				if o := w.op(id); o.DueAt.IsZero() && o.LeaseOwner == "" {
+				// "Stopped" is judged on one read of both rows: reading the
+				// binding and then the operation once saw a settlement
+				// re-admit the request in between (binding still
+				// CREATE_FAILED, operation already CREATE_ADMITTED with
+				// nothing due) and called a moving request stopped.
+				if n := countSQL(w.t, w.st, "SELECT COUNT(*) FROM binding b JOIN operation o ON o.operation_id = b.operation_id"+
+					" WHERE o.operation_id = ? AND b.status = ? AND o.due_at IS NULL AND o.lease_owner IS NULL", id, string(b)); n == 1 {
+					o := w.op(id)
 					w.t.Fatalf("%s stopped: %s / %s (next action %q, last error %q), want %s",
 						id, domain.StepStatus(o.Step), b, o.NextAction, o.LastError, status)
 				}

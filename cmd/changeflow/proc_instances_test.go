@@ -210,7 +210,12 @@ func (w *manyWorld) untilAllValidatedWithin(timeout time.Duration) {
 			" WHERE b.status IN ('CREATE_FAILED', 'HANDLE_FAILED', 'REJECTED') AND o.due_at IS NULL AND o.lease_owner IS NULL"); failed > 0 {
 			t.Fatalf("%d requests stopped in a failure state: %s", failed, w.failures())
 		}
-		return count("SELECT COUNT(*) FROM binding WHERE status = 'VALIDATED'") == len(w.reqs)
+		// Every batch settled too: a batch's driver can be VALIDATED by
+		// its deploy callback before its batch_finish step has written the
+		// batch SUCCEEDED (a one-member batch has nothing else to wait
+		// for), so "all VALIDATED" alone would race the settlement.
+		return count("SELECT COUNT(*) FROM binding WHERE status = 'VALIDATED'") == len(w.reqs) &&
+			count("SELECT COUNT(*) FROM merge_batch WHERE status IN (1, 4)") == 0
 	})
 	w.stopSampler()
 	t.Logf("all %d VALIDATED %v after the first submission; %d batches; %d samples of the batch table",
