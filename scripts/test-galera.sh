@@ -28,6 +28,7 @@ set -euo pipefail
 
 work=$1
 mkdir -p "$work"
+work=$(cd "$work" && pwd) # absolute: the node scripts and the build use it from elsewhere
 provider=""
 for p in /usr/lib/galera/libgalera_smm.so /usr/lib/libgalera_smm.so /usr/lib64/galera-4/libgalera_smm.so; do
   [ -e "$p" ] && { provider=$p; break; }
@@ -136,11 +137,31 @@ echo "export CHANGEFLOW_TEST_GALERA_DIR='$work'"
 
 if command -v haproxy >/dev/null 2>&1; then
   pport=$(low_port)
+  # One `changeflow clustercheck` per node: HAProxy's httpchk asks it, and
+  # it answers 200 only while its node is Synced in the primary component,
+  # so a restarted node stays out of rotation until it has caught up (a
+  # TCP check would let it in as soon as it accepts connections).
+  (cd "$(dirname "$0")/.." && go build -o "$work/changeflow" ./cmd/changeflow)
+  cports=()
+  for i in 0 1 2; do
+    n=$((i + 1))
+    cports+=("$(low_port)")
+    CHANGEFLOW_CLUSTERCHECK_DSN="changeflow:changeflow@tcp(127.0.0.1:${sqlports[$i]})/" \
+      nohup "$work/changeflow" clustercheck --listen "127.0.0.1:${cports[$i]}" \
+      >"$work/node$n/clustercheck.log" 2>&1 &
+    echo $! >"$work/node$n/clustercheck.pid"
+  done
   # The topology docs/storage.md describes: TCP mode, one node takes every
   # connection and the others are backups (single writer: no cross-node
-  # write conflicts), a health check every 500 ms, a node out after two
-  # failures, existing sessions on a dead node cut at once
-  # (on-marked-down) so clients reconnect to the next node.
+  # write conflicts), a health check every 500 ms by the node's
+  # clustercheck, a node out after two failures, existing sessions on a
+  # dead node cut at once (on-marked-down) so clients reconnect to the next
+  # node. When the preferred node is back (Synced, by its clustercheck) it
+  # takes the new connections, and on-marked-up shutdown-backup-sessions
+  # cuts the old ones on its stand-in: without that, pools would write on
+  # both nodes at once — two writers. (A one-entry stick table on dst, the
+  # other usual answer, did not keep the connections on the stand-in with
+  # HAProxy 2.6: the restarted node took them back.)
   cat >"$work/haproxy.cfg" <<CFG
 global
   maxconn 2000
@@ -153,11 +174,12 @@ defaults
   timeout server 60s
 listen galera
   bind 127.0.0.1:$pport
-  option tcp-check
+  option httpchk GET /
+  http-check expect status 200
   default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
-  server node1 127.0.0.1:${sqlports[0]} check
-  server node2 127.0.0.1:${sqlports[1]} check backup
-  server node3 127.0.0.1:${sqlports[2]} check backup
+  server node1 127.0.0.1:${sqlports[0]} check port ${cports[0]} on-marked-up shutdown-backup-sessions
+  server node2 127.0.0.1:${sqlports[1]} check port ${cports[1]} backup
+  server node3 127.0.0.1:${sqlports[2]} check port ${cports[2]} backup
 CFG
   haproxy -D -f "$work/haproxy.cfg" -p "$work/haproxy.pid" >"$work/haproxy.log" 2>&1
   echo "export CHANGEFLOW_TEST_GALERA_PROXY='127.0.0.1:$pport'"

@@ -27,6 +27,9 @@ cleanup() {
       mariadb-admin --no-defaults --socket="$work/galera/node$n/mysqld.sock" -uroot shutdown >/dev/null 2>&1 || true
     done
     [ -f "$work/galera/haproxy.pid" ] && kill "$(cat "$work/galera/haproxy.pid")" >/dev/null 2>&1 || true
+    for n in 1 2 3; do
+      [ -f "$work/galera/node$n/clustercheck.pid" ] && kill "$(cat "$work/galera/node$n/clustercheck.pid")" >/dev/null 2>&1 || true
+    done
   fi
   if [ -n "${mysock:-}" ] && [ -S "$mysock" ]; then
     mariadb-admin --no-defaults --socket="$mysock" -uroot shutdown >/dev/null 2>&1 || true

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"changeflow/internal/filecheck"
 	"changeflow/internal/store"
@@ -555,12 +558,34 @@ polling:
 %s`, dsn, simURL, extra)
 }
 
-// countSQL runs a COUNT query on the test's store.
+// countSQL runs a COUNT query on the test's store. A database that is
+// failing over is waited for (up to 30 s), as the instances wait for it:
+// the Galera tests read through the same proxy whose node they kill, and
+// the proxy cuts the test's own connections twice (the node lost, the
+// node back) — a read that fails then says nothing about changeflow.
 func countSQL(t *testing.T, st *store.Store, q string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := st.DB().QueryRowContext(context.WithoutCancel(t.Context()), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := st.DB().QueryRowContext(context.WithoutCancel(t.Context()), q, args...).Scan(&n)
+		if err == nil {
+			return n
+		}
+		if !failingOver(err) || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", q, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return n
+}
+
+// failingOver reports whether err is the database failing over rather
+// than an answer: the connection lost or refused, a Galera node not ready
+// (1047), or a read that waited in wsrep_sync_wait past its time (1205).
+func failingOver(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1047 || me.Number == 1205
+	}
+	return connectionLost(err)
 }

@@ -131,7 +131,7 @@ ratelimit:
 			var n int64
 			if err := st.DB().QueryRowContext(context.Background(),
 				"SELECT COUNT(*) FROM merge_batch WHERE project_id = 1 AND status IN (1, 4)").Scan(&n); err != nil {
-				if nodeLoss && connectionLost(err) {
+				if nodeLoss && failingOver(err) {
 					continue
 				}
 				w.sampleErr.Store(err)

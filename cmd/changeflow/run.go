@@ -28,6 +28,9 @@ Usage:
   changeflow healthcheck [--config FILE] [--url URL] [--live]
                                                  exit 0 when the instance on server.listen is ready
                                                  (GET /readyz; --live: /healthz); for images without a shell
+  changeflow clustercheck --dsn DSN [--listen ADDR]
+                                                 HAProxy's health check of one Galera node: GET / is 200
+                                                 only while the node is Synced in the primary component
   changeflow version                             print the version
 
 --local runs the local profile (README.md, "The local run"): SQLite under
@@ -57,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runSim(ctx, rest, stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
+	case "clustercheck":
+		err = runClustercheck(ctx, rest, getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "changeflow %s\n", version)
 	case "help", "--help", "-h":

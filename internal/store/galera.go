@@ -73,16 +73,28 @@ func (s *Store) ClusterReady(ctx context.Context) (state ClusterState, ok bool, 
 	if !s.galera {
 		return ClusterState{}, true, nil
 	}
-	rows, err := s.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN "+
+	state, err = ReadClusterState(ctx, s.db)
+	return state, err == nil && state.Serving(), err
+}
+
+// NodeIsGalera reports whether the server behind db (any database/sql pool
+// of the MySQL driver, with or without a database in its DSN) is a Galera
+// node. For tools that watch a node without being changeflow's store:
+// `changeflow clustercheck`.
+func NodeIsGalera(ctx context.Context, db *sql.DB) (bool, error) { return detectGalera(ctx, db) }
+
+// ReadClusterState reads the wsrep status of the node behind db.
+func ReadClusterState(ctx context.Context, db *sql.DB) (state ClusterState, err error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN "+
 		"('wsrep_ready', 'wsrep_local_state_comment', 'wsrep_cluster_status', 'wsrep_cluster_size')")
 	if err != nil {
-		return ClusterState{}, false, fmt.Errorf("cluster state: %w", translate(err))
+		return ClusterState{}, fmt.Errorf("cluster state: %w", translate(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var name, value string
 		if err := rows.Scan(&name, &value); err != nil {
-			return ClusterState{}, false, fmt.Errorf("cluster state: %w", err)
+			return ClusterState{}, fmt.Errorf("cluster state: %w", err)
 		}
 		switch name {
 		case "wsrep_ready":
@@ -96,7 +108,7 @@ func (s *Store) ClusterReady(ctx context.Context) (state ClusterState, ok bool, 
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return ClusterState{}, false, fmt.Errorf("cluster state: %w", translate(err))
+		return ClusterState{}, fmt.Errorf("cluster state: %w", translate(err))
 	}
-	return state, state.Serving(), nil
+	return state, nil
 }
