@@ -595,12 +595,12 @@ func TestServeKill9InsideRegenerate(t *testing.T) {
 }
 
 // gatherAdmitted submits ops (one user each) of target on an instance
-// without rounds (batch.interval 1h), approves them and waits until every
+// without rounds (batch.interval and batch.gatherWindow 1h), approves them and waits until every
 // one waits in the batch waiting set, then stops that instance politely:
 // the next instance's first round claims them all.
 func (w *crashWorld) gatherAdmitted(target string, ops, users []string) {
 	w.t.Helper()
-	a := w.next("CHANGEFLOW_BATCH_INTERVAL=1h")
+	a := w.next("CHANGEFLOW_BATCH_INTERVAL=1h", "CHANGEFLOW_BATCH_GATHERWINDOW=1h")
 	for i, op := range ops {
 		a.submit(w.t, users[i], op, target)
 	}

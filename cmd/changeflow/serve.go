@@ -131,6 +131,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			CheckItems:        gitlab.NewCheckItemsApprover(gl, logger),
 		},
 		OnValidated: func(_ context.Context, f store.Flip) { m.RequestValidated(f.TargetKey) },
+		// Admissions and settlements schedule their project's round here;
+		// the rounds service below runs them (docs/workflow.md, "When a
+		// round runs").
+		RoundTrigger: workflow.NewRoundTrigger(nil),
 	}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)

@@ -80,6 +80,9 @@ const (
 	KeyBatchMaxSplitDepth = "batch.maxSplitDepth"
 	KeyBatchTimeout       = "batch.timeout"
 	KeyBatchResumeAfter   = "batch.resumeAfter"
+	// KeyBatchGatherWindow is how long after the first admission of a
+	// burst its project's round runs (batch.interval stays the safety net).
+	KeyBatchGatherWindow = "batch.gatherWindow"
 
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"

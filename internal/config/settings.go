@@ -138,6 +138,9 @@ type Batch struct {
 	// ResumeAfter: how old a RUNNING batch without a recorded MR must be
 	// before another round takes over building it (its round died).
 	ResumeAfter time.Duration
+	// GatherWindow: how long after the first admission of a burst the
+	// project's round runs.
+	GatherWindow time.Duration
 }
 
 // Batch returns batch.*.
@@ -148,6 +151,7 @@ func (s *Snapshot) Batch() Batch {
 		MaxSplitDepth: s.num(KeyBatchMaxSplitDepth),
 		Timeout:       s.dur(KeyBatchTimeout),
 		ResumeAfter:   s.dur(KeyBatchResumeAfter),
+		GatherWindow:  s.dur(KeyBatchGatherWindow),
 	}
 }
 

@@ -143,6 +143,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 		}
 		return res, err
 	}
+	d.roundNow(b.ProjectID) // the slot is free; re-admitted members wait
 	if merged {
 		d.validateMembersIfDeployed(ctx, b)
 	}
@@ -249,6 +250,9 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 				return RetryAfter(0, "batch moved meanwhile: "+err.Error()), nil
 			}
 			return d.retryOr(err, "finish batch")
+		}
+		if p.SettleTo != 0 {
+			d.roundNow(b.ProjectID) // the slot is free for the next batch
 		}
 	}
 	d.validateMembersIfDeployed(ctx, b)

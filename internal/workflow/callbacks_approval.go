@@ -237,6 +237,9 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 		return CallbackStale, "", nil
 	}
 	d.noteDisposition(ctx, ev, store.InboxApplied, fmt.Sprintf("moved to %s / %s by %s%s", domain.StepStatus(p.Step), p.Binding, actor, note))
+	if p.AdmitProject != 0 {
+		d.roundAfterAdmission(p.AdmitProject)
+	}
 	return CallbackApplied, p.NextAction, nil
 }
 

@@ -84,6 +84,8 @@ type worldSetup struct {
 	ov map[string]any
 	// noEngine: this process runs no steps (another process does).
 	noEngine bool
+	// roundTrigger, when set, is the steps' Deps.RoundTrigger.
+	roundTrigger *workflow.RoundTrigger
 	// onValidated replaces the in-memory success counter.
 	onValidated func(ctx context.Context, f store.Flip)
 	// wrapGitLab, when set, wraps the steps' GitLab client.
@@ -91,6 +93,12 @@ type worldSetup struct {
 }
 
 type worldOpt func(*worldSetup)
+
+// withRoundTrigger gives the world's steps and callbacks a round trigger,
+// so that admissions and settlements schedule rounds on it.
+func withRoundTrigger(t *workflow.RoundTrigger) worldOpt {
+	return func(s *worldSetup) { s.roundTrigger = t }
+}
 
 // withGitLab wraps the GitLab client the steps use.
 func withGitLab(wrap func(gitlab.GitLab) gitlab.GitLab) worldOpt {
@@ -191,6 +199,7 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	if ws.wrapGitLab != nil {
 		deps.GitLab = ws.wrapGitLab(deps.GitLab)
 	}
+	deps.RoundTrigger = ws.roundTrigger
 	if ws.noEngine {
 		w.cbs = workflow.NewCallbacks(deps, nil)
 	} else {

@@ -150,6 +150,10 @@ type Rounds struct {
 // NewRounds returns the round service over d; e (may be nil) is woken when
 // a batch's first durable step was scheduled.
 func NewRounds(d Deps, e *Engine) *Rounds {
+	if d.RoundTrigger == nil {
+		// Only this service's own settlements (the sweep) schedule rounds.
+		d.RoundTrigger = NewRoundTrigger(nil)
+	}
 	r := &Rounds{d: d, wake: func() {}}
 	if e != nil {
 		r.wake = e.Wake
@@ -428,9 +432,11 @@ func (d Deps) batchHasMR(ctx context.Context, id int64) bool {
 	return err == nil && b.MRIID != 0
 }
 
-// Start runs rounds and the timeout sweep every batch.interval (read at
-// every tick) for every gitlab.projects entry with a numeric id, until
-// Stop or ctx ends. Safe to call twice; a no-op after Stop.
+// Start runs triggered rounds when they are due (Deps.RoundTrigger: an
+// admission batch.gatherWindow after the first of a burst, a settled
+// batch at once), and rounds and the timeout sweep every batch.interval
+// (read at every pass) for every gitlab.projects entry with a numeric id,
+// until Stop or ctx ends. Safe to call twice; a no-op after Stop.
 func (r *Rounds) Start(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -456,21 +462,47 @@ func (r *Rounds) Stop() {
 	}
 }
 
+// loop runs triggered rounds when they are due (RoundTrigger) and a full
+// Tick every batch.interval. The interval is measured from the last Tick,
+// not from the last triggered round, so a steady stream of admissions
+// never postpones the safety net (the timeout sweep, the resumption of a
+// batch whose round died).
 func (r *Rounds) loop(ctx context.Context) {
 	defer close(r.done)
+	trig := r.d.RoundTrigger
+	clock := trig.clock
+	lastTick := clock.Now()
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
 		interval := r.d.Config().Batch().Interval
 		if interval <= 0 {
 			interval = 10 * time.Second
 		}
-		t := time.NewTimer(interval)
+		now := clock.Now()
+		wait := lastTick.Add(interval).Sub(now)
+		if next := trig.next(); !next.IsZero() {
+			wait = min(wait, next.Sub(now))
+		}
+		t.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
+		case <-trig.wake:
+			// A new schedule: recompute the wait. (Since Go 1.23 Reset
+			// discards a value the timer may have sent meanwhile.)
+			continue
 		case <-t.C:
 		}
-		r.Tick(ctx)
+		now = clock.Now()
+		if !now.Before(lastTick.Add(interval)) {
+			lastTick = now
+			r.Tick(ctx)
+			// A trigger due now as well runs at the next pass; its round
+			// then finds what the Tick left (usually nothing: a few reads).
+			continue
+		}
+		r.RunTriggered(ctx, now)
 	}
 }
 
@@ -612,6 +644,11 @@ func (d Deps) recoverBatchMembers(ctx context.Context, batchID int64, ids []stri
 	if err != nil {
 		return err
 	}
-	_, err = d.Store.BatchApply(ctx, p)
-	return err
+	if _, err = d.Store.BatchApply(ctx, p); err != nil {
+		return err
+	}
+	if !merged {
+		d.roundNow(b.ProjectID) // the recovered members wait again
+	}
+	return nil
 }

@@ -46,6 +46,12 @@ type Deps struct {
 	// callback flipped MERGED → VALIDATED (I9): the success metric and
 	// notification hook. May be nil.
 	OnValidated func(ctx context.Context, f store.Flip)
+	// RoundTrigger, shared by every Deps copy of a process, schedules a
+	// project's batch round when requests join its waiting set (an
+	// admission: batch.gatherWindow later; a settled batch: at once). The
+	// process's Rounds runs them. Nil: rounds run every batch.interval
+	// only.
+	RoundTrigger *RoundTrigger
 }
 
 func (d Deps) logger() *slog.Logger {

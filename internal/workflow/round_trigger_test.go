@@ -1,0 +1,151 @@
+package workflow_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
+)
+
+// TestRoundTriggerFirstScheduleOfABurstFixesTheTime: the first schedule
+// of a project fixes its due time; later ones within the window neither
+// push it back nor add a second round; a sooner one (a settled batch:
+// "at once") moves it forward; projects are independent.
+func TestRoundTriggerFirstScheduleOfABurstFixesTheTime(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	trig := workflow.NewRoundTrigger(clock)
+	t0 := clock.Now()
+
+	_, ok := trig.Due(1)
+	require.False(t, ok, "nothing scheduled yet")
+	trig.Schedule(1, 2*time.Second)
+	for range 5 {
+		clock.Advance(300 * time.Millisecond)
+		trig.Schedule(1, 2*time.Second)
+	}
+	at, ok := trig.Due(1)
+	require.True(t, ok)
+	require.Equal(t, t0.Add(2*time.Second), at, "the burst's first admission fixes the round")
+
+	trig.Schedule(2, 2*time.Second)
+	at2, _ := trig.Due(2)
+	require.Equal(t, clock.Now().Add(2*time.Second), at2, "another project has its own time")
+
+	trig.Schedule(1, 0)
+	at, _ = trig.Due(1)
+	require.Equal(t, clock.Now(), at, "a sooner schedule wins")
+
+	var nilTrig *workflow.RoundTrigger
+	nilTrig.Schedule(1, 0) // a Deps without a trigger: a no-op, not a panic
+}
+
+// TestAdmissionsTriggerOneRoundAfterTheGatherWindow: with batch.interval
+// at an hour, a burst of five admissions (300 ms apart on the trigger's
+// clock) schedules ONE round, batch.gatherWindow after the first; it is
+// not due a moment before, it claims all five when due, and nothing else
+// is left scheduled. The batch goes through; its settlement schedules the
+// project's next round at once (the slot is free), which finds nothing
+// waiting. The binding file on main then holds exactly the five.
+func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		clock := newFakeClock()
+		trig := workflow.NewRoundTrigger(clock)
+		w := newWorld(t, st, withRoundTrigger(trig),
+			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "2s"}))
+		deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, func(_ context.Context, f store.Flip) {
+			w.mu.Lock()
+			w.validated[f.OperationID]++
+			w.mu.Unlock()
+		})
+		deps.RoundTrigger = trig
+		workflow.RegisterBatchSteps(w.eng, deps)
+		rounds := workflow.NewRounds(deps, w.eng)
+
+		ids := []string{"op-g1", "op-g2", "op-g3", "op-g4", "op-g5"}
+		for i, id := range ids {
+			w.submit(id, fmt.Sprintf("user-g-%d", i), tBatched, true)
+		}
+		for _, id := range ids {
+			w.until(id, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		}
+		_, ok := trig.Due(1)
+		require.False(t, ok, "no round is scheduled before an admission")
+		t0 := clock.Now()
+		for _, id := range ids {
+			w.decide(id, "approve")
+			w.until(id, "admitted", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
+			clock.Advance(300 * time.Millisecond)
+		}
+		storetest.UntilAdmittedBeforeNow(t, st, ids...)
+		due, ok := trig.Due(1)
+		require.True(t, ok, "the admissions scheduled the round")
+		require.Equal(t, t0.Add(2*time.Second), due, "gatherWindow after the burst's first admission")
+
+		require.Empty(t, rounds.RunTriggered(t.Context(), due.Add(-time.Millisecond)), "not due before the window ends")
+		page, err := st.BatchList(t.Context(), store.BatchListParams{ProjectID: 1, Limit: 10})
+		require.NoError(t, err)
+		require.Empty(t, page.Items, "no batch before the round")
+
+		got := rounds.RunTriggered(t.Context(), due)
+		require.Len(t, got, 1, "one round for the burst")
+		require.Equal(t, "CLAIMED", got[0].Outcome)
+		require.Equal(t, len(ids), got[0].Members, "the round claims the whole burst")
+		_, ok = trig.Due(1)
+		require.False(t, ok, "nothing else scheduled: a burst makes one round")
+
+		for _, id := range ids {
+			o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			require.Equal(t, got[0].BatchID, o.BatchID)
+			w.validatedOnce(id)
+		}
+		settled, ok := trig.Due(1)
+		require.True(t, ok, "the settled batch scheduled the next round")
+		require.False(t, settled.After(clock.Now()), "at once")
+		next := rounds.RunTriggered(t.Context(), clock.Now())
+		require.Len(t, next, 1)
+		require.Equal(t, "NOTHING_WAITING", next[0].Outcome)
+		page, err = st.BatchList(t.Context(), store.BatchListParams{ProjectID: 1, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1, "one batch, one MR for the burst")
+		w.filesExact(ids...)
+	})
+}
+
+// TestRoundsLoopRunsTheTriggeredRound: the running service (wall clock)
+// runs an admission's round although batch.interval is an hour — before
+// rounds were triggered, the request waited for the interval.
+func TestRoundsLoopRunsTheTriggeredRound(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		trig := workflow.NewRoundTrigger(nil)
+		w := newWorld(t, st, withRoundTrigger(trig),
+			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "10ms"}))
+		deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, nil)
+		deps.RoundTrigger = trig
+		workflow.RegisterBatchSteps(w.eng, deps)
+		rounds := workflow.NewRounds(deps, w.eng)
+		rounds.Start(t.Context())
+		t.Cleanup(rounds.Stop)
+
+		w.submit("op-loop", "user-loop", tBatched, true)
+		w.until("op-loop", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		w.decide("op-loop", "approve")
+		// The claim takes rows admitted before the database clock's now;
+		// a round that ran within the admission's millisecond finds
+		// nothing and the request waits for the settle or interval — so
+		// this waits for the batch, not for a time.
+		o, _ := w.until("op-loop", "claimed by a triggered round", func(o store.Operation, _ store.Binding) bool { return o.BatchID != 0 })
+		require.NotZero(t, o.BatchID)
+		w.until("op-loop", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		w.filesExact("op-loop")
+	})
+}
