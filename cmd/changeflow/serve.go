@@ -135,6 +135,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// the rounds service below runs them (docs/workflow.md, "When a
 		// round runs").
 		RoundTrigger: workflow.NewRoundTrigger(nil),
+		OnWithdrawn: func(_ context.Context, p store.WithdrawPlace) { m.RequestWithdrawn(string(p)) },
 	}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)
@@ -173,6 +174,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: glPreview,
 			Sink:         httpsink.New(callbacks),
 			Work:         engine,
+			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 		},

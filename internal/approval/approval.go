@@ -1,6 +1,7 @@
 // Package approval is the client of the company's approval system:
 // POST /v1/approvals submits a form, GET /v1/approvals?operationId= looks
-// one up, GET /v1/approvals/{id} reads one. The decision arrives later as
+// one up, GET /v1/approvals/{id} reads one, POST /v1/approvals/{id}/withdraw
+// withdraws a pending one (the requester gave up on the request). The decision arrives later as
 // a callback (handled by the workflow, not here); the workflow also reads
 // the approval while it waits, in case that callback is lost.
 //
@@ -31,6 +32,12 @@ type Service interface {
 	FindByOperationID(ctx context.Context, opID string) (a Approval, ok bool, err error)
 	// Get reads an approval; an unknown id is a 404 *Error.
 	Get(ctx context.Context, approvalID string) (Approval, error)
+	// Withdraw withdraws a pending approval: it can no longer be decided.
+	// Withdrawing a withdrawn one answers it again (idempotent, so a
+	// retried call whose first answer was lost succeeds); an approval
+	// already approved or rejected is a 409 *Error (IsAlreadyDecided), an
+	// unknown id a 404.
+	Withdraw(ctx context.Context, approvalID, comment string) (Approval, error)
 }
 
 // Form is what is submitted for approval.

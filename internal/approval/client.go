@@ -83,6 +83,21 @@ func (c *Client) Get(ctx context.Context, approvalID string) (Approval, error) {
 	return out, err
 }
 
+// Withdraw implements Service. The call is idempotent upstream (a second
+// withdraw answers the withdrawn approval), so a lost answer is simply
+// sent again by the caller's retry.
+func (c *Client) Withdraw(ctx context.Context, approvalID, comment string) (Approval, error) {
+	body, err := json.Marshal(struct {
+		Comment string `json:"comment,omitempty"`
+	}{comment})
+	if err != nil {
+		return Approval{}, &Error{Service: service, Op: "Withdraw", Message: err.Error(), Err: err}
+	}
+	var out Approval
+	err = c.do(ctx, "Withdraw", http.MethodPost, "v1/approvals/"+url.PathEscape(approvalID)+"/withdraw", body, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, op, method, path string, body []byte, out any) error {
 	cfg := c.settings()
 	if cfg.BaseURL == "" {

@@ -26,6 +26,10 @@ func StatusOf(err error) int {
 // IsNotFound: 404.
 func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
 
+// IsAlreadyDecided: 409 — a withdraw reached an approval that was
+// approved or rejected first.
+func IsAlreadyDecided(err error) bool { return StatusOf(err) == http.StatusConflict }
+
 // OutcomeUnknown: the request may have been applied; look up first.
 func OutcomeUnknown(err error) bool {
 	var e *Error

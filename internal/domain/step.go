@@ -125,6 +125,20 @@ const (
 	StepCloseCancelled StepStatus = 10205
 	// StepCloseExpired: the binding lapsed (VALIDATED → CLOSED). Terminal.
 	StepCloseExpired StepStatus = 10206
+	// StepCloseRequesterWithdrawn: the requester withdrew the request
+	// before it took effect (POST /api/requests/{id}/withdraw, binding
+	// CLOSED). Its own code rather than CLOSE_WITHDRAWN, which is the
+	// approval system's WITHDRAWN decision and ends REJECTED: here the
+	// requester acted, the binding ends CLOSED, and the step stays the
+	// marker of who ended it. Written by the withdrawal's guarded write
+	// (waiting for approval: binding CLOSED at once, the withdraw action
+	// then withdraws the approval upstream; waiting in the batch set:
+	// taken out, nothing due) or, for an open single-request MR, with the
+	// binding left where it was until the withdraw action closed the MR.
+	// The withdraw action rewrites it (same step) when done; it leaves it
+	// for HANDLE_MERGED when the MR turned out merged ("merged wins") and
+	// for CLOSE_FAILED when the upstream call kept failing.
+	StepCloseRequesterWithdrawn StepStatus = 10207
 )
 
 // Callback phase (103xx): the deployment reported the change in effect.
@@ -209,6 +223,7 @@ var stepInfo = map[StepStatus]struct {
 	StepCloseFailed:              {"CLOSE_FAILED", KindFailed},
 	StepCloseCancelled:           {"CLOSE_CANCELLED", KindClosed},
 	StepCloseExpired:             {"CLOSE_EXPIRED", KindClosed},
+	StepCloseRequesterWithdrawn:  {"CLOSE_REQUESTER_WITHDRAWN", KindClosed},
 	StepCalledBack:               {"CALLED_BACK", KindSucceeded},
 	StepReconciled:               {"RECONCILED", KindSucceeded},
 	StepHandlePipelinePending:    {"HANDLE_PIPELINE_PENDING", KindPending},

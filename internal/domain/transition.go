@@ -21,14 +21,18 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	"": {BindingApprovalSending, BindingMRCreating},
 	// Approval pending: the callback decides (an early callback may arrive
 	// before SENT is written); a pool rejection or a submit failure fails it.
-	BindingApprovalSending: {BindingApprovalSent, BindingMRCreating, BindingMerging, BindingRejected, BindingCreateFailed, BindingHandleFailed},
-	BindingApprovalSent:    {BindingMRCreating, BindingMerging, BindingRejected, BindingCreateFailed, BindingHandleFailed},
-	BindingMRCreating:      {BindingMRCreated, BindingCreateFailed, BindingClosed},
+	// → CLOSED: the requester withdrew the request (withdrawnBy below).
+	BindingApprovalSending: {BindingApprovalSent, BindingMRCreating, BindingMerging, BindingRejected, BindingCreateFailed, BindingHandleFailed, BindingClosed},
+	BindingApprovalSent:    {BindingMRCreating, BindingMerging, BindingRejected, BindingCreateFailed, BindingHandleFailed, BindingClosed},
+	// MR_CREATING, MR_CREATED → MERGED: the withdraw action found the
+	// single-request MR merged (by hand) when it came to close it —
+	// "merged wins", the request follows its merge.
+	BindingMRCreating: {BindingMRCreated, BindingCreateFailed, BindingClosed, BindingMerged},
 	// MR_CREATED: the legacy flow submits the approval next, approve-first
 	// starts handling.
 	// MR_CREATED, MERGING, HANDLE_FAILED → MR_CREATING: a member of a batch
 	// that settled FAILED is re-admitted to the waiting set (batch path).
-	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating},
+	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating, BindingMerged},
 	BindingMerging:      {BindingMerged, BindingHandleFailed, BindingMRCreating},
 	BindingMerged:       {BindingValidated},
 	BindingValidated:    {BindingClosed},
@@ -64,6 +68,14 @@ var (
 	// wherever the batch's durable steps had taken it (the batch path,
 	// internal/workflow/batch*.go).
 	batchRequeue = []StepStatus{StepCreateAdmitted}
+	// withdrawnBy: the requester's withdrawal (POST
+	// /api/requests/{id}/withdraw) from every step where the request has
+	// not taken effect and is not in a claimed batch: waiting for its
+	// approval, waiting in the batch set, its single-request MR being
+	// created or checked (a pipeline timeout included: the requester may
+	// give up on it). Which of these a given row may take is the store's
+	// guarded write (store.OperationWithdraw), not the table.
+	withdrawnBy = []StepStatus{StepCloseRequesterWithdrawn}
 )
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
@@ -73,22 +85,22 @@ var (
 var stepTransitions = map[StepStatus][]StepStatus{
 	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting},
 
-	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures, batchRequeue),
-	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures),
-	StepCreateCommitted:       join([]StepStatus{StepCreateMRCreated}, createFailures),
-	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue),
-	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue),
-	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures, batchRequeue),
+	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures, batchRequeue, withdrawnBy),
+	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures, withdrawnBy),
+	StepCreateCommitted:       join([]StepStatus{StepCreateMRCreated}, createFailures, withdrawnBy),
+	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy),
+	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy),
+	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures, batchRequeue, withdrawnBy),
 	StepCreateApprovalSubmitting: join([]StepStatus{StepCreateApprovalSubmitted, StepCreateApprovalFailed},
-		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}),
-	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}),
-	StepCreateAdmitted:          join([]StepStatus{StepCreateStarted, StepCloseCancelled}, createFailures),
+		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}, withdrawnBy),
+	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}, withdrawnBy),
+	StepCreateAdmitted:          join([]StepStatus{StepCreateStarted, StepCloseCancelled}, createFailures, withdrawnBy),
 
 	StepCreateFailed:          join(createRetrigger, batchRequeue),
 	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue),
 	StepCreatePoolRejected:    join(createRetrigger, batchRequeue),
 	StepCreateApprovalFailed:  createRetrigger,
-	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue),
+	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue, withdrawnBy),
 
 	StepHandleStarted:         join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
 	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
@@ -109,9 +121,14 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepCloseRejected:  {StepCloseMRClosed, StepCloseFailed},
 	StepCloseWithdrawn: {StepCloseMRClosed, StepCloseFailed},
 	StepCloseCancelled: {StepCloseMRClosed, StepCloseFailed},
-	StepCloseFailed:    {StepCloseMRClosed},
+	StepCloseFailed:    {StepCloseMRClosed, StepCloseRequesterWithdrawn},
 	StepCloseMRClosed:  nil,
 	StepCloseExpired:   nil,
+	// The withdraw action's ends: done (the same step, always legal),
+	// the MR found merged (merged wins), the upstream call kept failing.
+	// CLOSE_FAILED → CLOSE_REQUESTER_WITHDRAWN above is its retrigger
+	// succeeding.
+	StepCloseRequesterWithdrawn: {StepHandleMerged, StepCloseFailed},
 
 	StepCalledBack: {StepCloseExpired},
 	StepReconciled: {StepCalledBack, StepCloseExpired},

@@ -101,6 +101,9 @@ type Business struct {
 	// Files reads the config repo for the preview; nil degrades every
 	// preview to empty data.
 	Files FileReader
+	// Withdraw backs POST /api/requests/{operationId}/withdraw
+	// (*workflow.Withdrawer); nil answers it with 500.
+	Withdraw RequestWithdrawer
 	// Work hands a new request's first action to the workflow's bounded
 	// pool at once (*workflow.Engine); nil leaves it to the engine's
 	// poller, which finds it due in the operation row.

@@ -49,6 +49,11 @@ func (s *Server) routes() {
 			rateLimit: &RateLimitSpec{Bucket: config.BucketApply, Message: submitMessage}},
 		{pattern: "GET /api/requests/{operationId}", handler: s.handleRequestGet(), metrics: true, login: true},
 		{pattern: "GET /api/requests", handler: s.handleRequestList(), metrics: true, login: true},
+		// The owner withdraws a request not yet in effect (requests_withdraw.go);
+		// on the business allowlist, and under the apply quota like a submit:
+		// each call may write and reach the approval system or GitLab.
+		{pattern: "POST /api/requests/{operationId}/withdraw", handler: s.handleWithdraw(), metrics: true, login: true, business: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketApply}},
 		{pattern: "GET /api/targets", handler: s.handleTargets(), metrics: true, login: true},
 		// Preview reads GitLab on every call, through a GitLab client and
 		// breaker of its own (Business.Files), so neither its traffic nor a

@@ -8,6 +8,7 @@ package metrics
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ type Metrics struct {
 	httpSucceeded *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
 	validated     *prometheus.CounterVec
+	withdrawn     *prometheus.CounterVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -71,13 +73,19 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Name: "changeflow_requests_validated_total",
 		Help: "Requests whose change the deployment reported in effect, counted once per flip after commit (I9).",
 	}, []string{"target"})
+	// place is one of withdrawPlaces: a closed set, anything else is
+	// dropped.
+	m.withdrawn = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_requests_withdrawn_total",
+		Help: "Requests their requester withdrew before they took effect, by where they waited (approval, batch_set, mr); counted once per flip to CLOSED after commit (I9).",
+	}, []string{"place"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
 		Help:        "Build information; the value is always 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, info)
 	return m
 }
 
@@ -134,6 +142,22 @@ func (m *Metrics) RequestValidated(target string) {
 	})
 }
 
+// withdrawPlaces is the closed label set of changeflow_requests_withdrawn_total.
+var withdrawPlaces = []string{"approval", "batch_set", "mr"}
+
+// RequestWithdrawn counts one withdrawal at place. Callers invoke it only
+// for the call that flipped the binding to CLOSED, after commit; a place
+// outside the closed set is dropped (and logged), never a new series.
+func (m *Metrics) RequestWithdrawn(place string) {
+	m.guard("requests_withdrawn", func() {
+		if !slices.Contains(withdrawPlaces, place) {
+			m.logger.Warn("metrics: withdrawal place outside the closed set dropped", "place", strings.ToValidUTF8(place[:min(len(place), MaxLabelLen)], "?"))
+			return
+		}
+		m.withdrawn.WithLabelValues(place).Inc()
+	})
+}
+
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
 // exists for the tests that prove R-MET-1 across whole servers — metrics
@@ -142,7 +166,7 @@ func (m *Metrics) Sabotage() {
 	broken := func() *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	}
-	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated = broken(), broken(), broken(), broken()
+	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn = broken(), broken(), broken(), broken(), broken()
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 }
 

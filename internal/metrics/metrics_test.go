@@ -106,3 +106,19 @@ func TestMethodIsAClosedSet(t *testing.T) {
 		t.Fatalf("50 custom methods made %d series, want 1", n)
 	}
 }
+
+func TestRequestWithdrawnIsAClosedSet(t *testing.T) {
+	m := New(slog.New(slog.DiscardHandler), "test")
+	m.RequestWithdrawn("approval")
+	m.RequestWithdrawn("batch_set")
+	m.RequestWithdrawn("batch_set")
+	m.RequestWithdrawn("mr")
+	m.RequestWithdrawn("somewhere-else")
+	m.RequestWithdrawn("")
+	if got := testutil.ToFloat64(m.withdrawn.WithLabelValues("batch_set")); got != 2 {
+		t.Fatalf("batch_set = %v, want 2", got)
+	}
+	if n := testutil.CollectAndCount(m.withdrawn); n != 3 {
+		t.Fatalf("%d series, want the 3 places only", n)
+	}
+}

@@ -31,6 +31,10 @@ const (
 	// as one commit of the request's edit on the target's current head,
 	// then polls that commit's pipeline and hands over to approve.
 	ActionRegenerate = "regenerate"
+	// ActionWithdraw is the upstream half of a requester's withdrawal
+	// (withdraw.go): withdraw the approval, close the single-request MR
+	// ("merged wins"), then write the withdrawn state.
+	ActionWithdraw = "withdraw"
 )
 
 // EntryState is a new request's first state and first action.

@@ -54,9 +54,13 @@ type world struct {
 	eng   *workflow.Engine
 	cbs   *workflow.Callbacks
 
+	// deps are the steps' dependencies, as registered on eng.
+	deps workflow.Deps
+
 	mu        sync.Mutex
 	validated map[string]int // success side effects per operation (I9)
 	approves  int            // approve POSTs the adapter sent
+	withdrawn map[store.WithdrawPlace]int
 }
 
 // countingTransport counts the approve calls that leave the adapter.
@@ -153,7 +157,7 @@ func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper,
 
 func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	t.Helper()
-	w := &world{t: t, st: st, validated: map[string]int{}}
+	w := &world{t: t, st: st, validated: map[string]int{}, withdrawn: map[store.WithdrawPlace]int{}}
 	var handler atomic.Pointer[http.Handler]
 	w.cbTS = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if h := handler.Load(); h != nil {
@@ -200,6 +204,12 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 		deps.GitLab = ws.wrapGitLab(deps.GitLab)
 	}
 	deps.RoundTrigger = ws.roundTrigger
+	deps.OnWithdrawn = func(_ context.Context, p store.WithdrawPlace) {
+		w.mu.Lock()
+		w.withdrawn[p]++
+		w.mu.Unlock()
+	}
+	w.deps = deps
 	if ws.noEngine {
 		w.cbs = workflow.NewCallbacks(deps, nil)
 	} else {

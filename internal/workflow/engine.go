@@ -271,6 +271,30 @@ func (e *Engine) Submit(ctx context.Context, operationID string) (ok bool, err e
 	return true, nil
 }
 
+// RunNow claims operationID's due action and runs it on the caller's
+// goroutine, outside the pool, returning once its outcome is recorded —
+// exactly as a pooled run records it (lease, safety net, hooks). It is
+// for an answer that depends on the step's outcome: a withdrawal of an
+// open MR answers "withdrawn" or "it already took effect" from what the
+// close found. ran is false when the engine is not running, or the row
+// is not due or is held by another run (which then records the outcome).
+// The step runs under the engine's context and the lease's deadline, not
+// ctx: a caller that gives up does not cut a GitLab write in half.
+func (e *Engine) RunNow(ctx context.Context, operationID string) (ran bool, err error) {
+	e.mu.Lock()
+	running := e.started && !e.stopped
+	e.mu.Unlock()
+	if !running {
+		return false, nil
+	}
+	it, ok, err := e.o.Store.WorkClaimOne(ctx, operationID, e.o.Owner, e.lease())
+	if err != nil || !ok {
+		return false, err
+	}
+	e.execute(it)
+	return true, nil
+}
+
 // pollInterval is the idle wait before the next look for due work.
 func (e *Engine) pollInterval() time.Duration {
 	if e.o.PollIntervalSource != nil {

@@ -52,6 +52,10 @@ type Deps struct {
 	// process's Rounds runs them. Nil: rounds run every batch.interval
 	// only.
 	RoundTrigger *RoundTrigger
+	// OnWithdrawn runs after commit, once per request its requester
+	// withdrew, when the withdrawal moved its binding to CLOSED (I9): the
+	// withdrawal metric. May be nil.
+	OnWithdrawn func(ctx context.Context, place store.WithdrawPlace)
 }
 
 func (d Deps) logger() *slog.Logger {
@@ -129,6 +133,12 @@ var (
 	closeDecl = Declaration{
 		OnError: Failure{Step: domain.StepCloseFailed},
 	}
+	// withdrawDecl: the upstream half of a withdrawal that kept failing
+	// stops in CLOSE_FAILED with the action kept, for an operator's
+	// retrigger; the binding stays where the withdrawal left it.
+	withdrawDecl = Declaration{
+		OnError: Failure{Step: domain.StepCloseFailed},
+	}
 )
 
 // RegisterSteps registers every business step of the single-request MR
@@ -143,4 +153,5 @@ func RegisterSteps(e *Engine, d Deps) {
 	e.Register(ActionPollRebase, StepFunc{Decl: mergeDecl, Fn: d.pollRebase})
 	e.Register(ActionCloseMR, StepFunc{Decl: closeDecl, Fn: d.closeMR})
 	e.Register(ActionRegenerate, StepFunc{Decl: mergeDecl, Fn: d.regenerate})
+	e.Register(ActionWithdraw, StepFunc{Decl: withdrawDecl, Fn: d.withdraw})
 }

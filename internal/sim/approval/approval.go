@@ -140,6 +140,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/approvals", s.handleSubmit)
 	s.mux.HandleFunc("GET /v1/approvals", s.failingRead(s.handleList))
 	s.mux.HandleFunc("GET /v1/approvals/{id}", s.failingRead(s.handleGet))
+	s.mux.HandleFunc("POST /v1/approvals/{id}/withdraw", s.handleWithdraw)
 
 	s.mux.HandleFunc("GET /_control/approvals", s.handleList)
 	s.mux.HandleFunc("DELETE /_control/approvals", s.handleReset)

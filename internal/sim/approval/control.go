@@ -144,12 +144,16 @@ func (s *Server) SetFaults(f Faults) error {
 	if f.FailReadsNext.Count > 0 && (f.FailReadsNext.Status < 400 || f.FailReadsNext.Status > 599) {
 		return errors.New("failReadsNext.status must be an HTTP error status (400-599)")
 	}
+	if f.FailWithdrawsNext.Count > 0 && (f.FailWithdrawsNext.Status < 400 || f.FailWithdrawsNext.Status > 599) {
+		return errors.New("failWithdrawsNext.status must be an HTTP error status (400-599)")
+	}
 	f.CallbackBeforeResponse = max(f.CallbackBeforeResponse, 0)
 	f.LoseResponseNext = max(f.LoseResponseNext, 0)
 	f.FailNext.Count = max(f.FailNext.Count, 0)
 	f.HoldResponseNext.Count = max(f.HoldResponseNext.Count, 0)
 	f.HoldResponseNext.DelayMs = max(f.HoldResponseNext.DelayMs, 0)
 	f.FailReadsNext.Count = max(f.FailReadsNext.Count, 0)
+	f.FailWithdrawsNext.Count = max(f.FailWithdrawsNext.Count, 0)
 	s.mu.Lock()
 	s.faults = f
 	s.mu.Unlock()

@@ -28,6 +28,10 @@ type Faults struct {
 	// system failing while the service polls it for a lost callback. The
 	// control API's reads are never failed.
 	FailReadsNext ReadFault `json:"failReadsNext"`
+	// FailWithdrawsNext answers the next Count withdraw calls (POST
+	// /v1/approvals/{id}/withdraw) with Status, withdrawing nothing: the
+	// approval system failing while the service withdraws a request.
+	FailWithdrawsNext FailNext `json:"failWithdrawsNext"`
 }
 
 // ReadFault answers Count public reads with Status. With ApprovalID set

@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"changeflow/internal/domain"
+)
+
+// WithdrawPlace is where a request waited when its requester withdrew it;
+// it is also the label of changeflow_requests_withdrawn_total.
+type WithdrawPlace string
+
+// The places a request can be withdrawn from.
+const (
+	// WithdrawFromApproval: waiting for its approval (APPROVAL_SENDING or
+	// APPROVAL_SENT, either flow). The binding is CLOSED at once; the
+	// scheduled action withdraws the approval upstream (and, legacy flow,
+	// closes the request's MR).
+	WithdrawFromApproval WithdrawPlace = "approval"
+	// WithdrawFromBatchSet: approved and waiting in its project's batch
+	// waiting set, not yet claimed by a round. Taken out of the set and
+	// CLOSED in one transaction; nothing upstream to undo.
+	WithdrawFromBatchSet WithdrawPlace = "batch_set"
+	// WithdrawFromMR: its single-request MR is being created or checked
+	// (MR_CREATING or MR_CREATED, no batch). Only the step moves now; the
+	// scheduled action closes the MR and then moves the binding — to
+	// CLOSED, or to MERGED when the MR turned out merged.
+	WithdrawFromMR WithdrawPlace = "mr"
+)
+
+// WithdrawOutcome is what OperationWithdraw found and did.
+type WithdrawOutcome int
+
+// The outcomes of OperationWithdraw. Only WithdrawApplied wrote anything.
+const (
+	// WithdrawApplied: this call withdrew the request (Place says from
+	// where).
+	WithdrawApplied WithdrawOutcome = iota + 1
+	// WithdrawAlready: the request was withdrawn before (its step is
+	// CLOSE_REQUESTER_WITHDRAWN, or CLOSE_FAILED after a withdrawal); the
+	// answer is its current state.
+	WithdrawAlready
+	// WithdrawClaimed: a batch round has claimed the request (BatchID); it
+	// goes through that batch's MR and can no longer be taken out.
+	WithdrawClaimed
+	// WithdrawRefused: the request is past the point of withdrawal or has
+	// ended otherwise: merging, merged, in effect, failed and waiting for
+	// an operator, rejected or closed — or its binding now belongs to a
+	// newer request. Binding and Step say where it is.
+	WithdrawRefused
+)
+
+// WithdrawParams is one withdrawal.
+type WithdrawParams struct {
+	OperationID string
+	// Action is the workflow action scheduled (due at once, pre-empting
+	// any step still running under a lease) for the approval and MR
+	// places: the upstream half of the withdrawal.
+	Action string
+	Actor  string
+	Note   string
+}
+
+// WithdrawResult is what OperationWithdraw did.
+type WithdrawResult struct {
+	Outcome WithdrawOutcome
+	Place   WithdrawPlace
+	// Flip is non-nil when this call moved the binding (I9): the approval
+	// and batch-set places.
+	Flip *Flip
+	// Binding is the binding as found, before any write (zero when the
+	// operation has none any more).
+	Binding Binding
+	// Step is the operation's step as found.
+	Step int
+	// BatchID is the claiming batch for WithdrawClaimed (0 when the claim
+	// is known only from the waiting set's row).
+	BatchID int64
+}
+
+// OperationWithdraw withdraws a request that has not taken effect, in one
+// transaction, in the lock order operation → binding → waiting-set row:
+//
+//  1. lock the operation (none: an error wrapping domain.ErrNotFound) and
+//     its binding; a binding owned by another (newer) request, or none,
+//     is WithdrawRefused;
+//  2. a request withdrawn before is WithdrawAlready (idempotent);
+//  3. APPROVAL_SENDING / APPROVAL_SENT: binding CLOSED, step
+//     CLOSE_REQUESTER_WITHDRAWN, Action due at once — a late approval
+//     callback then finds the binding out of its waiting set (stale);
+//  4. MR_CREATING at CREATE_ADMITTED: the guarded DELETE of its waiting
+//     row "… WHERE operation_id = ? AND batch_id IS NULL". One row: out of
+//     the set, binding CLOSED, step CLOSE_REQUESTER_WITHDRAWN, nothing
+//     due. No row: a round claimed it first — WithdrawClaimed. The claim
+//     marks rows with "… SET batch_id = ? WHERE batch_id IS NULL" and
+//     rolls back when it marks fewer than it read, so of a claim and a
+//     withdrawal racing for one row exactly one wins, on either database:
+//     both guards test the same column of the same row, and the row lock
+//     (MariaDB) or the single writer (SQLite) orders them;
+//  5. MR_CREATING / MR_CREATED with no waiting-set row and no batch: the
+//     single-request MR path. Only the step moves (CLOSE_REQUESTER_WITHDRAWN,
+//     Action due): the binding stays where it is, not re-appliable, until
+//     the action has closed the MR — had it moved to CLOSED now, a new
+//     request could take the row before the action learns that the MR was
+//     merged by hand meanwhile, and "merged wins" would have nothing to
+//     follow. A member of a claimed batch (a waiting row with a batch, or
+//     a batch id) is WithdrawClaimed;
+//  6. anything else: WithdrawRefused.
+//
+// Every write is checked against the transition table (I7).
+func (s *Store) OperationWithdraw(ctx context.Context, p WithdrawParams) (WithdrawResult, error) {
+	if p.OperationID == "" || p.Action == "" {
+		return WithdrawResult{}, errors.New("withdraw: operationId and action are required")
+	}
+	var res WithdrawResult
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		var err error
+		res, err = s.withdrawTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return WithdrawResult{}, fmt.Errorf("withdraw %s: %w", p.OperationID, err)
+	}
+	return res, nil
+}
+
+func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (WithdrawResult, error) {
+	d := s.dialect
+	var (
+		subject, target string
+		step            int
+		batchID         sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx,
+		"SELECT subject, target_key, step_status, batch_id FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &batchID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return WithdrawResult{}, fmt.Errorf("operation %s: %w", p.OperationID, domain.ErrNotFound)
+	}
+	if err != nil {
+		return WithdrawResult{}, fmt.Errorf("lock operation: %w", translate(err))
+	}
+	res := WithdrawResult{Step: step, Outcome: WithdrawRefused}
+	b, err := bindingGet(ctx, tx, d, subject, target, d.forUpdate())
+	if errors.Is(err, sql.ErrNoRows) {
+		return res, nil
+	}
+	if err != nil {
+		return WithdrawResult{}, fmt.Errorf("lock binding: %w", translate(err))
+	}
+	if b.OperationID != p.OperationID {
+		return res, nil // an old request: its binding belongs to a newer one
+	}
+	res.Binding = b
+	switch st := domain.StepStatus(step); {
+	case st == domain.StepCloseRequesterWithdrawn, st == domain.StepCloseFailed && withdrawnBefore(ctx, tx, p.OperationID):
+		res.Outcome = WithdrawAlready
+		return res, nil
+	}
+
+	w := withdrawWrite{op: p.OperationID, fromStep: step, b: b, actor: p.Actor, note: p.Note}
+	switch {
+	case b.Status == domain.BindingApprovalSending || b.Status == domain.BindingApprovalSent:
+		res.Place, w.to, w.action = WithdrawFromApproval, domain.BindingClosed, p.Action
+	case b.Status == domain.BindingMRCreating && domain.StepStatus(step) == domain.StepCreateAdmitted:
+		gone, err := execCount(ctx, tx,
+			"DELETE FROM merge_batch_request WHERE operation_id = ? AND batch_id IS NULL", p.OperationID)
+		if err != nil {
+			return WithdrawResult{}, fmt.Errorf("take out of the waiting set: %w", err)
+		}
+		if gone != 1 {
+			res.Outcome, res.BatchID = WithdrawClaimed, claimingBatch(ctx, tx, p.OperationID)
+			return res, nil
+		}
+		res.Place, w.to = WithdrawFromBatchSet, domain.BindingClosed
+	case b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated:
+		var rowBatch sql.NullInt64
+		err := tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", p.OperationID).Scan(&rowBatch)
+		switch {
+		case err == nil:
+			res.Outcome, res.BatchID = WithdrawClaimed, max(rowBatch.Int64, batchID.Int64)
+			return res, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return WithdrawResult{}, fmt.Errorf("read waiting set: %w", translate(err))
+		case batchID.Int64 != 0:
+			res.Outcome, res.BatchID = WithdrawClaimed, batchID.Int64
+			return res, nil
+		}
+		res.Place, w.to, w.action = WithdrawFromMR, b.Status, p.Action
+	default:
+		return res, nil
+	}
+	flip, err := w.write(ctx, tx, d, s)
+	if err != nil {
+		return WithdrawResult{}, err
+	}
+	res.Outcome, res.Flip = WithdrawApplied, flip
+	return res, nil
+}
+
+// withdrawWrite is the state write of a withdrawal: step
+// CLOSE_REQUESTER_WITHDRAWN, the binding to `to` (unchanged when equal),
+// action due at once or, "", nothing due; one step-history row.
+type withdrawWrite struct {
+	op          string
+	fromStep    int
+	b           Binding
+	to          domain.BindingStatus
+	action      string
+	actor, note string
+}
+
+func (w withdrawWrite) write(ctx context.Context, tx *sql.Tx, d Dialect, s *Store) (*Flip, error) {
+	toStep := int(domain.StepCloseRequesterWithdrawn)
+	if err := domain.CheckStep(domain.StepStatus(w.fromStep), domain.StepStatus(toStep)); err != nil {
+		return nil, err
+	}
+	var flip *Flip
+	if w.to != w.b.Status {
+		if err := domain.CheckBinding(w.b.Status, w.to); err != nil {
+			return nil, err
+		}
+		if err := execOne(ctx, tx,
+			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
+			string(w.to), w.b.ID, string(w.b.Status), w.b.Version); err != nil {
+			return nil, fmt.Errorf("move binding: %w", err)
+		}
+		flip = &Flip{
+			OperationID: w.op, Subject: w.b.Subject, TargetKey: w.b.TargetKey,
+			From: w.b.Status, To: w.to, BindingVersion: w.b.Version + 1,
+			FromStep: w.fromStep, ToStep: toStep,
+		}
+	}
+	if err := execOne(ctx, tx,
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+
+			" next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"+
+			" WHERE operation_id = ? AND step_status = ?", toStep, w.op, w.fromStep); err != nil {
+		return nil, fmt.Errorf("write step: %w", err)
+	}
+	if w.action != "" {
+		// Pre-empts the lease of a step still running (submit_approval,
+		// create_mr, a pipeline poll): its outcome can no longer be written.
+		if err := s.WorkScheduleTx(ctx, tx, w.op, w.action, 0); err != nil {
+			return nil, err
+		}
+	}
+	hist := operationStepRow{operationID: w.op, fromStep: w.fromStep, toStep: toStep, actor: w.actor, note: w.note}
+	if flip != nil {
+		hist.fromBinding, hist.toBinding = flip.From, flip.To
+	}
+	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+		return nil, err
+	}
+	return flip, nil
+}
+
+// withdrawnBefore says whether the operation's history has the
+// requester's withdrawal: a CLOSE_FAILED reached after it (the upstream
+// half kept failing) is still a withdrawn request.
+func withdrawnBefore(ctx context.Context, tx *sql.Tx, operationID string) bool {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND to_step = ?",
+		operationID, int(domain.StepCloseRequesterWithdrawn)).Scan(&n)
+	return err == nil && n > 0
+}
+
+// claimingBatch is the batch whose round claimed operationID's waiting
+// row (0 when there is no row any more).
+func claimingBatch(ctx context.Context, tx *sql.Tx, operationID string) int64 {
+	var id sql.NullInt64
+	_ = tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", operationID).Scan(&id)
+	return id.Int64
+}
+
+// execCount runs a write and returns how many rows it affected.
+func execCount(ctx context.Context, q queryer, query string, args ...any) (int64, error) {
+	r, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, translate(err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	return n, nil
+}

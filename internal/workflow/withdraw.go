@@ -1,0 +1,267 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"changeflow/internal/approval"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// A requester withdraws a request that has not taken effect
+// (docs/workflow.md, "Withdrawing a request"). The local state moves
+// first, by store.OperationWithdraw's guarded write; whatever must be
+// undone upstream is the withdraw action, a durable step like any other:
+// a crash between the two leaves the action due and any instance runs it,
+// a failing approval system or GitLab is retried by the engine, and a
+// step of the request still running (a submit, create_mr, a pipeline
+// poll) was pre-empted by the write and can no longer record anything.
+
+// noneYet starts the reason of the withdraw action's one wait for an
+// approval or MR it did not find: a submit_approval or create_mr that
+// the withdrawal pre-empted may still be in its call and create it. The
+// step reads it back from last_error on its next run (a clock-free "I
+// have waited once"); any other retry reason in between only costs one
+// more wait.
+const noneYet = "nothing to withdraw found yet"
+
+// withdraw is the withdraw action. Where the request waited is read from
+// its binding: still MR_CREATING or MR_CREATED (owned by it) — its
+// single-request MR is open, close it and then write the binding; anything
+// else (CLOSED already, or re-applied by a newer request) — it waited for
+// its approval: withdraw that, and on the legacy flow close its MR too.
+func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
+	op := w.Operation
+	b, err := d.Store.BindingGetByOperation(ctx, op.OperationID)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return d.retryOr(err, "read binding")
+	}
+	mrPlace := err == nil && (b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated)
+	waited := strings.HasPrefix(op.LastError, noneYet)
+	var notes []string
+	if !mrPlace {
+		note, out, done := d.withdrawApproval(ctx, op, waited)
+		if done != nil {
+			return done.out, done.err
+		}
+		if out != nil {
+			return *out, nil
+		}
+		notes = append(notes, note)
+		if op.MRIID == 0 {
+			return Done("", Transition{Step: domain.StepCloseRequesterWithdrawn, Note: strings.Join(notes, "; ")}), nil
+		}
+	}
+	mr, found, end := d.closeForWithdrawal(ctx, op, waited)
+	if end != nil {
+		return end.out, end.err
+	}
+	t := Transition{Step: domain.StepCloseRequesterWithdrawn}
+	if mrPlace {
+		t.Binding = domain.BindingClosed
+	}
+	switch {
+	case !found:
+		notes = append(notes, "no MR was opened")
+	case mr.State == gitlab.MRStateClosed:
+		notes = append(notes, fmt.Sprintf("MR !%d closed", mr.IID))
+		if op.MRIID == 0 {
+			t.Fields = store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL}
+		}
+	case mr.State == gitlab.MRStateMerged && mrPlace:
+		// Merged wins: the change is on the default branch, so the request
+		// follows its merge to MERGED and, with the deploy callback or
+		// reconciliation, VALIDATED. The requester hears that it already
+		// took effect.
+		fields := store.WorkFields{}
+		if op.MRIID == 0 {
+			fields = store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL}
+		}
+		return Done("", Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
+			Note: fmt.Sprintf("withdrawal came too late: MR !%d was merged (%s); the request follows its merge", mr.IID, mr.MergeCommitSHA)}).
+			OnFlip(d.validateIfDeployed(d.projectID(op), mr.IID)), nil
+	case mr.State == gitlab.MRStateMerged:
+		// Legacy flow, withdrawn while waiting for the approval: nothing of
+		// changeflow's merges an MR before its approval, so a person did.
+		return Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the request was withdrawn before its approval", mr.IID)), nil
+	default:
+		return RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State)), nil
+	}
+	t.Note = strings.Join(notes, "; ")
+	out := Done("", t)
+	if mrPlace {
+		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
+	}
+	return out, nil
+}
+
+// withdrawApproval withdraws op's approval upstream. It returns a note
+// for the history when done, an outcome to return instead (the one wait
+// for an approval not found yet), or a stepEnd for a failure.
+func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *Outcome, *stepEnd) {
+	if d.Approval == nil {
+		return "", nil, &stepEnd{err: errors.New("no approval system client configured")}
+	}
+	id := op.ApprovalID
+	if id == "" {
+		a, found, err := d.Approval.FindByOperationID(ctx, op.OperationID)
+		switch {
+		case err != nil:
+			out, err := d.approvalRetryOr(err, "look up the approval")
+			return "", nil, &stepEnd{out, err}
+		case found:
+			id = a.ApprovalID
+		case !waited:
+			out := RetryAfter(d.Config().Workflow().LeaseDuration, noneYet+": no approval for the request; looking once more after a submit cut off by the withdrawal has ended")
+			return "", &out, nil
+		default:
+			return "no approval was submitted", nil, nil
+		}
+	}
+	a, err := d.Approval.Withdraw(ctx, id, "withdrawn by the requester through changeflow")
+	switch {
+	case err == nil:
+		return fmt.Sprintf("approval %s withdrawn (%s)", id, a.Status), nil, nil
+	case approval.IsAlreadyDecided(err):
+		// Decided before the withdrawal reached it: the request stays
+		// withdrawn, and the decision's callback finds it no longer
+		// waiting (recorded as stale).
+		return fmt.Sprintf("approval %s was decided before the withdrawal reached it; the request stays withdrawn", id), nil, nil
+	case approval.IsNotFound(err):
+		return fmt.Sprintf("approval %s is unknown to the approval system", id), nil, nil
+	}
+	out, err := d.approvalRetryOr(err, "withdraw approval "+id)
+	return "", nil, &stepEnd{out, err}
+}
+
+// approvalRetryOr retries a transient approval-system failure (no answer,
+// 429, 5xx, open breaker) and fails on anything else.
+func (d Deps) approvalRetryOr(err error, what string) (Outcome, error) {
+	if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
+		return RetryAfter(d.retryDelay(), what+": "+err.Error()), nil
+	}
+	return Outcome{}, fmt.Errorf("%s: %w", what, err)
+}
+
+// closeForWithdrawal finds op's MR (recorded, else by its deterministic
+// branch: create_mr may have opened it without recording it before the
+// withdrawal pre-empted it) and closes it unless closed or merged. found
+// is false when there is none — after one wait, as for the approval.
+func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited bool) (gitlab.MR, bool, *stepEnd) {
+	project, err := d.project(op)
+	if err != nil {
+		return gitlab.MR{}, false, &stepEnd{err: err}
+	}
+	iid := op.MRIID
+	if iid == 0 {
+		mr, ok, err := d.GitLab.FindMRBySourceBranch(ctx, project, BranchName(op.OperationID), gitlab.StateAll)
+		switch {
+		case err != nil:
+			out, err := d.retryOr(err, "look up the MR")
+			return gitlab.MR{}, false, &stepEnd{out, err}
+		case !ok && !waited:
+			return gitlab.MR{}, false, &stepEnd{out: RetryAfter(d.Config().Workflow().LeaseDuration,
+				noneYet+": no MR for the request; looking once more after a create_mr cut off by the withdrawal has ended")}
+		case !ok:
+			return gitlab.MR{}, false, nil
+		}
+		iid = mr.IID
+	}
+	mr, err := d.GitLab.GetMR(ctx, project, iid)
+	if err != nil {
+		out, err := d.retryOr(err, "read MR")
+		return gitlab.MR{}, false, &stepEnd{out, err}
+	}
+	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
+		if mr, err = d.GitLab.CloseMR(ctx, project, iid); err != nil {
+			out, err := d.retryOr(err, "close MR")
+			return gitlab.MR{}, false, &stepEnd{out, err}
+		}
+	}
+	return mr, true, nil
+}
+
+// withdrawnHook counts a withdrawal once, after the commit that flipped
+// its binding to CLOSED.
+func (d Deps) withdrawnHook(place store.WithdrawPlace) FlipHook {
+	return func(ctx context.Context, f store.Flip) {
+		if d.OnWithdrawn != nil && f.To == domain.BindingClosed {
+			d.OnWithdrawn(ctx, place)
+		}
+	}
+}
+
+// WithdrawAnswer is what a withdrawal came to, for the HTTP answer.
+type WithdrawAnswer struct {
+	// Result is the guarded write's answer (store.OperationWithdraw).
+	Result store.WithdrawResult
+	// Operation and Binding are the request as it is after the call
+	// (Binding is zero when a newer request owns the row).
+	Operation store.Operation
+	Binding   store.Binding
+	// Merged: the MR was merged before it could be closed; the request
+	// follows its merge ("merged wins") and the withdrawal did not happen.
+	Merged bool
+	// Pending: the upstream half is still due or running (retried).
+	Pending bool
+}
+
+// Withdrawer runs a requester's withdrawal (POST
+// /api/requests/{operationId}/withdraw). Engine may be nil: the action is
+// then left to the engines' pollers.
+type Withdrawer struct {
+	Deps   Deps
+	Engine *Engine
+}
+
+// Withdraw withdraws operationID for actor (the HTTP layer has checked
+// that actor owns it). The guarded write decides (store.OperationWithdraw);
+// then the upstream half runs: in the background for an approval (the
+// request is CLOSED already, the answer does not depend on it), at once on
+// this goroutine for an open MR, whose answer does ("merged wins" turns a
+// withdrawal into "it already took effect"). An unknown operation is an
+// error wrapping domain.ErrNotFound.
+func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (WithdrawAnswer, error) {
+	st := wd.Deps.Store
+	res, err := st.OperationWithdraw(ctx, store.WithdrawParams{
+		OperationID: operationID, Action: ActionWithdraw, Actor: actor, Note: "withdrawn by the requester",
+	})
+	if err != nil {
+		return WithdrawAnswer{}, err
+	}
+	if res.Outcome == store.WithdrawApplied && res.Flip != nil && wd.Deps.OnWithdrawn != nil {
+		wd.Deps.OnWithdrawn(ctx, res.Place)
+	}
+	runNow := res.Place == store.WithdrawFromMR && res.Outcome == store.WithdrawApplied
+	if wd.Engine != nil && res.Outcome == store.WithdrawApplied {
+		if runNow {
+			if _, err := wd.Engine.RunNow(ctx, operationID); err != nil {
+				wd.Deps.logger().Warn("withdraw: run the MR close now; left to the poller", "operation", operationID, "err", err)
+			}
+		} else if res.Place == store.WithdrawFromApproval {
+			if _, err := wd.Engine.Submit(ctx, operationID); err != nil {
+				wd.Deps.logger().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", operationID, "err", err)
+			}
+		}
+	}
+	ans := WithdrawAnswer{Result: res}
+	if ans.Operation, err = st.OperationGet(ctx, operationID); err != nil {
+		return WithdrawAnswer{}, err
+	}
+	b, err := st.BindingGetByOperation(ctx, operationID)
+	switch {
+	case err == nil:
+		ans.Binding = b
+	case !errors.Is(err, domain.ErrNotFound):
+		return WithdrawAnswer{}, err
+	}
+	step := domain.StepStatus(ans.Operation.Step)
+	ans.Merged = (res.Outcome == store.WithdrawApplied || res.Outcome == store.WithdrawAlready) &&
+		step != domain.StepCloseRequesterWithdrawn && (ans.Binding.Status == domain.BindingMerged || ans.Binding.Status == domain.BindingValidated)
+	ans.Pending = ans.Operation.NextAction == ActionWithdraw
+	return ans, nil
+}
