@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
+	"unicode/utf8"
 
 	"changeflow/internal/domain"
 )
@@ -62,6 +64,14 @@ type WithdrawParams struct {
 	Action string
 	Actor  string
 	Note   string
+	// ClaimOwner, when set, claims the scheduled action for that engine
+	// owner in the same transaction, under a lease of ClaimLease
+	// (WorkClaimOne's write, without its "due" test), for the MR place:
+	// the caller runs it at once and answers from its outcome, and no
+	// poller of another instance can take it in between. Should the
+	// caller die, the lease expires and any instance runs it.
+	ClaimOwner string
+	ClaimLease time.Duration
 }
 
 // WithdrawResult is what OperationWithdraw did.
@@ -79,6 +89,9 @@ type WithdrawResult struct {
 	// BatchID is the claiming batch for WithdrawClaimed (0 when the claim
 	// is known only from the waiting set's row).
 	BatchID int64
+	// Claimed is the action claimed for WithdrawParams.ClaimOwner (MR
+	// place only), to run with the engine; nil otherwise.
+	Claimed *WorkItem
 }
 
 // OperationWithdraw withdraws a request that has not taken effect, in one
@@ -198,7 +211,35 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 		return WithdrawResult{}, err
 	}
 	res.Outcome, res.Flip = WithdrawApplied, flip
+	if res.Place == WithdrawFromMR && p.ClaimOwner != "" && p.ClaimLease > 0 {
+		it, err := claimInTx(ctx, tx, d, p.OperationID, p.ClaimOwner, p.ClaimLease)
+		if err != nil {
+			return WithdrawResult{}, err
+		}
+		res.Claimed = &it
+	}
 	return res, nil
+}
+
+// claimInTx is WorkClaimOne's claim inside tx, on a row this transaction
+// has just scheduled (so it is due and unleased).
+func claimInTx(ctx context.Context, tx *sql.Tx, d Dialect, operationID, owner string, lease time.Duration) (WorkItem, error) {
+	if utf8.RuneCountInString(owner) > maxLeaseOwnerLen {
+		return WorkItem{}, errors.New("claim work: owner too long")
+	}
+	l := Lease{Owner: owner, Token: newToken()}
+	until, untilArg := d.NowAdd(lease)
+	if err := execOne(ctx, tx,
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET lease_owner = ?, lease_expires_at = "+until+
+			", due_at = "+until+", attempts = attempts + 1 WHERE operation_id = ?",
+		l.column(), untilArg, untilArg, operationID); err != nil {
+		return WorkItem{}, fmt.Errorf("claim: %w", err)
+	}
+	o, err := operationGet(ctx, tx, operationID)
+	if err != nil {
+		return WorkItem{}, fmt.Errorf("claim: %w", translate(err))
+	}
+	return WorkItem{Operation: o, Lease: l}, nil
 }
 
 // withdrawWrite is the state write of a withdrawal: step

@@ -76,7 +76,7 @@ func TestWorkCompleteChecksTheTableAndWritesNothingOnAnIllegalMove(t *testing.T)
 		_, err = s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-1", Lease: l, Step: int(domain.StepHandleMerged)})
 		require.ErrorIs(t, err, domain.ErrIllegalTransition)
 		_, err = s.WorkComplete(ctx, store.WorkCompleteParams{OperationID: "op-1", Lease: l,
-			Step: int(domain.StepCreateMRCreated), Binding: domain.BindingMerged})
+			Step: int(domain.StepCreateMRCreated), Binding: domain.BindingValidated})
 		require.ErrorIs(t, err, domain.ErrIllegalTransition)
 		o := mustOperation(t, s, "op-1")
 		require.Equal(t, int(domain.StepCreateStarted), o.Step, "nothing written")

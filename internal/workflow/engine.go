@@ -271,28 +271,39 @@ func (e *Engine) Submit(ctx context.Context, operationID string) (ok bool, err e
 	return true, nil
 }
 
-// RunNow claims operationID's due action and runs it on the caller's
-// goroutine, outside the pool, returning once its outcome is recorded —
-// exactly as a pooled run records it (lease, safety net, hooks). It is
-// for an answer that depends on the step's outcome: a withdrawal of an
-// open MR answers "withdrawn" or "it already took effect" from what the
-// close found. ran is false when the engine is not running, or the row
-// is not due or is held by another run (which then records the outcome).
-// The step runs under the engine's context and the lease's deadline, not
-// ctx: a caller that gives up does not cut a GitLab write in half.
-func (e *Engine) RunNow(ctx context.Context, operationID string) (ran bool, err error) {
+// Claimant is who a caller claims work for when it wants this engine to
+// run it at once (RunClaimed): the engine's owner and the lease it would
+// take now. ok is false when the engine is not running.
+func (e *Engine) Claimant() (owner string, lease time.Duration, ok bool) {
+	e.mu.Lock()
+	running := e.started && !e.stopped
+	e.mu.Unlock()
+	return e.o.Owner, e.lease(), running
+}
+
+// RunClaimed runs an item the caller claimed for Claimant's owner (in its
+// own transaction: a withdrawal claims the action it schedules, so no
+// poller takes it in between) on the caller's goroutine, outside the
+// pool, and returns once its outcome is recorded — exactly as a pooled
+// run records it (lease, safety net, hooks). It is for an answer that
+// depends on the step's outcome: a withdrawal of an open MR answers
+// "withdrawn" or "it already took effect" from what the close found. The
+// step runs under the engine's context and the lease's deadline, not the
+// caller's: a caller that gives up does not cut a GitLab write in half.
+// When the engine stopped meanwhile, the item is released for any
+// instance and false returned.
+func (e *Engine) RunClaimed(it store.WorkItem) bool {
 	e.mu.Lock()
 	running := e.started && !e.stopped
 	e.mu.Unlock()
 	if !running {
-		return false, nil
-	}
-	it, ok, err := e.o.Store.WorkClaimOne(ctx, operationID, e.o.Owner, e.lease())
-	if err != nil || !ok {
-		return false, err
+		ctx, cancel := e.writeContext()
+		defer cancel()
+		e.release(ctx, it, "engine not running")
+		return false
 	}
 	e.execute(it)
-	return true, nil
+	return true
 }
 
 // pollInterval is the idle wait before the next look for due work.

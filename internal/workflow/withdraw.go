@@ -223,29 +223,31 @@ type Withdrawer struct {
 // then the upstream half runs: in the background for an approval (the
 // request is CLOSED already, the answer does not depend on it), at once on
 // this goroutine for an open MR, whose answer does ("merged wins" turns a
-// withdrawal into "it already took effect"). An unknown operation is an
+// withdrawal into "it already took effect"): the guarded write claims
+// that action for this engine in its own transaction, so no poller takes
+// it in between (Engine.RunClaimed). An unknown operation is an
 // error wrapping domain.ErrNotFound.
 func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (WithdrawAnswer, error) {
 	st := wd.Deps.Store
-	res, err := st.OperationWithdraw(ctx, store.WithdrawParams{
-		OperationID: operationID, Action: ActionWithdraw, Actor: actor, Note: "withdrawn by the requester",
-	})
+	p := store.WithdrawParams{OperationID: operationID, Action: ActionWithdraw, Actor: actor, Note: "withdrawn by the requester"}
+	if wd.Engine != nil {
+		if owner, lease, ok := wd.Engine.Claimant(); ok {
+			p.ClaimOwner, p.ClaimLease = owner, lease
+		}
+	}
+	res, err := st.OperationWithdraw(ctx, p)
 	if err != nil {
 		return WithdrawAnswer{}, err
 	}
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil && wd.Deps.OnWithdrawn != nil {
 		wd.Deps.OnWithdrawn(ctx, res.Place)
 	}
-	runNow := res.Place == store.WithdrawFromMR && res.Outcome == store.WithdrawApplied
-	if wd.Engine != nil && res.Outcome == store.WithdrawApplied {
-		if runNow {
-			if _, err := wd.Engine.RunNow(ctx, operationID); err != nil {
-				wd.Deps.logger().Warn("withdraw: run the MR close now; left to the poller", "operation", operationID, "err", err)
-			}
-		} else if res.Place == store.WithdrawFromApproval {
-			if _, err := wd.Engine.Submit(ctx, operationID); err != nil {
-				wd.Deps.logger().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", operationID, "err", err)
-			}
+	switch {
+	case res.Claimed != nil:
+		wd.Engine.RunClaimed(*res.Claimed)
+	case wd.Engine != nil && res.Outcome == store.WithdrawApplied && res.Place == store.WithdrawFromApproval:
+		if _, err := wd.Engine.Submit(ctx, operationID); err != nil {
+			wd.Deps.logger().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", operationID, "err", err)
 		}
 	}
 	ans := WithdrawAnswer{Result: res}
