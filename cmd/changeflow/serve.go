@@ -135,7 +135,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// the rounds service below runs them (docs/workflow.md, "When a
 		// round runs").
 		RoundTrigger: workflow.NewRoundTrigger(nil),
-		OnWithdrawn: func(_ context.Context, p store.WithdrawPlace) { m.RequestWithdrawn(string(p)) },
+		OnWithdrawn:  func(_ context.Context, p store.WithdrawPlace) { m.RequestWithdrawn(string(p)) },
 	}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)

@@ -472,9 +472,10 @@ func TestConformCatchesMismatches(t *testing.T) {
 func TestOpenAPIConformanceTable(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		sink := &recordingSink{out: SinkApplied}
-		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink))
+		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw())
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
+		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
 		if _, err := st.BatchAdmit(ctx, "oa-waiting", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -527,6 +528,9 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /api/requests", 400, req{method: "GET", path: "/api/requests?limit=0", user: "alice"})
 		call("GET /api/requests/{operationId}", 200, req{method: "GET", path: "/api/requests/oa-1", user: "alice"})
 		call("GET /api/requests/{operationId}", 404, req{method: "GET", path: "/api/requests/oa-1", user: "bob"})
+		call("POST /api/requests/{operationId}/withdraw", 200, req{method: "POST", path: "/api/requests/oa-withdraw/withdraw", user: "alice"})
+		call("POST /api/requests/{operationId}/withdraw", 404, req{method: "POST", path: "/api/requests/oa-withdraw/withdraw", user: "bob"})
+		call("POST /api/requests/{operationId}/withdraw", 409, req{method: "POST", path: "/api/requests/oa-stopped/withdraw", user: "alice"})
 		call("GET /api/targets", 200, req{method: "GET", path: "/api/targets", user: "alice"})
 		call("GET /api/targets", 401, req{method: "GET", path: "/api/targets"})
 		call("GET /api/targets/{key}/preview", 200, req{method: "GET", path: "/api/targets/" + tOpen + "/preview?days=2", user: "alice"})
