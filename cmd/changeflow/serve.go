@@ -161,6 +161,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	rounds.Start(ctx)
 	defer rounds.Stop()
 	callbacks := workflow.NewCallbacks(wdeps, engine)
+	// The live status streams' one poller (docs/api.md, "Live status");
+	// closed when the server shuts down, so open streams end and
+	// Shutdown does not wait for them.
+	events := httpapi.NewEventFeed(st, cfg.Current, logger)
+	defer events.Close()
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:    logger,
 		Metrics:   m,
@@ -177,6 +182,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
+			Events:       events,
 		},
 	})
 
@@ -190,6 +196,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	srv.RegisterOnShutdown(events.Close)
 	// The address line goes to stdout so scripts and tests that listen on
 	// port 0 can find the server; everything else is structured logs.
 	fmt.Fprintf(stdout, "changeflow: serving on http://%s\n", ln.Addr())

@@ -152,6 +152,14 @@ func itemTable(instanceID string) []item {
 		durItem(KeyBatchTimeout, 30*minute, 1*sec, sec, hot, "a batch in flight longer than this is settled"),
 		durItem(KeyBatchResumeAfter, 2*minute, 1*sec, sec, hot, "how long a batch without an MR waits while the instance that claimed it is alive and may still be building it (a round that returned or whose instance stopped heartbeating is resumed at once); too short and a slow round is raced by another (harmless: every remote write is looked up first)"),
 
+		// The live status stream (docs/api.md, "Live status").
+		durItem(KeyEventsPollInterval, 500*ms, 50*ms, ms, hot,
+			"how often an instance reads the versions of every request its open streams watch (one statement for all of them, only while a stream is open); a change reaches the browser within about this much: longer is fewer reads and slower news"),
+		durItem(KeyEventsHeartbeat, 15*sec, 1*sec, sec, hot,
+			"a comment line this often keeps proxies from closing an idle stream and finds dead connections; below 1s it would be most of the traffic"),
+		intItem(KeyEventsMaxStreams, 1000, 1, 100000, hot,
+			"open streams per instance; one more is refused with 503 RETRY_LATER (the web app then polls): each stream holds a connection and a goroutine"),
+
 		// Idempotency (R-IDEM-1).
 		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
 		durItem(KeyIdempotencyCleanupInterval, 10*minute, 1*ms, sec, hot, "0 would spin"),

@@ -84,6 +84,11 @@ const (
 	// burst its project's round runs (batch.interval stays the safety net).
 	KeyBatchGatherWindow = "batch.gatherWindow"
 
+	// The live status stream (GET /api/requests/{operationId}/events).
+	KeyEventsPollInterval = "events.pollInterval"
+	KeyEventsHeartbeat    = "events.heartbeat"
+	KeyEventsMaxStreams   = "events.maxStreams"
+
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
 	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"

@@ -129,6 +129,18 @@ func (s *Snapshot) Reconcile() Reconcile {
 		Inference: s.flag(KeyReconcileInference)}
 }
 
+// Events is events.*: the live status stream.
+type Events struct {
+	PollInterval time.Duration
+	Heartbeat    time.Duration
+	MaxStreams   int
+}
+
+// Events returns events.*.
+func (s *Snapshot) Events() Events {
+	return Events{PollInterval: s.dur(KeyEventsPollInterval), Heartbeat: s.dur(KeyEventsHeartbeat), MaxStreams: s.num(KeyEventsMaxStreams)}
+}
+
 // Batch is batch.*.
 type Batch struct {
 	Interval      time.Duration

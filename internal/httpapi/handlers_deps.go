@@ -108,6 +108,9 @@ type Business struct {
 	// pool at once (*workflow.Engine); nil leaves it to the engine's
 	// poller, which finds it due in the operation row.
 	Work WorkSubmitter
+	// Events feeds GET /api/requests/{operationId}/events (events.go);
+	// serve closes it when shutting down. Nil answers the stream with 500.
+	Events *EventFeed
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// NewID generates server-side operationIds; nil means a random UUID.

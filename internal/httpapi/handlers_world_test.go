@@ -213,6 +213,22 @@ type req struct {
 	user         string // X-Auth-Request-User; "" = anonymous
 	body         string
 	header       map[string]string
+	// stream: the answer is a stream that never ends by itself (the
+	// event stream); the request's context ends at the handler's first
+	// write, so do returns with what was written up to then.
+	stream bool
+}
+
+// cancelOnWrite ends the request's context at the first write.
+type cancelOnWrite struct {
+	*httptest.ResponseRecorder
+	cancel func()
+}
+
+func (c cancelOnWrite) Write(b []byte) (int, error) {
+	n, err := c.ResponseRecorder.Write(b)
+	c.cancel()
+	return n, err
 }
 
 // resp is an answer, with the envelope decoded when it is one.
@@ -239,7 +255,13 @@ func (w *bizWorld) do(r req) resp {
 		hr.Header.Set(k, v)
 	}
 	rec := httptest.NewRecorder()
-	w.h.ServeHTTP(rec, hr)
+	if r.stream {
+		ctx, cancel := context.WithCancel(hr.Context())
+		defer cancel()
+		w.h.ServeHTTP(cancelOnWrite{ResponseRecorder: rec, cancel: cancel}, hr.WithContext(ctx))
+	} else {
+		w.h.ServeHTTP(rec, hr)
+	}
 	// Every answer a handler test sees is also held to the API
 	// description (openapi_conform_test.go).
 	conformRecorded(w.t, hr, []byte(r.body), rec.Code, rec.Header(), rec.Body.Bytes())

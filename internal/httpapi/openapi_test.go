@@ -472,7 +472,9 @@ func TestConformCatchesMismatches(t *testing.T) {
 func TestOpenAPIConformanceTable(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		sink := &recordingSink{out: SinkApplied}
-		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw())
+		var feed *EventFeed
+		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(),
+			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }))
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
@@ -531,6 +533,10 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("POST /api/requests/{operationId}/withdraw", 200, req{method: "POST", path: "/api/requests/oa-withdraw/withdraw", user: "alice"})
 		call("POST /api/requests/{operationId}/withdraw", 404, req{method: "POST", path: "/api/requests/oa-withdraw/withdraw", user: "bob"})
 		call("POST /api/requests/{operationId}/withdraw", 409, req{method: "POST", path: "/api/requests/oa-stopped/withdraw", user: "alice"})
+		call("GET /api/requests/{operationId}/events", 200, req{method: "GET", path: "/api/requests/oa-1/events", user: "alice", stream: true})
+		call("GET /api/requests/{operationId}/events", 404, req{method: "GET", path: "/api/requests/oa-1/events", user: "bob"})
+		call("GET /api/requests/{operationId}/events", 400, req{method: "GET", path: "/api/requests/oa-1/events", user: "alice",
+			header: map[string]string{"Last-Event-ID": "x"}})
 		call("GET /api/targets", 200, req{method: "GET", path: "/api/targets", user: "alice"})
 		call("GET /api/targets", 401, req{method: "GET", path: "/api/targets"})
 		call("GET /api/targets/{key}/preview", 200, req{method: "GET", path: "/api/targets/" + tOpen + "/preview?days=2", user: "alice"})

@@ -82,37 +82,9 @@ const (
 // does not exist, so operationIds cannot be probed. The admin check costs
 // a permission round trip only when the caller is not the owner.
 func (s *Server) handleRequestGet() http.Handler {
-	b := s.deps.Business
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, _ := identity.FromContext(r.Context())
-		id := r.PathValue("operationId")
-		notFound := domain.Errorf(domain.CodeNotFound, "No such request.", "request %s", id)
-		if b.Requests == nil {
-			writeError(w, r, s.deps.Logger, domain.Internal("request get: no request store wired", nil))
-			return
-		}
-		op, err := b.Requests.OperationGet(r.Context(), id)
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			// The admin check runs here too, so a missing id costs what
-			// someone else's does and the timing does not tell them apart;
-			// so does its rate limit (a 429 says nothing about the id).
-			if !s.rl.allow(w, r, config.BucketAdminCheck, adminCheckMessage) {
-				return
-			}
-			_ = s.isAdmin(r.Context(), res.Identity.Account)
-			writeError(w, r, s.deps.Logger, notFound)
-			return
-		case err != nil:
-			writeError(w, r, s.deps.Logger, domain.Internal("request get", err))
-			return
-		}
-		if op.Subject != res.Identity.Account && !s.rl.allow(w, r, config.BucketAdminCheck, adminCheckMessage) {
-			return
-		}
-		if op.Subject != res.Identity.Account && !s.isAdmin(r.Context(), res.Identity.Account) {
-			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeNotFound, "No such request.",
-				"request %s belongs to %s, caller %s is not an admin", id, op.Subject, res.Identity.Account))
+		op, ok := s.readableRequest(w, r)
+		if !ok {
 			return
 		}
 		v, err := s.requestView(r.Context(), op, true)
@@ -122,6 +94,48 @@ func (s *Server) handleRequestGet() http.Handler {
 		}
 		respond(w, s.deps.Logger, domain.CodeOK, v)
 	})
+}
+
+// readableRequest is the authorization of a request's status read and of
+// its event stream (events.go), written once so both answer alike: the
+// request {operationId} when the caller owns it or is an admin; otherwise
+// the answer — 404 NOT_FOUND exactly as for an id that does not exist,
+// 429 when the caller's adminCheck quota is spent, 500 — is written and
+// ok is false.
+func (s *Server) readableRequest(w http.ResponseWriter, r *http.Request) (op store.Operation, ok bool) {
+	b := s.deps.Business
+	res, _ := identity.FromContext(r.Context())
+	id := r.PathValue("operationId")
+	notFound := domain.Errorf(domain.CodeNotFound, "No such request.", "request %s", id)
+	if b.Requests == nil {
+		writeError(w, r, s.deps.Logger, domain.Internal("request get: no request store wired", nil))
+		return op, false
+	}
+	op, err := b.Requests.OperationGet(r.Context(), id)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		// The admin check runs here too, so a missing id costs what
+		// someone else's does and the timing does not tell them apart;
+		// so does its rate limit (a 429 says nothing about the id).
+		if !s.rl.allow(w, r, config.BucketAdminCheck, adminCheckMessage) {
+			return op, false
+		}
+		_ = s.isAdmin(r.Context(), res.Identity.Account)
+		writeError(w, r, s.deps.Logger, notFound)
+		return op, false
+	case err != nil:
+		writeError(w, r, s.deps.Logger, domain.Internal("request get", err))
+		return op, false
+	}
+	if op.Subject != res.Identity.Account && !s.rl.allow(w, r, config.BucketAdminCheck, adminCheckMessage) {
+		return op, false
+	}
+	if op.Subject != res.Identity.Account && !s.isAdmin(r.Context(), res.Identity.Account) {
+		writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeNotFound, "No such request.",
+			"request %s belongs to %s, caller %s is not an admin", id, op.Subject, res.Identity.Account))
+		return op, false
+	}
+	return op, true
 }
 
 // isAdmin asks the permission service whether account holds adminRule.

@@ -48,6 +48,9 @@ func (s *Server) routes() {
 		{pattern: "POST /api/requests", handler: s.handleSubmit(), metrics: true, login: true, business: true,
 			rateLimit: &RateLimitSpec{Bucket: config.BucketApply, Message: submitMessage}},
 		{pattern: "GET /api/requests/{operationId}", handler: s.handleRequestGet(), metrics: true, login: true},
+		// The status read as a stream (events.go): the same authorization
+		// and rate limit, inside the handler (readableRequest).
+		{pattern: "GET /api/requests/{operationId}/events", handler: s.handleRequestEvents(), metrics: true, login: true},
 		{pattern: "GET /api/requests", handler: s.handleRequestList(), metrics: true, login: true},
 		// The owner withdraws a request not yet in effect (requests_withdraw.go);
 		// on the business allowlist, and under the apply quota like a submit:

@@ -40,14 +40,19 @@ function wordsFor(code: string, message: string, status: number): string {
   return fallbackWords[code] ?? `The request was refused (HTTP ${status}).`;
 }
 
-export async function call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Result<T>> {
-  const h: Record<string, string> = { Accept: 'application/json', ...headers };
-  // A signed-in person (OIDC) is named by their token; the local run's
-  // picker header is sent only without one, so the two never disagree.
+/** identityHeaders name the caller: a signed-in person (OIDC) by their
+ * token; the local run's picker header only without one, so the two never
+ * disagree. */
+export function identityHeaders(): Record<string, string> {
   const token = bearerToken();
-  const user = token ? '' : currentUser();
-  if (token) h.Authorization = `Bearer ${token}`;
-  else if (user) h['X-Auth-Request-User'] = user;
+  if (token) return { Authorization: `Bearer ${token}` };
+  const user = currentUser();
+  return user ? { 'X-Auth-Request-User': user } : {};
+}
+
+export async function call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Result<T>> {
+  const token = bearerToken();
+  const h: Record<string, string> = { Accept: 'application/json', ...headers, ...identityHeaders() };
   if (body !== undefined) h['Content-Type'] = 'application/json';
   let res: Response;
   try {

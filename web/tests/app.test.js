@@ -617,6 +617,78 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     }
   });
 
+  it('the request page follows its event stream: each change arrives pushed, with the status polls blocked, up to "In effect"', { skip: noSqlite || false }, async () => {
+    const srv = roomy;
+    const id = 'web-live-stream-1';
+    const submitted = await fetch(`${srv.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'olivia', 'Idempotency-Key': id, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'payments-db-readonly', reason: 'live stream test' }),
+    });
+    assert.equal(submitted.status, 202);
+    const page = await newPage(chrome.browser, srv.base, 'olivia');
+    const documents = [];
+    page.on('request', (r) => r.resourceType() === 'document' && documents.push(r.url()));
+    await page.goto(`/requests/${id}`);
+    await page.locator('section[data-live=stream]').waitFor({ timeout: 20000 });
+    const detail = page.locator('[data-testid=request-detail]');
+    await detail.locator('.status', { hasText: 'Waiting for approval' }).waitFor({ timeout: 20000 });
+    // From here the status read itself fails: only the stream can move the page.
+    let polls = 0;
+    await page.route(`**/api/requests/${id}`, (route) => {
+      polls++;
+      return route.abort();
+    });
+    const approvals = await (await fetch(`${srv.sim}/approval/_control/approvals`)).json();
+    const form = approvals.items.find((a) => a.operationId === id);
+    assert.ok(form, `an approval form for ${id}`);
+    assert.equal((await fetch(`${srv.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST' })).status, 200);
+    await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor({ timeout: 90000 });
+    assert.equal(await page.getAttribute('section[data-live]', 'data-live'), 'stream');
+    assert.equal(polls, 0, 'no status poll while the stream is open');
+    assert.equal(documents.length, 1, 'no reload');
+    await page.context().close();
+  });
+
+  it('when the event stream drops, the request page falls back to polling and still follows to "In effect"', { skip: noSqlite || false }, async () => {
+    const srv = roomy;
+    const id = 'web-live-drop-1';
+    const submitted = await fetch(`${srv.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'adam', 'Idempotency-Key': id, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'payments-db-readonly', reason: 'live drop test' }),
+    });
+    assert.equal(submitted.status, 202);
+    const view = (await (await fetch(`${srv.base}/api/requests/${id}`, { headers: { 'X-Auth-Request-User': 'adam' } })).json()).data;
+    const page = await newPage(chrome.browser, srv.base, 'adam');
+    // The first stream delivers the state and ends (a dropped connection);
+    // every reconnect is refused, as by an instance at its stream cap.
+    let streams = 0;
+    await page.route(`**/api/requests/${id}/events`, (route) => {
+      streams++;
+      if (streams === 1) {
+        return route.fulfill({ status: 200, contentType: 'text/event-stream', body: `event: request\nid: 1\ndata: ${JSON.stringify(view)}\n\n` });
+      }
+      return route.fulfill({ status: 503, contentType: 'application/json', headers: { 'Retry-After': '5' }, body: JSON.stringify({ code: 'RETRY_LATER', message: '', data: null }) });
+    });
+    let polls = 0;
+    page.on('request', (r) => new URL(r.url()).pathname === `/api/requests/${id}` && polls++);
+    await page.goto(`/requests/${id}`);
+    const detail = page.locator('[data-testid=request-detail]');
+    await detail.waitFor({ timeout: 20000 });
+    await page.locator('section[data-live=poll]').waitFor({ timeout: 20000 });
+    await detail.locator('.status', { hasText: 'Waiting for approval' }).waitFor({ timeout: 20000 });
+    const approvals = await (await fetch(`${srv.sim}/approval/_control/approvals`)).json();
+    const form = approvals.items.find((a) => a.operationId === id);
+    assert.ok(form, `an approval form for ${id}`);
+    assert.equal((await fetch(`${srv.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST' })).status, 200);
+    await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor({ timeout: 90000 });
+    assert.equal(await page.getAttribute('section[data-live]', 'data-live'), 'poll');
+    assert.ok(streams >= 2, `the page tried the stream again (${streams})`);
+    assert.ok(polls >= 1, 'the status came by polling');
+    await page.context().close();
+  });
+
   // The API's answers are faked from here on (page.route) to show states
   // the local run reaches only with the workflow running: hints, an MR
   // link, a status that changes while the page is open, failures.

@@ -1,6 +1,7 @@
 import type { RequestView } from '../api';
 import { ErrorNote, Progress, Status } from '../components';
 import { useAppConfig, useGet } from '../hooks';
+import { useLive } from '../live';
 import { hintWords, when } from '../words';
 
 const POLL_MS = 3000;
@@ -64,10 +65,11 @@ function ApproveHere({ status }: { status: string }) {
 }
 
 export function RequestPage({ id, user }: { id: string; user: string }) {
-  const r = useGet<RequestView>(`/api/requests/${encodeURIComponent(id)}`, POLL_MS, [user]);
+  // Pushed over the request's event stream; polled while it is down.
+  const r = useLive<RequestView>(`/api/requests/${encodeURIComponent(id)}`, POLL_MS, [user]);
   const x = r.data;
   return (
-    <section>
+    <section data-live={r.live ? 'stream' : 'poll'}>
       <h1>Request</h1>
       <p class="lead mono">{id}</p>
       <ErrorNote>{r.error}</ErrorNote>

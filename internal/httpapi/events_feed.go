@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"changeflow/internal/config"
+	"changeflow/internal/store"
+)
+
+// VersionReader is what the live-status feed reads: the change counters
+// of the watched requests (store.OperationVersionsOf).
+type VersionReader interface {
+	OperationVersionsOf(ctx context.Context, ids []string) ([]store.OperationVersions, error)
+}
+
+// Errors of EventFeed.subscribe.
+var (
+	errFeedFull   = errors.New("live status: every stream of this instance is taken (events.maxStreams)")
+	errFeedClosed = errors.New("live status: the instance is shutting down")
+)
+
+// EventFeed tells this instance's open event streams (events.go) when
+// their request changed. ONE poller per instance reads the versions of
+// every watched request in one statement per events.pollInterval
+// (store.OperationVersionsOf), whatever the number of streams: a hundred
+// people watching ten requests cost one read per interval, not a hundred.
+// Only the streams whose request changed then read it (its new steps and
+// its view). The poller runs only while a stream is open, so an idle
+// instance issues no statement for it. Because it reads the database, a
+// change written by any instance reaches the streams of every instance.
+//
+// The trade-off against pushing changes from the writer: no cross-instance
+// channel exists but the database, and a read per interval is cheap and
+// bounded; the cost is up to one interval of delay.
+type EventFeed struct {
+	store  VersionReader
+	config func() *config.Snapshot
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	watched map[string]*watchedRequest
+	streams int
+	running bool
+	closed  bool
+	// done is closed by Close: every stream ends, the poller stops.
+	done chan struct{}
+	// polls counts the poller's reads (tests: one read per interval for
+	// every stream together).
+	polls int64
+}
+
+// watchedRequest is one request some stream of this instance watches.
+type watchedRequest struct {
+	seen bool
+	ver  store.OperationVersions
+	subs map[*feedSub]struct{}
+}
+
+// feedSub is one stream's subscription: changed has room for one signal,
+// so a slow stream coalesces several changes into one re-read.
+type feedSub struct {
+	changed chan struct{}
+}
+
+// NewEventFeed returns the feed over st; config gives events.* (read at
+// every poll and subscription); logger may be nil.
+func NewEventFeed(st VersionReader, cfg func() *config.Snapshot, logger *slog.Logger) *EventFeed {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &EventFeed{store: st, config: cfg, log: logger, watched: map[string]*watchedRequest{}, done: make(chan struct{})}
+}
+
+// Close ends every stream (each handler returns, its connection goes idle,
+// so http.Server.Shutdown need not wait for streams that never end) and
+// refuses new ones. Safe twice.
+func (f *EventFeed) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.done)
+	}
+}
+
+// Polls is how many version reads the poller issued so far.
+func (f *EventFeed) Polls() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.polls
+}
+
+// subscribe registers a stream watching operationID; the returned func
+// ends the subscription. It refuses beyond events.maxStreams and after
+// Close. Subscribe before reading the request's state: a change after
+// that read is then signalled (the first poll of a request signals its
+// subscribers once, because the feed has not seen it yet).
+func (f *EventFeed) subscribe(operationID string) (*feedSub, func(), error) {
+	limit := f.config().Events().MaxStreams
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.closed:
+		return nil, nil, errFeedClosed
+	case f.streams >= limit:
+		return nil, nil, errFeedFull
+	}
+	s := &feedSub{changed: make(chan struct{}, 1)}
+	w := f.watched[operationID]
+	if w == nil {
+		w = &watchedRequest{subs: map[*feedSub]struct{}{}}
+		f.watched[operationID] = w
+	}
+	w.subs[s] = struct{}{}
+	f.streams++
+	if !f.running {
+		f.running = true
+		go f.poll()
+	}
+	var once sync.Once
+	return s, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			delete(w.subs, s)
+			if len(w.subs) == 0 && f.watched[operationID] == w {
+				delete(f.watched, operationID)
+			}
+			f.streams--
+		})
+	}, nil
+}
+
+// poll reads the watched requests' versions every events.pollInterval
+// until no stream is open or Close.
+func (f *EventFeed) poll() {
+	t := time.NewTimer(f.config().Events().PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			f.mu.Lock()
+			f.running = false
+			f.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		if len(f.watched) == 0 {
+			f.running = false
+			f.mu.Unlock()
+			return
+		}
+		ids := make([]string, 0, len(f.watched))
+		for id := range f.watched {
+			ids = append(ids, id)
+		}
+		f.polls++
+		f.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		vers, err := f.store.OperationVersionsOf(ctx, ids)
+		cancel()
+		if err != nil {
+			// The streams stay open and the next poll tries again; their
+			// clients see nothing new meanwhile (heartbeats go on).
+			f.log.Warn("live status: read versions", "requests", len(ids), "err", err)
+		} else {
+			f.apply(vers)
+		}
+		t.Reset(f.config().Events().PollInterval)
+	}
+}
+
+// apply signals the subscribers of every request whose versions changed
+// since the last poll (or that this poll saw first).
+func (f *EventFeed) apply(vers []store.OperationVersions) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, v := range vers {
+		w := f.watched[v.OperationID]
+		if w == nil || (w.seen && w.ver == v) {
+			continue
+		}
+		w.seen, w.ver = true, v
+		for s := range w.subs {
+			select {
+			case s.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
