@@ -104,6 +104,13 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 			return "", nil, err
 		}
 	}
+	if ans.Stopped && ans.Binding.Status != domain.BindingClosed && ans.Binding.OperationID == id {
+		// Withdrawn, but closing its MR kept failing: the binding is not
+		// CLOSED and an operator has to retry (runbook: CLOSE_FAILED).
+		return "", nil, domain.Errorf(domain.CodeRequestInProgress,
+			"The withdrawal is recorded, but closing the request's merge request failed; an operator retries it. Nothing more to do on your side.",
+			"withdraw %s: stopped in %s", id, domain.StepStatus(ans.Operation.Step))
+	}
 	v, err := s.requestView(ctx, ans.Operation, true)
 	if err != nil {
 		return "", nil, domain.Internal("withdraw: request view", err)

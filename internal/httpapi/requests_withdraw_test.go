@@ -107,6 +107,30 @@ func TestWithdrawEndpoint(t *testing.T) {
 					t.Fatalf("message: %q", r.env.Message)
 				}
 			})
+			t.Run("withdrawn, but closing its MR stopped on a failure", func(t *testing.T) {
+				stoppedFixture(t, st, "wd-stuck", "bob")
+				if _, err := st.DB().ExecContext(t.Context(), "UPDATE binding SET status = 'MR_CREATED', version = version + 1 WHERE operation_id = ?", "wd-stuck"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.DB().ExecContext(t.Context(), "UPDATE operation SET step_status = ?, version = version + 1 WHERE operation_id = ?",
+					int(domain.StepCreateSucceeded), "wd-stuck"); err != nil {
+					t.Fatal(err)
+				}
+				res, err := st.OperationWithdraw(t.Context(), store.WithdrawParams{OperationID: "wd-stuck", Action: workflow.ActionWithdraw, Actor: "bob"})
+				if err != nil || res.Place != store.WithdrawFromMR {
+					t.Fatalf("withdraw: %+v %v", res, err)
+				}
+				// What the engine's safety net leaves when the close keeps failing.
+				if _, err := st.DB().ExecContext(t.Context(), "UPDATE operation SET step_status = ?, due_at = NULL, version = version + 1 WHERE operation_id = ?",
+					int(domain.StepCloseFailed), "wd-stuck"); err != nil {
+					t.Fatal(err)
+				}
+				r := w.do(req{method: "POST", path: path("wd-stuck"), user: "bob"})
+				r.want(t, 409, "REQUEST_IN_PROGRESS")
+				if !strings.Contains(r.env.Message, "withdrawal is recorded") {
+					t.Fatalf("message: %q", r.env.Message)
+				}
+			})
 			t.Run("in effect: says how to give it back", func(t *testing.T) {
 				submitApproveFirst(t, st, "wd-live", "alice", tReplay)
 				if _, err := st.DB().ExecContext(t.Context(), "UPDATE binding SET status = 'VALIDATED', version = version + 1 WHERE operation_id = ?", "wd-live"); err != nil {

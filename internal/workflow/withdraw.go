@@ -53,6 +53,9 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		}
 		notes = append(notes, note)
 		if op.MRIID == 0 {
+			// The step does not change, so the engine writes no history
+			// row for this outcome: the log keeps what happened upstream.
+			d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
 			return Done("", Transition{Step: domain.StepCloseRequesterWithdrawn, Note: strings.Join(notes, "; ")}), nil
 		}
 	}
@@ -92,6 +95,7 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		return RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State)), nil
 	}
 	t.Note = strings.Join(notes, "; ")
+	d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", t.Note)
 	out := Done("", t)
 	if mrPlace {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
@@ -208,6 +212,9 @@ type WithdrawAnswer struct {
 	Merged bool
 	// Pending: the upstream half is still due or running (retried).
 	Pending bool
+	// Stopped: the upstream half gave up (CLOSE_FAILED, the action kept
+	// for an operator's retrigger).
+	Stopped bool
 }
 
 // Withdrawer runs a requester's withdrawal (POST
@@ -264,6 +271,7 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 	step := domain.StepStatus(ans.Operation.Step)
 	ans.Merged = (res.Outcome == store.WithdrawApplied || res.Outcome == store.WithdrawAlready) &&
 		step != domain.StepCloseRequesterWithdrawn && (ans.Binding.Status == domain.BindingMerged || ans.Binding.Status == domain.BindingValidated)
-	ans.Pending = ans.Operation.NextAction == ActionWithdraw
+	ans.Pending = ans.Operation.NextAction == ActionWithdraw && (!ans.Operation.DueAt.IsZero() || ans.Operation.LeaseOwner != "")
+	ans.Stopped = ans.Operation.NextAction == ActionWithdraw && !ans.Pending
 	return ans, nil
 }
