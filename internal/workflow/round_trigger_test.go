@@ -149,3 +149,42 @@ func TestRoundsLoopRunsTheTriggeredRound(t *testing.T) {
 		w.filesExact("op-loop")
 	})
 }
+
+// TestIdleRoundsIssueNoStatements: the rounds service with triggers
+// issues no statement while nothing is admitted (the due times are in
+// memory, batch.interval an hour here), so triggered rounds add nothing to
+// an idle instance's database load; a trigger then runs exactly its round.
+// The idle period is waited out because what is proven is an absence; the
+// count, not the time, is asserted.
+func TestIdleRoundsIssueNoStatements(t *testing.T) {
+	t.Parallel()
+	for _, driver := range storetest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			st, counter, err := store.OpenCounting(t.Context(), driver, storetest.NewDatabase(t, driver))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = st.Close() })
+			_, err = st.Migrate(t.Context())
+			require.NoError(t, err)
+			w := newWorld(t, st, withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "10ms"}))
+			trig := workflow.NewRoundTrigger(nil)
+			deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, nil)
+			deps.RoundTrigger = trig
+			rounds := workflow.NewRounds(deps, nil)
+			before, _, _ := counter.Snapshot()
+			rounds.Start(t.Context())
+			t.Cleanup(rounds.Stop)
+			time.Sleep(1500 * time.Millisecond)
+			idle, _, _ := counter.Snapshot()
+			require.Equal(t, before, idle, "no statement while idle")
+
+			trig.Schedule(1, 0)
+			require.Eventually(t, func() bool { n, _, _ := counter.Snapshot(); return n > idle }, 20*time.Second, 5*time.Millisecond,
+				"the trigger runs the project's round")
+			rounds.Stop() // waits for the round
+			after, _, _ := counter.Snapshot()
+			_, ok := trig.Due(1)
+			require.False(t, ok, "the trigger was consumed")
+			t.Logf("%s: idle 1.5 s: %d statements; one triggered round with nothing waiting: %d", driver, idle-before, after-idle)
+		})
+	}
+}
