@@ -46,8 +46,11 @@ func (s *Server) handleRequestEvents() http.Handler {
 		}
 		after, err := lastEventID(r)
 		if err != nil {
-			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeInvalidArgument,
-				"Last-Event-ID must be an event id this stream sent (a number).", "%w", err))
+			var f fieldErrors
+			f.addMessage("Last-Event-ID", "must be an event id this stream sent (a number)",
+				"Last-Event-ID must be an event id this stream sent (a number).")
+			s.deps.Logger.Debug("request events: bad Last-Event-ID", "err", err)
+			writeError(w, r, s.deps.Logger, f.err())
 			return
 		}
 		op, ok := s.readableRequest(w, r)

@@ -32,7 +32,9 @@ func fieldsOf(t *testing.T, r resp) []string {
 // keeps the one-line message of the first.
 func TestFieldErrorsNameEveryBadField(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newBizWorld(t, st, withOpsActions(), withBatchActions())
+		var feed *EventFeed
+		w := newBizWorld(t, st, withOpsActions(), withBatchActions(),
+			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }))
 		stoppedFixture(t, st, "fe-stopped", "alice")
 		cb := map[string]string{"X-Callback-Token": cbToken}
 		tests := []struct {
@@ -81,6 +83,10 @@ func TestFieldErrorsNameEveryBadField(t *testing.T) {
 				req{method: "GET", path: "/api/requests?limit=500&cursor=bad", user: "alice"},
 				"limit must be a number from 1 to 100.",
 				[]string{"limit: must be a number from 1 to 100", "cursor: is not valid; start from the first page"}},
+			{"request events: Last-Event-ID",
+				req{method: "GET", path: "/api/requests/fe-stopped/events", user: "alice", header: map[string]string{"Last-Event-ID": "x"}},
+				"Last-Event-ID must be an event id this stream sent (a number).",
+				[]string{"Last-Event-ID: must be an event id this stream sent (a number)"}},
 			{"ops batches: limit and cursor",
 				req{method: "GET", path: "/ops/batches?limit=x&cursor=bad", user: "olivia"},
 				"limit must be a number from 1 to 500.",
