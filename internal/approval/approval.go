@@ -79,6 +79,9 @@ type Approval struct {
 	Ext         Ext        `json:"ext"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	DecidedAt   *time.Time `json:"decidedAt,omitempty"`
+	// Comment is the approver's comment on the decision, when the system
+	// reports one (a rejection's reason); untrusted text.
+	Comment string `json:"comment,omitempty"`
 	// CallbackRequestID is the delivery id (requestId) of the decision's
 	// callback, when the system reports it; "" otherwise. A decision the
 	// workflow finds by polling is recorded under it, so the callback

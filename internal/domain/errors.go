@@ -57,6 +57,11 @@ type Error struct {
 	// its field; empty when the input as a whole is unusable (not JSON,
 	// too large). Message stays the one line for clients that show one.
 	Fields []FieldProblem
+	// Data is what the refusal refers to, sent as the envelope's data
+	// (e.g. the request a 409 REQUEST_IN_PROGRESS is about), so a client
+	// can link to it; nil for most errors. Only what the caller may see:
+	// never sent with a 500.
+	Data any
 }
 
 // FieldProblem is one bad input of a request: Field as the client named

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/netip"
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
@@ -19,6 +20,12 @@ type appConfigView struct {
 	// simulators (the local run): their pages a person uses to play the
 	// external systems' part (docs/simulators.md).
 	Simulators *simulatorsView `json:"simulators,omitempty"`
+	// UserPicker is true only in local development: the simulators run
+	// embedded and auth-proxy headers are believed from loopback, so the
+	// app may offer its "acting as" picker and send the choice as
+	// X-Auth-Request-User. Anywhere else the app never shows the picker
+	// nor sends that header (docs/webapp.md).
+	UserPicker bool `json:"userPicker,omitempty"`
 }
 
 type oidcView struct {
@@ -55,9 +62,25 @@ func (s *Server) handleAppConfig() http.Handler {
 		if base := simBase(ep); base != "" {
 			v.Simulators = &simulatorsView{Index: base + "/", Approval: base + "/approval/_control/ui"}
 		}
+		v.UserPicker = ep.SimEmbedded && trustsLoopback(snap)
 		w.Header().Set("Cache-Control", "no-store")
 		respond(w, s.deps.Logger, domain.CodeOK, v)
 	})
+}
+
+// trustsLoopback says whether identity.trustedProxies believes login
+// headers from this machine. Both conditions of the picker are needed: a
+// production process may trust a proxy on loopback (an auth proxy beside
+// it overwrites the headers, so a picker there would pick nobody), and a
+// local run without loopback trust would refuse the picker's header.
+func trustsLoopback(snap *config.Snapshot) bool {
+	nets, _ := snap.IdentityTrustedProxies()
+	for _, p := range nets {
+		if p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 1})) || p.Contains(netip.IPv6Loopback()) {
+			return true
+		}
+	}
+	return false
 }
 
 // simBase is the embedded simulators' URL as a browser on this machine

@@ -56,9 +56,19 @@ func TestAppConfig(t *testing.T) {
 		ov   map[string]any
 		want map[string]any
 	}{
-		{"the local run", map[string]any{"oidc.issuer": "http://127.0.0.1:8090/oidc/", "sim.embedded": true, "sim.listen": "127.0.0.1:8090"}, map[string]any{
+		{"the local run", map[string]any{"oidc.issuer": "http://127.0.0.1:8090/oidc/", "sim.embedded": true, "sim.listen": "127.0.0.1:8090",
+			"identity.trustedProxies": []any{"127.0.0.1/32", "::1/128"}}, map[string]any{
 			"oidc":       map[string]any{"issuer": "http://127.0.0.1:8090/oidc/", "clientId": "changeflow"},
 			"simulators": map[string]any{"index": "http://127.0.0.1:8090/", "approval": "http://127.0.0.1:8090/approval/_control/ui"},
+			"userPicker": true,
+		}},
+		{"simulators embedded without loopback trust: no picker", map[string]any{"sim.embedded": true, "sim.listen": "127.0.0.1:8090"}, map[string]any{
+			"oidc":       map[string]any{"issuer": "http://127.0.0.1:8090/oidc/", "clientId": "changeflow"},
+			"simulators": map[string]any{"index": "http://127.0.0.1:8090/", "approval": "http://127.0.0.1:8090/approval/_control/ui"},
+		}},
+		{"production with an auth proxy on loopback: no picker", map[string]any{"oidc.issuer": "https://id.example",
+			"identity.trustedProxies": []any{"127.0.0.1"}}, map[string]any{
+			"oidc": map[string]any{"issuer": "https://id.example", "clientId": "changeflow"},
 		}},
 		{"an audience of its own, simulators on every interface", map[string]any{"oidc.issuer": "https://id.example", "oidc.audience": "cf-web", "sim.embedded": true, "sim.listen": ":9000"}, map[string]any{
 			"oidc":       map[string]any{"issuer": "https://id.example", "clientId": "cf-web"},

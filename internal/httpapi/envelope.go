@@ -96,12 +96,12 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		w.Header().Set("Retry-After", strconv.Itoa(busyRetryAfterSeconds))
 	}
 	status := StatusOf(de.Code)
-	msg := de.Message
+	msg, data := de.Message, de.Data
 	attrs := []any{"code", de.Code, "status", status, "method", r.Method, "path", r.URL.Path, "err", err.Error()}
 	if status == http.StatusInternalServerError {
 		// Unexpected failures only: RETRY_LATER (503) is a deliberate
 		// answer whose message tells the user what to do.
-		msg = domain.GenericMessage
+		msg, data = domain.GenericMessage, nil
 		logger.Error("request failed", attrs...)
 	} else {
 		logger.Warn("request rejected", attrs...)
@@ -111,7 +111,6 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		// which permission the route needs.
 		msg = domain.AccessDeniedMessage
 	}
-	var data any
 	if de.Code == domain.CodeInvalidArgument {
 		// Every 400 names its bad fields (fields.go); an empty list means
 		// the input as a whole was unusable, and the message says how.

@@ -515,6 +515,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /metrics", 405, req{method: "PUT", path: "/metrics"})
 		call("GET /api/openapi.json", 200, req{method: "GET", path: "/api/openapi.json"})
 		call("GET /api/openapi.json", 405, req{method: "POST", path: "/api/openapi.json"})
+		call("GET /api/me", 200, req{method: "GET", path: "/api/me", user: "olivia"})
+		call("GET /api/me", 401, req{method: "GET", path: "/api/me"})
 		call("GET /api/app-config", 200, req{method: "GET", path: "/api/app-config"})
 		call("GET /api/app-config", 405, req{method: "DELETE", path: "/api/app-config"})
 

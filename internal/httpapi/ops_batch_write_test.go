@@ -163,6 +163,11 @@ func TestOpsBatchesShowABlockedBatchWithItsReason(t *testing.T) {
 			t.Fatalf("items %v", items)
 		}
 		check(items[0].(map[string]any))
+		// The list carries each batch's members, so the console links them
+		// to their requests.
+		if ms, _ := items[0].(map[string]any)["members"].([]any); len(ms) != 1 || ms[0].(map[string]any)["operationId"] != "op-blocked" {
+			t.Fatalf("members in the list: %v", items[0].(map[string]any)["members"])
+		}
 		r = w.do(req{method: "GET", path: "/ops/batches/" + id, user: "olivia"})
 		r.want(t, 200, "OK")
 		check(r.data)

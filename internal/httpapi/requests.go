@@ -311,18 +311,37 @@ func (s *Server) startWork(ctx context.Context, operationID string) {
 	}
 }
 
+// refusedData is a 409's data: the caller's own request that holds the
+// binding (a binding is one per caller and target, so it is never someone
+// else's), so the web app links to it; expiresAt when the access is in
+// effect.
+type refusedData struct {
+	OperationID string     `json:"operationId"`
+	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
+}
+
 // refusal turns a binding's refusal into the API's 409.
 func refusal(refused *store.BindingRefusedError, err error) error {
 	b := refused.Current
+	data := refusedData{OperationID: b.OperationID}
+	if !b.ExpiresAt.IsZero() {
+		at := b.ExpiresAt.UTC()
+		data.ExpiresAt = &at
+	}
 	if refused.Code() == domain.CodeAlreadyInEffect {
 		msg := "You already have this access."
 		if !b.ExpiresAt.IsZero() {
 			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
 		}
-		return domain.Errorf(domain.CodeAlreadyInEffect, msg, "%w", err)
+		de := domain.Errorf(domain.CodeAlreadyInEffect, msg, "%w", err)
+		de.Data = data
+		return de
 	}
-	return domain.Errorf(domain.CodeRequestInProgress,
+	de := domain.Errorf(domain.CodeRequestInProgress,
 		"A request for this target is already in progress (or awaiting recovery by the maintainers).", "%w", err)
+	data.ExpiresAt = nil
+	de.Data = data
+	return de
 }
 
 // completeKey stores the 202 for replays. A failure is logged, not

@@ -145,6 +145,10 @@ func TestSubmit(t *testing.T) {
 				r := w.do(req{method: "POST", path: "/api/requests", user: "olivia", body: submitBodyFor(tOpen, "again", ""),
 					header: map[string]string{"Idempotency-Key": "k-409-b"}})
 				r.want(t, 409, "REQUEST_IN_PROGRESS")
+				// The refusal names the caller's request it is about.
+				if r.data["operationId"] != "k-409-a" {
+					t.Fatalf("409 data %v, want operationId k-409-a", r.env.Data)
+				}
 				if _, err := st.OperationGet(ctx, "k-409-b"); err == nil {
 					t.Fatal("a refused submission left an operation behind")
 				}
@@ -164,6 +168,9 @@ func TestSubmit(t *testing.T) {
 				r.want(t, 409, "ALREADY_IN_EFFECT")
 				if !strings.Contains(r.env.Message, until.Format(time.RFC3339)) {
 					t.Fatalf("message %q lacks %s", r.env.Message, until.Format(time.RFC3339))
+				}
+				if r.data["operationId"] != "seed-adam" || r.data["expiresAt"] != until.Format(time.RFC3339) {
+					t.Fatalf("409 data %v, want operationId seed-adam and expiresAt %s", r.env.Data, until.Format(time.RFC3339))
 				}
 			})
 			t.Run("IDEMPOTENCY_IN_FLIGHT: the first is still being processed", func(t *testing.T) {

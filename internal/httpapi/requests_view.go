@@ -52,18 +52,28 @@ type mrView struct {
 // requestView is GET /api/requests/{operationId}'s data and one item of
 // the list (docs/api.md, "User endpoints").
 type requestView struct {
-	OperationID string               `json:"operationId"`
-	Subject     string               `json:"subject"`
-	TargetKey   string               `json:"targetKey"`
-	Status      domain.BindingStatus `json:"status"`
-	Step        stepView             `json:"step"`
-	Hint        domain.Hint          `json:"hint"`
-	Blocker     *blockerView         `json:"blocker,omitempty"`
-	MR          *mrView              `json:"mr,omitempty"`
-	BatchID     int64                `json:"batchId,omitempty"`
-	ExpiresAt   *time.Time           `json:"expiresAt,omitempty"`
-	CreatedAt   time.Time            `json:"createdAt"`
-	UpdatedAt   time.Time            `json:"updatedAt"`
+	OperationID string `json:"operationId"`
+	Subject     string `json:"subject"`
+	TargetKey   string `json:"targetKey"`
+	// TargetTitle is the target's title in the configuration in force;
+	// omitted when the target is no longer configured.
+	TargetTitle string `json:"targetTitle,omitempty"`
+	// Reason and Days are what the person asked with (days as granted:
+	// the target's maximum when the submission left it out).
+	Reason string `json:"reason"`
+	Days   int    `json:"days"`
+	// ApproverComment is the approver's comment on a rejection, as the
+	// approval system reported it (detail only; absent when it gave none).
+	ApproverComment string               `json:"approverComment,omitempty"`
+	Status          domain.BindingStatus `json:"status"`
+	Step            stepView             `json:"step"`
+	Hint            domain.Hint          `json:"hint"`
+	Blocker         *blockerView         `json:"blocker,omitempty"`
+	MR              *mrView              `json:"mr,omitempty"`
+	BatchID         int64                `json:"batchId,omitempty"`
+	ExpiresAt       *time.Time           `json:"expiresAt,omitempty"`
+	CreatedAt       time.Time            `json:"createdAt"`
+	UpdatedAt       time.Time            `json:"updatedAt"`
 }
 
 // Blocker kinds.
@@ -232,9 +242,15 @@ func (s *Server) requestView(ctx context.Context, op store.Operation, withBlocke
 	step := domain.StepStatus(op.Step)
 	v := requestView{
 		OperationID: op.OperationID, Subject: op.Subject, TargetKey: op.TargetKey,
+		Reason: op.Reason, Days: op.Days,
 		Step:      stepView{Code: op.Step, Name: step.String()},
 		BatchID:   op.BatchID,
 		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(),
+	}
+	if cfg := s.deps.Business.Config; cfg != nil {
+		if t, ok := cfg.Current().Target(op.TargetKey); ok {
+			v.TargetTitle = t.Title
+		}
 	}
 	if op.MRIID != 0 {
 		v.MR = &mrView{IID: op.MRIID, URL: op.MRURL}
@@ -264,8 +280,29 @@ func (s *Server) requestView(ctx context.Context, op store.Operation, withBlocke
 			return requestView{}, err
 		}
 		v.Blocker = bl
+		if v.Status == domain.BindingRejected {
+			if v.ApproverComment, err = approverComment(ctx, st, op.OperationID); err != nil {
+				return requestView{}, err
+			}
+		}
 	}
 	return v, nil
+}
+
+// approverComment is the comment the rejecting decision recorded in the
+// step history (domain.ApproverCommentNote), or "".
+func approverComment(ctx context.Context, st RequestStore, operationID string) (string, error) {
+	steps, err := st.OperationStepList(ctx, operationID)
+	if err != nil {
+		return "", err
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if to := domain.StepStatus(steps[i].ToStep); to == domain.StepCloseRejected || to == domain.StepCloseWithdrawn {
+			c, _ := domain.ApproverCommentFrom(steps[i].Note)
+			return c, nil
+		}
+	}
+	return "", nil
 }
 
 // blocker says what op waits on now, from what the data says: the

@@ -31,6 +31,12 @@ func TestRequestGet(t *testing.T) {
 						v.Hint != domain.HintNone || v.ExpiresAt == nil || v.UpdatedAt.IsZero() {
 						t.Fatalf("view %+v", v)
 					}
+					// What the person asked for, in the request's own words:
+					// the target's title, the reason, and the days (the
+					// target's maximum, 30, when the submission left them out).
+					if v.TargetTitle != "Payments DB" || v.Reason != "audit" || v.Days != 30 {
+						t.Fatalf("title %q, reason %q, days %d; want Payments DB, audit, 30", v.TargetTitle, v.Reason, v.Days)
+					}
 					if v.Blocker == nil || v.Blocker.Kind != blockApproval {
 						t.Fatalf("blocker %+v", v.Blocker)
 					}

@@ -68,6 +68,9 @@ func (s *Server) routes() {
 		{pattern: "GET /api/stats", handler: s.handleStats(), metrics: true, login: true,
 			rateLimit: &RateLimitSpec{Bucket: config.BucketStats}},
 
+		// Who the caller is and whether the Operations tab is theirs (me.go).
+		{pattern: "GET /api/me", handler: s.handleMe(), metrics: true, login: true},
+
 		// What the web app needs before a login (appconfig.go): no login.
 		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
 		// The API description (docs/openapi.yaml, openapi.go): no login.

@@ -12,6 +12,9 @@ type targetView struct {
 	Title      string            `json:"title"`
 	AccessMode domain.AccessMode `json:"accessMode"`
 	Open       bool              `json:"open"`
+	// MaxDays is the longest access a request may ask for, so a form
+	// can say it before anyone types.
+	MaxDays int `json:"maxDays"`
 	// Why explains a closed target (e.g. "outside the test window
 	// 09:00–17:00 UTC"); omitted when open.
 	Why string `json:"why,omitempty"`
@@ -31,7 +34,7 @@ func (s *Server) handleTargets() http.Handler {
 		now := s.now()
 		for _, t := range b.Config.Current().Targets() {
 			open, why := t.Open(now)
-			v := targetView{Key: t.Key, Title: t.Title, AccessMode: t.AccessMode, Open: open}
+			v := targetView{Key: t.Key, Title: t.Title, AccessMode: t.AccessMode, Open: open, MaxDays: t.MaxDays}
 			if !open {
 				v.Why = why
 			}

@@ -25,6 +25,10 @@ func TestTargets(t *testing.T) {
 			if got[tOpen]["open"] != true || got[tOpen]["accessMode"] != "OPEN" || got[tOpen]["title"] != "Payments DB" || got[tOpen]["why"] != nil {
 				t.Fatalf("open target: %v", got[tOpen])
 			}
+			// The longest access a request may ask for, shown before anyone types.
+			if got[tOpen]["maxDays"] != float64(30) || got[tWindow]["maxDays"] != float64(1) {
+				t.Fatalf("maxDays: %v, %v; want 30 and 1", got[tOpen]["maxDays"], got[tWindow]["maxDays"])
+			}
 			if got[tClosed]["open"] != false || got[tClosed]["why"] != "access mode CLOSED" {
 				t.Fatalf("closed target: %v", got[tClosed])
 			}

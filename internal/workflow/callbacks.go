@@ -26,6 +26,9 @@ type ApprovalEvent struct {
 	// (poll_approval), so approval.verifyDecisions needs no second read.
 	// Unexported: nothing arriving over HTTP can claim it.
 	verified bool
+	// comment is the approver's comment as the approval system reports
+	// it (poll_approval's read); the callback carries none.
+	comment string
 }
 
 // DeployEvent is a deploy callback: the deployment of an MR's merge.

@@ -72,12 +72,13 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 	if refused, _ := check.Check(op.ApprovalID, op.MRIID); refused != "" {
 		return d.refuseApproval(ctx, ev, refused)
 	}
-	decision, note := strings.ToUpper(ev.Result), ""
+	decision, note, comment := strings.ToUpper(ev.Result), "", ""
 	switch {
 	case ev.verified:
 		// Read from the approval system by poll_approval: its approval id
 		// is the system's own for this operation.
 		bind.Adopt = unrecorded
+		comment = ev.comment
 	case d.Config().Approval().VerifyDecisions:
 		a, disp, why := d.readBackApproval(ctx, op, ev.ApprovalID)
 		switch disp {
@@ -96,12 +97,15 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 		} else {
 			note = "; confirmed by the approval system"
 		}
-		decision = string(a.Status)
+		decision, comment = string(a.Status), a.Comment
 	case unrecorded:
 		d.noteDisposition(ctx, ev, store.InboxRecorded, "no approval id recorded yet; applied once submit_approval records it")
 		return CallbackDeferred, "", nil
 	}
-	return d.applyDecision(ctx, ev, op, decision, bind, actor, note)
+	// The approver's comment comes only from the approval system's own
+	// answer (the callback carries none): kept in the decision's step
+	// note, where the request page finds a rejection's reason.
+	return d.applyDecision(ctx, ev, op, decision, bind, actor, note+domain.ApproverCommentNote(comment))
 }
 
 // readBackApproval reads the recorded approval (or, while none is

@@ -58,7 +58,7 @@ func (d Deps) pollApproval(ctx context.Context, w Work) (Outcome, error) {
 	}
 	ev := ApprovalEvent{
 		DeliveryKey: polledDeliveryKey(a), ApprovalID: a.ApprovalID, OperationID: op.OperationID,
-		Result: string(a.Status), MRID: a.Ext.MRID, verified: true,
+		Result: string(a.Status), MRID: a.Ext.MRID, verified: true, comment: a.Comment,
 	}
 	res, _, err := d.recordApproval(ctx, ev, "approval-poll")
 	if err != nil {

@@ -1,7 +1,7 @@
 // How the app talks to the API (docs/api.md): JSON in the envelope
 // {code, message, data}; the app branches on code, shows message to
 // people, and never shows a raw body.
-import { bearerToken, signOut } from './auth';
+import { appConfig, bearerToken, signOut } from './auth';
 import { currentUser } from './user';
 
 /** ApiError is every failure, already in words a person can act on. */
@@ -12,6 +12,9 @@ export class ApiError extends Error {
     readonly status: number,
     /** seconds, from Retry-After on 429 */
     readonly retryAfter?: number,
+    /** the envelope's data: what a refusal refers to (a 409's request,
+     * a 400's fields) */
+    readonly data?: unknown,
   ) {
     super(message);
   }
@@ -42,17 +45,19 @@ function wordsFor(code: string, message: string, status: number): string {
 
 /** identityHeaders name the caller: a signed-in person (OIDC) by their
  * token; the local run's picker header only without one, so the two never
- * disagree. */
-export function identityHeaders(): Record<string, string> {
+ * disagree — and only where the server offers the picker (app config
+ * userPicker: the local run): anywhere else no page ever sends it,
+ * whatever localStorage holds. */
+export async function identityHeaders(): Promise<Record<string, string>> {
   const token = bearerToken();
   if (token) return { Authorization: `Bearer ${token}` };
-  const user = currentUser();
+  const user = (await appConfig()).userPicker ? currentUser() : '';
   return user ? { 'X-Auth-Request-User': user } : {};
 }
 
 export async function call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Result<T>> {
   const token = bearerToken();
-  const h: Record<string, string> = { Accept: 'application/json', ...headers, ...identityHeaders() };
+  const h: Record<string, string> = { Accept: 'application/json', ...headers, ...(await identityHeaders()) };
   if (body !== undefined) h['Content-Type'] = 'application/json';
   let res: Response;
   try {
@@ -76,7 +81,7 @@ export async function call<T>(method: string, path: string, body?: unknown, head
     // it, so the page offers "Sign in" again.
     if (res.status === 401 && token) signOut();
     const ra = Number(res.headers.get('Retry-After'));
-    throw new ApiError(wordsFor(code, message, res.status), code, res.status, Number.isFinite(ra) && ra > 0 ? ra : undefined);
+    throw new ApiError(wordsFor(code, message, res.status), code, res.status, Number.isFinite(ra) && ra > 0 ? ra : undefined, res.status < 500 ? env.data : undefined);
   }
   return { code, data: env.data as T, status: res.status };
 }
@@ -90,6 +95,8 @@ export interface Target {
   accessMode: string;
   open: boolean;
   why?: string;
+  /** the longest access a request may ask for */
+  maxDays: number;
 }
 export interface Step {
   code: number;
@@ -99,6 +106,13 @@ export interface RequestView {
   operationId: string;
   subject: string;
   targetKey: string;
+  /** the target's title; absent when it is no longer configured */
+  targetTitle?: string;
+  reason?: string;
+  /** days asked for (the target's maximum when left out) */
+  days?: number;
+  /** the approver's comment on a rejection (detail only) */
+  approverComment?: string;
   status: string;
   step: Step;
   hint: string;
@@ -108,4 +122,39 @@ export interface RequestView {
   expiresAt?: string;
   createdAt?: string;
   updatedAt: string;
+}
+
+/** Me is GET /api/me: who the server takes the caller to be, and whether
+ * the Operations tab is theirs (the server decides; the API still checks
+ * every operations call). */
+export interface Me {
+  account: string;
+  operations: boolean;
+}
+
+/** FieldProblem is one entry of a 400's data.fields: which field, and
+ * what is wrong with it in the server's words. */
+export interface FieldProblem {
+  field: string;
+  problem: string;
+}
+
+/** fieldProblems reads a 400's problems per field: data.fields when the
+ * server sends them, else the message when it names a field ("reason must
+ * be …", "days must be …"), so the form shows the server's words beside
+ * the field either way. */
+export function fieldProblems(err: ApiError, fields: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (err.code !== 'INVALID_ARGUMENT') return out;
+  const listed = (err.data as { fields?: unknown } | null | undefined)?.fields;
+  if (Array.isArray(listed)) {
+    for (const f of listed as FieldProblem[]) {
+      if (f && typeof f.field === 'string' && typeof f.problem === 'string' && fields.includes(f.field)) out[f.field] = f.problem;
+    }
+    if (Object.keys(out).length > 0) return out;
+  }
+  for (const f of fields) {
+    if (err.message.startsWith(`${f} `)) out[f] = err.message;
+  }
+  return out;
 }

@@ -5,7 +5,7 @@ import { SubmitPage } from './pages/submit';
 import { TargetsPage } from './pages/targets';
 import { CALLBACK_PATH, completeSignIn, session, signIn, signOut } from './auth';
 import { ErrorNote } from './components';
-import { useAppConfig } from './hooks';
+import { useAppConfig, useMe } from './hooks';
 import { match, navigate, onLinkClick, usePath } from './router';
 import { currentUser, isLocalRun, localUsers, setCurrentUser } from './user';
 
@@ -100,6 +100,20 @@ function SimulatorLinks() {
   );
 }
 
+/** Welcome is the one first-visit banner: nobody acts yet, so it says
+ * how to become someone — the local run's picker, or "Sign in". */
+function Welcome({ picker, oidc }: { picker: boolean; oidc: boolean }) {
+  let how = 'Sign in at the top to see your requests and ask for access.';
+  if (picker && oidc) how = 'Pick a user at the top to act as someone of the local directory, or sign in.';
+  else if (picker) how = 'Pick a user at the top to act as someone of the local directory.';
+  else if (!oidc) how = 'Your organisation\'s sign-in in front of changeflow names you; open changeflow through it.';
+  return (
+    <p class="note error welcome" role="alert" data-testid="welcome">
+      You are not signed in. {how}
+    </p>
+  );
+}
+
 /** LoginCallback finishes an OIDC login (CALLBACK_PATH) and moves on to
  * where the person was, replacing the callback URL (its code is spent). */
 function LoginCallback() {
@@ -127,8 +141,12 @@ function LoginCallback() {
   );
 }
 
+/** UserPicker is offered only when the server says so (app config
+ * userPicker: the local run, loopback trusted) and the page is on a
+ * loopback host; a production configuration never shows it. */
 function UserPicker({ user }: { user: string }) {
-  if (!isLocalRun()) return null;
+  const cfg = useAppConfig();
+  if (!cfg.userPicker || !isLocalRun()) return null;
   return (
     <label class="picker" title="The local run trusts this header from loopback (docs/webapp.md)">
       Local run, acting as{' '}
@@ -168,7 +186,18 @@ function LazyConsole({ path }: { path: string }) {
 export function App() {
   // "/requests/" is "/requests"; "/" stays "/".
   const path = usePath().replace(/(.)\/+$/, '$1');
-  const user = useUser();
+  const cfg = useAppConfig();
+  // The picker's choice counts only where the server offers the picker:
+  // under a production configuration a stale localStorage entry names
+  // nobody (and api.ts never sends it).
+  const picked = useUser();
+  const user = picked.startsWith('oidc:') || (cfg.userPicker && isLocalRun()) ? picked : '';
+  const meR = useMe(user);
+  const me = meR.data;
+  // Nobody acts: the server says so (401 to /api/me). One banner then
+  // says how to become someone, instead of each page's own 401 beside a
+  // welcome.
+  const nobody = !me && meR.code === 'UNAUTHENTICATED';
   let page;
   let p: Record<string, string> | null;
   if (path === CALLBACK_PATH) page = <LoginCallback />;
@@ -200,15 +229,15 @@ export function App() {
         <nav>
           {nav('/', 'Targets', path === '/' || path === '/targets' || path.startsWith('/request/'))}
           {nav('/requests', 'My requests', path.startsWith('/requests'))}
-          {nav('/console', 'Operations', path.startsWith('/console'))}
+          {/* Only for holders of an operations rule (GET /api/me, the
+              server's decision); the /ops/ routes refuse everyone else
+              whether the tab shows or not. */}
+          {me?.operations && nav('/console', 'Operations', path.startsWith('/console'))}
         </nav>
         <Login user={user} />
       </header>
       <main>
-        {isLocalRun() && !user && path !== CALLBACK_PATH && (
-          <p class="note">Pick a user at the top right to act as someone of the local directory, or sign in.</p>
-        )}
-        {page}
+        {nobody && path !== CALLBACK_PATH ? <Welcome picker={!!cfg.userPicker && isLocalRun()} oidc={!!cfg.oidc} /> : page}
       </main>
       <SimulatorLinks />
     </div>

@@ -15,6 +15,8 @@
 export interface AppConfig {
   oidc?: { issuer: string; clientId: string };
   simulators?: { index: string; approval: string };
+  /** the local run's "acting as" picker is offered (docs/webapp.md) */
+  userPicker?: boolean;
 }
 
 let configPromise: Promise<AppConfig> | null = null;

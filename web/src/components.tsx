@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { isFailed, phaseIndex, phases, statusWord } from './words';
+import { isFailed, phaseIndex, phases, statusWord, when } from './words';
 
 export function ErrorNote({ children }: { children?: ComponentChildren }) {
   if (!children) return null;
@@ -30,5 +30,16 @@ export function Progress({ status }: { status: string }) {
         );
       })}
     </ol>
+  );
+}
+
+/** Stamp is a time stamp with its time zone, the exact instant in the
+ * title and the datetime attribute. */
+export function Stamp({ iso }: { iso?: string }) {
+  if (!iso) return null;
+  return (
+    <time dateTime={iso} title={iso}>
+      {when(iso)}
+    </time>
   );
 }

@@ -1,13 +1,14 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, get } from './api';
+import { ApiError, get, type Me } from './api';
 import { type AppConfig, appConfig } from './auth';
 
-/** useAppConfig is GET /api/app-config ({} until it arrives or when it fails). */
-export function useAppConfig(): AppConfig {
-  const [cfg, setCfg] = useState<AppConfig>({});
+/** useAppConfig is GET /api/app-config ({} until it arrives or when it
+ * fails; loaded once it has answered). */
+export function useAppConfig(): AppConfig & { loaded?: boolean } {
+  const [cfg, setCfg] = useState<AppConfig & { loaded?: boolean }>({});
   useEffect(() => {
     let live = true;
-    void appConfig().then((c) => live && setCfg(c));
+    void appConfig().then((c) => live && setCfg({ ...c, loaded: true }));
     return () => {
       live = false;
     };
@@ -18,6 +19,8 @@ export function useAppConfig(): AppConfig {
 export interface Loaded<T> {
   data?: T;
   error?: string;
+  /** the failure's code (UNAUTHENTICATED, NETWORK, …) */
+  code?: string;
   loading: boolean;
 }
 
@@ -44,7 +47,14 @@ export function useGet<T>(path: string | null, pollMs = 0, deps: unknown[] = [])
         const r = await get<T>(path);
         if (!stopped) setState({ data: r.data, loading: false });
       } catch (e) {
-        if (!stopped) setState((s) => ({ data: s.data, loading: false, error: e instanceof ApiError ? e.message : 'Something went wrong.' }));
+        if (!stopped) {
+          setState((s) => ({
+            data: s.data,
+            loading: false,
+            error: e instanceof ApiError ? e.message : 'Something went wrong.',
+            code: e instanceof ApiError ? e.code : undefined,
+          }));
+        }
       }
       if (!stopped && pollMs > 0) timer = window.setTimeout(tickIfVisible, pollMs);
     };
@@ -66,4 +76,12 @@ export function useGet<T>(path: string | null, pollMs = 0, deps: unknown[] = [])
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [path, pollMs, tick, ...deps]);
   return { ...state, reload: () => setTick((t) => t + 1) };
+}
+
+/** useMe is GET /api/me for the person acting now, asked again when the
+ * person changes: the server says who is signed in (an auth proxy in
+ * front names people the app knows nothing of) and whether the
+ * Operations tab is theirs. */
+export function useMe(user: string): Loaded<Me> {
+  return useGet<Me>('/api/me', 0, [user]);
 }

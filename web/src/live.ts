@@ -73,7 +73,7 @@ export function useLive<T>(path: string | null, pollMs: number, deps: unknown[] 
       delay = Math.min(delay * 2, RETRY_MAX_MS);
     };
     const open = async () => {
-      const h: Record<string, string> = { Accept: 'text/event-stream', ...identityHeaders() };
+      const h: Record<string, string> = { Accept: 'text/event-stream', ...(await identityHeaders()) };
       if (lastId) h['Last-Event-ID'] = lastId;
       let res: Response;
       try {

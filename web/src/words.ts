@@ -1,5 +1,15 @@
-// Plain words for the API's codes (docs/api.md, domain binding states).
+// Words for users, codes for operators: the one table of what the API's
+// states mean in plain words (docs/webapp.md, "Words for users"). People
+// asking for access never see a raw code (APPROVAL_SENT, CALLED_BACK); the
+// console shows the codes beside these words for operators.
+//
+// statusWords and stepWords must name every binding state and every step
+// the API can return: internal/web's TestWordsCoverEveryState compares
+// their keys with the domain's lists, and the browser tests render every
+// (step, state) pair of web/tests/testdata/states.json (generated from
+// the domain), so a new state without words fails a test.
 
+/** statusWords: the binding state, the coarse phase a person sees. */
 const statusWords: Record<string, string> = {
   APPROVAL_SENDING: 'Sending for approval',
   APPROVAL_SENT: 'Waiting for approval',
@@ -14,15 +24,66 @@ const statusWords: Record<string, string> = {
   CLOSED: 'Closed',
 };
 
+/** stepWords: the exact step, as "what is happening now". */
+const stepWords: Record<string, string> = {
+  NONE: 'Not started yet',
+  CREATE_STARTED: 'Preparing the change to the access file',
+  CREATE_SUCCEEDED: 'The change is proposed and its checks passed',
+  CREATE_FAILED: 'Preparing the change failed',
+  CREATE_PIPELINE_FAILED: 'The checks on the proposed change failed',
+  CREATE_BRANCH_CREATED: 'Preparing the change to the access file',
+  CREATE_COMMITTED: 'Preparing the change to the access file',
+  CREATE_MR_CREATED: 'The change is proposed; its checks are starting',
+  CREATE_PIPELINE_RUNNING: 'The checks on the proposed change are running',
+  CREATE_POOL_REJECTED: 'The service was too busy to prepare the change',
+  CREATE_APPROVAL_SUBMITTING: 'Sending the request to the approvers',
+  CREATE_APPROVAL_SUBMITTED: 'With the approvers, waiting for their decision',
+  CREATE_APPROVAL_FAILED: 'The request could not be sent to the approvers',
+  CREATE_ADMITTED: 'Approved; waiting to be merged with the next batch of requests',
+  HANDLE_STARTED: 'Approved; the change is being reviewed for merging',
+  HANDLE_APPROVED: 'The change is approved and being merged',
+  HANDLE_APPROVE_FAILED: 'The change could not be approved for merging',
+  HANDLE_APPROVE_FORBIDDEN: 'The change could not be approved for merging (a permission problem)',
+  HANDLE_REBASE_CONFLICT: 'The change conflicts with another change to the same file',
+  HANDLE_REBASING: 'Bringing the change up to date with the latest file',
+  HANDLE_MERGE_FAILED: 'Merging the change failed',
+  HANDLE_MERGED: 'Merged; waiting for the deployment to report it in effect',
+  HANDLE_PIPELINE_RUNNING: 'The checks are running again on the updated change',
+  HANDLE_PIPELINE_FAILED: 'The checks on the updated change failed',
+  HANDLE_POOL_REJECTED: 'The service was too busy to merge the change',
+  CLOSE_REJECTED: 'Rejected by the approver',
+  CLOSE_WITHDRAWN: 'The approval was withdrawn',
+  CLOSE_MR_CLOSED: 'Closed; the proposed change was closed',
+  CLOSE_FAILED: 'Closed; the proposed change is still to be closed',
+  CLOSE_CANCELLED: 'Cancelled by an operator',
+  CLOSE_EXPIRED: 'The access has expired',
+  CALLED_BACK: 'Deployed and in effect',
+  RECONCILED: 'In effect (the deployment was confirmed by a check)',
+  HANDLE_PIPELINE_PENDING: 'The checks on the updated change did not finish in time',
+  HANDLE_MERGE_UNKNOWN: 'Not known yet whether the merge went through',
+  HANDLE_REBASE_PENDING: 'Bringing the change up to date did not finish in time',
+  CREATE_PIPELINE_PENDING: 'The checks on the proposed change did not finish in time',
+};
+
+/** statusWord is a binding state in words; a state this release does not
+ * know is "In progress", never its code. */
 export function statusWord(status: string): string {
-  return statusWords[status] ?? status;
+  return statusWords[status] ?? 'In progress';
 }
 
-/** The hint tells a person what to do next (docs/workflow.md). */
+/** stepWord is a step in words, or '' for a step this release does not
+ * know (the status still says where the request is). */
+export function stepWord(step: string): string {
+  return stepWords[step] ?? '';
+}
+
+/** The hint's words (docs/workflow.md): KEEP_WAITING is a stop that is
+ * retried or resumed where it stopped; CONTACT_MAINTAINERS a failure that
+ * waiting will not fix. */
 export function hintWords(hint: string): string {
   switch (hint) {
     case 'KEEP_WAITING':
-      return 'You can keep waiting: this is retried on its own.';
+      return 'You can keep waiting: the problem is temporary, and the request resumes where it stopped once it is retried.';
     case 'CONTACT_MAINTAINERS':
       return 'Contact the maintainers; waiting will not help.';
     default:
@@ -30,11 +91,60 @@ export function hintWords(hint: string): string {
   }
 }
 
+/** What a person does next, and whether "request again" applies. */
+export interface Todo {
+  words: string;
+  /** the request is over and may be asked for again */
+  again: boolean;
+  /** a failure a person must act on */
+  bad: boolean;
+}
+
+/** whatToDo is the "What to do" of a request: what an ended request
+ * means (in effect, rejected, closed, expired), else the server's hint
+ * (CONTACT_MAINTAINERS, KEEP_WAITING — the API decides them), else what
+ * the person waits for. */
+export function whatToDo(status: string, step: string, hint: string, expiresAt?: string): Todo {
+  if (status === 'VALIDATED') {
+    return { words: expiresAt ? `Nothing: you have access until ${when(expiresAt)}.` : 'Nothing: you have access.', again: false, bad: false };
+  }
+  if (status === 'REJECTED') {
+    if (step === 'CLOSE_WITHDRAWN') return { words: 'The approval was withdrawn. Request again if you still need access.', again: true, bad: false };
+    return { words: 'The approver said no. Request again if you still need access, with a reason that answers theirs.', again: true, bad: false };
+  }
+  if (status === 'CLOSED') {
+    if (step === 'CLOSE_EXPIRED') return { words: 'Your access has ended. Request again if you need it again.', again: true, bad: false };
+    if (step === 'CLOSE_CANCELLED') return { words: 'An operator cancelled this request. Request again if you still need access.', again: true, bad: false };
+    return { words: 'This request is closed. Request again if you still need access.', again: true, bad: false };
+  }
+  const h = hintWords(hint);
+  if (h) return { words: h, again: false, bad: hint === 'CONTACT_MAINTAINERS' };
+  if (status === 'CREATE_FAILED' || status === 'HANDLE_FAILED') {
+    return { words: 'It stopped; the operators see it. Contact the maintainers if it does not move on.', again: false, bad: true };
+  }
+  if (status === 'APPROVAL_SENDING' || status === 'APPROVAL_SENT') {
+    return { words: 'Nothing: it waits for the approvers’ decision; this page follows by itself.', again: false, bad: false };
+  }
+  if (status === 'MERGED') return { words: 'Nothing: the change is merged and waits for the deployment.', again: false, bad: false };
+  return { words: 'Nothing, it is on its way.', again: false, bad: false };
+}
+
 export function accessWords(mode: string, open: boolean): string {
   if (mode === 'OPEN') return 'Open';
   if (mode === 'TEST_WINDOW') return open ? 'Test window (open now)' : 'Test window (closed now)';
   if (mode === 'CLOSED') return 'Closed';
   return open ? 'Open' : 'Closed';
+}
+
+/** closedWords explains in words why a target takes no requests now: the
+ * server's reason for a test window ("outside the test window 09:00–17:00
+ * UTC"), a fixed sentence for a closed one. */
+export function closedWords(mode: string, why?: string): string {
+  if (mode === 'TEST_WINDOW') {
+    const w = why?.startsWith('outside ') ? why.slice('outside '.length) : '';
+    return w ? `Requests are accepted only inside ${w}; come back then.` : 'Requests are accepted only inside its test window, which is not open now.';
+  }
+  return 'This target takes no requests: its owners have closed it.';
 }
 
 /** The external phases as a progress line; failures stop where they happen. */
@@ -66,8 +176,29 @@ export function isFailed(status: string): boolean {
   return status === 'CREATE_FAILED' || status === 'HANDLE_FAILED' || status === 'REJECTED' || status === 'CLOSED';
 }
 
+const stamp = new Intl.DateTimeFormat(undefined, {
+  year: 'numeric',
+  month: 'short',
+  day: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  timeZoneName: 'short',
+});
+
+const day = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'long', day: 'numeric' });
+
+/** when is a time stamp in the reader's time zone, with the zone named
+ * ("Dec 1, 2026, 02:05 PM UTC"): the API's times are UTC, a person reads
+ * their own clock, and a time without its zone is ambiguous. */
 export function when(iso?: string): string {
   if (!iso) return '';
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+  return Number.isNaN(d.getTime()) ? iso : stamp.format(d);
+}
+
+/** dayWords is a date in words ("December 1, 2026"). */
+export function dayWords(iso?: string): string {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : day.format(d);
 }

@@ -41,10 +41,12 @@ export function freePort() {
   });
 }
 
-/** The local profile's configuration, on free ports and a temp database. */
-function configYAML(dir, applyLimit, simPort, port) {
+/** The local profile's configuration, on free ports and a temp database.
+ * production: no embedded simulators and no loopback trust — the shape
+ * of a production configuration (docs/deploy.md), served on loopback. */
+function configYAML(dir, applyLimit, simPort, port, production = false) {
   const sim = `http://127.0.0.1:${simPort}`;
-  return `
+  const yaml = `
 server:
   listen: 127.0.0.1:${port}
 database:
@@ -118,6 +120,8 @@ targets:
     file: bindings/legacy-ftp.yaml
     accessMode: CLOSED
 `;
+  if (!production) return yaml;
+  return yaml.replace('  embedded: true\n', '  embedded: false\n').replace('  trustedProxies: [127.0.0.1/32, "::1/128"]\n', '');
 }
 
 /** ensureBuild rebuilds the app when web/ changed since the committed
@@ -170,7 +174,7 @@ export function buildRelease(release = '') {
  * data directory (by default a new one) on a port (by default a free one).
  * Two releases share one origin and one database by passing the same dir
  * and port. */
-export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0 } = {}) {
+export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0, production = false } = {}) {
   const ownBin = !bin;
   if (!bin) bin = buildRelease('');
   const ownDir = !dir;
@@ -178,7 +182,7 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   writeFileSync(join(dir, 'directory.yaml'), readFileSync(join(repoRoot, 'cmd/changeflow/local/directory.yaml')));
   const cfg = join(dir, 'changeflow.yaml');
   const simPort = await freePort();
-  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port));
+  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port, production));
 
   const child = spawn(bin, ['serve', '--config', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -208,6 +212,20 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   if (!base) {
     child.kill('SIGKILL');
     throw new Error(`changeflow did not become healthy:\n${stderr}`);
+  }
+  if (production) {
+    return {
+      base,
+      logs: () => stderr,
+      async stop() {
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+        await exited;
+        clearTimeout(t);
+        if (ownDir) rmSync(dir, { recursive: true, force: true });
+        if (ownBin) rmSync(dirname(bin), { recursive: true, force: true });
+      },
+    };
   }
   // Approvals are decided by hand in these tests: the served workflow
   // engine would otherwise move requests on after the approval system's
@@ -267,9 +285,12 @@ export async function launchBrowser() {
 }
 
 /** newPage opens a page in a fresh context (own sessionStorage and
- * localStorage) acting as account through the local run's user picker. */
-export async function newPage(browser, base, account) {
-  const context = await browser.newContext({ baseURL: base, viewport: { width: 1180, height: 720 } });
+ * localStorage) acting as account through the local run's user picker,
+ * at a desktop width unless told (390: a phone). */
+export async function newPage(browser, base, account, { width = 1180, height = 720 } = {}) {
+  // A fixed locale and zone, so the words a test expects ("Dec 8, 2026,
+  // 09:00 AM UTC") do not depend on the machine.
+  const context = await browser.newContext({ baseURL: base, viewport: { width, height }, locale: 'en-US', timezoneId: 'UTC' });
   if (account) {
     await context.addInitScript((a) => {
       if (!window.localStorage.getItem('changeflow.user')) window.localStorage.setItem('changeflow.user', a);

@@ -6,7 +6,7 @@
 import { useState } from 'preact/hooks';
 import type { Step } from '../api';
 import { ApiError, call } from '../api';
-import { ErrorNote, Progress, Status } from '../components';
+import { ErrorNote, Progress, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
 import { match, navigate } from '../router';
 import { hintWords, when } from '../words';
@@ -83,6 +83,7 @@ declare const __RELEASE__: string;
 
 export default function Console({ path }: { path: string }) {
   const req = match('/console/requests/:id', path);
+  const batch = match('/console/batches/:id', path);
   return (
     <section data-release={__RELEASE__ || undefined}>
       <h1>Operations console</h1>
@@ -90,7 +91,7 @@ export default function Console({ path }: { path: string }) {
         <a href="/console" class={path === '/console' || req ? 'active' : ''}>
           Look up a request
         </a>
-        <a href="/console/batches" class={path === '/console/batches' ? 'active' : ''}>
+        <a href="/console/batches" class={path === '/console/batches' || batch ? 'active' : ''}>
           Batches
         </a>
         <a href="/console/config" class={path === '/console/config' ? 'active' : ''}>
@@ -100,7 +101,9 @@ export default function Console({ path }: { path: string }) {
           Deploy callbacks
         </a>
       </nav>
-      {path === '/console/batches' ? (
+      {batch ? (
+        <BatchDetail key={batch.id} id={batch.id} />
+      ) : path === '/console/batches' ? (
         <Batches />
       ) : path === '/console/config' ? (
         <Config />
@@ -124,7 +127,14 @@ function Lookup({ id }: { id: string }) {
           if (draft.trim()) navigate(`/console/requests/${encodeURIComponent(draft.trim())}`);
         }}
       >
-        <input name="operationId" placeholder="operationId" value={draft} onInput={(e) => setDraft((e.target as HTMLInputElement).value)} />
+        <input
+          name="operationId"
+          class="lookup"
+          placeholder="operationId, e.g. 3f2b7c1e-…"
+          aria-label="operationId"
+          value={draft}
+          onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
+        />
         <button type="submit">Look up</button>
       </form>
       {id && <OpsRequestView key={id} id={id} />}
@@ -312,7 +322,10 @@ function OpsRequestView({ id }: { id: string }) {
                 <>
                   <dt>Batch</dt>
                   <dd>
-                    #{x.batch.id} {x.batch.status}
+                    <a href={`/console/batches/${x.batch.id}`} data-testid="batch-link">
+                      #{x.batch.id}
+                    </a>{' '}
+                    <span class="mono small">{x.batch.status}</span>
                   </dd>
                 </>
               )}
@@ -512,6 +525,7 @@ function Batches() {
               <th>Project</th>
               <th>Status</th>
               <th>MR</th>
+              <th>Requests</th>
               <th>Failure</th>
               <th>Updated</th>
               <th></th>
@@ -519,11 +533,16 @@ function Batches() {
           </thead>
           <tbody>
             {r.data.items.map((b) => (
-              <tr key={b.id}>
-                <td>#{b.id}</td>
+              <tr key={b.id} data-batch={b.id}>
+                <td>
+                  <a href={`/console/batches/${b.id}`}>#{b.id}</a>
+                </td>
                 <td>{b.projectId}</td>
                 <td class="mono small">{b.status}</td>
                 <td>{b.mr ? <a href={b.mr.url}>!{b.mr.iid}</a> : ''}</td>
+                <td class="small">
+                  <Members members={b.members} />
+                </td>
                 <td class="small">{b.failureMessage || b.failureCode || ''}</td>
                 <td class="small">{when(b.updatedAt)}</td>
                 <td>
@@ -557,45 +576,195 @@ function Batches() {
   );
 }
 
+/** Members lists a batch's requests, each a link to its console page. */
+function Members({ members }: { members?: { id: number; operationId: string }[] }) {
+  if (!members || members.length === 0) return <span class="muted">none</span>;
+  return (
+    <ul class="members" data-testid="members">
+      {members.map((m) => (
+        <li key={m.id}>
+          <a class="mono" href={`/console/requests/${encodeURIComponent(m.operationId)}`}>
+            {m.operationId}
+          </a>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** BatchDetail is one batch (GET /ops/batches/{id}) with its members. */
+function BatchDetail({ id }: { id: string }) {
+  const r = useGet<Batch>(`/ops/batches/${encodeURIComponent(id)}`, 5000);
+  const b = r.data;
+  return (
+    <div data-testid="batch-detail">
+      <p>
+        <a href="/console/batches">All batches</a>
+      </p>
+      <ErrorNote>{r.error}</ErrorNote>
+      {r.loading && !b && <p>Loading…</p>}
+      {b && (
+        <div class="card">
+          <h2>Batch #{b.id}</h2>
+          <dl class="facts">
+            <dt>Status</dt>
+            <dd class="mono">{b.status}</dd>
+            <dt>Project</dt>
+            <dd>{b.projectId}</dd>
+            {b.mr && (
+              <>
+                <dt>Merge request</dt>
+                <dd>
+                  <a href={b.mr.url} target="_blank" rel="noopener noreferrer">
+                    !{b.mr.iid}
+                  </a>
+                </dd>
+              </>
+            )}
+            {(b.failureCode || b.failureMessage) && (
+              <>
+                <dt>Failure</dt>
+                <dd>
+                  <span class="mono small">{b.failureCode}</span> {b.failureMessage}
+                </dd>
+              </>
+            )}
+            <dt>Requests</dt>
+            <dd>
+              <Members members={b.members} />
+            </dd>
+            <dt>Created</dt>
+            <dd>
+              <Stamp iso={b.createdAt} />
+            </dd>
+            <dt>Updated</dt>
+            <dd>
+              <Stamp iso={b.updatedAt} />
+            </dd>
+          </dl>
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** groupOf is a configuration key's group: its first segment
+ * ("ratelimit.apply.limit" → "ratelimit"). */
+function groupOf(key: string): string {
+  const i = key.indexOf('.');
+  return i < 0 ? key : key.slice(0, i);
+}
+
+function valueText(v: unknown): string {
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+/** Config is the effective configuration, grouped by the keys' first
+ * segment (one collapsible box per group, with its count and how many of
+ * its items fell back) and searchable over key, value, source and reason:
+ * a hundred items fit a page, and a phone. */
 function Config() {
   const r = useGet<{ version: number; loadedAt: string; fellBack: number; unknownKeys: string[] | null; items: ConfigItem[] }>('/ops/config');
   const [onlyFallbacks, setOnlyFallbacks] = useState(false);
+  const [query, setQuery] = useState('');
+  const [open, setOpen] = useState<Record<string, boolean>>({});
   const c = r.data;
+  const q = query.trim().toLowerCase();
+  const shown = (c?.items ?? []).filter(
+    (i) =>
+      (!onlyFallbacks || i.fellBack) &&
+      (!q || [i.key, valueText(i.value), i.source, i.reason ?? ''].some((t) => t.toLowerCase().includes(q))),
+  );
+  const groups: { name: string; items: ConfigItem[] }[] = [];
+  for (const i of shown) {
+    const g = groupOf(i.key);
+    const last = groups.find((x) => x.name === g);
+    if (last) last.items.push(i);
+    else groups.push({ name: g, items: [i] });
+  }
+  // A search or the fall-back filter opens every group it leaves; else a
+  // group is open unless the operator folded it.
+  const isOpen = (g: string) => !!q || onlyFallbacks || open[g] !== false;
   return (
     <>
       <ErrorNote>{r.error}</ErrorNote>
       {c && (
         <>
           <p>
-            Version {c.version}, loaded {when(c.loadedAt)}. <strong>{c.fellBack}</strong> item(s) fell back to a default.
+            Version {c.version}, loaded <Stamp iso={c.loadedAt} />. <strong>{c.fellBack}</strong> item(s) fell back to a default.
             {c.unknownKeys && c.unknownKeys.length > 0 && <> Unknown keys ignored: {c.unknownKeys.join(', ')}.</>}
           </p>
-          <label class="inline">
-            <input type="checkbox" checked={onlyFallbacks} onChange={(e) => setOnlyFallbacks((e.target as HTMLInputElement).checked)} /> only
-            items that fell back
-          </label>
-          <table class="list" data-testid="config">
-            <thead>
-              <tr>
-                <th>Key</th>
-                <th>Value</th>
-                <th>Source</th>
-                <th>Fell back because</th>
-              </tr>
-            </thead>
-            <tbody>
-              {c.items
-                .filter((i) => !onlyFallbacks || i.fellBack)
-                .map((i) => (
-                  <tr key={i.key} class={i.fellBack ? 'warn' : ''}>
-                    <td class="mono small">{i.key}</td>
-                    <td class="mono small">{typeof i.value === 'string' ? i.value : JSON.stringify(i.value)}</td>
-                    <td class="small">{i.source}</td>
-                    <td class="small">{i.fellBack ? i.reason || 'yes' : ''}</td>
-                  </tr>
-                ))}
-            </tbody>
-          </table>
+          <div class="row tools">
+            <input
+              type="search"
+              name="config-search"
+              placeholder="Search keys, values, reasons"
+              aria-label="Search the configuration"
+              value={query}
+              onInput={(e) => setQuery((e.target as HTMLInputElement).value)}
+            />
+            <label class="inline">
+              <input type="checkbox" checked={onlyFallbacks} onChange={(e) => setOnlyFallbacks((e.target as HTMLInputElement).checked)} /> only
+              items that fell back
+            </label>
+            <button
+              type="button"
+              class="secondary small"
+              onClick={() => setOpen(Object.fromEntries(groups.map((g) => [g.name, false])))}
+              disabled={!!q || onlyFallbacks}
+            >
+              Fold all
+            </button>
+            <button type="button" class="secondary small" onClick={() => setOpen({})} disabled={!!q || onlyFallbacks}>
+              Unfold all
+            </button>
+          </div>
+          <div data-testid="config">
+            {groups.length === 0 && <p class="muted">No item matches.</p>}
+            {groups.map((g) => {
+              const fell = g.items.filter((i) => i.fellBack).length;
+              return (
+                <details
+                  key={g.name}
+                  class="group"
+                  data-group={g.name}
+                  open={isOpen(g.name)}
+                  onToggle={(e) => {
+                    const now = (e.target as HTMLDetailsElement).open;
+                    if (now !== isOpen(g.name)) setOpen((o) => ({ ...o, [g.name]: now }));
+                  }}
+                >
+                  <summary>
+                    <span class="mono">{g.name}</span>{' '}
+                    <span class="muted small">
+                      {g.items.length} item{g.items.length === 1 ? '' : 's'}
+                      {fell > 0 ? `, ${fell} fell back` : ''}
+                    </span>
+                  </summary>
+                  <table class="list stack">
+                    <thead>
+                      <tr>
+                        <th>Key</th>
+                        <th>Value</th>
+                        <th>Source</th>
+                        <th>Fell back because</th>
+                      </tr>
+                    </thead>
+                    <tbody>
+                      {g.items.map((i) => (
+                        <tr key={i.key} class={i.fellBack ? 'warn' : ''} data-key={i.key}>
+                          <td class="mono small">{i.key}</td>
+                          <td class="mono small value">{valueText(i.value)}</td>
+                          <td class="small">{i.source}</td>
+                          <td class="small">{i.fellBack ? i.reason || 'yes' : ''}</td>
+                        </tr>
+                      ))}
+                    </tbody>
+                  </table>
+                </details>
+              );
+            })}
+          </div>
         </>
       )}
     </>

@@ -1,10 +1,29 @@
 import type { RequestView } from '../api';
-import { ErrorNote, Progress, Status } from '../components';
-import { useAppConfig, useGet } from '../hooks';
+import { ErrorNote, Progress, Status, Stamp } from '../components';
+import { useAppConfig, useGet, useMe } from '../hooks';
 import { useLive } from '../live';
-import { hintWords, when } from '../words';
+import { stepWord, whatToDo } from '../words';
 
 const POLL_MS = 3000;
+
+/** Todo is "What to do" in words, with "Request again" once the request
+ * is over (rejected, closed, expired). */
+function Todo({ x }: { x: RequestView }) {
+  const t = whatToDo(x.status, x.step.name, x.hint, x.expiresAt);
+  return (
+    <span class={t.bad ? 'bad' : ''} data-testid="todo">
+      {t.words}
+      {t.again && (
+        <>
+          {' '}
+          <a href={`/request/${encodeURIComponent(x.targetKey)}`} data-testid="request-again">
+            Request again
+          </a>
+        </>
+      )}
+    </span>
+  );
+}
 
 export function MyRequestsPage({ user }: { user: string }) {
   const r = useGet<{ items: RequestView[]; nextCursor: string }>('/api/requests?limit=50', POLL_MS, [user]);
@@ -16,12 +35,11 @@ export function MyRequestsPage({ user }: { user: string }) {
       {r.loading && !r.data && <p>Loading…</p>}
       {r.data && r.data.items.length === 0 && <p class="muted">You have not requested anything yet.</p>}
       {r.data && r.data.items.length > 0 && (
-        <table class="list" data-testid="my-requests">
+        <table class="list stack" data-testid="my-requests">
           <thead>
             <tr>
               <th>Target</th>
               <th>Status</th>
-              <th>Step</th>
               <th>What to do</th>
               <th>Updated</th>
             </tr>
@@ -30,14 +48,18 @@ export function MyRequestsPage({ user }: { user: string }) {
             {r.data.items.map((x) => (
               <tr key={x.operationId} data-operation-id={x.operationId}>
                 <td>
-                  <a href={`/requests/${encodeURIComponent(x.operationId)}`}>{x.targetKey}</a>
+                  <a href={`/requests/${encodeURIComponent(x.operationId)}`}>{x.targetTitle || x.targetKey}</a>
+                  {x.targetTitle && <div class="muted mono small">{x.targetKey}</div>}
                 </td>
                 <td>
                   <Status status={x.status} />
                 </td>
-                <td class="mono small">{x.step.name}</td>
-                <td>{hintWords(x.hint) || <span class="muted">Nothing, it is on its way.</span>}</td>
-                <td class="muted small">{when(x.updatedAt)}</td>
+                <td>
+                  <Todo x={x} />
+                </td>
+                <td class="muted small">
+                  <Stamp iso={x.updatedAt} />
+                </td>
               </tr>
             ))}
           </tbody>
@@ -67,40 +89,69 @@ function ApproveHere({ status }: { status: string }) {
 export function RequestPage({ id, user }: { id: string; user: string }) {
   // Pushed over the request's event stream; polled while it is down.
   const r = useLive<RequestView>(`/api/requests/${encodeURIComponent(id)}`, POLL_MS, [user]);
+  const me = useMe(user).data;
   const x = r.data;
+  const now = x ? stepWord(x.step.name) : '';
   return (
     <section data-live={r.live ? 'stream' : 'poll'}>
-      <h1>Request</h1>
-      <p class="lead mono">{id}</p>
+      <h1>{x ? `Access to ${x.targetTitle || x.targetKey}` : 'Request'}</h1>
+      <p class="lead">
+        Request <span class="mono wrap">{id}</span>
+      </p>
       <ErrorNote>{r.error}</ErrorNote>
       {r.loading && !x && <p>Loading…</p>}
       {x && <ApproveHere status={x.status} />}
       {x && (
-        <div class="card" data-testid="request-detail">
+        <div class="card" data-testid="request-detail" data-operation-id={x.operationId}>
           <Progress status={x.status} />
           <dl class="facts">
             <dt>Target</dt>
-            <dd>{x.targetKey}</dd>
+            <dd>
+              {x.targetTitle || x.targetKey} <span class="muted mono small">({x.targetKey})</span>
+            </dd>
+            {x.reason && (
+              <>
+                <dt>Reason</dt>
+                <dd data-testid="reason">{x.reason}</dd>
+              </>
+            )}
+            {x.days !== undefined && x.days > 0 && (
+              <>
+                <dt>Days asked for</dt>
+                <dd data-testid="days">{x.days}</dd>
+              </>
+            )}
             <dt>Status</dt>
             <dd>
               <Status status={x.status} />
             </dd>
-            <dt>Step</dt>
-            <dd class="mono">{x.step.name}</dd>
+            {x.status === 'REJECTED' && x.approverComment && (
+              <>
+                <dt>The approver wrote</dt>
+                <dd data-testid="approver-comment">“{x.approverComment}”</dd>
+              </>
+            )}
+            {now && (
+              <>
+                <dt>Now</dt>
+                <dd data-testid="step">{now}</dd>
+              </>
+            )}
             {x.blocker && (
               <>
                 <dt>Waiting for</dt>
                 <dd>
-                  {x.blocker.detail} <span class="muted small">(since {when(x.blocker.since)})</span>
+                  {x.blocker.detail}{' '}
+                  <span class="muted small">
+                    (since <Stamp iso={x.blocker.since} />)
+                  </span>
                 </dd>
               </>
             )}
-            {hintWords(x.hint) && (
-              <>
-                <dt>What to do</dt>
-                <dd class={x.hint === 'CONTACT_MAINTAINERS' ? 'bad' : ''}>{hintWords(x.hint)}</dd>
-              </>
-            )}
+            <dt>What to do</dt>
+            <dd>
+              <Todo x={x} />
+            </dd>
             {x.mr && (
               <>
                 <dt>Merge request</dt>
@@ -111,20 +162,32 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
                 </dd>
               </>
             )}
-            {x.batchId !== undefined && (
+            {x.batchId !== undefined && x.batchId > 0 && (
               <>
                 <dt>Batch</dt>
-                <dd>#{x.batchId}</dd>
+                <dd>
+                  {me?.operations ? (
+                    <a href={`/console/batches/${x.batchId}`} data-testid="batch-link">
+                      #{x.batchId}
+                    </a>
+                  ) : (
+                    <>#{x.batchId}</>
+                  )}
+                </dd>
               </>
             )}
-            {x.expiresAt && (
+            {x.status === 'VALIDATED' && x.expiresAt && (
               <>
                 <dt>Access until</dt>
-                <dd>{when(x.expiresAt)}</dd>
+                <dd data-testid="access-until">
+                  <Stamp iso={x.expiresAt} />
+                </dd>
               </>
             )}
             <dt>Last change</dt>
-            <dd>{when(x.updatedAt)}</dd>
+            <dd>
+              <Stamp iso={x.updatedAt} />
+            </dd>
           </dl>
         </div>
       )}

@@ -1,7 +1,38 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, call, type Target } from '../api';
-import { ErrorNote } from '../components';
+import { ApiError, call, fieldProblems, type Target } from '../api';
+import { ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
+import { accessWords, closedWords, dayWords } from '../words';
+
+/** maxReasonChars is the server's limit (internal/httpapi, maxReasonRunes):
+ * a longer reason is refused there, so it is refused here first — never
+ * cut, which a maxLength attribute would do silently to a paste. */
+export const maxReasonChars = 500;
+
+/** unsafeChar is what the server refuses in a reason (domain
+ * UnsafeTextRune): control characters (a newline too), line and paragraph
+ * separators, bidirectional formatting. */
+const unsafeChar = /[\p{Cc}\u2028\u2029\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
+
+/** validate checks the form as the server will, with the server's own
+ * sentences, so the browser and the server never disagree. */
+export function validate(reason: string, days: string, maxDays: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  const r = reason.trim();
+  const chars = [...r];
+  if (chars.length === 0) out.reason = 'reason is required.';
+  else if (chars.length > maxReasonChars) out.reason = `reason must be at most ${maxReasonChars} characters of text.`;
+  else {
+    const i = chars.findIndex((c) => unsafeChar.test(c));
+    if (i >= 0) {
+      const hex = chars[i].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+      out.reason = `reason must be one line of text without control or bidirectional-formatting characters (U+${hex} at character ${i + 1}).`;
+    }
+  }
+  const d = days.trim();
+  if (d && (!/^\d+$/.test(d) || Number(d) < 1 || Number(d) > maxDays)) out.days = `days must be between 1 and ${maxDays} for this target.`;
+  return out;
+}
 
 function newOperationId(): string {
   if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
@@ -23,16 +54,56 @@ type Outcome =
   | { kind: 'idle' }
   | { kind: 'sent'; operationId: string; duplicate: boolean }
   | { kind: 'limited'; message: string; until: number }
-  | { kind: 'error'; message: string; code: string };
+  | { kind: 'error'; message: string; code: string; operationId?: string; expiresAt?: string };
 
 /** SubmitPage wraps one form instance; "Start a new request" remounts it,
- * which is the only way to get a new operationId. */
+ * which is the only way to get a new operationId. A target that takes no
+ * request now — closed, outside its window, unknown — is explained
+ * instead, before anyone types: there is no form to fill in for nothing. */
 export function SubmitPage({ targetKey }: { targetKey: string }) {
   const [instance, setInstance] = useState(0);
-  return <SubmitForm key={instance} targetKey={targetKey} onNew={() => setInstance((i) => i + 1)} />;
+  const targets = useGet<{ items: Target[] }>('/api/targets');
+  const target = targets.data?.items.find((t) => t.key === targetKey);
+  if (!targets.data) {
+    return (
+      <section>
+        <h1>Request access</h1>
+        <ErrorNote>{targets.error}</ErrorNote>
+        {!targets.error && <p>Loading…</p>}
+      </section>
+    );
+  }
+  if (!target) {
+    return (
+      <section data-testid="no-form">
+        <h1>No such target</h1>
+        <p class="note">
+          There is no target <span class="mono wrap">{targetKey}</span>. Pick one from the <a href="/targets">targets</a>.
+        </p>
+      </section>
+    );
+  }
+  if (!target.open) {
+    return (
+      <section data-testid="no-form">
+        <h1>Request access</h1>
+        <p class="lead">
+          to <strong>{target.title || target.key}</strong> <span class="muted mono">({target.key})</span>
+        </p>
+        <p class="note" data-testid="not-open">
+          <strong>{accessWords(target.accessMode, false)}.</strong> {closedWords(target.accessMode, target.why)}
+        </p>
+        <p>
+          Back to the <a href="/targets">targets</a>.
+        </p>
+      </section>
+    );
+  }
+  return <SubmitForm key={instance} target={target} onNew={() => setInstance((i) => i + 1)} />;
 }
 
-function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void }) {
+function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
+  const targetKey = target.key;
   // One operationId per form instance, sent as Idempotency-Key on every
   // attempt: a retry after a lost answer is the same request to the server.
   const [operationId] = useState(newOperationId);
@@ -40,14 +111,15 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
   const [days, setDays] = useState('');
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<Outcome>({ kind: 'idle' });
+  // Problems per field: the browser's check first, the server's words
+  // when it refuses anyway.
+  const [problems, setProblems] = useState<Record<string, string>>({});
   const [now, setNow] = useState(Date.now());
   // The ref closes the gap between a click and the re-render that disables
   // the button: a double click must send one request.
   const inFlight = useRef(false);
-  const targets = useGet<{ items: Target[] }>('/api/targets');
   const daysParam = /^\d+$/.test(days.trim()) ? `?days=${days.trim()}` : '';
   const preview = useGet<Preview>(`/api/targets/${encodeURIComponent(targetKey)}/preview${daysParam}`);
-  const target = targets.data?.items.find((t) => t.key === targetKey);
 
   useEffect(() => {
     if (outcome.kind !== 'limited') return;
@@ -61,6 +133,9 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
   async function submit(e: Event) {
     e.preventDefault();
     if (inFlight.current || locked || waitSeconds > 0) return;
+    const found = validate(reason, days, target.maxDays);
+    setProblems(found);
+    if (Object.keys(found).length > 0) return;
     inFlight.current = true;
     setBusy(true);
     try {
@@ -74,7 +149,16 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
         setNow(Date.now());
         setOutcome({ kind: 'limited', message: err.message, until: Date.now() + secs * 1000 });
       } else if (err instanceof ApiError) {
-        setOutcome({ kind: 'error', message: err.message, code: err.code });
+        const fp = fieldProblems(err, ['reason', 'days']);
+        setProblems(fp);
+        const ref = (err.data ?? {}) as { operationId?: string; expiresAt?: string };
+        setOutcome({
+          kind: 'error',
+          message: Object.keys(fp).length > 0 ? 'Please correct the form.' : err.message,
+          code: err.code,
+          operationId: typeof ref.operationId === 'string' ? ref.operationId : undefined,
+          expiresAt: typeof ref.expiresAt === 'string' ? ref.expiresAt : undefined,
+        });
       } else {
         setOutcome({ kind: 'error', message: 'Something went wrong.', code: 'UNKNOWN' });
       }
@@ -88,35 +172,55 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
     <section>
       <h1>Request access</h1>
       <p class="lead">
-        to <strong>{target?.title ?? targetKey}</strong> <span class="muted mono">({targetKey})</span>
+        to <strong>{target.title || targetKey}</strong> <span class="muted mono">({targetKey})</span>
       </p>
-      <form class="card" onSubmit={submit} data-operation-id={operationId}>
+      <p class="muted" data-testid="max-days">
+        Access for up to <strong>{target.maxDays}</strong> day{target.maxDays === 1 ? '' : 's'}.
+      </p>
+      <form class="card" onSubmit={submit} data-operation-id={operationId} noValidate>
         <label>
-          Reason
+          <span>
+            Reason{' '}
+            <span class={`muted hint${[...reason.trim()].length > maxReasonChars ? ' bad' : ''}`} data-testid="reason-count">
+              ({[...reason.trim()].length} of at most {maxReasonChars} characters, one line)
+            </span>
+          </span>
           <textarea
             name="reason"
             required
-            maxLength={500}
             rows={3}
             value={reason}
             disabled={locked || busy}
+            aria-invalid={problems.reason ? true : undefined}
             onInput={(e) => setReason((e.target as HTMLTextAreaElement).value)}
             placeholder="What you need it for, e.g. the quarterly audit"
           />
+          {problems.reason && (
+            <span class="field-error" role="alert" data-testid="reason-error">
+              {problems.reason}
+            </span>
+          )}
         </label>
         <label>
           <span>
-            Days <span class="muted hint">(leave empty for the target's maximum)</span>
+            Days <span class="muted hint">(1 to {target.maxDays}; leave empty for {target.maxDays})</span>
           </span>
           <input
             name="days"
             type="number"
             min={1}
+            max={target.maxDays}
             inputMode="numeric"
             value={days}
             disabled={locked || busy}
+            aria-invalid={problems.days ? true : undefined}
             onInput={(e) => setDays((e.target as HTMLInputElement).value)}
           />
+          {problems.days && (
+            <span class="field-error" role="alert" data-testid="days-error">
+              {problems.days}
+            </span>
+          )}
         </label>
         <div class="row">
           <button type="submit" disabled={busy || locked || waitSeconds > 0}>
@@ -138,7 +242,27 @@ function SubmitForm({ targetKey, onNew }: { targetKey: string; onNew: () => void
           {waitSeconds > 0 ? `You can try again in ${waitSeconds} s.` : 'You can try again now.'}
         </p>
       )}
-      {outcome.kind === 'error' && (
+      {outcome.kind === 'error' && (outcome.code === 'ALREADY_IN_EFFECT' || outcome.code === 'REQUEST_IN_PROGRESS') && outcome.operationId && (
+        <p class="note error" role="alert" data-testid="refused">
+          {outcome.code === 'ALREADY_IN_EFFECT' ? (
+            outcome.expiresAt ? (
+              <>
+                You already have this access, until {dayWords(outcome.expiresAt)} (<Stamp iso={outcome.expiresAt} />
+                ).{' '}
+              </>
+            ) : (
+              'You already have this access. '
+            )
+          ) : (
+            'A request of yours for this target is already on its way (or waits for the maintainers). '
+          )}
+          <a href={`/requests/${encodeURIComponent(outcome.operationId)}`} data-testid="refused-link">
+            See that request
+          </a>
+          .
+        </p>
+      )}
+      {outcome.kind === 'error' && !((outcome.code === 'ALREADY_IN_EFFECT' || outcome.code === 'REQUEST_IN_PROGRESS') && outcome.operationId) && (
         <>
           <ErrorNote>{outcome.message}</ErrorNote>
           {outcome.code === 'IDEMPOTENCY_KEY_REUSED' && (

@@ -1,7 +1,7 @@
 import type { Target } from '../api';
 import { ErrorNote } from '../components';
 import { useGet } from '../hooks';
-import { accessWords } from '../words';
+import { accessWords, closedWords } from '../words';
 
 export function TargetsPage({ user }: { user: string }) {
   const t = useGet<{ items: Target[] }>('/api/targets', 15000, [user]);
@@ -12,12 +12,13 @@ export function TargetsPage({ user }: { user: string }) {
       <ErrorNote>{t.error}</ErrorNote>
       {t.loading && !t.data && <p>Loading…</p>}
       {t.data && (
-        <table class="list" data-testid="targets">
+        <table class="list stack" data-testid="targets">
           <thead>
             <tr>
               <th>Target</th>
               <th>Access</th>
               <th>Why</th>
+              <th>At most</th>
               <th></th>
             </tr>
           </thead>
@@ -31,7 +32,10 @@ export function TargetsPage({ user }: { user: string }) {
                 <td>
                   <span class={`access ${x.open ? 'open' : 'closed'}`}>{accessWords(x.accessMode, x.open)}</span>
                 </td>
-                <td class="muted">{x.why || (x.open ? 'Requests are accepted now.' : '')}</td>
+                <td class="muted">{x.open ? 'Requests are accepted now.' : closedWords(x.accessMode, x.why)}</td>
+                <td class="muted">
+                  up to {x.maxDays} day{x.maxDays === 1 ? '' : 's'}
+                </td>
                 <td>
                   {x.open ? (
                     <a class="button" href={`/request/${encodeURIComponent(x.key)}`}>
