@@ -133,7 +133,8 @@ export interface Me {
 }
 
 /** FieldProblem is one entry of a 400's data.fields: which field, and
- * what is wrong with it in the server's words. */
+ * what is wrong with it in the server's words, completing the field's
+ * name ("must be between 1 and 30 for this target"). */
 export interface FieldProblem {
   field: string;
   problem: string;
@@ -149,7 +150,8 @@ export function fieldProblems(err: ApiError, fields: string[]): Record<string, s
   const listed = (err.data as { fields?: unknown } | null | undefined)?.fields;
   if (Array.isArray(listed)) {
     for (const f of listed as FieldProblem[]) {
-      if (f && typeof f.field === 'string' && typeof f.problem === 'string' && fields.includes(f.field)) out[f.field] = f.problem;
+      // Shown as the server's one-line message words it: "days must be …".
+      if (f && typeof f.field === 'string' && typeof f.problem === 'string' && fields.includes(f.field)) out[f.field] = `${f.field} ${f.problem}.`;
     }
     if (Object.keys(out).length > 0) return out;
   }

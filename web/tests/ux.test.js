@@ -330,7 +330,7 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
         ? route.fulfill({
             status: 400,
             contentType: 'application/json',
-            body: JSON.stringify({ code: 'INVALID_ARGUMENT', message: 'days must be between 1 and 5 for this target.', data: { fields: [{ field: 'days', problem: 'days must be between 1 and 5 for this target.' }] } }),
+            body: JSON.stringify({ code: 'INVALID_ARGUMENT', message: 'days must be between 1 and 5 for this target.', data: { fields: [{ field: 'days', problem: 'must be between 1 and 5 for this target' }] } }),
           })
         : route.continue(),
     );
