@@ -57,6 +57,7 @@ const stepWords: Record<string, string> = {
   CLOSE_FAILED: 'Closed; the proposed change is still to be closed',
   CLOSE_CANCELLED: 'Cancelled by an operator',
   CLOSE_EXPIRED: 'The access has expired',
+  CLOSE_REQUESTER_WITHDRAWN: 'You withdrew this request',
   CALLED_BACK: 'Deployed and in effect',
   RECONCILED: 'In effect (the deployment was confirmed by a check)',
   HANDLE_PIPELINE_PENDING: 'The checks on the updated change did not finish in time',
@@ -115,7 +116,11 @@ export function whatToDo(status: string, step: string, hint: string, expiresAt?:
   if (status === 'CLOSED') {
     if (step === 'CLOSE_EXPIRED') return { words: 'Your access has ended. Request again if you need it again.', again: true, bad: false };
     if (step === 'CLOSE_CANCELLED') return { words: 'An operator cancelled this request. Request again if you still need access.', again: true, bad: false };
+    if (step === 'CLOSE_REQUESTER_WITHDRAWN') return { words: 'You withdrew this request. Request again if you need access after all.', again: true, bad: false };
     return { words: 'This request is closed. Request again if you still need access.', again: true, bad: false };
+  }
+  if (step === 'CLOSE_REQUESTER_WITHDRAWN') {
+    return { words: 'Nothing: your withdrawal is being carried out; the proposed change is being closed.', again: false, bad: false };
   }
   const h = hintWords(hint);
   if (h) return { words: h, again: false, bad: hint === 'CONTACT_MAINTAINERS' };
