@@ -36,6 +36,23 @@ const (
 	// BindingClosed: the request was closed (MR closed, expired, cancelled).
 	// Re-appliable.
 	BindingClosed BindingStatus = "CLOSED"
+	// BindingRevoking: the access is being removed. Written (from
+	// VALIDATED) by the transaction that creates the revocation — the
+	// expiry scan, the owner giving access back, an operator — which also
+	// makes the revocation the row's owner, so a late callback of the grant
+	// is stale. The row stays here while the removal's MR is created,
+	// checked, approved and merged; left for REVOKED when the deployment
+	// confirms the merge, or REVOKE_FAILED.
+	BindingRevoking BindingStatus = "REVOKING"
+	// BindingRevoked: the entry is gone from the file on the default branch
+	// and the deployment confirmed it (deploy callback or reconciliation),
+	// or it was already gone. Re-appliable: a person may ask again.
+	BindingRevoked BindingStatus = "REVOKED"
+	// BindingRevokeFailed: the removal stopped on a failure a person must
+	// look at (its MR's pipeline failed, a bot may not approve, …). The
+	// entry is still on the default branch: the access is still granted.
+	// Left by an operator's retrigger (back to REVOKING).
+	BindingRevokeFailed BindingStatus = "REVOKE_FAILED"
 )
 
 // BindingStatuses lists every binding state, in lifecycle order. Migrations'
@@ -44,15 +61,17 @@ var BindingStatuses = []BindingStatus{
 	BindingApprovalSending, BindingApprovalSent, BindingMRCreating, BindingMRCreated,
 	BindingMerging, BindingMerged, BindingValidated, BindingCreateFailed,
 	BindingHandleFailed, BindingRejected, BindingClosed,
+	BindingRevoking, BindingRevoked, BindingRevokeFailed,
 }
 
 // Reappliable reports whether a binding in status s may be reset in place
 // by a new request (I5). This is the single definition the data layer and
-// the API both use: REJECTED and CLOSED only. A failed row awaiting manual
-// recovery is deliberately not re-appliable, since replacing its
-// operationId would orphan the recovery attached to it.
+// the API both use: REJECTED, CLOSED and REVOKED. A failed row awaiting
+// manual recovery (REVOKE_FAILED included) is deliberately not
+// re-appliable, since replacing its operationId would orphan the recovery
+// attached to it; nor is REVOKING, whose removal is under way.
 func (s BindingStatus) Reappliable() bool {
-	return s == BindingRejected || s == BindingClosed
+	return s == BindingRejected || s == BindingClosed || s == BindingRevoked
 }
 
 // Valid reports whether s is one of the known states.

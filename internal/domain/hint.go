@@ -29,7 +29,7 @@ var deterministicFailures = map[StepStatus]bool{
 // binding:
 //   - a step in deterministicFailures → CONTACT_MAINTAINERS;
 //   - any other failed or pending step, or a failed binding (CREATE_FAILED,
-//     HANDLE_FAILED) whatever its step says → KEEP_WAITING;
+//     HANDLE_FAILED, REVOKE_FAILED) whatever its step says → KEEP_WAITING;
 //   - anything else (in progress, merged, validated, rejected, closed) →
 //     NONE.
 //
@@ -41,7 +41,7 @@ func HintFor(step StepStatus, binding BindingStatus) Hint {
 		return HintContactMaintainers
 	case binding.Reappliable():
 		return HintNone
-	case step.Stopped(), binding == BindingCreateFailed, binding == BindingHandleFailed:
+	case step.Stopped(), binding == BindingCreateFailed, binding == BindingHandleFailed, binding == BindingRevokeFailed:
 		return HintKeepWaiting
 	}
 	return HintNone

@@ -10,7 +10,7 @@ import (
 // stopped at, for troubleshooting and metrics (docs/workflow.md, "Two layers of state"). Codes are allocated
 // in ranges by phase so metrics aggregate by prefix (code / 100): creation
 // 100xx, handling 101xx, closing 102xx, callbacks 103xx, pending or unknown
-// outcomes 105xx. Stored as the integer in operation.step_status.
+// outcomes 105xx, revocation 106xx. Stored as the integer in operation.step_status.
 type StepStatus int
 
 // StepNone is "no step yet": the from-state of an operation's first write.
@@ -169,6 +169,33 @@ const (
 	StepCreatePipelinePending StepStatus = 10504
 )
 
+// Revocation phase (106xx): the removal of a grant's entry. Between its
+// first and its last step a revocation runs the grant's own create and
+// handle steps on its MR (single-request or batch), with the binding at
+// REVOKING (OperationKind.Binding).
+const (
+	// StepRevokeStarted: the revocation was created (expiry scan, give
+	// back, operator) in one transaction with the binding's move VALIDATED
+	// → REVOKING. A target without batching has create_mr due (it builds a
+	// removal); a batching target moves on at once, in the same
+	// transaction, to CREATE_ADMITTED in the project's waiting set.
+	StepRevokeStarted StepStatus = 10601
+	// StepRevokeCalledBack: the deploy callback confirmed the merged
+	// removal (binding REVOKED), written by BindingMarkValidated for a
+	// revocation at HANDLE_MERGED. Terminal.
+	StepRevokeCalledBack StepStatus = 10602
+	// StepRevokeReconciled: reconciliation inferred the removal's lost
+	// deploy callback (binding REVOKED). A late real callback repairs it to
+	// REVOKE_CALLED_BACK.
+	StepRevokeReconciled StepStatus = 10603
+	// StepRevokeAbsent: create_mr found nothing to remove — the default
+	// branch has no entry of the grant (removed by hand, or replaced by an
+	// entry changeflow did not write, which it never removes). The
+	// deployed state has no entry of the grant either, so the binding is
+	// REVOKED at once. Terminal.
+	StepRevokeAbsent StepStatus = 10604
+)
+
 // StepKind classifies a step for hints, metrics and the safety net.
 type StepKind int
 
@@ -230,6 +257,10 @@ var stepInfo = map[StepStatus]struct {
 	StepHandleMergeUnknown:       {"HANDLE_MERGE_UNKNOWN", KindPending},
 	StepHandleRebasePending:      {"HANDLE_REBASE_PENDING", KindPending},
 	StepCreatePipelinePending:    {"CREATE_PIPELINE_PENDING", KindPending},
+	StepRevokeStarted:            {"REVOKE_STARTED", KindInProgress},
+	StepRevokeCalledBack:         {"REVOKE_CALLED_BACK", KindSucceeded},
+	StepRevokeReconciled:         {"REVOKE_RECONCILED", KindSucceeded},
+	StepRevokeAbsent:             {"REVOKE_ABSENT", KindSucceeded},
 }
 
 // Steps returns every known step in code order.
@@ -264,7 +295,7 @@ func (s StepStatus) Valid() bool {
 func (s StepStatus) Kind() StepKind { return stepInfo[s].kind }
 
 // Phase is the step's phase prefix: 100 creation, 101 handling, 102
-// closing, 103 callbacks, 105 pending.
+// closing, 103 callbacks, 105 pending, 106 revocation.
 func (s StepStatus) Phase() int { return int(s) / 100 }
 
 // Stopped reports whether the workflow stopped at s on a failure or an

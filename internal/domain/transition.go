@@ -35,13 +35,21 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating, BindingMerged},
 	BindingMerging:      {BindingMerged, BindingHandleFailed, BindingMRCreating},
 	BindingMerged:       {BindingValidated},
-	BindingValidated:    {BindingClosed},
+	BindingValidated:    {BindingClosed, BindingRevoking},
 	BindingCreateFailed: {BindingMRCreating, BindingApprovalSending, BindingClosed},
 	// HANDLE_FAILED: a retrigger resumes handling; a read showing the MR
 	// merged finishes it ("merged wins").
 	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed, BindingMRCreating},
 	BindingRejected:     {BindingApprovalSending, BindingMRCreating},
 	BindingClosed:       {BindingApprovalSending, BindingMRCreating},
+	// Revocation (domain.OperationKind): REVOKING while the removal's MR
+	// runs; REVOKED once deployed (or nothing was left to remove);
+	// REVOKE_FAILED when it needs a person, left by a retrigger, or by a
+	// settlement that finds the batch merged ("merged wins"). REVOKED is
+	// re-appliable like REJECTED and CLOSED.
+	BindingRevoking:     {BindingRevoked, BindingRevokeFailed},
+	BindingRevokeFailed: {BindingRevoking},
+	BindingRevoked:      {BindingApprovalSending, BindingMRCreating},
 }
 
 // Step groups the step table reuses. They are part of the table: a change
@@ -76,6 +84,9 @@ var (
 	// give up on it). Which of these a given row may take is the store's
 	// guarded write (store.OperationWithdraw), not the table.
 	withdrawnBy = []StepStatus{StepCloseRequesterWithdrawn}
+	// revokeDone: a merged removal confirmed by the deploy callback or
+	// inferred by reconciliation (a revocation's calledBack).
+	revokeDone = []StepStatus{StepRevokeCalledBack, StepRevokeReconciled}
 )
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
@@ -83,7 +94,7 @@ var (
 // legal. HANDLE_PIPELINE_RUNNING → HANDLE_STARTED is the regenerated MR's
 // pipeline passing: the bots approve again (a push may reset approvals).
 var stepTransitions = map[StepStatus][]StepStatus{
-	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting},
+	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting, StepRevokeStarted},
 
 	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures, batchRequeue, withdrawnBy),
 	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures, withdrawnBy),
@@ -106,7 +117,7 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
 	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
 	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue),
-	StepHandleMerged:          calledBack,
+	StepHandleMerged:          join(calledBack, revokeDone),
 
 	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue),
 	StepHandleApproveForbidden: join(handleRetrigger, calledBack, batchRequeue),
@@ -132,6 +143,17 @@ var stepTransitions = map[StepStatus][]StepStatus{
 
 	StepCalledBack: {StepCloseExpired},
 	StepReconciled: {StepCalledBack, StepCloseExpired},
+
+	// A revocation starts at REVOKE_STARTED and runs create_mr from there
+	// (a target without batching), or is admitted to the waiting set
+	// (CREATE_ADMITTED) and runs the batch path like an approved grant; it
+	// ends REVOKE_CALLED_BACK/REVOKE_RECONCILED after HANDLE_MERGED (only
+	// a merged removal can be confirmed), or REVOKE_ABSENT when there was
+	// nothing to remove.
+	StepRevokeStarted:    join([]StepStatus{StepCreateAdmitted, StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated, StepRevokeAbsent}, createFailures),
+	StepRevokeReconciled: {StepRevokeCalledBack},
+	StepRevokeCalledBack: nil,
+	StepRevokeAbsent:     nil,
 }
 
 // join concatenates step groups into one row of the table.
@@ -251,7 +273,7 @@ func StepTable() string {
 func StepList() string {
 	var b strings.Builder
 	b.WriteString("| code | step | phase | kind | hint |\n|---|---|---|---|---|\n")
-	phases := map[int]string{100: "creation", 101: "handling", 102: "closing", 103: "callbacks", 105: "pending/unknown"}
+	phases := map[int]string{100: "creation", 101: "handling", 102: "closing", 103: "callbacks", 105: "pending/unknown", 106: "revocation"}
 	for _, s := range Steps() {
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s | `%s` |\n", int(s), s, phases[s.Phase()], s.Kind(), HintFor(s, ""))
 	}

@@ -111,6 +111,11 @@ func operationIDProblem(id string) string {
 			return "may contain only printable characters without spaces or '/'"
 		}
 	}
+	if domain.IsRevocationID(id) {
+		// Reserved: a revocation's id is derived from its grant's, and a
+		// request holding it would block that revocation forever.
+		return "may not end with \"~revoke\": changeflow names revocations so"
+	}
 	return ""
 }
 

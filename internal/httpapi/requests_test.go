@@ -99,6 +99,10 @@ func TestSubmit(t *testing.T) {
 				"days not a number":                      {body: submitBodyFor(tOpen, "r", `,"days":"3"`)},
 				"operationId with a space":               {body: submitBodyFor(tOpen, "r", `,"operationId":"a b"`)},
 				"operationId over 64 characters":         {body: submitBodyFor(tOpen, "r", `,"operationId":"`+strings.Repeat("x", 65)+`"`)},
+				// A request squatting a revocation's derived id would stop
+				// that grant's access from ever being removed.
+				"operationId of a revocation":     {body: submitBodyFor(tOpen, "r", `,"operationId":"bob-grant~revoke"`)},
+				"Idempotency-Key of a revocation": {body: submitBodyFor(tOpen, "r", ""), header: map[string]string{"Idempotency-Key": "bob-grant~revoke"}},
 			} {
 				t.Run(name, func(t *testing.T) {
 					r := w.do(req{method: "POST", path: "/api/requests", user: "alice", body: c.body, header: c.header})

@@ -22,6 +22,13 @@ type Operation struct {
 	ProjectID   int64
 	// Flow is "LEGACY" or "APPROVE_FIRST" (CHECK constraint).
 	Flow string
+	// Kind is GRANT or REVOKE (domain.OperationKind, CHECK constraint).
+	Kind domain.OperationKind
+	// GrantOperationID is, for a revocation, the grant whose entry it
+	// removes; "" for a grant.
+	GrantOperationID string
+	// RevokeReason is a revocation's reason; "" for a grant.
+	RevokeReason domain.RevokeReason
 	// Step is the internal step code (docs/workflow.md, "Two layers of state" StepStatus). The store
 	// treats it as an opaque int; the transition table lives in the domain.
 	Step int
@@ -47,7 +54,7 @@ type Operation struct {
 }
 
 // operationColumns is the select list scanOperation reads, in order.
-const operationColumns = "id, operation_id, subject, target_key, project_id, flow, step_status, version, " +
+const operationColumns = "id, operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, " +
 	"batch_id, mr_iid, mr_url, branch, approval_id, reason, days, expires_at, request_hash, " +
 	"next_action, due_at, lease_owner, lease_expires_at, attempts, last_error, created_at, updated_at"
 
@@ -62,9 +69,10 @@ func scanOperation(r rowScanner) (Operation, error) {
 		o                                                        Operation
 		batchID, mrIID, days                                     sql.NullInt64
 		mrURL, branch, approvalID, nextAction, leaseOwner, lastE sql.NullString
+		grantOp, revokeReason                                    sql.NullString
 		expiresAt, dueAt, leaseExpiresAt                         sql.NullTime
 	)
-	err := r.Scan(&o.ID, &o.OperationID, &o.Subject, &o.TargetKey, &o.ProjectID, &o.Flow, &o.Step, &o.Version,
+	err := r.Scan(&o.ID, &o.OperationID, &o.Subject, &o.TargetKey, &o.ProjectID, &o.Flow, &o.Kind, &grantOp, &revokeReason, &o.Step, &o.Version,
 		&batchID, &mrIID, &mrURL, &branch, &approvalID, &o.Reason, &days, &expiresAt, &o.RequestHash,
 		&nextAction, &dueAt, &leaseOwner, &leaseExpiresAt, &o.Attempts, &lastE, &o.CreatedAt, &o.UpdatedAt)
 	if err != nil {
@@ -74,6 +82,7 @@ func scanOperation(r rowScanner) (Operation, error) {
 	o.MRURL, o.Branch, o.ApprovalID = mrURL.String, branch.String, approvalID.String
 	o.NextAction, o.LeaseOwner, o.LastError = nextAction.String, leaseOwner.String, lastE.String
 	o.ExpiresAt, o.DueAt, o.LeaseExpiresAt = expiresAt.Time, dueAt.Time, leaseExpiresAt.Time
+	o.GrantOperationID, o.RevokeReason = grantOp.String, domain.RevokeReason(revokeReason.String)
 	return o, nil
 }
 

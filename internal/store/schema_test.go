@@ -23,11 +23,12 @@ const (
 	batchBlocked   = 4
 )
 
-// bindingStatuses are the 11 BindingStatus names of docs/workflow.md, "Two layers of state", the values
+// bindingStatuses are the 14 BindingStatus names of docs/workflow.md, "Two layers of state", the values
 // ck_binding_status admits.
 var bindingStatuses = []string{
 	"APPROVAL_SENDING", "APPROVAL_SENT", "MR_CREATING", "MR_CREATED", "MERGING", "MERGED",
 	"VALIDATED", "CREATE_FAILED", "HANDLE_FAILED", "REJECTED", "CLOSED",
+	"REVOKING", "REVOKED", "REVOKE_FAILED",
 }
 
 func insertBatch(t *testing.T, db execer, project int64, status int) error {

@@ -235,10 +235,11 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 		subject, target string
 		step            int
 		nextAction      sql.NullString
+		kind            domain.OperationKind
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT id, subject, target_key, step_status, next_action FROM operation WHERE operation_id = ? AND lease_owner = ?"+d.forUpdate(),
-		p.OperationID, p.Lease.column()).Scan(&id, &subject, &target, &step, &nextAction)
+		"SELECT id, subject, target_key, step_status, next_action, kind FROM operation WHERE operation_id = ? AND lease_owner = ?"+d.forUpdate(),
+		p.OperationID, p.Lease.column()).Scan(&id, &subject, &target, &step, &nextAction, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkResult{}, fmt.Errorf("lease %s lost: %w", p.Lease.column(), domain.ErrPreempted)
 	}
@@ -246,6 +247,10 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 		return WorkResult{}, fmt.Errorf("lock operation: %w", translate(err))
 	}
 	res := WorkResult{FromStep: step}
+	// Steps write the grant's binding statuses; a revocation shows its own
+	// (domain.OperationKind.Binding) — mapped here, where every status the
+	// engine writes passes.
+	p.Binding = kind.Binding(p.Binding)
 
 	writeState := !(p.UnlessStopped && domain.StepStatus(step).Stopped())
 	toStep := step

@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"changeflow/internal/domain"
+)
+
+// RevocationCandidate is a VALIDATED binding a revocation may end, with
+// what creating the revocation needs of it and of its grant.
+type RevocationCandidate struct {
+	BindingID      int64
+	BindingVersion int64
+	Subject        string
+	TargetKey      string
+	// GrantOperationID is the binding's owner: the grant whose entry the
+	// revocation removes.
+	GrantOperationID string
+	ProjectID        int64
+	ExpiresAt        time.Time
+}
+
+// ExpiredCursor is where the expiry scan's next chunk starts: after the
+// binding (ExpiresAt, ID) in the index order. The zero cursor is the start.
+type ExpiredCursor struct {
+	ExpiresAt time.Time
+	ID        int64
+}
+
+// RevocationCandidatesExpired returns up to limit VALIDATED bindings whose
+// expires_at has passed by the database clock, after cursor, in
+// (expires_at, id) order — one range of idx_binding_status_expires (status,
+// expires_at, id), with the grant's project read through the operation's
+// unique key in the same statement. It returns the cursor of the last row
+// for the next chunk.
+func (s *Store) RevocationCandidatesExpired(ctx context.Context, after ExpiredCursor, limit int) ([]RevocationCandidate, ExpiredCursor, error) {
+	if limit <= 0 || limit > InChunkSize {
+		limit = InChunkSize
+	}
+	d := s.dialect
+	q := "SELECT b.id, b.version, b.subject_id, b.target_key, b.operation_id, b.expires_at, o.project_id" +
+		" FROM binding b" + d.forceIndex("idx_binding_status_expires") +
+		" JOIN operation o ON o.operation_id = b.operation_id" +
+		" WHERE b.status = ? AND b.expires_at IS NOT NULL AND b.expires_at <= " + d.Now()
+	args := []any{string(domain.BindingValidated)}
+	if !after.ExpiresAt.IsZero() {
+		q += " AND (b.expires_at > ? OR (b.expires_at = ? AND b.id > ?))"
+		at := d.Time(after.ExpiresAt)
+		args = append(args, at, at, after.ID)
+	}
+	q += " ORDER BY b.expires_at, b.id LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, after, fmt.Errorf("expired bindings: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []RevocationCandidate
+	for rows.Next() {
+		var c RevocationCandidate
+		if err := rows.Scan(&c.BindingID, &c.BindingVersion, &c.Subject, &c.TargetKey, &c.GrantOperationID, &c.ExpiresAt, &c.ProjectID); err != nil {
+			return nil, after, fmt.Errorf("expired bindings: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("expired bindings: %w", translate(err))
+	}
+	if len(out) > 0 {
+		last := out[len(out)-1]
+		after = ExpiredCursor{ExpiresAt: last.ExpiresAt, ID: last.BindingID}
+	}
+	return out, after, nil
+}
+
+// RevocationCandidateOf returns the binding grantOperationID owns as a
+// candidate, whatever its status (the caller decides what a status other
+// than VALIDATED means), or an error wrapping domain.ErrNotFound.
+func (s *Store) RevocationCandidateOf(ctx context.Context, grantOperationID string) (RevocationCandidate, domain.BindingStatus, error) {
+	var (
+		c      RevocationCandidate
+		status string
+		exp    sql.NullTime
+	)
+	err := s.db.QueryRowContext(ctx,
+		"SELECT b.id, b.version, b.subject_id, b.target_key, b.operation_id, b.expires_at, o.project_id, b.status"+
+			" FROM binding b JOIN operation o ON o.operation_id = b.operation_id WHERE b.operation_id = ?", grantOperationID).
+		Scan(&c.BindingID, &c.BindingVersion, &c.Subject, &c.TargetKey, &c.GrantOperationID, &exp, &c.ProjectID, &status)
+	if err != nil {
+		return RevocationCandidate{}, "", fmt.Errorf("binding of %s: %w", grantOperationID, translate(err))
+	}
+	c.ExpiresAt = exp.Time
+	return c, domain.BindingStatus(status), nil
+}
+
+// RevocationRow is one revocation to create: the candidate, and whether
+// its target batches (then the revocation joins the project's waiting set;
+// otherwise create_mr is due at once, on a single-request MR).
+type RevocationRow struct {
+	RevocationCandidate
+	Batching bool
+}
+
+// RevocationCreateParams creates the revocations of Rows, all for Reason.
+type RevocationCreateParams struct {
+	Reason domain.RevokeReason
+	// Text is stored as the revocation's reason text (the operator's
+	// reason; a fixed sentence for the scan and the owner).
+	Text  string
+	Actor string
+	// SingleAction is the first action of a revocation on a target
+	// without batching (the workflow's create_mr).
+	SingleAction string
+	Rows         []RevocationRow
+}
+
+// RevocationCreated is a revocation this call created.
+type RevocationCreated struct {
+	OperationID      string
+	GrantOperationID string
+	Subject          string
+	TargetKey        string
+	ExpiresAt        time.Time
+	Batching         bool
+}
+
+// RevocationCreate creates the revocation of every row, exactly once
+// whoever else tries at the same time (overlapping expiry scans on several
+// instances, the owner's give-back, an operator), in one transaction per
+// chunk of at most InChunkSize rows and a fixed number of statements per
+// chunk — nothing is issued per binding:
+//
+//  1. the guarded binding UPDATE: every row still VALIDATED at the version
+//     read moves to REVOKING and is handed to its revocation's operationId
+//     (domain.RevocationID, derived from the grant's). A binding another
+//     path moved meanwhile (re-applied, revoked by a racing scan) is not
+//     matched. From here the grant no longer owns the row, so its late
+//     callbacks are stale;
+//  2. which of the chunk's bindings now point at a revocation whose
+//     operation does not exist yet: exactly the ones step 1 moved (a
+//     racing creator commits its operations with its binding move, and
+//     this UPDATE waited for that commit);
+//  3. one multi-row INSERT of those operations (kind REVOKE, the grant,
+//     the reason, flow APPROVE_FIRST: no approval is asked to lose
+//     access), their step history (REVOKE_STARTED, VALIDATED → REVOKING;
+//     for a batching target also REVOKE_STARTED → CREATE_ADMITTED), the
+//     batching ones' admission to the waiting set, and create_mr due now
+//     (database clock) for the others.
+//
+// The operation's unique key is the last line of defence: two creators
+// that somehow both got past step 1 collide there and one transaction
+// rolls back whole. It returns the revocations this call created.
+func (s *Store) RevocationCreate(ctx context.Context, p RevocationCreateParams) ([]RevocationCreated, error) {
+	if p.SingleAction == "" {
+		return nil, errors.New("create revocations: the single-request action is required")
+	}
+	if !p.Reason.Valid() {
+		return nil, fmt.Errorf("create revocations: reason %q is not one of %v", p.Reason, domain.RevokeReasons)
+	}
+	if err := errors.Join(domain.CheckStep(domain.StepNone, domain.StepRevokeStarted),
+		domain.CheckStep(domain.StepRevokeStarted, domain.StepCreateAdmitted),
+		domain.CheckBinding(domain.BindingValidated, domain.BindingRevoking)); err != nil {
+		return nil, fmt.Errorf("create revocations: %w", err)
+	}
+	var out []RevocationCreated
+	for _, part := range chunk(p.Rows, InChunkSize) {
+		var created []RevocationCreated
+		err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+			var err error
+			created, err = revocationCreateTx(ctx, tx, s.dialect, p, part)
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("create revocations: %w", err)
+		}
+		out = append(out, created...)
+	}
+	return out, nil
+}
+
+func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]RevocationCreated, error) {
+	// 1. The guarded binding move.
+	var cases strings.Builder
+	caseArgs := make([]any, 0, 2*len(rows))
+	keyArgs := make([]any, 0, 2*len(rows))
+	ids := make([]any, 0, len(rows))
+	byID := make(map[int64]RevocationRow, len(rows))
+	byRev := make(map[string]RevocationRow, len(rows))
+	for _, r := range rows {
+		byRev[domain.RevocationID(r.GrantOperationID)] = r
+		cases.WriteString(" WHEN ? THEN ?")
+		caseArgs = append(caseArgs, r.BindingID, domain.RevocationID(r.GrantOperationID))
+		keyArgs = append(keyArgs, r.BindingID, r.BindingVersion)
+		ids = append(ids, r.BindingID)
+		byID[r.BindingID] = r
+	}
+	args := append(append(append([]any{string(domain.BindingRevoking)}, caseArgs...), string(domain.BindingValidated)), keyArgs...)
+	res, err := tx.ExecContext(ctx,
+		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = CASE id"+cases.String()+" END, version = version + 1"+
+			" WHERE status = ? AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("move bindings to REVOKING: %w", translate(err))
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, err
+	}
+
+	// 2. Which moved bindings still lack their revocation: this call's.
+	q, err := tx.QueryContext(ctx,
+		"SELECT b.id, b.operation_id FROM binding b WHERE b.id IN ("+placeholders(len(ids))+") AND b.status = ?"+
+			" AND NOT EXISTS (SELECT 1 FROM operation o WHERE o.operation_id = b.operation_id)",
+		append(ids, string(domain.BindingRevoking))...)
+	if err != nil {
+		return nil, fmt.Errorf("read moved bindings: %w", translate(err))
+	}
+	var mine []RevocationCreated
+	for q.Next() {
+		var (
+			id    int64
+			revID string
+		)
+		if err := q.Scan(&id, &revID); err != nil {
+			q.Close()
+			return nil, err
+		}
+		r := byID[id]
+		if revID != domain.RevocationID(r.GrantOperationID) {
+			continue // owned by some other revocation: not this call's
+		}
+		mine = append(mine, RevocationCreated{OperationID: revID, GrantOperationID: r.GrantOperationID,
+			Subject: r.Subject, TargetKey: r.TargetKey, ExpiresAt: r.ExpiresAt, Batching: r.Batching})
+	}
+	if err := errors.Join(q.Err(), q.Close()); err != nil {
+		return nil, fmt.Errorf("read moved bindings: %w", translate(err))
+	}
+	if len(mine) == 0 {
+		return nil, nil
+	}
+
+	// 3. The operations, their history, their admission or first action.
+	const cols = 12
+	vals := make([]any, 0, cols*len(mine))
+	var hist []operationStepRow
+	var admit, single []string
+	projects := map[string]int64{}
+	for _, m := range mine {
+		r := byRev[m.OperationID]
+		step, version := domain.StepRevokeStarted, 1
+		hist = append(hist, operationStepRow{operationID: m.OperationID, toStep: int(domain.StepRevokeStarted),
+			fromBinding: domain.BindingValidated, toBinding: domain.BindingRevoking, actor: p.Actor,
+			note: fmt.Sprintf("revocation of %s (%s)", m.GrantOperationID, p.Reason)})
+		if m.Batching {
+			step, version = domain.StepCreateAdmitted, 2
+			hist = append(hist, operationStepRow{operationID: m.OperationID, fromStep: int(domain.StepRevokeStarted),
+				toStep: int(domain.StepCreateAdmitted), actor: p.Actor, note: "admitted to the batch waiting set"})
+			admit = append(admit, m.OperationID)
+			projects[m.OperationID] = r.ProjectID
+		} else {
+			single = append(single, m.OperationID)
+		}
+		vals = append(vals, m.OperationID, m.Subject, m.TargetKey, r.ProjectID, "APPROVE_FIRST",
+			string(domain.OperationRevoke), m.GrantOperationID, string(p.Reason), int(step), version,
+			clipRunes(p.Text, 1024), d.Time(m.ExpiresAt))
+	}
+	if _, err := tx.ExecContext(ctx,
+		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, reason, expires_at) VALUES "+
+			valuesRows(len(mine), cols), vals...); err != nil {
+		return nil, fmt.Errorf("insert revocations: %w", translate(err))
+	}
+	if err := operationStepInsert(ctx, tx, hist); err != nil {
+		return nil, err
+	}
+	if len(single) > 0 {
+		due, dueArg := d.NowAdd(0)
+		a := append([]any{p.SingleAction, dueArg}, anySlice(single)...)
+		if _, err := tx.ExecContext(ctx, "UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+			" SET next_action = ?, due_at = "+due+" WHERE operation_id IN ("+placeholders(len(single))+")", a...); err != nil {
+			return nil, fmt.Errorf("schedule removals: %w", translate(err))
+		}
+	}
+	byProject := map[int64][]string{}
+	for _, id := range admit {
+		byProject[projects[id]] = append(byProject[projects[id]], id)
+	}
+	for project, ids := range byProject {
+		if err := batchAdmitMany(ctx, tx, ids, project); err != nil {
+			return nil, err
+		}
+	}
+	return mine, nil
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
