@@ -108,6 +108,19 @@ func (f File) Without(subject string) File {
 	return out
 }
 
+// WithoutEntryOf returns a copy of f without subject's entry if — and only
+// if — that entry was written by operationID: the change a revocation
+// makes. An entry of the subject written by anyone else (by hand, by an
+// older release, by a later request) is kept; removed reports whether
+// anything was removed.
+func (f File) WithoutEntryOf(subject, operationID string) (out File, removed bool) {
+	e, ok := f.Entry(subject)
+	if !ok || e.OperationID != operationID {
+		return f, false
+	}
+	return f.Without(subject), true
+}
+
 // Entry returns subject's entry; ok is false when there is none.
 func (f File) Entry(subject string) (Entry, bool) {
 	for _, x := range f.Entries {

@@ -1,6 +1,7 @@
 package bindingfile
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -109,5 +110,21 @@ func TestDiff(t *testing.T) {
 	}
 	if d := Diff(nil, after.Marshal()); len(d) != len(strings.Split(strings.TrimSpace(string(after.Marshal())), "\n")) {
 		t.Fatalf("diff from nothing: %v", d)
+	}
+}
+
+func TestWithoutEntryOfRemovesOnlyTheOwnersEntry(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	f := File{}.With(Entry{Subject: "alice", ExpiresAt: at, OperationID: "op-a"}).
+		With(Entry{Subject: "bob", ExpiresAt: at, OperationID: "by-hand"})
+	out, removed := f.WithoutEntryOf("alice", "op-a")
+	if !removed || len(out.Entries) != 1 || out.Entries[0].Subject != "bob" {
+		t.Fatalf("owned entry: removed=%v %+v", removed, out.Entries)
+	}
+	for _, c := range []struct{ subject, op string }{{"bob", "op-b"}, {"carol", "op-c"}, {"bob", ""}} {
+		out, removed := f.WithoutEntryOf(c.subject, c.op)
+		if removed || !bytes.Equal(out.Marshal(), f.Marshal()) {
+			t.Fatalf("%s/%s: an entry changeflow did not write was touched", c.subject, c.op)
+		}
 	}
 }

@@ -143,6 +143,10 @@ func itemTable(instanceID string) []item {
 		boolItem(KeyReconcileInference, true, hot,
 			"true also validates an MR below the highest MR a deploy callback reported for its project (valid only while the pipeline deploys in merge order); false validates only MRs whose own deploy callback was recorded"),
 
+		// Expiry (revocation at expiresAt).
+		durItem(KeyExpiryInterval, 1*minute, 10*ms, sec, hot, "how often every instance looks for VALIDATED grants whose expiresAt passed (database clock) and creates their revocations (overlapping scans are safe); the access lasts up to this long past its expiry before its removal starts; each look is one index range read, so below 10ms it would spin"),
+		intItem(KeyExpiryChunkSize, 200, 1, 500, hot, "expired grants revoked per transaction (a fixed number of statements each); larger chunks hold row locks longer against the grants' own writes, and 500 is the store's IN-list bound"),
+
 		// Batching (R-WF-10).
 		durItem(KeyBatchInterval, 30*sec, 1*ms, sec, hot, "0 would spin"),
 		durItem(KeyBatchGatherWindow, 2*sec, 10*ms, sec, hot,

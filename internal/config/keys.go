@@ -75,6 +75,9 @@ const (
 	// or off (exact matches only).
 	KeyReconcileInference = "reconcile.inference"
 
+	KeyExpiryInterval  = "expiry.interval"
+	KeyExpiryChunkSize = "expiry.chunkSize"
+
 	KeyBatchInterval      = "batch.interval"
 	KeyBatchMaxRequests   = "batch.maxRequests"
 	KeyBatchMaxSplitDepth = "batch.maxSplitDepth"

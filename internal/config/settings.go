@@ -141,6 +141,17 @@ func (s *Snapshot) Events() Events {
 	return Events{PollInterval: s.dur(KeyEventsPollInterval), Heartbeat: s.dur(KeyEventsHeartbeat), MaxStreams: s.num(KeyEventsMaxStreams)}
 }
 
+// Expiry is expiry.*: the expiry scan's interval and chunk size.
+type Expiry struct {
+	Interval  time.Duration
+	ChunkSize int
+}
+
+// Expiry returns expiry.*.
+func (s *Snapshot) Expiry() Expiry {
+	return Expiry{Interval: s.dur(KeyExpiryInterval), ChunkSize: s.num(KeyExpiryChunkSize)}
+}
+
 // Batch is batch.*.
 type Batch struct {
 	Interval      time.Duration

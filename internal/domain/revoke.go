@@ -127,3 +127,37 @@ func RevocationID(grantOperationID string) string {
 	prefix := []rune(grantOperationID)[:maxOperationIDLen-utf8.RuneCountInString(tail)]
 	return fmt.Sprintf("%s%s", string(prefix), tail)
 }
+
+// GrantView is the grant-lifecycle status that a revocation's (binding,
+// step) stands for — the inverse of Binding, made exact by the step: the
+// batch path moves its members between milestones named in the grant's
+// vocabulary (CREATE_MR_CREATED with MR_CREATING, HANDLE_MERGED with
+// MERGED, …), and a revocation member reads as the grant status of its
+// step so that every such decision holds for both kinds unchanged. For a
+// grant it is b.
+func (k OperationKind) GrantView(b BindingStatus, s StepStatus) BindingStatus {
+	if k != OperationRevoke {
+		return b
+	}
+	switch b {
+	case BindingRevoked:
+		return BindingValidated
+	case BindingRevokeFailed:
+		if s.Phase() == int(StepCreateStarted)/100 || s == StepCreatePipelinePending {
+			return BindingCreateFailed
+		}
+		return BindingHandleFailed
+	case BindingRevoking:
+		switch {
+		case s == StepCreateSucceeded:
+			return BindingMRCreated
+		case s == StepHandleMerged:
+			return BindingMerged
+		case s.Phase() == int(StepHandleStarted)/100,
+			s == StepHandlePipelinePending, s == StepHandleMergeUnknown, s == StepHandleRebasePending:
+			return BindingMerging
+		}
+		return BindingMRCreating
+	}
+	return b
+}

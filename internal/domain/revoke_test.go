@@ -90,3 +90,32 @@ func TestRevocationIDIsDerivedAndFits(t *testing.T) {
 		t.Fatal("a grant's id is not a revocation's")
 	}
 }
+
+func TestGrantViewInvertsBinding(t *testing.T) {
+	for _, c := range []struct {
+		step domain.StepStatus
+		want domain.BindingStatus
+	}{
+		{domain.StepRevokeStarted, domain.BindingMRCreating},
+		{domain.StepCreateAdmitted, domain.BindingMRCreating},
+		{domain.StepCreateMRCreated, domain.BindingMRCreating},
+		{domain.StepCreatePipelinePending, domain.BindingMRCreating},
+		{domain.StepCreateSucceeded, domain.BindingMRCreated},
+		{domain.StepHandleStarted, domain.BindingMerging},
+		{domain.StepHandleRebasePending, domain.BindingMerging},
+		{domain.StepHandleMerged, domain.BindingMerged},
+	} {
+		got := domain.OperationRevoke.GrantView(domain.BindingRevoking, c.step)
+		if got != c.want || domain.OperationRevoke.Binding(got) != domain.BindingRevoking {
+			t.Errorf("REVOKING at %s reads as %s, want %s", c.step, got, c.want)
+		}
+	}
+	if domain.OperationRevoke.GrantView(domain.BindingRevokeFailed, domain.StepCreatePipelineFailed) != domain.BindingCreateFailed ||
+		domain.OperationRevoke.GrantView(domain.BindingRevokeFailed, domain.StepHandleApproveForbidden) != domain.BindingHandleFailed ||
+		domain.OperationRevoke.GrantView(domain.BindingRevoked, domain.StepRevokeCalledBack) != domain.BindingValidated {
+		t.Fatal("failure and end states")
+	}
+	if domain.OperationGrant.GrantView(domain.BindingMerging, domain.StepCreateAdmitted) != domain.BindingMerging {
+		t.Fatal("a grant reads as itself")
+	}
+}

@@ -28,6 +28,7 @@ import (
 // Bindings is what Check reads from the database (*store.Store has it).
 type Bindings interface {
 	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
+	OperationGet(ctx context.Context, operationID string) (store.Operation, error)
 }
 
 // Check compares target's binding file content (as read from the default
@@ -36,16 +37,36 @@ type Bindings interface {
 // a request whose binding is target's, currently owned by it and
 // VALIDATED wants exactly its entry; every other entry in the file is
 // extra. The error lists every difference.
-func Check(ctx context.Context, db Bindings, target string, content []byte, operationIDs []string) error {
+//
+// A grant that was revoked no longer owns its binding; its revocation
+// (domain.RevocationID) does. While the removal is not merged — REVOKING
+// before HANDLE_MERGED, or REVOKE_FAILED — the access is still granted and
+// the grant's entry is wanted; once merged (REVOKING at HANDLE_MERGED, or
+// REVOKED) it must be gone.
+//
+// foreign lists entries changeflow did not write (added by hand) that the
+// file must still hold, unchanged: changeflow never removes them.
+func Check(ctx context.Context, db Bindings, target string, content []byte, operationIDs []string, foreign ...bindingfile.Entry) error {
 	f, err := bindingfile.Parse(content)
 	if err != nil {
 		return fmt.Errorf("binding file of %s: %w", target, err)
 	}
 	want := map[string]bindingfile.Entry{} // subject → entry
+	for _, e := range foreign {
+		want[e.Subject] = bindingfile.Entry{Subject: e.Subject, OperationID: e.OperationID, ExpiresAt: e.ExpiresAt.UTC().Truncate(time.Second)}
+	}
 	for _, id := range operationIDs {
 		b, err := db.BindingGetByOperation(ctx, id)
 		if errors.Is(err, domain.ErrNotFound) {
-			continue // never applied, or the binding moved on to a newer request
+			granted, err := stillGranted(ctx, db, id)
+			if err != nil {
+				return err
+			}
+			if granted.Subject == "" || granted.TargetKey != target {
+				continue // never applied, removed, or the binding moved on to a newer request
+			}
+			want[granted.Subject] = bindingfile.Entry{Subject: granted.Subject, OperationID: id, ExpiresAt: granted.ExpiresAt.UTC().Truncate(time.Second)}
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("binding of %s: %w", id, err)
@@ -81,4 +102,27 @@ func Check(ctx context.Context, db Bindings, target string, content []byte, oper
 	slices.Sort(problems)
 	return fmt.Errorf("binding file of %s on the default branch (%d entries, %d VALIDATED requests): %s",
 		target, len(f.Entries), len(want), strings.Join(problems, "; "))
+}
+
+// stillGranted returns the binding of grant id when a revocation owns it
+// and has not merged its removal yet (the grant's entry must still be on
+// the default branch); the zero Binding otherwise.
+func stillGranted(ctx context.Context, db Bindings, id string) (store.Binding, error) {
+	rev := domain.RevocationID(id)
+	b, err := db.BindingGetByOperation(ctx, rev)
+	if errors.Is(err, domain.ErrNotFound) {
+		return store.Binding{}, nil
+	}
+	if err != nil {
+		return store.Binding{}, fmt.Errorf("binding of %s: %w", rev, err)
+	}
+	op, err := db.OperationGet(ctx, rev)
+	if err != nil {
+		return store.Binding{}, fmt.Errorf("revocation %s: %w", rev, err)
+	}
+	merged := domain.StepStatus(op.Step) == domain.StepHandleMerged
+	if b.Status == domain.BindingRevokeFailed || b.Status == domain.BindingRevoking && !merged {
+		return b, nil
+	}
+	return store.Binding{}, nil
 }

@@ -24,6 +24,54 @@ func (f fakeBindings) BindingGetByOperation(_ context.Context, id string) (store
 	return b, nil
 }
 
+// OperationGet answers a revocation's step from the binding's Version
+// field, which these tests use for nothing else.
+func (f fakeBindings) OperationGet(_ context.Context, id string) (store.Operation, error) {
+	b, ok := f[id]
+	if !ok {
+		return store.Operation{}, fmt.Errorf("operation %s: %w", id, domain.ErrNotFound)
+	}
+	return store.Operation{OperationID: id, Step: int(b.Version)}, nil
+}
+
+func TestCheckRevocations(t *testing.T) {
+	exp := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	revoking := func(subject string, step domain.StepStatus, status domain.BindingStatus) store.Binding {
+		return store.Binding{Subject: subject, TargetKey: "t", Status: status, ExpiresAt: exp, Version: int64(step)}
+	}
+	db := fakeBindings{
+		domain.RevocationID("op-a"): revoking("amy", domain.StepCreateMRCreated, domain.BindingRevoking),           // not merged: still granted
+		domain.RevocationID("op-b"): revoking("ben", domain.StepHandleMerged, domain.BindingRevoking),              // merged: gone
+		domain.RevocationID("op-c"): revoking("cleo", domain.StepRevokeCalledBack, domain.BindingRevoked),          // gone
+		domain.RevocationID("op-d"): revoking("dora", domain.StepCreatePipelineFailed, domain.BindingRevokeFailed), // still granted
+	}
+	ops := []string{"op-a", "op-b", "op-c", "op-d"}
+	hand := bindingfile.Entry{Subject: "hal", ExpiresAt: exp.Add(-48 * time.Hour), OperationID: "by-hand"}
+	file := func(es ...bindingfile.Entry) []byte {
+		var f bindingfile.File
+		for _, e := range es {
+			f = f.With(e)
+		}
+		return f.Marshal()
+	}
+	amy := bindingfile.Entry{Subject: "amy", ExpiresAt: exp, OperationID: "op-a"}
+	dora := bindingfile.Entry{Subject: "dora", ExpiresAt: exp, OperationID: "op-d"}
+	ben := bindingfile.Entry{Subject: "ben", ExpiresAt: exp, OperationID: "op-b"}
+	if err := filecheck.Check(t.Context(), db, "t", file(amy, dora, hand), ops, hand); err != nil {
+		t.Fatalf("exact file refused: %v", err)
+	}
+	for name, c := range map[string][]byte{
+		"merged removal still in the file": file(amy, dora, ben, hand),
+		"unmerged removal already gone":    file(dora, hand),
+		"a hand-added entry removed":       file(amy, dora),
+		"a hand-added entry rewritten":     file(amy, dora, bindingfile.Entry{Subject: "hal", ExpiresAt: exp, OperationID: "op-x"}),
+	} {
+		if err := filecheck.Check(t.Context(), db, "t", c, ops, hand); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
 func TestCheck(t *testing.T) {
 	exp := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	db := fakeBindings{

@@ -20,15 +20,20 @@ type BatchMemberState struct {
 	NextAction  string
 	// Binding and BindingVersion are the binding the operation owns; ""
 	// and 0 when it no longer owns one (re-applied for a newer request).
+	// A revocation's binding reads in the grant's vocabulary
+	// (domain.OperationKind.GrantView: REVOKING at HANDLE_MERGED is
+	// MERGED), so the batch path's milestones hold for both kinds;
+	// TransitionMany maps its moves back per row.
 	Binding        domain.BindingStatus
 	BindingVersion int64
+	Kind           domain.OperationKind
 }
 
 // BatchMemberStates returns the state of every member a batch ever had
 // (membership history, claim order), in one statement.
 func (s *Store) BatchMemberStates(ctx context.Context, batchID int64) ([]BatchMemberState, error) {
 	rows, err := s.db.QueryContext(ctx,
-		"SELECT o.operation_id, o.step_status, o.version, o.next_action, b.status, b.version"+
+		"SELECT o.operation_id, o.step_status, o.version, o.next_action, b.status, b.version, o.kind"+
 			" FROM merge_batch_history h JOIN operation o ON o.operation_id = h.operation_id"+
 			" LEFT JOIN binding b ON b.subject_id = o.subject AND b.target_key = o.target_key AND b.operation_id = o.operation_id"+
 			" WHERE h.batch_id = ? ORDER BY h.id", batchID)
@@ -44,10 +49,13 @@ func (s *Store) BatchMemberStates(ctx context.Context, batchID int64) ([]BatchMe
 			status sql.NullString
 			bv     sql.NullInt64
 		)
-		if err := rows.Scan(&m.OperationID, &m.Step, &m.Version, &next, &status, &bv); err != nil {
+		if err := rows.Scan(&m.OperationID, &m.Step, &m.Version, &next, &status, &bv, &m.Kind); err != nil {
 			return nil, err
 		}
 		m.NextAction, m.Binding, m.BindingVersion = next.String, domain.BindingStatus(status.String), bv.Int64
+		if m.Binding != "" {
+			m.Binding = m.Kind.GrantView(m.Binding, domain.StepStatus(m.Step))
+		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"changeflow/internal/domain"
 )
@@ -39,6 +40,10 @@ type BindingAdvanceParams struct {
 	Step  int
 	Actor string
 	Note  string
+	// OnlyFromSteps, when set, is a precondition on the operation's step:
+	// any other step writes nothing (nil, nil), like a binding outside
+	// {From, To}.
+	OnlyFromSteps []int
 }
 
 // BindingAdvance is the state-advancing method several paths share (seed
@@ -114,6 +119,9 @@ func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvan
 	if b.OperationID != p.OperationID || (b.Status != p.From && b.Status != p.To) {
 		return nil, nil
 	}
+	if len(p.OnlyFromSteps) > 0 && !slices.Contains(p.OnlyFromSteps, step) {
+		return nil, nil
+	}
 
 	toStep := step
 	if p.Step != 0 && step != p.Step {
@@ -175,13 +183,32 @@ type BindingMarkValidatedParams struct {
 // both call it; it returns a non-nil *Flip to exactly one of them, and
 // (nil, nil) to the others and to any caller whose preconditions do not
 // hold (idempotent no-op). See BindingAdvance.
+//
+// For a revocation the same evidence confirms the removal: REVOKING →
+// REVOKED with the step mapped per kind (CALLED_BACK → REVOKE_CALLED_BACK,
+// RECONCILED → REVOKE_RECONCILED). REVOKING covers the whole removal, so
+// the flip also needs the removal merged: the step must already be
+// HANDLE_MERGED (or a confirmation step, repaired), else nothing is
+// written — the table allows only those steps to become a confirmation.
 func (s *Store) BindingMarkValidated(ctx context.Context, p BindingMarkValidatedParams) (*Flip, error) {
-	return s.BindingAdvance(ctx, BindingAdvanceParams{
+	var kind domain.OperationKind
+	err := s.db.QueryRowContext(ctx, "SELECT kind FROM operation WHERE operation_id = ?", p.OperationID).Scan(&kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mark validated %s: %w", p.OperationID, translate(err))
+	}
+	a := BindingAdvanceParams{
 		OperationID: p.OperationID,
-		From:        domain.BindingMerged,
-		To:          domain.BindingValidated,
-		Step:        p.CalledBackStep,
+		From:        kind.Binding(domain.BindingMerged),
+		To:          kind.Binding(domain.BindingValidated),
+		Step:        int(kind.Step(domain.StepStatus(p.CalledBackStep))),
 		Actor:       p.Actor,
 		Note:        p.Note,
-	})
+	}
+	if kind == domain.OperationRevoke {
+		a.OnlyFromSteps = []int{int(domain.StepHandleMerged), int(domain.StepRevokeCalledBack), int(domain.StepRevokeReconciled)}
+	}
+	return s.BindingAdvance(ctx, a)
 }

@@ -71,17 +71,40 @@ func (s *Store) ReconcileWindow(ctx context.Context, minAge, maxAge time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("reconcile window: %w", translate(err))
 	}
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile window: %w", err)
+	}
+	// Merged removals: a revocation's binding is REVOKING from its creation
+	// on, so its window is its operation's merge — HANDLE_MERGED written
+	// inside the window (idx_operation_step_updated), kind REVOKE.
+	rows, err = s.db.QueryContext(ctx,
+		"SELECT operation_id FROM operation WHERE step_status = ? AND updated_at > "+oldest+
+			" AND updated_at < "+newest+" AND kind = ? ORDER BY updated_at, id",
+		int(domain.StepHandleMerged), oldestArg, newestArg, string(domain.OperationRevoke))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile window (revocations): %w", translate(err))
+	}
+	revs, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile window (revocations): %w", err)
+	}
+	return append(ids, revs...), nil
+}
+
+// scanIDs reads one string column and closes rows.
+func scanIDs(rows *sql.Rows) ([]string, error) {
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			_ = rows.Close()
-			return nil, fmt.Errorf("reconcile window: %w", err)
+			return nil, err
 		}
 		ids = append(ids, id)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("reconcile window: %w", translate(err))
+		return nil, translate(err)
 	}
 	return ids, nil
 }

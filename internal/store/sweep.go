@@ -105,9 +105,11 @@ func (s *Store) BatchStranded(ctx context.Context, within time.Duration, limit i
 			" JOIN binding bd ON bd.subject_id = o.subject AND bd.target_key = o.target_key AND bd.operation_id = o.operation_id"+
 			" LEFT JOIN merge_batch_request r ON r.operation_id = o.operation_id"+
 			" WHERE b.status = ? AND b.created_at > "+since+
-			" AND r.id IS NULL AND o.next_action IS NULL AND o.lease_owner IS NULL AND bd.status IN (?, ?, ?)"+
+			" AND r.id IS NULL AND o.next_action IS NULL AND o.lease_owner IS NULL"+
+			" AND (bd.status IN (?, ?, ?) OR (bd.status = ? AND o.step_status <> ?))"+
 			" ORDER BY b.id, h.id LIMIT ?",
-		domain.BatchFailed, arg, domain.BindingMRCreating, domain.BindingMRCreated, domain.BindingMerging, limit)
+		domain.BatchFailed, arg, domain.BindingMRCreating, domain.BindingMRCreated, domain.BindingMerging,
+		domain.BindingRevoking, int(domain.StepHandleMerged), limit)
 	if err != nil {
 		return nil, fmt.Errorf("stranded members: %w", translate(err))
 	}

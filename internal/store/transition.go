@@ -298,20 +298,26 @@ func transitionTx(ctx context.Context, tx *sql.Tx, d Dialect, p TransitionManyPa
 	}
 
 	// 2. Bindings, after every operation lock is held.
+	moved := map[string][2]domain.BindingStatus{}
 	if p.BindingFrom != "" {
 		for _, part := range parts {
-			if err := transitionBindings(ctx, tx, d, p, part); err != nil {
+			if err := transitionBindings(ctx, tx, d, p, part, moved); err != nil {
 				return err
 			}
 		}
 	}
 
-	// 3. History.
+	// 3. History, with each row's own binding move (a revocation's is
+	// mapped, or none).
 	hist := make([]operationStepRow, 0, len(rows))
 	for _, r := range rows {
+		from, to := p.BindingFrom, p.BindingTo
+		if m, ok := moved[r.OperationID]; ok {
+			from, to = m[0], m[1]
+		}
 		hist = append(hist, operationStepRow{
 			operationID: r.OperationID, fromStep: p.FromStep, toStep: p.ToStep,
-			fromBinding: p.BindingFrom, toBinding: p.BindingTo, actor: p.Actor, note: p.Note,
+			fromBinding: from, toBinding: to, actor: p.Actor, note: p.Note,
 		})
 	}
 	if err := operationStepInsert(ctx, tx, hist); err != nil {
@@ -327,7 +333,16 @@ func transitionTx(ctx context.Context, tx *sql.Tx, d Dialect, p TransitionManyPa
 // bindings are addressed through their unique key (subject, target), read
 // from the operation rows this transaction already holds, so MariaDB locks
 // exactly those rows and no gaps of the operation_id index.
-func transitionBindings(ctx context.Context, tx *sql.Tx, d Dialect, p TransitionManyParams, part []TransitionRow) error {
+//
+// The move is named in the grant's vocabulary; a revocation's rows move by
+// its mapping (domain.OperationKind.Binding), each kind in its own
+// statement. Where the mapping makes the move a no-op (MR_CREATING →
+// MR_CREATED is REVOKING → REVOKING) the row is still written — version+1,
+// guarded on its status, owner and version like any other — so the
+// caller's version bookkeeping holds for both kinds and the write still
+// pins ownership. moved receives each row's real move ("" → "" for the
+// no-op) for the history.
+func transitionBindings(ctx context.Context, tx *sql.Tx, d Dialect, p TransitionManyParams, part []TransitionRow, moved map[string][2]domain.BindingStatus) error {
 	ids := make([]string, len(part))
 	for i, r := range part {
 		ids[i] = r.OperationID
@@ -336,31 +351,60 @@ func transitionBindings(ctx context.Context, tx *sql.Tx, d Dialect, p Transition
 	if err != nil {
 		return err
 	}
-	vals := []any{string(p.BindingTo), string(p.BindingFrom)}
+	byKind := map[domain.OperationKind][]TransitionRow{}
+	var kinds []domain.OperationKind
 	for _, r := range part {
 		k, ok := keys[r.OperationID]
 		if !ok {
 			return fmt.Errorf("operation %s vanished under its lock: %w", r.OperationID, domain.ErrPreempted)
 		}
-		vals = append(vals, k.subject, k.target, r.OperationID, r.BindingVersion)
+		if _, seen := byKind[k.kind]; !seen {
+			kinds = append(kinds, k.kind)
+		}
+		byKind[k.kind] = append(byKind[k.kind], r)
 	}
-	err = execN(ctx, tx, int64(len(part)),
-		"UPDATE binding"+d.forceIndex("uk_binding_subject_target")+
-			" SET status = ?, version = version + 1 WHERE status = ? AND "+
-			d.keyTuplesIn(len(part), "subject_id", "target_key", "operation_id", "version"), vals...)
-	if err != nil {
-		return fmt.Errorf("move bindings: %w", err)
+	for _, kind := range kinds {
+		rows := byKind[kind]
+		from, to := kind.Binding(p.BindingFrom), kind.Binding(p.BindingTo)
+		if from != to {
+			if err := domain.CheckBinding(from, to); err != nil {
+				return err
+			}
+		}
+		vals := []any{string(to), string(from)}
+		for _, r := range rows {
+			k := keys[r.OperationID]
+			vals = append(vals, k.subject, k.target, r.OperationID, r.BindingVersion)
+			if kind != domain.OperationGrant {
+				if from == to {
+					moved[r.OperationID] = [2]domain.BindingStatus{}
+				} else {
+					moved[r.OperationID] = [2]domain.BindingStatus{from, to}
+				}
+			}
+		}
+		err = execN(ctx, tx, int64(len(rows)),
+			"UPDATE binding"+d.forceIndex("uk_binding_subject_target")+
+				" SET status = ?, version = version + 1 WHERE status = ? AND "+
+				d.keyTuplesIn(len(rows), "subject_id", "target_key", "operation_id", "version"), vals...)
+		if err != nil {
+			return fmt.Errorf("move bindings: %w", err)
+		}
 	}
 	return nil
 }
 
-// relationshipKey is a binding's unique key.
-type relationshipKey struct{ subject, target string }
+// relationshipKey is a binding's unique key, and the kind of the
+// operation that owns it.
+type relationshipKey struct {
+	subject, target string
+	kind            domain.OperationKind
+}
 
 // operationKeys returns the (subject, target) of each operation in ids.
 func operationKeys(ctx context.Context, tx *sql.Tx, ids []string) (map[string]relationshipKey, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT operation_id, subject, target_key FROM operation WHERE operation_id IN ("+placeholders(len(ids))+")",
+		"SELECT operation_id, subject, target_key, kind FROM operation WHERE operation_id IN ("+placeholders(len(ids))+")",
 		args(ids)...)
 	if err != nil {
 		return nil, fmt.Errorf("read relationships: %w", translate(err))
@@ -370,7 +414,7 @@ func operationKeys(ctx context.Context, tx *sql.Tx, ids []string) (map[string]re
 	for rows.Next() {
 		var id string
 		var k relationshipKey
-		if err := rows.Scan(&id, &k.subject, &k.target); err != nil {
+		if err := rows.Scan(&id, &k.subject, &k.target, &k.kind); err != nil {
 			return nil, fmt.Errorf("read relationships: %w", err)
 		}
 		out[id] = k

@@ -196,7 +196,8 @@ type WorkResult struct {
 	FromStep    int
 	StepWritten bool
 	// Flip is non-nil only when this call changed the binding's status
-	// (I9: side effects after commit, only on a flip).
+	// (I9: side effects after commit, only on a flip) — for a revocation,
+	// also when its step crossed a grant milestone (see workCompleteTx).
 	Flip *Flip
 }
 
@@ -283,6 +284,20 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 				OperationID: p.OperationID, Subject: subject, TargetKey: target,
 				From: b.Status, To: p.Binding, BindingVersion: b.Version + 1,
 				FromStep: step, ToStep: toStep,
+			}
+		} else if kind == domain.OperationRevoke && toStep != step {
+			// A revocation's binding stays REVOKING while its removal goes
+			// through the grant's milestones; the move a grant's binding
+			// would have made (MERGING → MERGED at the merge) is its
+			// flip, so the outcome's after-commit hooks — the deploy
+			// callback that came before the merge was written — act for
+			// it as for a grant. Named in the grant's vocabulary.
+			from, to := kind.GrantView(b.Status, domain.StepStatus(step)), kind.GrantView(b.Status, domain.StepStatus(toStep))
+			if from != to {
+				res.Flip = &Flip{
+					OperationID: p.OperationID, Subject: subject, TargetKey: target,
+					From: from, To: to, BindingVersion: b.Version, FromStep: step, ToStep: toStep,
+				}
 			}
 		}
 	}

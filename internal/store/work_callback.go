@@ -115,10 +115,11 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 		step            int
 		approvalID      sql.NullString
 		mrIID           sql.NullInt64
+		kind            domain.OperationKind
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT subject, target_key, step_status, approval_id, mr_iid FROM operation WHERE operation_id = ?"+d.forUpdate(),
-		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID)
+		"SELECT subject, target_key, step_status, approval_id, mr_iid, kind FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkCallbackResult{}, nil
 	}
@@ -133,6 +134,9 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 		return WorkCallbackResult{}, fmt.Errorf("lock binding: %w", translate(err))
 	}
 	res := WorkCallbackResult{Current: b}
+	// A retrigger names the grant's status of the step it resumes; a
+	// revocation shows its own (domain.OperationKind.Binding).
+	p.Binding = kind.Binding(p.Binding)
 	if b.OperationID != p.OperationID || !slices.Contains(p.Waiting, b.Status) {
 		return res, nil
 	}

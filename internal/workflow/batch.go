@@ -304,6 +304,12 @@ func (d Deps) batchFiles(ctx context.Context, project, ref string, ops []store.O
 		}
 		next := file
 		for _, op := range byFile[path] {
+			if op.Kind == domain.OperationRevoke {
+				// Only the grant's own entry goes; an entry changeflow did
+				// not write, or one already gone, is left as it is.
+				next, _ = next.WithoutEntryOf(op.Subject, op.GrantOperationID)
+				continue
+			}
 			next = next.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
 		}
 		content := next.Marshal()
@@ -330,7 +336,11 @@ func batchText(batchID int64, ops []store.Operation) (title, message, descriptio
 	fmt.Fprintf(&b, "Batch %d of changeflow:\n\n", batchID)
 	ids := make([]string, 0, len(ops))
 	for _, op := range ops {
-		fmt.Fprintf(&b, "- bind %s to %s until %s\n", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		if op.Kind == domain.OperationRevoke {
+			fmt.Fprintf(&b, "- remove %s from %s (%s)\n", op.Subject, op.TargetKey, revokeWhy(op.RevokeReason))
+		} else {
+			fmt.Fprintf(&b, "- bind %s to %s until %s\n", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		}
 		ids = append(ids, op.OperationID)
 	}
 	return title, commitTrailers(title+"\n\n"+b.String(), ids...), descriptionTrailers(b.String(), ids...)

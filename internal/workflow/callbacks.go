@@ -262,8 +262,9 @@ func (d Deps) classifyDeploy(ctx context.Context, ev DeployEvent, disposition, r
 	}
 }
 
-// markValidated flips operationID's binding MERGED → VALIDATED and runs
-// the success hook after the commit, only when this call flipped it.
+// markValidated flips operationID's binding MERGED → VALIDATED (a
+// revocation's: REVOKING → REVOKED once merged) and runs the success hook
+// after the commit, only when this call flipped it.
 func (d Deps) markValidated(ctx context.Context, operationID, actor, note string) (bool, error) {
 	flip, err := d.Store.BindingMarkValidated(ctx, store.BindingMarkValidatedParams{
 		OperationID: operationID, CalledBackStep: int(domain.StepCalledBack), Actor: actor, Note: note,
@@ -271,9 +272,7 @@ func (d Deps) markValidated(ctx context.Context, operationID, actor, note string
 	if err != nil || flip == nil {
 		return false, err
 	}
-	if d.OnValidated != nil {
-		d.OnValidated(ctx, *flip)
-	}
+	d.flipped(ctx, *flip)
 	return true, nil
 }
 

@@ -94,6 +94,9 @@ type worldSetup struct {
 	onValidated func(ctx context.Context, f store.Flip)
 	// wrapGitLab, when set, wraps the steps' GitLab client.
 	wrapGitLab func(gitlab.GitLab) gitlab.GitLab
+	// deps, when set, edits the steps' dependencies (hooks) before the
+	// engine starts.
+	deps func(*workflow.Deps)
 }
 
 type worldOpt func(*worldSetup)
@@ -208,6 +211,9 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 		w.mu.Lock()
 		w.withdrawn[p]++
 		w.mu.Unlock()
+	}
+	if ws.deps != nil {
+		ws.deps(&deps)
 	}
 	w.deps = deps
 	if ws.noEngine {

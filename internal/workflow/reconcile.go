@@ -240,8 +240,6 @@ func (d Deps) reconcileValidate(ctx context.Context, operationID string, step do
 	if err != nil || flip == nil {
 		return false, err
 	}
-	if d.OnValidated != nil {
-		d.OnValidated(ctx, *flip)
-	}
+	d.flipped(ctx, *flip)
 	return true, nil
 }

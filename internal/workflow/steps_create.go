@@ -69,6 +69,9 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 	if err != nil {
 		return d.retryOr(err, "read binding file")
 	}
+	if op.Kind == domain.OperationRevoke {
+		return d.createRemoval(ctx, w, project, branch, target.File, at, file)
+	}
 	if e, ok := file.Entry(op.Subject); !at.BranchExists || !ok || e.OperationID != op.OperationID {
 		next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
 		action := gitlab.ActionUpdate
@@ -151,6 +154,82 @@ func mrDescription(op store.Operation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Requested by %s through changeflow.\n", op.Subject)
 	if op.Reason != "" {
+		fmt.Fprintf(&b, "\nReason: %s\n", inertCode(op.Reason))
+	}
+	return descriptionTrailers(b.String(), op.OperationID)
+}
+
+// createRemoval is create_mr for a revocation, from the file read at the
+// pinned commit: the commit removes the subject's entry only if it is the
+// one the grant wrote (bindingfile.WithoutEntryOf) — an entry changeflow
+// did not write is never removed. Nothing to remove on the target branch
+// (the entry is gone, or it is someone else's) counts as done at once:
+// REVOKE_ABSENT, REVOKED — the deployed state cannot hold an entry the
+// default branch does not. On the removal's own branch, an entry already
+// gone means the commit was made by a run whose answer was lost, and only
+// the MR is left to open.
+func (d Deps) createRemoval(ctx context.Context, w Work, project, branch, path string, at pin, file bindingfile.File) (Outcome, error) {
+	op := w.Operation
+	next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
+	if !removed && !at.BranchExists {
+		return Done("", Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
+			Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s",
+				path, d.targetBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.revokedHook()), nil
+	}
+	if removed {
+		req := at.commit(branch, commitTrailers(removalMessage(op), op.OperationID),
+			[]gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: path, Content: string(next.Marshal())}})
+		if _, err := d.GitLab.CreateCommit(ctx, project, req); err != nil {
+			if gitlab.IsStaleWrite(err) {
+				return RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
+			}
+			return d.retryOr(err, "commit")
+		}
+		if domain.StepStatus(op.Step) == domain.StepRevokeStarted || domain.StepStatus(op.Step) == domain.StepCreateStarted {
+			if err := w.Progress(ctx, Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
+				Note: "removal committed on " + branch}); err != nil {
+				return Outcome{}, err
+			}
+		}
+	}
+	mr, err := d.GitLab.CreateMR(ctx, project, gitlab.CreateMRRequest{
+		SourceBranch: branch, TargetBranch: d.targetBranch(),
+		Title:       removalMessage(op),
+		Description: removalDescription(op),
+	})
+	if err != nil {
+		if gitlab.IsConflict(err) {
+			return RetryAfter(0, "MR exists already: "+err.Error()), nil
+		}
+		return d.retryOr(err, "open MR")
+	}
+	return d.mrCreated(op, mr, branch), nil
+}
+
+func removalMessage(op store.Operation) string {
+	return fmt.Sprintf("changeflow: remove %s from %s (%s)", op.Subject, op.TargetKey, revokeWhy(op.RevokeReason))
+}
+
+// revokeWhy is a revocation reason in words.
+func revokeWhy(r domain.RevokeReason) string {
+	switch r {
+	case domain.RevokeExpired:
+		return "expired"
+	case domain.RevokeGivenBack:
+		return "given back"
+	case domain.RevokeOperator:
+		return "revoked by an operator"
+	}
+	return "revoked"
+}
+
+// removalDescription is a single-request removal MR's description; an
+// operator's reason is caller text and appears as an inert code span.
+func removalDescription(op store.Operation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Removes the access of %s to %s granted by request %s: %s.\n", op.Subject, op.TargetKey,
+		inertCode(op.GrantOperationID), revokeWhy(op.RevokeReason))
+	if op.RevokeReason == domain.RevokeOperator && op.Reason != "" {
 		fmt.Fprintf(&b, "\nReason: %s\n", inertCode(op.Reason))
 	}
 	return descriptionTrailers(b.String(), op.OperationID)

@@ -56,6 +56,33 @@ type Deps struct {
 	// withdrew, when the withdrawal moved its binding to CLOSED (I9): the
 	// withdrawal metric. May be nil.
 	OnWithdrawn func(ctx context.Context, place store.WithdrawPlace)
+	// OnRevoked runs after commit, once per binding that moved to REVOKED
+	// (the removal confirmed by a deploy callback or reconciliation, or
+	// nothing left to remove): the revocation metrics. May be nil.
+	OnRevoked func(ctx context.Context, f store.Flip)
+	// OnRevocation runs after commit, once per revocation created (the
+	// expiry scan, a give-back, an operator): revocations by reason.
+	// May be nil.
+	OnRevocation func(ctx context.Context, r store.RevocationCreated, reason domain.RevokeReason)
+}
+
+// flipped runs the success hook of f: OnRevoked for a removal confirmed,
+// OnValidated for a grant in effect.
+func (d Deps) flipped(ctx context.Context, f store.Flip) {
+	if f.To == domain.BindingRevoked {
+		if d.OnRevoked != nil {
+			d.OnRevoked(ctx, f)
+		}
+		return
+	}
+	if d.OnValidated != nil {
+		d.OnValidated(ctx, f)
+	}
+}
+
+// revokedHook is the after-commit hook of an outcome that writes REVOKED.
+func (d Deps) revokedHook() FlipHook {
+	return func(ctx context.Context, f store.Flip) { d.flipped(ctx, f) }
 }
 
 func (d Deps) logger() *slog.Logger {
