@@ -42,8 +42,9 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed, BindingMRCreating},
 	BindingRejected:     {BindingApprovalSending, BindingMRCreating},
 	BindingClosed:       {BindingApprovalSending, BindingMRCreating},
-	// Revocation (domain.OperationKind): REVOKING while the removal's MR
-	// runs; REVOKED once deployed (or nothing was left to remove);
+	// Revocation (domain.OperationKind): VALIDATED → REVOKING when a
+	// revocation is created (expiry, give back, operator); REVOKING while
+	// the removal's MR runs; REVOKED once deployed (or nothing was left to remove);
 	// REVOKE_FAILED when it needs a person, left by a retrigger, or by a
 	// settlement that finds the batch merged ("merged wins"). REVOKED is
 	// re-appliable like REJECTED and CLOSED.
