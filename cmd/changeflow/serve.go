@@ -15,6 +15,7 @@ import (
 
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
+	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
 	"changeflow/internal/identity"
@@ -136,6 +137,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// round runs").
 		RoundTrigger: workflow.NewRoundTrigger(nil),
 		OnWithdrawn:  func(_ context.Context, p store.WithdrawPlace) { m.RequestWithdrawn(string(p)) },
+		OnRevocation: func(_ context.Context, _ store.RevocationCreated, reason domain.RevokeReason) {
+			m.RevocationCreated(string(reason))
+		},
+		// The lag is read from the row the flip wrote: both ends are
+		// database times (expiresAt, and updated_at at the flip).
+		OnRevoked: func(ctx context.Context, f store.Flip) {
+			op, err := st.OperationGet(ctx, f.OperationID)
+			if err != nil {
+				logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
+				return
+			}
+			b, err := st.BindingGetByOperation(ctx, f.OperationID)
+			if err != nil {
+				logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
+				return
+			}
+			m.RevocationDone(string(op.RevokeReason), b.UpdatedAt.Sub(b.ExpiresAt))
+		},
 	}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)
@@ -154,6 +173,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("start reconciliation: %w", err)
 	}
 	defer reconciler.Stop()
+	// The expiry scan on every instance every expiry.interval: each
+	// expired grant's revocation is created once however many instances
+	// scan at once (docs/workflow.md, "Revocation (access ends)").
+	expiry := workflow.NewExpiry(wdeps)
+	expiry.Wake = engine.Wake
+	expiry.Start(ctx)
+	defer expiry.Stop()
 	// Batch rounds (R-WF-10) and the batch timeout sweep on every instance
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
@@ -183,6 +209,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Engine: engine},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 			Events:       events,
+			Revoker:      httpapi.WorkflowRevoker{Deps: wdeps, Engine: engine},
 		},
 	})
 

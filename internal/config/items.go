@@ -273,6 +273,7 @@ func defaultRoutes() map[string]any {
 	return map[string]any{
 		RouteOpsRequestGet:       read,
 		RouteOpsRequestRetrigger: write,
+		RouteOpsRequestRevoke:    write,
 		RouteOpsBatchesGet:       read,
 		RouteOpsBatchSettle:      write,
 		RouteOpsRoundsRun:        write,

@@ -138,11 +138,13 @@ const (
 
 	RouteOpsRequestGet       = "ops-request-get"
 	RouteOpsRequestRetrigger = "ops-request-retrigger"
-	RouteOpsBatchesGet       = "ops-batches-get"
-	RouteOpsBatchSettle      = "ops-batch-settle"
-	RouteOpsRoundsRun        = "ops-rounds-run"
-	RouteOpsReconcileRun     = "ops-reconcile-run"
-	RouteOpsConfigGet        = "ops-config-get"
+	// RouteOpsRequestRevoke: POST /ops/requests/{operationId}/revoke.
+	RouteOpsRequestRevoke = "ops-request-revoke"
+	RouteOpsBatchesGet    = "ops-batches-get"
+	RouteOpsBatchSettle   = "ops-batch-settle"
+	RouteOpsRoundsRun     = "ops-rounds-run"
+	RouteOpsReconcileRun  = "ops-reconcile-run"
+	RouteOpsConfigGet     = "ops-config-get"
 )
 
 // Families: keys with a free segment (target key, bucket, route, token name,

@@ -27,9 +27,12 @@ const (
 	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
 	// CodeMisdirected: the request's Host is not an address this server
 	// answers for (DNS rebinding defence, httpapi hosts.go).
-	CodeMisdirected         Code = "MISDIRECTED_REQUEST"
-	CodeRequestInProgress   Code = "REQUEST_IN_PROGRESS"
-	CodeAlreadyInEffect     Code = "ALREADY_IN_EFFECT"
+	CodeMisdirected       Code = "MISDIRECTED_REQUEST"
+	CodeRequestInProgress Code = "REQUEST_IN_PROGRESS"
+	CodeAlreadyInEffect   Code = "ALREADY_IN_EFFECT"
+	// CodeNotInEffect: access can be given back or revoked only while it
+	// is in effect (VALIDATED); the message says where the request is.
+	CodeNotInEffect         Code = "NOT_IN_EFFECT"
 	CodeIdempotencyReused   Code = "IDEMPOTENCY_KEY_REUSED"
 	CodeIdempotencyInFlight Code = "IDEMPOTENCY_IN_FLIGHT"
 	CodeRateLimited         Code = "RATE_LIMITED"

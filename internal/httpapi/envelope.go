@@ -34,6 +34,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeMisdirected:         http.StatusMisdirectedRequest,
 	domain.CodeRequestInProgress:   http.StatusConflict,
 	domain.CodeAlreadyInEffect:     http.StatusConflict,
+	domain.CodeNotInEffect:         http.StatusConflict,
 	domain.CodeIdempotencyReused:   http.StatusUnprocessableEntity,
 	domain.CodeIdempotencyInFlight: http.StatusConflict,
 	domain.CodeRateLimited:         http.StatusTooManyRequests,

@@ -93,6 +93,9 @@ type Business struct {
 	// POST /ops/rounds and POST /ops/batches/{id}/settle; nil answers
 	// them with 500.
 	BatchActions BatchActions
+	// Revoker backs the revoke endpoints (revoke.go); nil answers them
+	// with 500.
+	Revoker Revoker
 	// Callbacks is the callback inbox.
 	Callbacks CallbackStore
 	// Sink acts on a recorded callback; nil until the workflow implements

@@ -51,6 +51,8 @@ func (s *Server) routes() {
 		// The status read as a stream (events.go): the same authorization
 		// and rate limit, inside the handler (readableRequest).
 		{pattern: "GET /api/requests/{operationId}/events", handler: s.handleRequestEvents(), metrics: true, login: true},
+		// Give access back (revoke.go): the owner only.
+		{pattern: "POST /api/requests/{operationId}/revoke", handler: s.handleRequestRevoke(), metrics: true, login: true},
 		{pattern: "GET /api/requests", handler: s.handleRequestList(), metrics: true, login: true},
 		// The owner withdraws a request not yet in effect (requests_withdraw.go);
 		// on the business allowlist, and under the apply quota like a submit:
@@ -99,6 +101,8 @@ func (s *Server) routes() {
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		{pattern: "POST /ops/requests/{operationId}/replay-approval", handler: s.handleOpsReplayApproval(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		{pattern: "POST /ops/reconcile", handler: s.handleOpsReconcile(), metrics: true, rules: config.RouteOpsReconcileRun},
+		// Revoke anyone's access (revoke.go), audited.
+		{pattern: "POST /ops/requests/{operationId}/revoke", handler: s.handleOpsRevoke(), metrics: true, rules: config.RouteOpsRequestRevoke},
 		// Operations, write, batch path (ops_batch_write.go): run a round
 		// now, settle a batch.
 		{pattern: "POST /ops/rounds", handler: s.handleOpsRounds(), metrics: true, rules: config.RouteOpsRoundsRun},

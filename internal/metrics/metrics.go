@@ -34,6 +34,8 @@ type Metrics struct {
 	httpDuration  *prometheus.HistogramVec
 	validated     *prometheus.CounterVec
 	withdrawn     *prometheus.CounterVec
+	revocations   *prometheus.CounterVec
+	revokeLag     *prometheus.HistogramVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -79,13 +81,28 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Name: "changeflow_requests_withdrawn_total",
 		Help: "Requests their requester withdrew before they took effect, by where they waited (approval, batch_set, mr); counted once per flip to CLOSED after commit (I9).",
 	}, []string{"place"})
+	// reason is one of domain.RevokeReasons (a closed set, validated in
+	// the recorder).
+	m.revocations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_revocations_total",
+		Help: "Revocations created (access being removed), by reason, counted once after commit.",
+	}, []string{"reason"})
+	// From the grant's expiresAt to the deployment confirming the removal:
+	// minutes for the expiry scan and a round, longer when a removal
+	// waits for a person. A give-back before expiry has no lag and is not
+	// observed.
+	m.revokeLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "changeflow_revocation_lag_seconds",
+		Help:    "From a grant's expiresAt to its entry removed and deployed, for expired grants, once per flip after commit (I9).",
+		Buckets: []float64{10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 72 * 3600},
+	}, []string{"reason"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
 		Help:        "Build information; the value is always 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, info)
 	return m
 }
 
@@ -158,6 +175,33 @@ func (m *Metrics) RequestWithdrawn(place string) {
 	})
 }
 
+// revokeReasons is the closed label set of the revocation series (the
+// names of domain.RevokeReasons; metrics imports no domain package).
+var revokeReasons = map[string]bool{"EXPIRED": true, "GIVEN_BACK": true, "OPERATOR": true}
+
+// RevocationCreated counts one revocation created for reason. Callers
+// invoke it once per revocation, after its commit; any other reason is
+// dropped (closed set).
+func (m *Metrics) RevocationCreated(reason string) {
+	m.guard("revocations", func() {
+		if revokeReasons[reason] {
+			m.revocations.WithLabelValues(reason).Inc()
+		}
+	})
+}
+
+// RevocationDone observes the lag from expiresAt to "removed and
+// deployed" of one revocation whose binding flipped to REVOKED, once,
+// after commit. A lag below zero (given back before it expired) is not a
+// lag and is not observed.
+func (m *Metrics) RevocationDone(reason string, lag time.Duration) {
+	m.guard("revocation_lag", func() {
+		if revokeReasons[reason] && lag >= 0 {
+			m.revokeLag.WithLabelValues(reason).Observe(lag.Seconds())
+		}
+	})
+}
+
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
 // exists for the tests that prove R-MET-1 across whole servers — metrics
@@ -166,8 +210,9 @@ func (m *Metrics) Sabotage() {
 	broken := func() *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	}
-	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn = broken(), broken(), broken(), broken(), broken()
+	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn, m.revocations = broken(), broken(), broken(), broken(), broken(), broken()
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
+	m.revokeLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 }
 
 // guard runs a metric write so that nothing it does (a panic in a

@@ -122,3 +122,47 @@ func TestRequestWithdrawnIsAClosedSet(t *testing.T) {
 		t.Fatalf("%d series, want the 3 places only", n)
 	}
 }
+
+func TestRevocationSeriesHaveClosedLabels(t *testing.T) {
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	m.RevocationCreated("EXPIRED")
+	m.RevocationCreated("GIVEN_BACK")
+	m.RevocationCreated("EXPIRED")
+	m.RevocationCreated("<script>") // not a reason: dropped
+	m.RevocationDone("EXPIRED", 90*time.Second)
+	m.RevocationDone("GIVEN_BACK", -time.Hour) // given back before expiry: no lag
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range mt.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case mt.GetCounter() != nil:
+				got[key] = mt.GetCounter().GetValue()
+			case mt.GetHistogram() != nil:
+				got[key] = float64(mt.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	want := map[string]float64{
+		"changeflow_revocations_total,reason=EXPIRED":      2,
+		"changeflow_revocations_total,reason=GIVEN_BACK":   1,
+		"changeflow_revocation_lag_seconds,reason=EXPIRED": 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "revocation") && want[k] == 0 {
+			t.Errorf("unexpected series %s", k)
+		}
+	}
+}
