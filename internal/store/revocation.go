@@ -49,9 +49,17 @@ func (s *Store) RevocationCandidatesExpired(ctx context.Context, after ExpiredCu
 		" WHERE b.status = ? AND b.expires_at IS NOT NULL AND b.expires_at <= " + d.Now()
 	args := []any{string(domain.BindingValidated)}
 	if !after.ExpiresAt.IsZero() {
-		q += " AND (b.expires_at > ? OR (b.expires_at = ? AND b.id > ?))"
+		// The keyset: SQLite plans the row-value comparison as a range of
+		// the index; MariaDB plans the expanded form better (and the
+		// FORCE INDEX keeps it on the index either way).
 		at := d.Time(after.ExpiresAt)
-		args = append(args, at, at, after.ID)
+		if d.IsMySQL() {
+			q += " AND (b.expires_at > ? OR (b.expires_at = ? AND b.id > ?))"
+			args = append(args, at, at, after.ID)
+		} else {
+			q += " AND (b.expires_at, b.id) > (?, ?)"
+			args = append(args, at, after.ID)
+		}
 	}
 	q += " ORDER BY b.expires_at, b.id LIMIT ?"
 	args = append(args, limit)
@@ -200,9 +208,20 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 		byID[r.BindingID] = r
 	}
 	args := append(append(append([]any{string(domain.BindingRevoking)}, caseArgs...), string(domain.BindingValidated)), keyArgs...)
+	// The status guard must not choose the plan: on SQLite "status = ?"
+	// would lead the planner to idx_binding_status_* and every VALIDATED
+	// row, so it is written "+status" (no index for that term) and the
+	// (id, version) probes use the primary key; MariaDB's plan is pinned
+	// by the FORCE INDEX hint.
+	plain := func(col string) string { // a term that must not pick the index
+		if d.IsMySQL() {
+			return col
+		}
+		return "+" + col
+	}
 	res, err := tx.ExecContext(ctx,
 		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = CASE id"+cases.String()+" END, version = version + 1"+
-			" WHERE status = ? AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
+			" WHERE "+plain("status")+" = ? AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("move bindings to REVOKING: %w", translate(err))
 	}
@@ -212,7 +231,7 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 
 	// 2. Which moved bindings still lack their revocation: this call's.
 	q, err := tx.QueryContext(ctx,
-		"SELECT b.id, b.operation_id FROM binding b WHERE b.id IN ("+placeholders(len(ids))+") AND b.status = ?"+
+		"SELECT b.id, b.operation_id FROM binding b WHERE b.id IN ("+placeholders(len(ids))+") AND "+plain("b.status")+" = ?"+
 			" AND NOT EXISTS (SELECT 1 FROM operation o WHERE o.operation_id = b.operation_id)",
 		append(ids, string(domain.BindingRevoking))...)
 	if err != nil {
