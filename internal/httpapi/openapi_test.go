@@ -473,11 +473,13 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		sink := &recordingSink{out: SinkApplied}
 		var feed *EventFeed
-		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(),
+		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(),
 			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }))
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
+		validatedFixture(t, st, "oa-in-effect", "carol")
+		validatedFixture(t, st, "oa-ops-revoke", "dave")
 		if _, err := st.BatchAdmit(ctx, "oa-waiting", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -569,6 +571,15 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/requests/{operationId}", 200, req{method: "GET", path: "/ops/requests/oa-stopped", user: "olivia"})
 		call("GET /ops/requests/{operationId}", 403, req{method: "GET", path: "/ops/requests/oa-1", user: "alice"})
 		call("GET /ops/requests/{operationId}", 404, req{method: "GET", path: "/ops/requests/nope", user: "olivia"})
+		call("POST /api/requests/{operationId}/revoke", 202, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "carol"})
+		call("POST /api/requests/{operationId}/revoke", 200, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "carol"})
+		call("POST /api/requests/{operationId}/revoke", 404, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "bob"})
+		call("POST /api/requests/{operationId}/revoke", 401, req{method: "POST", path: "/api/requests/oa-in-effect/revoke"})
+		call("POST /ops/requests/{operationId}/revoke", 400, req{method: "POST", path: "/ops/requests/oa-ops-revoke/revoke", user: "olivia", body: `{}`})
+		call("POST /ops/requests/{operationId}/revoke", 202, req{method: "POST", path: "/ops/requests/oa-ops-revoke/revoke", user: "olivia", body: `{"reason":"left"}`})
+		call("POST /ops/requests/{operationId}/revoke", 200, req{method: "POST", path: "/ops/requests/oa-ops-revoke/revoke", user: "olivia", body: `{"reason":"left"}`})
+		call("POST /ops/requests/{operationId}/revoke", 403, req{method: "POST", path: "/ops/requests/oa-ops-revoke/revoke", user: "alice", body: `{"reason":"left"}`})
+		call("POST /ops/requests/{operationId}/revoke", 409, req{method: "POST", path: "/ops/requests/oa-stopped/revoke", user: "olivia", body: `{"reason":"left"}`})
 		call("POST /ops/requests/{operationId}/retrigger", 400, req{method: "POST", path: "/ops/requests/oa-stopped/retrigger", user: "olivia", body: `{"step":5}`})
 		call("POST /ops/requests/{operationId}/retrigger", 202, req{method: "POST", path: "/ops/requests/oa-stopped/retrigger", user: "olivia", body: `{"step":"CREATE_FAILED"}`})
 		call("POST /ops/requests/{operationId}/retrigger", 409, req{method: "POST", path: "/ops/requests/oa-stopped/retrigger", user: "olivia"})

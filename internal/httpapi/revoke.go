@@ -124,19 +124,20 @@ func (s *Server) handleOpsRevoke() http.Handler {
 			id := r.PathValue("operationId")
 			reason, ok := body["reason"].(string)
 			reason = strings.TrimSpace(reason)
-			switch {
-			case !ok || reason == "":
-				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument, "reason is required: say why the access is revoked.", "ops revoke %s: no reason", id)
-			case utf8.RuneCountInString(reason) > maxRevokeReason:
-				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument,
-					fmt.Sprintf("reason must be at most %d characters.", maxRevokeReason), "ops revoke %s: reason too long", id)
+			if v, present := body["reason"]; present && v != nil && !ok {
+				return id, "", nil, invalidField("reason", "must be a string")
+			}
+			switch n := utf8.RuneCountInString(reason); {
+			case n == 0:
+				return id, "", nil, invalidField("reason", "is required: say why the access is revoked")
+			case n > maxRevokeReason:
+				return id, "", nil, invalidField("reason", fmt.Sprintf("must be at most %d characters", maxRevokeReason))
 			}
 			// The reason goes into the removal MR's description and the
 			// console: refused, not stripped, like a request's reason.
 			if c, pos, bad := domain.FirstUnsafeTextRune(reason); bad {
-				return id, "", nil, domain.Errorf(domain.CodeInvalidArgument, fmt.Sprintf(
-					"reason must be one line of text without control or bidirectional-formatting characters (U+%04X at character %d).", c, pos+1),
-					"ops revoke %s: reason refused", id)
+				return id, "", nil, invalidField("reason", fmt.Sprintf(
+					"must be one line of text without control or bidirectional-formatting characters (U+%04X at character %d)", c, pos+1))
 			}
 			rk := s.deps.Business.Revoker
 			if rk == nil {
