@@ -267,6 +267,19 @@ func (s *Server) requestView(ctx context.Context, op store.Operation, withBlocke
 			v.UpdatedAt = b.UpdatedAt.UTC()
 		}
 	case errors.Is(err, domain.ErrNotFound):
+		// A grant whose access is being removed, or was: its revocation
+		// owns the binding now, and the user sees that state (REVOKING,
+		// REVOKED, REVOKE_FAILED) rather than the VALIDATED its own
+		// history ends with.
+		if rb, rerr := st.BindingGetByOperation(ctx, domain.RevocationID(op.OperationID)); rerr == nil {
+			v.Status = rb.Status
+			if rb.UpdatedAt.After(v.UpdatedAt) {
+				v.UpdatedAt = rb.UpdatedAt.UTC()
+			}
+			break
+		} else if !errors.Is(rerr, domain.ErrNotFound) {
+			return requestView{}, rerr
+		}
 		if v.Status, err = lastBindingStatus(ctx, st, op.OperationID); err != nil {
 			return requestView{}, err
 		}
@@ -332,7 +345,7 @@ func (s *Server) blocker(ctx context.Context, op store.Operation, status domain.
 		return &blockerView{Kind: blockPipeline, Detail: "Waiting for the merge request's pipeline.", Since: since}, nil
 	case step == domain.StepHandleRebasing || step == domain.StepHandleRebasePending:
 		return &blockerView{Kind: blockRebase, Detail: "Waiting for the merge request to be rebased.", Since: since}, nil
-	case status == domain.BindingMerged:
+	case status == domain.BindingMerged || status == domain.BindingRevoking && step == domain.StepHandleMerged:
 		return &blockerView{Kind: blockDeployment, Detail: "Merged; waiting for the deployment to report the change in effect.", Since: since}, nil
 	}
 	return nil, nil

@@ -65,6 +65,15 @@ func TestRevokeEndpoints(t *testing.T) {
 				t.Fatalf("second call %v", again.data)
 			}
 			w.do(req{method: "POST", path: "/api/requests/" + rev + "/revoke", user: "alice"}).want(t, 400, "INVALID_ARGUMENT")
+			// The grant reads as its access's state now, and so does the
+			// revocation.
+			for _, id := range []string{"g-alice", rev} {
+				g := w.do(req{method: "GET", path: "/api/requests/" + id, user: "alice"})
+				g.want(t, 200, "OK")
+				if g.data["status"] != "REVOKING" {
+					t.Fatalf("%s: %v", id, g.data)
+				}
+			}
 		})
 		t.Run("give back of a request not in effect: 409 with what to do", func(t *testing.T) {
 			r := w.do(req{method: "POST", path: "/api/requests/g-failed/revoke", user: "carol"})
