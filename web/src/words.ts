@@ -22,6 +22,9 @@ const statusWords: Record<string, string> = {
   HANDLE_FAILED: 'Stopped while applying the change',
   REJECTED: 'Rejected',
   CLOSED: 'Closed',
+  REVOKING: 'Access being removed',
+  REVOKED: 'Access removed; you can ask again',
+  REVOKE_FAILED: 'Removing the access stopped; it is still granted',
 };
 
 /** stepWords: the exact step, as "what is happening now". */
@@ -64,6 +67,10 @@ const stepWords: Record<string, string> = {
   HANDLE_MERGE_UNKNOWN: 'Not known yet whether the merge went through',
   HANDLE_REBASE_PENDING: 'Bringing the change up to date did not finish in time',
   CREATE_PIPELINE_PENDING: 'The checks on the proposed change did not finish in time',
+  REVOKE_STARTED: 'Removing the access from the access file',
+  REVOKE_CALLED_BACK: 'Access removed and deployed',
+  REVOKE_RECONCILED: 'Access removed (the deployment was confirmed by a check)',
+  REVOKE_ABSENT: 'Access removed; there was nothing left to remove',
 };
 
 /** statusWord is a binding state in words; a state this release does not
