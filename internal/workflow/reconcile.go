@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"changeflow/internal/domain"
@@ -61,11 +60,7 @@ type Reconciler struct {
 	// decision, so the engine runs the action it scheduled at once.
 	Wake func()
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	bg background
 }
 
 // NewReconciler returns a reconciler over d (Store, Config, Logger and
@@ -75,39 +70,15 @@ func NewReconciler(d Deps) *Reconciler { return &Reconciler{d: d} }
 // Start runs RunOnce every reconcile.interval until Stop or ctx ends. A
 // second Start, or one after Stop, does nothing.
 func (r *Reconciler) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started || r.stopped {
-		return nil
-	}
-	r.started = true
-	runCtx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
-	r.done = make(chan struct{})
-	go r.loop(runCtx)
+	r.bg.start(ctx, r.loop)
 	return nil
 }
 
 // Stop stops the loop and waits for a run in progress. Safe twice, and
 // before Start.
-func (r *Reconciler) Stop() {
-	r.mu.Lock()
-	if r.stopped {
-		r.mu.Unlock()
-		return
-	}
-	r.stopped = true
-	started := r.started
-	r.mu.Unlock()
-	if !started {
-		return
-	}
-	r.cancel()
-	<-r.done
-}
+func (r *Reconciler) Stop() { r.bg.stop() }
 
 func (r *Reconciler) loop(ctx context.Context) {
-	defer close(r.done)
 	timer := time.NewTimer(r.interval())
 	defer timer.Stop()
 	for {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"changeflow/internal/domain"
@@ -41,11 +40,7 @@ type Expiry struct {
 	// create_mr is due, so the engine starts them at once.
 	Wake func()
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	bg background
 }
 
 // NewExpiry returns the expiry scan over d.
@@ -117,38 +112,14 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 // Start runs ScanOnce every expiry.interval until Stop or ctx ends. A
 // second Start, or one after Stop, does nothing.
 func (x *Expiry) Start(ctx context.Context) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.started || x.stopped {
-		return
-	}
-	x.started = true
-	runCtx, cancel := context.WithCancel(ctx)
-	x.cancel = cancel
-	x.done = make(chan struct{})
-	go x.loop(runCtx)
+	x.bg.start(ctx, x.loop)
 }
 
 // Stop stops the loop and waits for a scan in progress. Safe twice, and
 // before Start.
-func (x *Expiry) Stop() {
-	x.mu.Lock()
-	if x.stopped {
-		x.mu.Unlock()
-		return
-	}
-	x.stopped = true
-	started := x.started
-	x.mu.Unlock()
-	if !started {
-		return
-	}
-	x.cancel()
-	<-x.done
-}
+func (x *Expiry) Stop() { x.bg.stop() }
 
 func (x *Expiry) loop(ctx context.Context) {
-	defer close(x.done)
 	for {
 		interval := x.d.Config().Expiry().Interval
 		if interval <= 0 {
