@@ -25,13 +25,18 @@ function who(): string {
 }
 
 function useUser(): string {
-  const [user, setUser] = useState(who());
+  // who() is read on every render, not kept in state: a sign-in that
+  // completes before this component's listener is registered (the
+  // callback page's effect runs first) would otherwise leave the page on
+  // the person from before — seen as "Signed in" never showing after the
+  // issuer sent the person back. The event only asks for a render.
+  const [, rerender] = useState(0);
   useEffect(() => {
-    const update = () => setUser(who());
+    const update = () => rerender((n) => n + 1);
     window.addEventListener('changeflow:user', update);
     return () => window.removeEventListener('changeflow:user', update);
   }, []);
-  return user;
+  return who();
 }
 
 /** Login is the header's right end: "Signed in as … / Sign out" after an
