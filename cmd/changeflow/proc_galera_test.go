@@ -139,6 +139,7 @@ batch:
 			return
 		}
 		restarted = true
+		storetest.WaitGaleraEvicted(t, dsns[1], 2)
 		if out, err := osexec.Command(dir + "/start").CombinedOutput(); err != nil {
 			t.Errorf("restart node 1: %v %s", err, out)
 		}

@@ -485,6 +485,7 @@ func TestGaleraNodeLossThroughProxy(t *testing.T) {
 	t.Logf("node 1 killed: writes resumed through the proxy after %v (%d busy answers meanwhile)", backAt.Sub(killedAt).Round(time.Millisecond), busy)
 	mu.Unlock()
 
+	storetest.WaitGaleraEvicted(t, dsns[1], 2)
 	out, err := osexec.Command(dir + "/start").CombinedOutput()
 	require.NoError(t, err, "restart node 1: %s", out)
 	node1DSN := dsns[0]

@@ -185,6 +185,31 @@ func GaleraNodeDir(t testing.TB, n int) string {
 	return fmt.Sprintf("%s/node%d", dir, n)
 }
 
+// WaitGaleraEvicted waits (up to a minute) until the node of survivorDSN
+// sees a primary component of size nodes: the killed node evicted. A node
+// restarted before that joins a membership that still lists its own dead
+// incarnation, and on a loaded machine it failed to reach a primary view
+// and aborted ("failed to open gcomm backend connection: 110") — seen in
+// CI. An operator restarting a node waits for the same thing.
+func WaitGaleraEvicted(t testing.TB, survivorDSN string, size int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := store.Open(context.Background(), store.DriverMySQL, survivorDSN)
+		if err == nil {
+			state, _, err := st.ClusterReady(context.Background())
+			_ = st.Close()
+			if err == nil && state.Status == "Primary" && state.Size == size {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("storetest: the surviving node never saw a primary component of %d", size)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // GaleraNodeLogs is the end of node n's error log and of its last
 // position recovery, for the message of a test that waited in vain for the
 // node to rejoin: without them a failed rejoin on a CI machine says only
