@@ -58,7 +58,15 @@ func TestWebhookDuringARunningPollIsNotLost(t *testing.T) {
 		}))
 		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		w.submit("op-held", "yara", tSingle, false)
-		running, _ := w.until("op-held", "first poll waiting", at(domain.StepCreatePipelineRunning, ""))
+		// Waiting for real: the step alone is not enough — the simulator's
+		// own webhook of the MR's opening can make that poll due again
+		// just after it first wrote the step, and a webhook that finds the
+		// poll already due rightly changes nothing (WorkExpedite), which
+		// once failed this test's first assertion in CI.
+		running, _ := w.until("op-held", "first poll waiting an hour", func(o store.Operation, _ store.Binding) bool {
+			return domain.StepStatus(o.Step) == domain.StepCreatePipelineRunning && o.LeaseOwner == "" &&
+				o.DueAt.After(time.Now().Add(30*time.Minute))
+		})
 		hook := []byte(fmt.Sprintf(`{"object_kind":"pipeline","project":{"id":1},"object_attributes":{"id":1,"status":"running"},"merge_request":{"iid":%d}}`, running.MRIID))
 
 		// A webhook starts the next poll, which reads "running" and is
