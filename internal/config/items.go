@@ -278,6 +278,7 @@ func defaultRoutes() map[string]any {
 		RouteOpsBatchSettle:      write,
 		RouteOpsRoundsRun:        write,
 		RouteOpsReconcileRun:     write,
+		RouteOpsExpiryScan:       write,
 		RouteOpsConfigGet:        read,
 	}
 }

@@ -144,7 +144,9 @@ const (
 	RouteOpsBatchSettle   = "ops-batch-settle"
 	RouteOpsRoundsRun     = "ops-rounds-run"
 	RouteOpsReconcileRun  = "ops-reconcile-run"
-	RouteOpsConfigGet     = "ops-config-get"
+	// RouteOpsExpiryScan: POST /ops/expiry/scan, a manual expiry scan.
+	RouteOpsExpiryScan = "ops-expiry-scan"
+	RouteOpsConfigGet  = "ops-config-get"
 )
 
 // Families: keys with a free segment (target key, bucket, route, token name,

@@ -596,6 +596,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("POST /ops/batches/{id}/settle", 400, req{method: "POST", path: "/ops/batches/x/settle", user: "olivia"})
 		call("POST /ops/reconcile", 200, req{method: "POST", path: "/ops/reconcile", user: "adam"})
 		call("POST /ops/reconcile", 403, req{method: "POST", path: "/ops/reconcile", user: "alice"})
+		call("POST /ops/expiry/scan", 200, req{method: "POST", path: "/ops/expiry/scan", user: "olivia"})
+		call("POST /ops/expiry/scan", 401, req{method: "POST", path: "/ops/expiry/scan"})
 		call("GET /ops/config", 200, req{method: "GET", path: "/ops/config", user: "olivia"})
 		call("GET /ops/config", 401, req{method: "GET", path: "/ops/config"})
 		call("GET /ops/callbacks/deploy", 200, req{method: "GET", path: "/ops/callbacks/deploy?disposition=recorded", user: "olivia"})

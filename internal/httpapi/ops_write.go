@@ -32,6 +32,9 @@ type OpsActions interface {
 	// ReplayApproval applies the request's latest recorded approval
 	// decision again (stale when already acted on).
 	ReplayApproval(ctx context.Context, operationID string) (workflow.CallbackResult, error)
+	// ExpiryScan runs one expiry scan now (workflow.Expiry.ScanOnce: safe
+	// beside the scheduled scans of every instance).
+	ExpiryScan(ctx context.Context) (workflow.ExpiryResult, error)
 }
 
 // WorkflowOps implements OpsActions with the workflow.
@@ -39,6 +42,9 @@ type WorkflowOps struct {
 	Store      *store.Store
 	Reconciler *workflow.Reconciler
 	Callbacks  *workflow.Callbacks
+	// Expiry is the instance's expiry scan; a manual scan runs its
+	// ScanOnce, so its Wake starts the created removals at once.
+	Expiry *workflow.Expiry
 	// Engine, when non-nil, is woken after a retrigger so the resumed
 	// action starts at once rather than at the next poll.
 	Engine *workflow.Engine
@@ -70,6 +76,21 @@ func (o WorkflowOps) ReplayApproval(ctx context.Context, operationID string) (wo
 		return 0, errors.New("replay approval: no callbacks wired")
 	}
 	return o.Callbacks.ReplayApproval(ctx, operationID)
+}
+
+// ExpiryScan implements OpsActions.
+func (o WorkflowOps) ExpiryScan(ctx context.Context) (workflow.ExpiryResult, error) {
+	if o.Expiry == nil {
+		return workflow.ExpiryResult{}, errors.New("expiry scan: no expiry scan wired")
+	}
+	return o.Expiry.ScanOnce(ctx)
+}
+
+// worded is an ops write's answer with a message in words besides its
+// data (the envelope's message is empty otherwise).
+type worded struct {
+	message string
+	data    any
 }
 
 // opsWrite runs an ops write and records it, like opsCall for reads: the
@@ -116,6 +137,10 @@ func (s *Server) opsWrite(action string, pathParams []string, run func(r *http.R
 		s.audit(context.WithoutCancel(r.Context()), res.Identity, action, resource, "ops-"+uuid.NewString(), params, string(outcome))
 		if err != nil {
 			writeError(w, r, s.deps.Logger, err)
+			return
+		}
+		if wd, ok := data.(worded); ok {
+			writeJSON(w, s.deps.Logger, StatusOf(code), Envelope{Code: code, Message: wd.message, Data: wd.data})
 			return
 		}
 		respond(w, s.deps.Logger, code, data)

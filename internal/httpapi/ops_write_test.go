@@ -19,6 +19,7 @@ func withOpsActions() worldOpt {
 		wd := workflow.Deps{Store: w.st, Config: w.cfg.Current}
 		d.Business.OpsActions = WorkflowOps{
 			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: workflow.NewCallbacks(wd, nil),
+			Expiry: workflow.NewExpiry(wd),
 		}
 	}
 }

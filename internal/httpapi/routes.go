@@ -101,6 +101,8 @@ func (s *Server) routes() {
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		{pattern: "POST /ops/requests/{operationId}/replay-approval", handler: s.handleOpsReplayApproval(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		{pattern: "POST /ops/reconcile", handler: s.handleOpsReconcile(), metrics: true, rules: config.RouteOpsReconcileRun},
+		// A manual expiry scan (ops_expiry.go), beside the scheduled ones.
+		{pattern: "POST /ops/expiry/scan", handler: s.handleOpsExpiryScan(), metrics: true, rules: config.RouteOpsExpiryScan},
 		// Revoke anyone's access (revoke.go), audited.
 		{pattern: "POST /ops/requests/{operationId}/revoke", handler: s.handleOpsRevoke(), metrics: true, rules: config.RouteOpsRequestRevoke},
 		// Operations, write, batch path (ops_batch_write.go): run a round
