@@ -120,13 +120,21 @@ for _ in $(seq 1 120); do
 done
 "$work/node2/start"
 "$work/node3/start"
+# A liveness bound, not a latency one: the joiners' state transfer
+# (mysqldump) on a loaded 2-core machine took over a minute, so wait up
+# to three; on failure each node's own account of why goes to stderr,
+# because the work directory is removed when the caller cleans up.
 ok=""
-for _ in $(seq 1 240); do
+for _ in $(seq 1 720); do
   if synced 1 && synced 2 && synced 3; then ok=1; break; fi
   sleep 0.25
 done
 if [ -z "$ok" ]; then
-  echo "test-galera: the cluster did not reach 3 Synced nodes; logs in $work/node*/error.log" >&2
+  echo "test-galera: the cluster did not reach 3 Synced nodes within 3 minutes" >&2
+  for n in 1 2 3; do
+    echo "--- node$n error.log (tail)" >&2
+    tail -n 15 "$work/node$n/error.log" >&2 2>/dev/null || true
+  done
   exit 1
 fi
 
