@@ -150,12 +150,18 @@ type eventStream struct {
 	// without it the stream starts at the current state.
 	resume bool
 	opened bool
+	// sent is the last "request" event's data: a change signalled with no
+	// new step of the request's own (its revocation moved the binding it
+	// shows, events_feed.go) is sent when the view differs from it.
+	sent []byte
 }
 
 // send writes what is new since the last send: the steps after last (all
 // of them on a resume, none on a fresh first send) and, when there were
-// any — or on the first send — the request's current view. Nothing new
-// (another change signal for the same state) writes nothing.
+// any — or on the first send, or when the view changed without a step of
+// the request's own (a grant whose revocation moved on) — the request's
+// current view. Nothing new (another change signal for the same state)
+// writes nothing.
 func (e *eventStream) send(ctx context.Context) error {
 	st := e.s.deps.Business.Requests
 	steps, err := st.OperationStepList(ctx, e.op)
@@ -176,9 +182,6 @@ func (e *eventStream) send(ctx context.Context) error {
 			return err
 		}
 	}
-	if e.opened && newest == e.last {
-		return nil
-	}
 	op, err := st.OperationGet(ctx, e.op)
 	if err != nil {
 		return err
@@ -187,10 +190,17 @@ func (e *eventStream) send(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if e.opened && newest == e.last && bytes.Equal(data, e.sent) {
+		return nil
+	}
 	if err := writeEvent(&buf, "request", newest, v); err != nil {
 		return err
 	}
-	e.last, e.opened = newest, true
+	e.last, e.opened, e.sent = newest, true, data
 	if _, err := e.w.Write(buf.Bytes()); err != nil {
 		return err
 	}

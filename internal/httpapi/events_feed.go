@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/domain"
 	"changeflow/internal/store"
 )
 
@@ -54,9 +55,14 @@ type EventFeed struct {
 }
 
 // watchedRequest is one request some stream of this instance watches.
+// ver and rev are its own versions and its revocation's: once a
+// revocation has taken a grant's binding over, the grant's view shows
+// that binding's state (requestView), which only the revocation's
+// versions count.
 type watchedRequest struct {
 	seen bool
 	ver  store.OperationVersions
+	rev  store.OperationVersions
 	subs map[*feedSub]struct{}
 }
 
@@ -155,9 +161,15 @@ func (f *EventFeed) poll() {
 			f.mu.Unlock()
 			return
 		}
-		ids := make([]string, 0, len(f.watched))
+		// Each request with its revocation's id: a given-back or expired
+		// grant's page follows its removal (the revocation's binding),
+		// at the cost of twice the ids in the one statement.
+		ids := make([]string, 0, 2*len(f.watched))
 		for id := range f.watched {
 			ids = append(ids, id)
+			if !domain.IsRevocationID(id) {
+				ids = append(ids, domain.RevocationID(id))
+			}
 		}
 		f.polls++
 		f.mu.Unlock()
@@ -176,17 +188,29 @@ func (f *EventFeed) poll() {
 	}
 }
 
-// apply signals the subscribers of every request whose versions changed
-// since the last poll (or that this poll saw first).
+// apply signals the subscribers of every request whose versions — its
+// own or its revocation's — changed since the last poll (or that this
+// poll saw first).
 func (f *EventFeed) apply(vers []store.OperationVersions) {
+	byID := make(map[string]store.OperationVersions, len(vers))
+	for _, v := range vers {
+		byID[v.OperationID] = v
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, v := range vers {
-		w := f.watched[v.OperationID]
-		if w == nil || (w.seen && w.ver == v) {
+	for id, w := range f.watched {
+		v, ok := byID[id]
+		if !ok {
 			continue
 		}
-		w.seen, w.ver = true, v
+		var rev store.OperationVersions
+		if !domain.IsRevocationID(id) {
+			rev = byID[domain.RevocationID(id)]
+		}
+		if w.seen && w.ver == v && w.rev == rev {
+			continue
+		}
+		w.seen, w.ver, w.rev = true, v, rev
 		for s := range w.subs {
 			select {
 			case s.changed <- struct{}{}:

@@ -15,6 +15,7 @@ import (
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
 )
 
 // countingVersions records every read of the feed: how many statements,
@@ -208,12 +209,37 @@ func TestRequestEventsAcrossInstances(t *testing.T) {
 				t.Fatalf("resume: want the state, got %+v", ev)
 			}
 
-			// One read per poll for all streams: every read carried both
-			// watched requests (or one, while only ev-1 was watched), never
-			// one read per stream.
+			// A grant given back on B: its binding now belongs to the
+			// revocation, whose writes are not the grant's steps; the
+			// grant's stream on A still pushes its new state (REVOKING),
+			// with no step event, as the status read shows it.
+			validatedFixture(t, stB, "ev-3", "alice")
+			s5, _ := openStream(t, tsA, "/api/requests/ev-3/events", "alice", nil)
+			if ev := s5.next(t); ev.event != "request" || !strings.Contains(ev.data, `"status":"VALIDATED"`) {
+				t.Fatalf("given back: first event %+v", ev)
+			}
+			if _, err := (workflow.Deps{Store: stB, Config: b.cfg.Current}).Revoke(t.Context(), "ev-3", domain.RevokeGivenBack, "given back", "alice"); err != nil {
+				t.Fatal(err)
+			}
+			if ev := s5.next(t); ev.event != "request" || !strings.Contains(ev.data, `"status":"REVOKING"`) ||
+				!strings.Contains(ev.data, `"revocationId":"`+domain.RevocationID("ev-3")+`"`) {
+				t.Fatalf("given back: want the grant's new state, got %+v", ev)
+			}
+
+			// One read per poll for all streams: every read carried the
+			// watched requests (each with its revocation's id), never one
+			// read per stream.
+			watchable := map[string]bool{}
+			for _, id := range []string{"ev-1", "ev-2", "ev-3"} {
+				watchable[id], watchable[domain.RevocationID(id)] = true, true
+			}
 			for i, ids := range counter.reads() {
-				if len(ids) > 2 {
-					t.Fatalf("read %d carried %v", i, ids)
+				seen := map[string]bool{}
+				for _, id := range ids {
+					if !watchable[id] || seen[id] {
+						t.Fatalf("read %d carried %v", i, ids)
+					}
+					seen[id] = true
 				}
 			}
 			if got, polls := len(counter.reads()), feed.Polls(); int64(got) != polls {
@@ -221,7 +247,7 @@ func TestRequestEventsAcrossInstances(t *testing.T) {
 			}
 
 			feed.Close()
-			for _, s := range []*sseStream{s1, s2, s3, s4} {
+			for _, s := range []*sseStream{s1, s2, s3, s4, s5} {
 				select {
 				case <-s.ended:
 				case <-time.After(20 * time.Second):

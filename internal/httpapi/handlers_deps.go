@@ -45,6 +45,9 @@ type OpsStore interface {
 	ApprovalCallbackList(ctx context.Context, operationID string, limit int) ([]store.ApprovalCallbackRecord, error)
 	DeployCallbackListByMR(ctx context.Context, projectID, mrIID int64, limit int) ([]store.DeployCallbackRecord, error)
 	DeployCallbackList(ctx context.Context, p store.DeployCallbackListParams) ([]store.DeployCallbackRecord, error)
+	// For the expired entries changeflow does not own (ops_unowned.go).
+	OperationOwnersOf(ctx context.Context, ids []string) ([]store.OperationOwner, error)
+	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
 // CallbackStore records callback deliveries once per delivery id: the
@@ -101,8 +104,9 @@ type Business struct {
 	// Sink acts on a recorded callback; nil until the workflow implements
 	// it, and callbacks are then only recorded (callbacks.go).
 	Sink CallbackSink
-	// Files reads the config repo for the preview; nil degrades every
-	// preview to empty data.
+	// Files reads the config repo for the preview and the expired
+	// entries changeflow does not own (ops_unowned.go); nil degrades
+	// every preview to empty data and answers the latter with 500.
 	Files FileReader
 	// Withdraw backs POST /api/requests/{operationId}/withdraw
 	// (*workflow.Withdrawer); nil answers it with 500.

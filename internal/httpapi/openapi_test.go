@@ -306,6 +306,10 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 	for _, b := range domain.BindingStatuses {
 		bindings = append(bindings, string(b))
 	}
+	var reasons []string
+	for _, r := range domain.RevokeReasons {
+		reasons = append(reasons, string(r))
+	}
 	var dispositions []string
 	for d := range deployDispositions {
 		dispositions = append(dispositions, d)
@@ -319,6 +323,8 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 		{"BindingStatus", sorted(bindings)},
 		{"DeployDisposition", sorted(dispositions)},
 		{"Hint", sorted([]string{string(domain.HintNone), string(domain.HintKeepWaiting), string(domain.HintContactMaintainers)})},
+		{"OperationKind", sorted([]string{string(domain.OperationGrant), string(domain.OperationRevoke)})},
+		{"RevokeReason", sorted(reasons)},
 	} {
 		if got := enum(c.schema); !slices.Equal(got, c.code) {
 			t.Errorf("docs/openapi.yaml %s lists %v; the code has %v", c.schema, got, c.code)
@@ -602,6 +608,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/config", 401, req{method: "GET", path: "/ops/config"})
 		call("GET /ops/callbacks/deploy", 200, req{method: "GET", path: "/ops/callbacks/deploy?disposition=recorded", user: "olivia"})
 		call("GET /ops/callbacks/deploy", 400, req{method: "GET", path: "/ops/callbacks/deploy?disposition=NOPE", user: "olivia"})
+		call("GET /ops/targets/unowned-expired", 200, req{method: "GET", path: "/ops/targets/unowned-expired", user: "olivia"})
+		call("GET /ops/targets/unowned-expired", 403, req{method: "GET", path: "/ops/targets/unowned-expired", user: "alice"})
 
 		for op := range docOperations(t, loadSpec(t)) {
 			if !reached[op][true] || !reached[op][false] {

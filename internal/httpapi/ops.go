@@ -79,6 +79,20 @@ type opsRequestView struct {
 	// MR, newest first, with what became of each.
 	DeployCallbacks []opsDeployCallback `json:"deployCallbacks"`
 	Audit           []opsAudit          `json:"audit"`
+	// Revocation is, on a grant, the revocation that took its binding
+	// over (the binding above is then the revocation's): which one, its
+	// state and why. Absent while the grant holds its binding.
+	Revocation *opsRevocation `json:"revocation,omitempty"`
+}
+
+// opsRevocation names a grant's revocation in the grant's detail.
+type opsRevocation struct {
+	OperationID string               `json:"operationId"`
+	Status      domain.BindingStatus `json:"status"`
+	Reason      domain.RevokeReason  `json:"reason"`
+	// Text is the revocation's own reason text: an operator's, or what
+	// the expiry scan or a give-back wrote.
+	Text string `json:"text"`
 }
 
 // opsApprovalCallback is one recorded approval decision (an inbox row).
@@ -129,6 +143,10 @@ type opsOperation struct {
 	LastError      string     `json:"lastError,omitempty"`
 	CreatedAt      time.Time  `json:"createdAt"`
 	UpdatedAt      time.Time  `json:"updatedAt"`
+	// Kind is GRANT or REVOKE; a revocation names its grant and why.
+	Kind             domain.OperationKind `json:"kind"`
+	GrantOperationID string               `json:"grantOperationId,omitempty"`
+	RevokeReason     domain.RevokeReason  `json:"revokeReason,omitempty"`
 }
 
 type opsBinding struct {
@@ -171,6 +189,20 @@ type opsBatch struct {
 type opsMember struct {
 	ID          int64  `json:"id"`
 	OperationID string `json:"operationId"`
+	// Kind is REVOKE for a revocation (a removal in the batch's MR),
+	// GRANT otherwise.
+	Kind domain.OperationKind `json:"kind"`
+}
+
+// toOpsMember reads a member's kind from its operationId: a revocation's
+// is derived from its grant's and no client may submit one like it
+// (domain.IsRevocationID), so no read per member is needed.
+func toOpsMember(m store.BatchMember) opsMember {
+	k := domain.OperationGrant
+	if domain.IsRevocationID(m.OperationID) {
+		k = domain.OperationRevoke
+	}
+	return opsMember{ID: m.ID, OperationID: m.OperationID, Kind: k}
 }
 
 type opsAudit struct {
@@ -220,6 +252,11 @@ func (s *Server) handleOpsRequest() http.Handler {
 				v.Status = x.ToBinding // superseded: its last own state
 			}
 		}
+		if v.Binding == nil && op.Kind != domain.OperationRevoke {
+			if v.Revocation, v.Binding, err = opsRevocationOf(ctx, st, id); err != nil {
+				return id, nil, domain.Internal("ops request revocation", err)
+			}
+		}
 		v.Hint = domain.HintFor(domain.StepStatus(op.Step), v.Status)
 		if qp, err := st.BatchQueuePosition(ctx, id); err == nil {
 			v.Queue = &opsQueue{ProjectID: qp.ProjectID, BatchID: qp.BatchID, Position: qp.Position, AdmittedAt: qp.AdmittedAt.UTC()}
@@ -259,6 +296,26 @@ func (s *Server) handleOpsRequest() http.Handler {
 	})
 }
 
+// opsRevocationOf is grant id's revocation and the binding it holds, or
+// nils when the grant has none (it still holds its binding, or a later
+// request took the relationship over).
+func opsRevocationOf(ctx context.Context, st OpsStore, id string) (*opsRevocation, *opsBinding, error) {
+	rid := domain.RevocationID(id)
+	b, err := st.BindingGetByOperation(ctx, rid)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil, nil
+	} else if err != nil {
+		return nil, nil, err
+	}
+	rop, err := st.OperationGet(ctx, rid)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &opsRevocation{OperationID: rid, Status: b.Status, Reason: rop.RevokeReason, Text: rop.Reason},
+		&opsBinding{Subject: b.Subject, TargetKey: b.TargetKey, Status: b.Status, OperationID: b.OperationID,
+			ExpiresAt: timePtr(b.ExpiresAt), Expired: b.Expired, Version: b.Version, UpdatedAt: b.UpdatedAt.UTC()}, nil
+}
+
 // opsBatch reads a batch, with its members when asked.
 func (s *Server) opsBatch(ctx context.Context, id int64, members bool) (*opsBatch, error) {
 	st := s.deps.Business.Ops
@@ -276,7 +333,7 @@ func (s *Server) opsBatch(ctx context.Context, id int64, members bool) (*opsBatc
 		}
 		v.Members = make([]opsMember, 0, len(ms))
 		for _, m := range ms {
-			v.Members = append(v.Members, opsMember{ID: m.ID, OperationID: m.OperationID})
+			v.Members = append(v.Members, toOpsMember(m))
 		}
 	}
 	return &v, nil
@@ -322,7 +379,7 @@ func (s *Server) handleOpsBatches() http.Handler {
 			}
 			v.Members = make([]opsMember, 0, len(ms))
 			for _, m := range ms {
-				v.Members = append(v.Members, opsMember{ID: m.ID, OperationID: m.OperationID})
+				v.Members = append(v.Members, toOpsMember(m))
 			}
 			items = append(items, v)
 		}
@@ -389,6 +446,7 @@ func (s *Server) handleOpsConfig() http.Handler {
 func toOpsOperation(o store.Operation) opsOperation {
 	v := opsOperation{
 		OperationID: o.OperationID, Subject: o.Subject, TargetKey: o.TargetKey, ProjectID: o.ProjectID, Flow: o.Flow,
+		Kind: o.Kind, GrantOperationID: o.GrantOperationID, RevokeReason: o.RevokeReason,
 		Version: o.Version, BatchID: o.BatchID, Branch: o.Branch, ApprovalID: o.ApprovalID, Reason: o.Reason, Days: o.Days,
 		ExpiresAt: timePtr(o.ExpiresAt), NextAction: o.NextAction, DueAt: timePtr(o.DueAt), LeaseOwner: o.LeaseOwner,
 		LeaseExpiresAt: timePtr(o.LeaseExpiresAt), Attempts: o.Attempts, LastError: o.LastError,

@@ -74,6 +74,19 @@ type requestView struct {
 	ExpiresAt       *time.Time           `json:"expiresAt,omitempty"`
 	CreatedAt       time.Time            `json:"createdAt"`
 	UpdatedAt       time.Time            `json:"updatedAt"`
+	// Kind is GRANT for a request for access, REVOKE for the removal of
+	// one (a revocation is a request of the same owner, docs/api.md "Give
+	// access back"): the web app words the two apart and offers give
+	// back and withdraw on grants only.
+	Kind domain.OperationKind `json:"kind"`
+	// GrantOperationID and RevokeReason are a revocation's: the grant it
+	// ends and why (EXPIRED, GIVEN_BACK, OPERATOR).
+	GrantOperationID string              `json:"grantOperationId,omitempty"`
+	RevokeReason     domain.RevokeReason `json:"revokeReason,omitempty"`
+	// RevocationID is, on a grant whose access is being removed or was,
+	// the revocation that took its binding over (GET
+	// /api/requests/{revocationId} follows the removal).
+	RevocationID string `json:"revocationId,omitempty"`
 }
 
 // Blocker kinds.
@@ -246,6 +259,10 @@ func (s *Server) requestView(ctx context.Context, op store.Operation, withBlocke
 		Step:      stepView{Code: op.Step, Name: step.String()},
 		BatchID:   op.BatchID,
 		CreatedAt: op.CreatedAt.UTC(), UpdatedAt: op.UpdatedAt.UTC(),
+		Kind: op.Kind, GrantOperationID: op.GrantOperationID, RevokeReason: op.RevokeReason,
+	}
+	if v.Kind == "" {
+		v.Kind = domain.OperationGrant // the column's default; an Operation built without it
 	}
 	if cfg := s.deps.Business.Config; cfg != nil {
 		if t, ok := cfg.Current().Target(op.TargetKey); ok {
@@ -273,6 +290,7 @@ func (s *Server) requestView(ctx context.Context, op store.Operation, withBlocke
 		// history ends with.
 		if rb, rerr := st.BindingGetByOperation(ctx, domain.RevocationID(op.OperationID)); rerr == nil {
 			v.Status = rb.Status
+			v.RevocationID = rb.OperationID
 			if rb.UpdatedAt.After(v.UpdatedAt) {
 				v.UpdatedAt = rb.UpdatedAt.UTC()
 			}

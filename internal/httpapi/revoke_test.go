@@ -74,6 +74,42 @@ func TestRevokeEndpoints(t *testing.T) {
 					t.Fatalf("%s: %v", id, g.data)
 				}
 			}
+			// Each says what it is: the grant names the revocation that
+			// took its binding over, the revocation its grant and why.
+			g := w.do(req{method: "GET", path: "/api/requests/g-alice", user: "alice"})
+			if g.data["kind"] != "GRANT" || g.data["revocationId"] != rev || g.data["grantOperationId"] != nil {
+				t.Fatalf("grant view %v", g.data)
+			}
+			rv := w.do(req{method: "GET", path: "/api/requests/" + rev, user: "alice"})
+			if rv.data["kind"] != "REVOKE" || rv.data["grantOperationId"] != "g-alice" || rv.data["revokeReason"] != "GIVEN_BACK" || rv.data["revocationId"] != nil {
+				t.Fatalf("revocation view %v", rv.data)
+			}
+			// "My requests" lists both, each with its kind.
+			l := w.do(req{method: "GET", path: "/api/requests", user: "alice"})
+			kinds := map[string]any{}
+			for _, it := range l.data["items"].([]any) {
+				m := it.(map[string]any)
+				kinds[m["operationId"].(string)] = m["kind"]
+			}
+			if kinds["g-alice"] != "GRANT" || kinds[rev] != "REVOKE" {
+				t.Fatalf("list kinds %v", kinds)
+			}
+			// The console: the grant's detail names its revocation and
+			// shows the binding the revocation holds; the revocation's
+			// names its grant.
+			o := w.do(req{method: "GET", path: "/ops/requests/g-alice", user: "olivia"})
+			o.want(t, 200, "OK")
+			ov, _ := o.data["revocation"].(map[string]any)
+			ob, _ := o.data["binding"].(map[string]any)
+			if ov["operationId"] != rev || ov["status"] != "REVOKING" || ov["reason"] != "GIVEN_BACK" || ov["text"] == "" ||
+				ob["operationId"] != rev || ob["status"] != "REVOKING" {
+				t.Fatalf("ops grant view: revocation %v binding %v", ov, ob)
+			}
+			or := w.do(req{method: "GET", path: "/ops/requests/" + rev, user: "olivia"})
+			orop := or.data["operation"].(map[string]any)
+			if orop["kind"] != "REVOKE" || orop["grantOperationId"] != "g-alice" || orop["revokeReason"] != "GIVEN_BACK" || or.data["revocation"] != nil {
+				t.Fatalf("ops revocation view %v", or.data)
+			}
 		})
 		t.Run("give back of a request not in effect: 409 with what to do", func(t *testing.T) {
 			r := w.do(req{method: "POST", path: "/api/requests/g-failed/revoke", user: "carol"})

@@ -96,6 +96,11 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
 		// The deploy-callback inbox (ops_deploy_inbox.go): a read of the same class as a request's detail.
 		{pattern: "GET /ops/callbacks/deploy", handler: s.handleOpsDeployCallbacks(), metrics: true, rules: config.RouteOpsRequestGet},
+		// Expired entries changeflow does not own (ops_unowned.go): a read of
+		// a request's class, which reads every target's file from GitLab —
+		// under the preview's quota, the other read that goes to GitLab.
+		{pattern: "GET /ops/targets/unowned-expired", handler: s.handleOpsUnownedExpired(), metrics: true, rules: config.RouteOpsRequestGet,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketPreview}},
 		// Operations, write (ops_write.go): retrigger a stopped request,
 		// replay its recorded approval decision, run reconciliation now.
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},

@@ -122,6 +122,13 @@ export interface RequestView {
   expiresAt?: string;
   createdAt?: string;
   updatedAt: string;
+  /** GRANT (a request for access) or REVOKE (the removal of one) */
+  kind?: string;
+  /** a revocation's grant, and why it was made (EXPIRED, GIVEN_BACK, OPERATOR) */
+  grantOperationId?: string;
+  revokeReason?: string;
+  /** on a grant whose access is being removed or was: its revocation */
+  revocationId?: string;
 }
 
 /** Me is GET /api/me: who the server takes the caller to be, and whether

@@ -1,4 +1,6 @@
 import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import { ApiError } from './api';
 import { isFailed, phaseIndex, phases, statusWord, when } from './words';
 
 export function ErrorNote({ children }: { children?: ComponentChildren }) {
@@ -11,7 +13,8 @@ export function ErrorNote({ children }: { children?: ComponentChildren }) {
 }
 
 export function Status({ status }: { status: string }) {
-  const cls = status === 'VALIDATED' ? 'ok' : isFailed(status) ? 'bad' : 'busy';
+  // REVOKED is over, like a closed request, but nothing went wrong.
+  const cls = status === 'VALIDATED' ? 'ok' : isFailed(status) ? 'bad' : status === 'REVOKED' ? 'ended' : 'busy';
   return <span class={`status ${cls}`}>{statusWord(status)}</span>;
 }
 
@@ -43,3 +46,69 @@ export function Stamp({ iso }: { iso?: string }) {
     </time>
   );
 }
+
+/** Confirmed is a write behind a confirmation: the first click asks, the
+ * second does it (the console's writes and a person's give back and
+ * withdraw alike). A refusal stays next to the button in the server's
+ * words; the answer goes to onDone, because a success usually removes the
+ * button (the request is no longer stopped, the batch is settled). */
+export function Confirmed({
+  label,
+  question,
+  run,
+  onDone,
+  testid,
+}: {
+  label: string;
+  question: string;
+  run: () => Promise<string>;
+  onDone: (message: string) => void;
+  testid: string;
+}) {
+  const [asking, setAsking] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const go = async () => {
+    if (busy) return;
+    setBusy(true);
+    setError('');
+    try {
+      onDone(await run());
+    } catch (e) {
+      setError(e instanceof ApiError ? e.message : 'Something went wrong.');
+    } finally {
+      setBusy(false);
+      setAsking(false);
+    }
+  };
+  return (
+    <div class="confirm" data-testid={testid}>
+      {!asking ? (
+        <button type="button" onClick={() => setAsking(true)} disabled={busy}>
+          {label}
+        </button>
+      ) : (
+        <span class="ask">
+          {question}{' '}
+          <button type="button" class="danger" onClick={go} disabled={busy}>
+            Yes, {label.toLowerCase()}
+          </button>{' '}
+          <button type="button" class="secondary" onClick={() => setAsking(false)} disabled={busy}>
+            Cancel
+          </button>
+        </span>
+      )}
+      <ErrorNote>{error}</ErrorNote>
+    </div>
+  );
+}
+
+export function Done({ children }: { children: string }) {
+  if (!children) return null;
+  return (
+    <p class="note ok" role="status" data-testid="done">
+      {children}
+    </p>
+  );
+}
+

@@ -109,12 +109,19 @@ export interface Todo {
 }
 
 /** whatToDo is the "What to do" of a request: what an ended request
- * means (in effect, rejected, closed, expired), else the server's hint
- * (CONTACT_MAINTAINERS, KEEP_WAITING — the API decides them), else what
- * the person waits for. */
-export function whatToDo(status: string, step: string, hint: string, expiresAt?: string): Todo {
+ * means (in effect, rejected, closed, expired, access removed), else the
+ * server's hint (CONTACT_MAINTAINERS, KEEP_WAITING — the API decides
+ * them), else what the person waits for. updatedAt dates a removal (the
+ * last change of a REVOKED request is its removal's confirmation). */
+export function whatToDo(status: string, step: string, hint: string, expiresAt?: string, updatedAt?: string): Todo {
   if (status === 'VALIDATED') {
-    return { words: expiresAt ? `Nothing: you have access until ${when(expiresAt)}.` : 'Nothing: you have access.', again: false, bad: false };
+    return {
+      words: expiresAt
+        ? `Nothing: you have access until ${when(expiresAt)}. It ends on its own then; give it back sooner if you no longer need it.`
+        : 'Nothing: you have access.',
+      again: false,
+      bad: false,
+    };
   }
   if (status === 'REJECTED') {
     if (step === 'CLOSE_WITHDRAWN') return { words: 'The approval was withdrawn. Request again if you still need access.', again: true, bad: false };
@@ -125,6 +132,16 @@ export function whatToDo(status: string, step: string, hint: string, expiresAt?:
     if (step === 'CLOSE_CANCELLED') return { words: 'An operator cancelled this request. Request again if you still need access.', again: true, bad: false };
     if (step === 'CLOSE_REQUESTER_WITHDRAWN') return { words: 'You withdrew this request. Request again if you need access after all.', again: true, bad: false };
     return { words: 'This request is closed. Request again if you still need access.', again: true, bad: false };
+  }
+  if (status === 'REVOKED') {
+    const on = updatedAt ? ` on ${when(updatedAt)}` : '';
+    return { words: `Your access was removed${on}; you can ask again if you need it.`, again: true, bad: false };
+  }
+  if (status === 'REVOKE_FAILED') {
+    // The entry is still in the access file: the access is still granted
+    // until an operator has the removal retried.
+    const h = hintWords(hint);
+    return { words: `Removing your access stopped, so you still have it; the operators see it. ${h || 'Contact the maintainers if it does not move on.'}`, again: false, bad: true };
   }
   if (step === 'CLOSE_REQUESTER_WITHDRAWN') {
     return { words: 'Nothing: your withdrawal is being carried out; the proposed change is being closed.', again: false, bad: false };
@@ -138,7 +155,30 @@ export function whatToDo(status: string, step: string, hint: string, expiresAt?:
     return { words: 'Nothing: it waits for the approvers’ decision; this page follows by itself.', again: false, bad: false };
   }
   if (status === 'MERGED') return { words: 'Nothing: the change is merged and waits for the deployment.', again: false, bad: false };
+  if (status === 'REVOKING') {
+    return { words: 'Nothing: your access is being removed from the access file; it ends once that change is deployed.', again: false, bad: false };
+  }
   return { words: 'Nothing, it is on its way.', again: false, bad: false };
+}
+
+/** revokeReasonWords says why an access ends, for a revocation's page. */
+export function revokeReasonWords(reason?: string): string {
+  switch (reason) {
+    case 'EXPIRED':
+      return 'It reached the end of the time it was granted for.';
+    case 'GIVEN_BACK':
+      return 'You gave it back.';
+    case 'OPERATOR':
+      return 'An operator revoked it.';
+    default:
+      return '';
+  }
+}
+
+/** isRevocationStatus: the access's own states once its removal began
+ * (the progress line of a grant does not apply to them). */
+export function isRevocationStatus(status: string): boolean {
+  return status === 'REVOKING' || status === 'REVOKED' || status === 'REVOKE_FAILED';
 }
 
 export function accessWords(mode: string, open: boolean): string {
@@ -185,7 +225,7 @@ export function phaseIndex(status: string): number {
 }
 
 export function isFailed(status: string): boolean {
-  return status === 'CREATE_FAILED' || status === 'HANDLE_FAILED' || status === 'REJECTED' || status === 'CLOSED';
+  return status === 'CREATE_FAILED' || status === 'HANDLE_FAILED' || status === 'REJECTED' || status === 'CLOSED' || status === 'REVOKE_FAILED';
 }
 
 const stamp = new Intl.DateTimeFormat(undefined, {

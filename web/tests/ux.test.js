@@ -127,14 +127,18 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
       assert.doesNotMatch(r.text, rawCode, `${what}: a raw code in "${r.text}"`);
       assert.ok(r.status && r.status !== 'In progress', `${what}: the state has no words of its own ("${r.status}")`);
       assert.ok(r.todo.length > 10, `${what}: no "What to do"`);
-      if (p.hint === 'CONTACT_MAINTAINERS' && !['VALIDATED', 'REJECTED', 'CLOSED'].includes(p.status)) {
+      // Ended requests (in effect, rejected, closed, access removed) say
+      // what their end means; every other one with this hint says it.
+      if (p.hint === 'CONTACT_MAINTAINERS' && !['VALIDATED', 'REJECTED', 'CLOSED', 'REVOKED'].includes(p.status)) {
         assert.match(r.todo, /Contact the maintainers/, what);
       }
       if (['VALIDATED', 'REJECTED', 'CLOSED'].includes(p.status) || p.hint !== 'NONE' || /FAILED$/.test(p.status)) {
         assert.doesNotMatch(r.todo, /on its way/, `${what}: "${r.todo}"`);
       }
       if (p.status === 'VALIDATED') assert.match(r.todo, /you have access until/, what);
-      if (p.status === 'REJECTED' || p.status === 'CLOSED') {
+      if (p.status === 'REVOKED') assert.match(r.todo, /Your access was removed on .*UTC; you can ask again/, what);
+      if (p.status === 'REVOKE_FAILED') assert.match(r.todo, /so you still have it/, what);
+      if (p.status === 'REJECTED' || p.status === 'CLOSED' || p.status === 'REVOKED') {
         assert.equal(r.again, '/request/payments-db-readonly', `${what}: "Request again" links to the target's form`);
       } else {
         assert.equal(r.again, '', `${what}: no "Request again" while the request is not over`);
@@ -466,6 +470,7 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
         ['olivia', '/console/batches', 'console-batches', '[data-testid=run-round]'],
         ['olivia', '/console/config', 'console-config', '[data-testid=config]'],
         ['olivia', '/console/deploy-callbacks', 'console-deploy', 'section h1'],
+        ['olivia', '/console/unowned', 'console-unowned', '[data-testid=unowned-clean]'],
         ['alice', '/nowhere', 'not-found', 'section h1'],
       ]) {
         const page = await newPage(chrome.browser, server.base, account, { width, height: 800 });

@@ -5,8 +5,8 @@
 // each ask for a confirmation first and answer in words.
 import { useState } from 'preact/hooks';
 import type { Step } from '../api';
-import { ApiError, call } from '../api';
-import { ErrorNote, Progress, Stamp, Status } from '../components';
+import { call } from '../api';
+import { Confirmed, Done, ErrorNote, Progress, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
 import { match, navigate } from '../router';
 import { hintWords, when } from '../words';
@@ -27,6 +27,20 @@ interface OpsRequest {
   /** The deploy callbacks recorded for the request's MR, newest first. */
   deployCallbacks?: DeployCallback[];
   audit: { actor: string; action: string; params: string; outcome: string; at: string }[];
+  /** On a grant: the revocation that took its binding over. */
+  revocation?: { operationId: string; status: string; reason: string; text: string };
+}
+
+/** Why a revocation was made, for operators (the code beside it). */
+const revokeReasonWords: Record<string, string> = {
+  EXPIRED: 'expired (the expiry scan)',
+  GIVEN_BACK: 'given back by its owner',
+  OPERATOR: 'revoked by an operator',
+};
+
+/** opsLink is a request's console page. */
+function opsLink(id: string): string {
+  return `/console/requests/${encodeURIComponent(id)}`;
 }
 interface ApprovalCallback {
   deliveryKey: string;
@@ -69,7 +83,7 @@ interface Batch {
   failureMessage?: string;
   createdAt: string;
   updatedAt: string;
-  members?: { id: number; operationId: string }[];
+  members?: { id: number; operationId: string; kind?: string }[];
 }
 interface ConfigItem {
   key: string;
@@ -100,6 +114,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/deploy-callbacks" class={path === '/console/deploy-callbacks' ? 'active' : ''}>
           Deploy callbacks
         </a>
+        <a href="/console/unowned" class={path === '/console/unowned' ? 'active' : ''}>
+          Expired, not ours
+        </a>
       </nav>
       {batch ? (
         <BatchDetail key={batch.id} id={batch.id} />
@@ -109,6 +126,8 @@ export default function Console({ path }: { path: string }) {
         <Config />
       ) : path === '/console/deploy-callbacks' ? (
         <DeployInbox />
+      ) : path === '/console/unowned' ? (
+        <Unowned />
       ) : (
         <Lookup id={req?.id ?? ''} />
       )}
@@ -139,70 +158,6 @@ function Lookup({ id }: { id: string }) {
       </form>
       {id && <OpsRequestView key={id} id={id} />}
     </>
-  );
-}
-
-/** Confirmed is a write behind a confirmation: the first click asks, the
- * second does it. A refusal stays next to the button in the server's
- * words; the answer goes to onDone, because a success usually removes the
- * button (the request is no longer stopped, the batch is settled). */
-function Confirmed({
-  label,
-  question,
-  run,
-  onDone,
-  testid,
-}: {
-  label: string;
-  question: string;
-  run: () => Promise<string>;
-  onDone: (message: string) => void;
-  testid: string;
-}) {
-  const [asking, setAsking] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState('');
-  const go = async () => {
-    if (busy) return;
-    setBusy(true);
-    setError('');
-    try {
-      onDone(await run());
-    } catch (e) {
-      setError(e instanceof ApiError ? e.message : 'Something went wrong.');
-    } finally {
-      setBusy(false);
-      setAsking(false);
-    }
-  };
-  return (
-    <div class="confirm" data-testid={testid}>
-      {!asking ? (
-        <button type="button" onClick={() => setAsking(true)} disabled={busy}>
-          {label}
-        </button>
-      ) : (
-        <span class="ask">
-          {question}{' '}
-          <button type="button" class="danger" onClick={go} disabled={busy}>
-            Yes, {label.toLowerCase()}
-          </button>{' '}
-          <button type="button" class="secondary" onClick={() => setAsking(false)} disabled={busy}>
-            Cancel
-          </button>
-        </span>
-      )}
-      <ErrorNote>{error}</ErrorNote>
-    </div>
-  );
-}
-
-function Done({ children }: { children: string }) {
-  if (!children) return null;
-  return (
-    <p class="note ok" role="status" data-testid="done">
-      {children}
-    </p>
   );
 }
 
@@ -247,6 +202,9 @@ function OpsRequestView({ id }: { id: string }) {
                   This request stopped at <span class="mono">{x.step.name}</span>
                   {x.operation.lastError ? <> ({String(x.operation.lastError)})</> : null}. Fix the cause, then re-trigger it: it resumes
                   from <span class="mono">{String(x.operation.nextAction)}</span>, reading what already exists first.
+                  {x.operation.kind === 'REVOKE' && (
+                    <> This is a revocation: until it is re-triggered and deployed, the entry stays in the access file and the access is still granted.</>
+                  )}
                 </p>
               ) : (
                 <p>
@@ -278,8 +236,34 @@ function OpsRequestView({ id }: { id: string }) {
           <div class="card">
             <Progress status={x.status} />
             <dl class="facts">
-              <dt>Requested by</dt>
+              <dt>{x.operation.kind === 'REVOKE' ? 'Access of' : 'Requested by'}</dt>
               <dd>{x.operation.subject}</dd>
+              {x.operation.kind === 'REVOKE' && (
+                <>
+                  <dt>Revocation of</dt>
+                  <dd data-testid="revocation-of">
+                    <a class="mono" href={opsLink(String(x.operation.grantOperationId ?? ''))}>
+                      {String(x.operation.grantOperationId ?? '')}
+                    </a>{' '}
+                    — {revokeReasonWords[String(x.operation.revokeReason)] ?? ''}{' '}
+                    <span class="mono small">{String(x.operation.revokeReason ?? '')}</span>
+                    {x.operation.reason ? <>: “{x.operation.reason}”</> : null}
+                  </dd>
+                </>
+              )}
+              {x.revocation && (
+                <>
+                  <dt>Revocation</dt>
+                  <dd data-testid="revocation">
+                    <a class="mono" href={opsLink(x.revocation.operationId)}>
+                      {x.revocation.operationId}
+                    </a>{' '}
+                    <Status status={x.revocation.status} /> — {revokeReasonWords[x.revocation.reason] ?? ''}{' '}
+                    <span class="mono small">{x.revocation.reason}</span>
+                    {x.revocation.text ? <>: “{x.revocation.text}”</> : null}
+                  </dd>
+                </>
+              )}
               <dt>Target</dt>
               <dd>{x.operation.targetKey}</dd>
               <dt>Step (operation)</dt>
@@ -291,7 +275,14 @@ function OpsRequestView({ id }: { id: string }) {
                 {x.binding ? (
                   <>
                     <Status status={x.binding.status} />{' '}
-                    {x.binding.operationId !== id && <span class="muted small">now held by {x.binding.operationId}</span>}
+                    {x.binding.operationId !== id && (
+                      <span class="muted small">
+                        now held by{' '}
+                        <a class="mono" href={opsLink(x.binding.operationId)}>
+                          {x.binding.operationId}
+                        </a>
+                      </span>
+                    )}
                     {x.binding.expired && <span class="muted small"> expired</span>}
                   </>
                 ) : (
@@ -577,15 +568,16 @@ function Batches() {
 }
 
 /** Members lists a batch's requests, each a link to its console page. */
-function Members({ members }: { members?: { id: number; operationId: string }[] }) {
+function Members({ members }: { members?: { id: number; operationId: string; kind?: string }[] }) {
   if (!members || members.length === 0) return <span class="muted">none</span>;
   return (
     <ul class="members" data-testid="members">
       {members.map((m) => (
         <li key={m.id}>
-          <a class="mono" href={`/console/requests/${encodeURIComponent(m.operationId)}`}>
+          <a class="mono" href={opsLink(m.operationId)}>
             {m.operationId}
           </a>
+          {m.kind === 'REVOKE' && <span class="muted small"> (removal)</span>}
         </li>
       ))}
     </ul>
@@ -643,6 +635,98 @@ function BatchDetail({ id }: { id: string }) {
             </dd>
           </dl>
         </div>
+      )}
+    </div>
+  );
+}
+
+interface UnownedFile {
+  targetKey: string;
+  title: string;
+  project: string;
+  file: string;
+  problem?: string;
+  entries: { subject: string; operationId: string; expiresAt: string; why: string }[];
+  ownedExpired: number;
+}
+
+/** Why an expired entry is not changeflow's, in words. */
+const unownedWhy: Record<string, string> = {
+  NO_OPERATION: 'no request of changeflow’s has this operationId (added by hand, or by an older release)',
+  OTHER_BINDING: 'the operationId is changeflow’s, but for another person or target (copied by hand)',
+};
+
+/** Unowned lists, per binding file, the expired entries changeflow did
+ * not write (GET /ops/targets/unowned-expired). Not polled: each look
+ * reads every target's file from GitLab, so the operator asks again. */
+function Unowned() {
+  const r = useGet<{ checkedAt: string; ref: string; files: UnownedFile[] }>('/ops/targets/unowned-expired');
+  const d = r.data;
+  const open = d?.files.filter((f) => f.problem || f.entries.length > 0) ?? [];
+  const clean = d?.files.filter((f) => !f.problem && f.entries.length === 0) ?? [];
+  const owned = d?.files.reduce((n, f) => n + f.ownedExpired, 0) ?? 0;
+  return (
+    <div data-testid="unowned">
+      <p>
+        Entries whose expiry has passed but that changeflow did not write. <strong>changeflow will not remove them</strong>: it
+        removes only the entries its own requests wrote, whose history says what was granted, to whom and until when; an entry it did
+        not write may be there for a reason it cannot know, and removing it could cut access someone relies on. They still grant
+        access wherever the file is deployed, so a person decides: remove the entry by a change to the file, or ask whoever added it.
+      </p>
+      <div class="row tools">
+        <button type="button" class="secondary" onClick={() => r.reload()} disabled={r.loading}>
+          Check again
+        </button>
+        {d && (
+          <span class="muted small">
+            Read from <span class="mono">{d.ref}</span>, expiries compared with the database clock at <Stamp iso={d.checkedAt} />.
+          </span>
+        )}
+      </div>
+      <ErrorNote>{r.error}</ErrorNote>
+      {r.loading && !d && <p>Reading the binding files…</p>}
+      {d && open.length === 0 && <p data-testid="unowned-none">No binding file holds an expired entry that changeflow did not write.</p>}
+      {open.map((f) => (
+        <div class="card" key={f.targetKey} data-target={f.targetKey}>
+          <h2>
+            {f.title} <span class="muted mono small">{f.file}</span>
+          </h2>
+          {f.problem && <p class="note error">{f.problem}</p>}
+          {f.entries.length > 0 && (
+            <table class="list stack">
+              <thead>
+                <tr>
+                  <th>Subject</th>
+                  <th>operationId</th>
+                  <th>Expired</th>
+                  <th>Not changeflow’s because</th>
+                </tr>
+              </thead>
+              <tbody>
+                {f.entries.map((e) => (
+                  <tr key={e.subject} data-subject={e.subject}>
+                    <td class="mono">{e.subject}</td>
+                    <td class="mono small">{e.operationId || '(none)'}</td>
+                    <td class="small">
+                      <Stamp iso={e.expiresAt} />
+                    </td>
+                    <td class="small">{unownedWhy[e.why] ?? e.why}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </div>
+      ))}
+      {d && clean.length > 0 && (
+        <p class="muted small" data-testid="unowned-clean">
+          Nothing to decide in: {clean.map((f) => f.title).join(', ')}.
+        </p>
+      )}
+      {owned > 0 && (
+        <p class="muted small" data-testid="unowned-owned">
+          {owned} expired entr{owned === 1 ? 'y' : 'ies'} of changeflow’s own requests: the expiry scan removes {owned === 1 ? 'it' : 'them'}.
+        </p>
       )}
     </div>
   );

@@ -1,15 +1,16 @@
-import type { RequestView } from '../api';
-import { ErrorNote, Progress, Status, Stamp } from '../components';
+import { useState } from 'preact/hooks';
+import { ApiError, call, type RequestView } from '../api';
+import { Confirmed, Done, ErrorNote, Progress, Status, Stamp } from '../components';
 import { useAppConfig, useGet, useMe } from '../hooks';
 import { useLive } from '../live';
-import { stepWord, whatToDo } from '../words';
+import { isRevocationStatus, revokeReasonWords, statusWord, stepWord, whatToDo } from '../words';
 
 const POLL_MS = 3000;
 
 /** Todo is "What to do" in words, with "Request again" once the request
  * is over (rejected, closed, expired). */
 function Todo({ x }: { x: RequestView }) {
-  const t = whatToDo(x.status, x.step.name, x.hint, x.expiresAt);
+  const t = whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt);
   return (
     <span class={t.bad ? 'bad' : ''} data-testid="todo">
       {t.words}
@@ -49,6 +50,7 @@ export function MyRequestsPage({ user }: { user: string }) {
               <tr key={x.operationId} data-operation-id={x.operationId}>
                 <td>
                   <a href={`/requests/${encodeURIComponent(x.operationId)}`}>{x.targetTitle || x.targetKey}</a>
+                  {x.kind === 'REVOKE' && <div class="small" data-testid="removal">removal of this access</div>}
                   {x.targetTitle && <div class="muted mono small">{x.targetKey}</div>}
                 </td>
                 <td>
@@ -86,29 +88,137 @@ function ApproveHere({ status }: { status: string }) {
   );
 }
 
+/** withdrawable: where a withdrawal applies (docs/api.md, "Withdraw a
+ * request") — waiting for the approval, waiting in the batch set (no
+ * batch has claimed it: no batchId yet), or its own merge request open.
+ * The server decides: a claim that came first answers 409, shown in
+ * words. */
+function withdrawable(x: RequestView): boolean {
+  if (x.kind === 'REVOKE' || x.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return false;
+  if (x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT') return true;
+  return (x.status === 'MR_CREATING' || x.status === 'MR_CREATED') && !x.batchId;
+}
+
+/** Actions are what the owner may do to the request now: give an access
+ * in effect back, withdraw a request not yet in effect. Each asks first
+ * (Confirmed) and answers in words; the page then follows the request's
+ * new state by itself. */
+function Actions({ x }: { x: RequestView }) {
+  const [done, setDone] = useState('');
+  const title = x.targetTitle || x.targetKey;
+  const path = `/api/requests/${encodeURIComponent(x.operationId)}`;
+  const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE';
+  const withdraw = withdrawable(x);
+  if (!giveBack && !withdraw) return <Done>{done}</Done>;
+  return (
+    <div class="card actions" data-testid="request-actions">
+      <Done>{done}</Done>
+      {giveBack && (
+        <>
+          <p>No longer need it? Give the access back: it is removed from the access file by a change like the one that granted it, with no approval needed.</p>
+          <Confirmed
+            testid="give-back"
+            label="Give back access"
+            question={`Give back your access to ${title} now? It ends once the removal is deployed; you can ask again later.`}
+            onDone={setDone}
+            run={async () => {
+              const res = await call<{ created: boolean }>('POST', `${path}/revoke`);
+              return res.data.created
+                ? 'Your access is being given back: it is being removed from the access file and ends once that change is deployed.'
+                : 'Your access was already being removed; nothing was sent twice.';
+            }}
+          />
+        </>
+      )}
+      {withdraw && (
+        <>
+          <p>Changed your mind? You can withdraw this request while it has not taken effect.</p>
+          <Confirmed
+            testid="withdraw"
+            label="Withdraw"
+            question={`Withdraw your request for ${title}? It will not take effect; you can ask again later.`}
+            onDone={setDone}
+            run={async () => {
+              try {
+                const res = await call<RequestView>('POST', `${path}/withdraw`);
+                if (res.code === 'ACCEPTED') return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
+                if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return 'Withdrawn: nothing of this request takes effect.';
+                return `It had already ended: ${statusWord(res.data.status).toLowerCase()}.`;
+              } catch (e) {
+                // The merge won the race: say what to do in words, not
+                // with the API's path the message names.
+                if (e instanceof ApiError && e.code === 'ALREADY_IN_EFFECT') {
+                  throw new ApiError(
+                    'It can no longer be withdrawn: the change was merged and takes effect. Once it is in effect, you can give the access back on this page.',
+                    e.code,
+                    e.status,
+                  );
+                }
+                throw e;
+              }
+            }}
+          />
+        </>
+      )}
+    </div>
+  );
+}
+
 export function RequestPage({ id, user }: { id: string; user: string }) {
   // Pushed over the request's event stream; polled while it is down.
   const r = useLive<RequestView>(`/api/requests/${encodeURIComponent(id)}`, POLL_MS, [user]);
   const me = useMe(user).data;
   const x = r.data;
-  const now = x ? stepWord(x.step.name) : '';
+  // A grant whose access is being removed (or was) is at its own last
+  // step, "in effect": what happens now is its removal's, one link away.
+  const now = x && !(x.kind !== 'REVOKE' && isRevocationStatus(x.status)) ? stepWord(x.step.name) : '';
   return (
     <section data-live={r.live ? 'stream' : 'poll'}>
-      <h1>{x ? `Access to ${x.targetTitle || x.targetKey}` : 'Request'}</h1>
+      <h1>{x ? `${x.kind === 'REVOKE' ? 'Removing access to' : 'Access to'} ${x.targetTitle || x.targetKey}` : 'Request'}</h1>
       <p class="lead">
         Request <span class="mono wrap">{id}</span>
       </p>
       <ErrorNote>{r.error}</ErrorNote>
       {r.loading && !x && <p>Loading…</p>}
       {x && <ApproveHere status={x.status} />}
+      {x && <Actions key={x.operationId} x={x} />}
       {x && (
         <div class="card" data-testid="request-detail" data-operation-id={x.operationId}>
-          <Progress status={x.status} />
+          {x.kind !== 'REVOKE' && !isRevocationStatus(x.status) && <Progress status={x.status} />}
           <dl class="facts">
             <dt>Target</dt>
             <dd>
               {x.targetTitle || x.targetKey} <span class="muted mono small">({x.targetKey})</span>
             </dd>
+            {x.kind === 'REVOKE' && x.grantOperationId && (
+              <>
+                <dt>Ends the access of</dt>
+                <dd>
+                  <a href={`/requests/${encodeURIComponent(x.grantOperationId)}`} data-testid="grant-link">
+                    your request
+                  </a>{' '}
+                  {revokeReasonWords(x.revokeReason)}
+                </dd>
+              </>
+            )}
+            {x.revocationId && (
+              <>
+                <dt>Removal</dt>
+                <dd>
+                  <a href={`/requests/${encodeURIComponent(x.revocationId)}`} data-testid="revocation-link">
+                    follow the removal of this access
+                  </a>
+                </dd>
+              </>
+            )}
+            {x.status === 'REVOKED' && (
+              <>
+                <dt>Removed on</dt>
+                <dd data-testid="removed-on">
+                  <Stamp iso={x.updatedAt} />
+                </dd>
+              </>
+            )}
             {x.reason && (
               <>
                 <dt>Reason</dt>

@@ -1,0 +1,280 @@
+// Browser tests of the lifecycle after "in effect" (docs/webapp.md,
+// "Giving access back, withdrawing"): a person gives an access back and
+// follows its removal to "removed, you can ask again"; withdraws a request
+// that waits for its approval; reads a refused withdrawal in words; an
+// operator sees a revocation in the console, follows it from its grant and
+// re-triggers one whose removal failed. Against the real binary and its
+// simulators. Run: npm test --prefix web.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { launchBrowser, newPage, repoRoot, skipReason, startServer } from './harness.js';
+
+const skip = skipReason();
+const update = process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1';
+
+/** shot writes docs/screenshots/<name>.png when asked to
+ * (CHANGEFLOW_UPDATE_SCREENSHOTS=1), else under web/tests/artifacts. */
+async function shot(page, name) {
+  const dir = update ? join(repoRoot, 'docs', 'screenshots') : join(repoRoot, 'web', 'tests', 'artifacts');
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`), fullPage: true });
+}
+
+/** control posts to a simulator's control API and wants 200. */
+async function control(server, path, body) {
+  const r = await fetch(`${server.sim}${path}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body ?? {}),
+  });
+  assert.equal(r.status, 200, `${path}: ${r.status} ${await r.text()}`);
+  return r;
+}
+
+/** approvalOf waits for operationId's approval form in the simulator. */
+async function approvalOf(server, operationId, status = 'PENDING') {
+  for (const deadline = Date.now() + 20000; Date.now() < deadline; ) {
+    const list = await (await fetch(`${server.sim}/approval/_control/approvals`)).json();
+    const form = list.items.find((a) => a.operationId === operationId && (!status || a.status === status));
+    if (form) return form;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`no ${status} approval form for ${operationId}`);
+}
+
+/** submit posts a request as account straight to the API. */
+async function submit(server, account, operationId, targetKey, reason) {
+  const r = await fetch(`${server.base}/api/requests`, {
+    method: 'POST',
+    headers: { 'X-Auth-Request-User': account, 'Idempotency-Key': operationId, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ targetKey, reason }),
+  });
+  assert.equal(r.status, 202, await r.text());
+}
+
+/** inEffect submits and approves a request and waits until it is in
+ * effect (the status read, as the page would see it). */
+async function inEffect(server, account, operationId, targetKey) {
+  await submit(server, account, operationId, targetKey, 'lifecycle test');
+  const form = await approvalOf(server, operationId);
+  await control(server, `/approval/_control/approvals/${form.approvalId}/approve`);
+  await statusIs(server, account, operationId, 'VALIDATED');
+}
+
+/** statusIs polls the status read until the request reaches status. */
+async function statusIs(server, account, operationId, status, timeout = 90000) {
+  let last;
+  for (const deadline = Date.now() + timeout; Date.now() < deadline; ) {
+    const r = await fetch(`${server.base}/api/requests/${encodeURIComponent(operationId)}`, { headers: { 'X-Auth-Request-User': account } });
+    last = (await r.json()).data;
+    if (last?.status === status) return last;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.fail(`${operationId} never reached ${status}; last ${JSON.stringify(last)}`);
+}
+
+describe('giving access back and withdrawing, in a real browser', { skip: skip || false }, () => {
+  let server;
+  let chrome;
+  before(async () => {
+    server = await startServer({ applyLimit: 100 });
+    chrome = await launchBrowser();
+  });
+  after(async () => {
+    await chrome?.close();
+    await server?.stop();
+  });
+
+  it('alice gives her access back after confirming, and the page follows the removal to "removed, you can ask again"', async () => {
+    const id = 'web-give-back-1';
+    await inEffect(server, 'alice', id, 'billing-dashboard');
+    const page = await newPage(chrome.browser, server.base, 'alice');
+    const posts = [];
+    page.on('request', (r) => r.method() === 'POST' && posts.push(new URL(r.url()).pathname));
+    await page.goto(`/requests/${id}`);
+    const detail = page.locator('[data-testid=request-detail]');
+    await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor();
+    assert.match(await detail.innerText(), /you have access until .*It ends on its own then/);
+    const giveBack = page.locator('[data-testid=give-back]');
+    assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'nothing to withdraw once in effect');
+
+    // Asked first; a cancel sends nothing.
+    await giveBack.getByRole('button', { name: 'Give back access' }).click();
+    assert.match(await giveBack.innerText(), /Give back your access to Billing dashboard now\? It ends once the removal is deployed/);
+    await giveBack.getByRole('button', { name: 'Cancel' }).click();
+    assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
+    await giveBack.getByRole('button', { name: 'Give back access' }).click();
+    await shot(page, 'give-back');
+    await giveBack.getByRole('button', { name: 'Yes, give back access' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.match(await done.innerText(), /^Your access is being given back: it is being removed from the access file/);
+    assert.deepEqual(posts, [`/api/requests/${id}/revoke`], 'exactly one POST');
+
+    // The page follows the removal through its MR and deployment by itself.
+    await detail.locator('.status', { hasText: 'Access removed; you can ask again' }).waitFor({ timeout: 90000 });
+    const text = await detail.innerText();
+    assert.match(text, /Your access was removed on [A-Z][a-z]{2} \d+, \d{4}, \d\d:\d\d [AP]M UTC; you can ask again/);
+    assert.match(await detail.locator('[data-testid=removed-on]').innerText(), /UTC/);
+    assert.equal(await detail.locator('[data-testid=request-again]').getAttribute('href'), '/request/billing-dashboard');
+    assert.equal(await page.locator('[data-testid=give-back]').count(), 0, 'nothing left to give back');
+    assert.equal(await detail.locator('[data-testid=access-until]').count(), 0);
+    await shot(page, 'request-revoked');
+
+    // The removal is a request of alice's own, linked both ways.
+    await detail.locator('[data-testid=revocation-link]').click();
+    await page.waitForURL(`**/requests/${id}~revoke`);
+    await page.locator('h1', { hasText: 'Removing access to Billing dashboard' }).waitFor();
+    const removal = page.locator(`[data-testid=request-detail][data-operation-id="${id}~revoke"]`);
+    await removal.waitFor();
+    assert.match(await removal.innerText(), /You gave it back\./);
+    assert.equal(await removal.locator('[data-testid=grant-link]').getAttribute('href'), `/requests/${id}`);
+
+    // "My requests" lists both, the removal marked as one.
+    await page.goto('/requests');
+    const grantRow = page.locator(`[data-testid=my-requests] tr[data-operation-id="${id}"]`);
+    const removalRow = page.locator(`[data-testid=my-requests] tr[data-operation-id="${id}~revoke"]`);
+    await grantRow.waitFor();
+    assert.match(await grantRow.innerText(), /Access removed; you can ask again/);
+    assert.equal(await grantRow.locator('[data-testid=removal]').count(), 0);
+    assert.match(await removalRow.locator('[data-testid=removal]').innerText(), /removal of this access/);
+    await page.context().close();
+  });
+
+  it('bob withdraws a request that waits for its approval; the approval is withdrawn too, and a refused withdrawal reads in words', async () => {
+    const id = 'web-withdraw-1';
+    await submit(server, 'bob', id, 'payments-db-readonly', 'withdraw test');
+    await approvalOf(server, id);
+    const page = await newPage(chrome.browser, server.base, 'bob');
+    const posts = [];
+    page.on('request', (r) => r.method() === 'POST' && posts.push(new URL(r.url()).pathname));
+    await page.goto(`/requests/${id}`);
+    const detail = page.locator('[data-testid=request-detail]');
+    await detail.locator('.status', { hasText: 'Waiting for approval' }).waitFor();
+    assert.equal(await page.locator('[data-testid=give-back]').count(), 0, 'nothing to give back before it is in effect');
+    const withdraw = page.locator('[data-testid=withdraw]');
+    await withdraw.getByRole('button', { name: 'Withdraw' }).click();
+    assert.match(await withdraw.innerText(), /Withdraw your request for Payments DB \(read-only\)\? It will not take effect/);
+    assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
+    await withdraw.getByRole('button', { name: 'Yes, withdraw' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.equal(await done.innerText(), 'Withdrawn: nothing of this request takes effect.');
+    assert.deepEqual(posts, [`/api/requests/${id}/withdraw`], 'exactly one POST');
+    await detail.locator('.status', { hasText: 'Closed' }).waitFor();
+    assert.match(await detail.innerText(), /You withdrew this request\. Request again if you need access after all\./);
+    assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'nothing left to withdraw');
+    // The approval system was told: its form is withdrawn.
+    await approvalOf(server, id, 'WITHDRAWN');
+
+    // Too late to withdraw: the server's 409, in words. Faked, because a
+    // real one needs a batch round to claim the request between the look
+    // and the click.
+    const late = 'web-withdraw-2';
+    await submit(server, 'bob', late, 'billing-dashboard', 'withdraw too late');
+    await approvalOf(server, late);
+    let answer = {
+      code: 'REQUEST_IN_PROGRESS',
+      message: 'The request was already taken into batch 7, whose merge request is under way; it can no longer be withdrawn. Once it takes effect you can give the access back.',
+    };
+    await page.route(`**/api/requests/${late}/withdraw`, (route) =>
+      route.fulfill({ status: 409, contentType: 'application/json', body: JSON.stringify({ ...answer, data: null }) }),
+    );
+    await page.goto(`/requests/${late}`);
+    await detail.locator('.status', { hasText: 'Waiting for approval' }).waitFor();
+    const w2 = page.locator('[data-testid=withdraw]');
+    await w2.getByRole('button', { name: 'Withdraw' }).click();
+    await w2.getByRole('button', { name: 'Yes, withdraw' }).click();
+    const refusal = w2.locator('.note.error');
+    await refusal.waitFor();
+    assert.equal(await refusal.innerText(), answer.message);
+    // A merge that won the race: what to do, without the API's path.
+    answer = { code: 'ALREADY_IN_EFFECT', message: `The change was merged before it could be withdrawn and takes effect. To end the access, give it back (POST /api/requests/${late}/revoke).` };
+    await w2.getByRole('button', { name: 'Withdraw' }).click();
+    await w2.getByRole('button', { name: 'Yes, withdraw' }).click();
+    await refusal.filter({ hasText: 'no longer' }).waitFor();
+    assert.equal(
+      await refusal.innerText(),
+      'It can no longer be withdrawn: the change was merged and takes effect. Once it is in effect, you can give the access back on this page.',
+    );
+    assert.doesNotMatch(await page.locator('main').innerText(), /POST \/api|ALREADY_IN_EFFECT/);
+    await page.context().close();
+  });
+
+  it('an operator follows a grant to its revocation in the console and re-triggers the removal that failed; it is then removed', async () => {
+    const id = 'web-revoke-failed-1';
+    await inEffect(server, 'adam', id, 'billing-dashboard');
+    // The removal's check pipeline fails: the revocation stops in
+    // REVOKE_FAILED, the access still granted.
+    await control(server, '/gitlab/_control/pipelines', { outcome: 'fail', count: 1 });
+    const given = await fetch(`${server.base}/api/requests/${id}/revoke`, { method: 'POST', headers: { 'X-Auth-Request-User': 'adam' } });
+    assert.equal(given.status, 202);
+    await statusIs(server, 'adam', id, 'REVOKE_FAILED');
+
+    // The owner reads that the access is still theirs.
+    const owner = await newPage(chrome.browser, server.base, 'adam');
+    await owner.goto(`/requests/${id}`);
+    const od = owner.locator('[data-testid=request-detail]');
+    await od.locator('.status.bad', { hasText: 'Removing the access stopped; it is still granted' }).waitFor();
+    assert.match(await od.innerText(), /Removing your access stopped, so you still have it/);
+    await owner.context().close();
+
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    await page.goto(`/console/requests/${id}`);
+    const detail = page.locator('[data-testid=ops-request]');
+    const rev = detail.locator('[data-testid=revocation]');
+    await rev.waitFor();
+    assert.match(await rev.innerText(), new RegExp(`${id}~revoke`));
+    assert.match(await rev.innerText(), /Removing the access stopped; it is still granted — given back by its owner GIVEN_BACK/);
+    await rev.locator('a').click();
+    await page.waitForURL(`**/console/requests/${id}~revoke`);
+    const of = detail.locator('[data-testid=revocation-of]');
+    await of.waitFor();
+    assert.match(await of.innerText(), new RegExp(`^${id} — given back by its owner GIVEN_BACK`));
+    const retrigger = page.locator('[data-testid=retrigger]');
+    await retrigger.waitFor({ timeout: 20000 });
+    assert.match(await detail.innerText(), /This is a revocation: until it is re-triggered and deployed, the entry stays in the access file/);
+    await retrigger.getByRole('button', { name: 'Re-trigger' }).click();
+    await retrigger.getByRole('button', { name: 'Yes, re-trigger' }).click();
+    const done = detail.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.match(await done.innerText(), /^Re-triggered: \w+ runs now \(it had stopped at \w+\)\.$/);
+    await statusIs(server, 'adam', id, 'REVOKED');
+    await detail.locator('dd .status', { hasText: 'Access removed; you can ask again' }).first().waitFor({ timeout: 20000 });
+    await page.context().close();
+  });
+
+  it('the console lists expired entries changeflow did not write, per file, and says it will not remove them', async () => {
+    // Added by hand on main: one expired, one live.
+    const file = 'bindings/prod-console.yaml';
+    const content = '- subject: "hal"\n  expiresAt: "2020-01-02T03:04:05Z"\n  operationId: "added-by-hand"\n' +
+      '- subject: "lena"\n  expiresAt: "2099-01-01T00:00:00Z"\n  operationId: "also-by-hand"\n';
+    const commit = await fetch(`${server.sim}/gitlab/api/v4/projects/1/repository/commits`, {
+      method: 'POST',
+      headers: { 'PRIVATE-TOKEN': 'local-maintainer-token', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ branch: 'main', commit_message: 'hand edit', actions: [{ action: 'create', file_path: file, content }] }),
+    });
+    assert.equal(commit.status, 201, await commit.text());
+
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    await page.goto('/console');
+    await page.getByRole('link', { name: 'Expired, not ours' }).click();
+    const view = page.locator('[data-testid=unowned]');
+    const card = view.locator('.card[data-target=prod-console]');
+    await card.waitFor();
+    assert.match(await view.innerText(), /changeflow will not remove them: it removes only the entries its own requests wrote/);
+    assert.match(await card.innerText(), /Production console/);
+    const rows = card.locator('tbody tr');
+    assert.equal(await rows.count(), 1, 'the live entry is not listed');
+    const hal = card.locator('tr[data-subject=hal]');
+    assert.match(await hal.innerText(), /added-by-hand/);
+    assert.match(await hal.innerText(), /Jan 2, 2020, 03:04 AM UTC/);
+    assert.match(await hal.innerText(), /no request of changeflow’s has this operationId/);
+    // The other files were read and hold nothing to decide.
+    assert.match(await view.locator('[data-testid=unowned-clean]').innerText(), /Nothing to decide in: .*Billing dashboard/);
+    await shot(page, 'console-unowned');
+    await page.context().close();
+  });
+});
