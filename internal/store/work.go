@@ -175,6 +175,10 @@ type WorkCompleteParams struct {
 	// "" with KeepAction false clears it (the request needs no more work).
 	NextAction string
 	Delay      time.Duration
+	// Unattempted gives the claim's attempt back when the same action is
+	// due again: the step made no call (its client's breaker refused it),
+	// so the run must not count against the action's retry budget.
+	Unattempted bool
 	// KeepAction keeps next_action and clears due_at: the row stopped (a
 	// failure) and remembers where, so a retrigger re-runs that action.
 	KeepAction bool
@@ -322,8 +326,11 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 			due, dueArg := d.NowAdd(p.Delay)
 			set += ", next_action = ?, due_at = CASE WHEN expedite_action = ? THEN " + d.Now() + " ELSE " + due + " END"
 			vals = append(vals, p.NextAction, p.NextAction, dueArg)
-			if p.NextAction != nextAction.String {
+			switch {
+			case p.NextAction != nextAction.String:
 				set += ", attempts = 0"
+			case p.Unattempted:
+				set += ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
 			}
 		}
 		set += ", expedite_action = NULL"

@@ -319,7 +319,7 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 			return d.batchBlock(ctx, op.BatchID, reason+"; settling it: "+err.Error())
 		}
 		if transient(err) {
-			return RetryAfter(d.retryDelay(), "settle: "+err.Error()), nil
+			return d.retryLater(err, "settle: "+err.Error()), nil
 		}
 		return Outcome{}, err
 	}

@@ -435,7 +435,7 @@ func (e *Engine) execute(it store.WorkItem) {
 	safety := false
 	if err != nil {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, err.Error()), true
-	} else if out.kind == OutcomeRetry && w.Attempt > e.o.MaxRetries {
+	} else if out.kind == OutcomeRetry && !out.unattempted && w.Attempt > e.o.MaxRetries {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding,
 			fmt.Sprintf("gave up after %d attempts: %s", w.Attempt, out.reason)), true
 	} else if out.kind == 0 {
@@ -496,6 +496,7 @@ func (e *Engine) params(it store.WorkItem, out Outcome, safety bool) store.WorkC
 		p.NextAction, p.Delay = it.Operation.NextAction, max(0, out.at.Sub(e.o.Clock.Now()))
 	case OutcomeRetry:
 		p.NextAction, p.Delay = it.Operation.NextAction, out.delay
+		p.Unattempted = out.unattempted
 	case OutcomeFail, OutcomeTimedOut:
 		p.KeepAction = true
 		p.UnlessStopped = safety

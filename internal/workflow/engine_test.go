@@ -302,3 +302,47 @@ func TestAnActionClaimedTooOftenEndsInItsDeclaredFailure(t *testing.T) {
 		require.Zero(t, c.get("op-1"), "the step did not run again")
 	})
 }
+
+// TestRetriesRefusedByAnOpenBreakerAreNotAttempts: a step whose client's
+// breaker refused the call made no attempt. Twenty such retries with
+// MaxRetries 3 do not stop the request, and Work.Attempt counts only the
+// runs that tried: a step that then fails for real twice and succeeds
+// finishes; one that keeps failing for real gives up after exactly
+// MaxRetries+1 real attempts, as without the breaker.
+func TestRetriesRefusedByAnOpenBreakerAreNotAttempts(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		breakerThen := func(realFailures int) workflow.Step {
+			var mu sync.Mutex
+			refused := map[string]int{}
+			return workflow.StepFunc{Decl: createDecl, Fn: func(_ context.Context, w workflow.Work) (workflow.Outcome, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				op := w.Operation.OperationID
+				if refused[op] < 20 {
+					refused[op]++
+					return workflow.RetryAfter(0, "gitlab CreateMR: circuit open").Unattempted(), nil
+				}
+				if w.Attempt <= realFailures {
+					return workflow.RetryAfter(0, fmt.Sprintf("gitlab CreateMR: 502 (real attempt %d)", w.Attempt)), nil
+				}
+				return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+			}}
+		}
+		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3}, map[string]workflow.Step{
+			"recovers": breakerThen(2), "stays-down": breakerThen(1000),
+		})
+		submit(t, s, "op-recovers", "recovers")
+		submit(t, s, "op-stays-down", "stays-down")
+		require.NoError(t, e.Start(t.Context()))
+		stopped := func(o store.Operation) bool { return o.LeaseOwner == "" && (o.DueAt.IsZero() || o.NextAction == "") }
+
+		o := waitOp(t, s, "op-recovers", stopped)
+		require.Equal(t, domain.StepCreateMRCreated.String(), domain.StepStatus(o.Step).String(), o.LastError)
+
+		o = waitOp(t, s, "op-stays-down", stopped)
+		require.Equal(t, domain.StepCreateFailed.String(), domain.StepStatus(o.Step).String())
+		require.Contains(t, o.LastError, "gave up after 4 attempts")
+		require.Contains(t, o.LastError, "real attempt 4", "the budget counted only real attempts")
+	})
+}

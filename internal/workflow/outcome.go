@@ -84,6 +84,10 @@ type Outcome struct {
 	t      Transition
 	reason string
 	hooks  []FlipHook
+	// unattempted marks a retry whose step made no remote call (the
+	// client's breaker refused it): it does not count against
+	// Options.MaxRetries, and the claim's attempt is given back.
+	unattempted bool
 }
 
 // Done finishes the action, writes t and makes next due at once; next ""
@@ -99,6 +103,18 @@ func WaitUntil(at time.Time, t Transition) Outcome { return Outcome{kind: Outcom
 // last_error. Options.MaxRetries bounds it.
 func RetryAfter(d time.Duration, reason string) Outcome {
 	return Outcome{kind: OutcomeRetry, delay: d, reason: reason}
+}
+
+// Unattempted marks a retry whose step made no remote call (its client's
+// breaker refused it): it does not count against Options.MaxRetries, and
+// the claim's attempt is given back, so Work.Attempt counts only runs that
+// tried. Options.MaxClaims still bounds how often the action is claimed.
+// On any other outcome it changes nothing.
+func (o Outcome) Unattempted() Outcome {
+	if o.kind == OutcomeRetry {
+		o.unattempted = true
+	}
+	return o
 }
 
 // Fail stops the row in a specific failure state, which wins over the

@@ -48,7 +48,7 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 	a, err := approval.EnsureSubmitted(ctx, d.Approval, form)
 	if err != nil {
 		if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
-			return RetryAfter(d.retryDelay(), "submit approval: "+err.Error()), nil
+			return d.retryLater(err, "submit approval: "+err.Error()), nil
 		}
 		return Fail(domain.StepCreateApprovalFailed, domain.BindingCreateFailed, "submit approval: "+err.Error()), nil
 	}

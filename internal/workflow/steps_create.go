@@ -138,7 +138,7 @@ func (d Deps) readBindingFile(ctx context.Context, project, path, ref string) (b
 // into an error for the safety net.
 func (d Deps) retryOr(err error, what string) (Outcome, error) {
 	if transient(err) {
-		return RetryAfter(d.retryDelay(), what+": "+err.Error()), nil
+		return d.retryLater(err, what+": "+err.Error()), nil
 	}
 	return Outcome{}, fmt.Errorf("%s: %w", what, err)
 }

@@ -138,6 +138,23 @@ func transient(err error) bool {
 	return gitlab.IsTransient(err) || gitlab.OutcomeUnknown(err) || gitlab.IsBreakerOpen(err)
 }
 
+// retryLater is the RetryAfter of a transient remote failure. A call its
+// client's breaker refused was never made: the retry is unattempted, so
+// the time a breaker stays open (breaker.openFor, 30 s) does not spend the
+// action's retry budget (workflow.maxRetries × the retry delay, 10 × 5 s)
+// — under load the breaker used to open once and every claim while it was
+// open counted, and a request stopped in a failure state although GitLab
+// had answered its last real call. Real attempts still count, so a
+// dependency that stays down still ends in the declared failure state,
+// one probe per open interval. Options.MaxClaims still bounds the claims.
+func (d Deps) retryLater(err error, reason string) Outcome {
+	out := RetryAfter(d.retryDelay(), reason)
+	if gitlab.IsBreakerOpen(err) || approval.IsBreakerOpen(err) {
+		return out.Unattempted()
+	}
+	return out
+}
+
 // Declarations of the business steps (R-WF-4): the state the safety net
 // leaves on an error or panic, and on a pool refusal.
 var (

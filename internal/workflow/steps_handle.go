@@ -136,7 +136,7 @@ func (d Deps) approve(ctx context.Context, w Work) (Outcome, error) {
 			// The head moved since the read: read again and approve that.
 			return RetryAfter(0, string(bot)+": "+err.Error()), nil
 		case transient(err):
-			return RetryAfter(d.retryDelay(), string(bot)+": "+err.Error()), nil
+			return d.retryLater(err, string(bot)+": "+err.Error()), nil
 		}
 		return Fail(domain.StepHandleApproveFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("%s could not approve MR !%d: %v", bot, mr.IID, err)), nil
@@ -173,7 +173,7 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 	case gitlab.IsConflict(err):
 		return RetryAfter(0, "head moved: "+err.Error()), nil
 	case transient(err):
-		return RetryAfter(d.retryDelay(), "merge: "+err.Error()), nil
+		return d.retryLater(err, "merge: "+err.Error()), nil
 	case !gitlab.IsMethodNotAllowed(err) && !gitlab.IsMergeFailed(err):
 		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
 	}
@@ -210,7 +210,7 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 	}
 	if err := d.GitLab.Rebase(ctx, h.project, mr.IID); err != nil && !gitlab.IsConflict(err) {
 		if transient(err) {
-			return RetryAfter(d.retryDelay(), "rebase: "+err.Error()), nil
+			return d.retryLater(err, "rebase: "+err.Error()), nil
 		}
 		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "rebase: "+err.Error()), nil
 	}

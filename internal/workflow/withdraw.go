@@ -146,7 +146,7 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 // 429, 5xx, open breaker) and fails on anything else.
 func (d Deps) approvalRetryOr(err error, what string) (Outcome, error) {
 	if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
-		return RetryAfter(d.retryDelay(), what+": "+err.Error()), nil
+		return d.retryLater(err, what+": "+err.Error()), nil
 	}
 	return Outcome{}, fmt.Errorf("%s: %w", what, err)
 }
