@@ -44,7 +44,7 @@ export function freePort() {
 /** The local profile's configuration, on free ports and a temp database.
  * production: no embedded simulators and no loopback trust — the shape
  * of a production configuration (docs/deploy.md), served on loopback. */
-function configYAML(dir, applyLimit, simPort, port, production = false) {
+function configYAML(dir, applyLimit, simPort, port, production = false, extra = '') {
   const sim = `http://127.0.0.1:${simPort}`;
   const yaml = `
 server:
@@ -120,7 +120,7 @@ targets:
     file: bindings/legacy-ftp.yaml
     accessMode: CLOSED
 `;
-  if (!production) return yaml;
+  if (!production) return yaml + extra;
   return yaml.replace('  embedded: true\n', '  embedded: false\n').replace('  trustedProxies: [127.0.0.1/32, "::1/128"]\n', '');
 }
 
@@ -174,7 +174,9 @@ export function buildRelease(release = '') {
  * data directory (by default a new one) on a port (by default a free one).
  * Two releases share one origin and one database by passing the same dir
  * and port. */
-export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0, production = false } = {}) {
+/** extra is YAML appended to the configuration: top-level sections the
+ * base one does not have (expiry: …), for a test that needs them. */
+export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0, production = false, extra = '' } = {}) {
   const ownBin = !bin;
   if (!bin) bin = buildRelease('');
   const ownDir = !dir;
@@ -182,7 +184,7 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   writeFileSync(join(dir, 'directory.yaml'), readFileSync(join(repoRoot, 'cmd/changeflow/local/directory.yaml')));
   const cfg = join(dir, 'changeflow.yaml');
   const simPort = await freePort();
-  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port, production));
+  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port, production, extra));
 
   const child = spawn(bin, ['serve', '--config', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

@@ -9,9 +9,10 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { launchBrowser, newPage, repoRoot, skipReason, startServer } from './harness.js';
+import { launchBrowser, newPage, repoRoot, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
 
 const skip = skipReason();
+const noSqlite = skip ? '' : sqliteSkipReason();
 const update = process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1';
 
 /** shot writes docs/screenshots/<name>.png when asked to
@@ -79,7 +80,9 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
   let server;
   let chrome;
   before(async () => {
-    server = await startServer({ applyLimit: 100 });
+    // The scheduled expiry scan waits longer than any test, so the
+    // console's manual scan is the one that finds the expired grant.
+    server = await startServer({ applyLimit: 100, extra: 'expiry:\n  interval: 1h\n' });
     chrome = await launchBrowser();
   });
   after(async () => {
@@ -243,6 +246,38 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     assert.match(await done.innerText(), /^Re-triggered: \w+ runs now \(it had stopped at \w+\)\.$/);
     await statusIs(server, 'adam', id, 'REVOKED');
     await detail.locator('dd .status', { hasText: 'Access removed; you can ask again' }).first().waitFor({ timeout: 20000 });
+    await page.context().close();
+  });
+
+  it('an operator runs the expiry scan from the console after confirming: an expired grant is found and removed', { skip: noSqlite || false }, async () => {
+    const id = 'web-expired-1';
+    await inEffect(server, 'olivia', id, 'payments-db-readonly');
+    // Its time is up (the database clock decides); only the operator's
+    // scan runs before the test ends.
+    sqlite(server.db, `UPDATE binding SET expires_at = '2020-01-01 00:00:00.000' WHERE operation_id = '${id}'`);
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    const posts = [];
+    page.on('request', (r) => r.method() === 'POST' && posts.push(new URL(r.url()).pathname));
+    await page.goto('/console/batches');
+    const scan = page.locator('[data-testid=run-expiry-scan]');
+    await scan.getByRole('button', { name: 'Run expiry scan now' }).click();
+    assert.match(await scan.innerText(), /Look for accesses whose time is up now, and start removing each/);
+    assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
+    await scan.getByRole('button', { name: 'Yes, run expiry scan now' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.equal(await done.innerText(), 'The expiry scan found 1 expired access(es) and started removing 1.');
+    assert.deepEqual(posts, ['/ops/expiry/scan']);
+    const gone = await statusIs(server, 'olivia', id, 'REVOKED');
+    assert.equal(gone.revocationId, `${id}~revoke`);
+    await page.goto(`/console/requests/${id}~revoke`);
+    assert.match(await page.locator('[data-testid=revocation-of]').innerText(), /expired \(the expiry scan\) EXPIRED/);
+    // Nothing else has expired: a second scan says so.
+    await page.goto('/console/batches');
+    await scan.getByRole('button', { name: 'Run expiry scan now' }).click();
+    await scan.getByRole('button', { name: 'Yes, run expiry scan now' }).click();
+    await done.waitFor();
+    assert.equal(await done.innerText(), 'The expiry scan found no access whose time is up.');
     await page.context().close();
   });
 

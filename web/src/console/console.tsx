@@ -505,6 +505,20 @@ function Batches() {
             return `Reconciliation checked ${d.scanned} request(s): ${d.validated} now in effect, ${d.waiting} still waiting.`;
           }}
         />
+        <Confirmed
+          testid="run-expiry-scan"
+          label="Run expiry scan now"
+          question="Look for accesses whose time is up now, and start removing each (safe beside the scheduled scans)?"
+          onDone={setDone}
+          run={async () => {
+            const res = await call<{ scanned: number; revoked: number; chunks: number }>('POST', '/ops/expiry/scan', {});
+            r.reload();
+            const d = res.data;
+            if (d.scanned === 0) return 'The expiry scan found no access whose time is up.';
+            const others = d.scanned - d.revoked;
+            return `The expiry scan found ${d.scanned} expired access(es) and started removing ${d.revoked}${others > 0 ? `; ${others} were being removed already` : ''}.`;
+          }}
+        />
       </div>
       <ErrorNote>{r.error}</ErrorNote>
       {r.data && r.data.items.length === 0 && <p class="muted">No batches yet.</p>}
