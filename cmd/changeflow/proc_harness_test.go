@@ -523,6 +523,19 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// waitForOrTell is waitFor whose timeout also says what tell finds (read
+// at the timeout, from the database the test is about to drop).
+func waitForOrTell(t *testing.T, timeout time.Duration, what string, tell func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s:%s", timeout, what, tell())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // procConfig is the serve configuration of the process tests: the
 // simulated world at simURL, MariaDB at dsn, short leases, polls and
 // rounds so the tests run in seconds; extra is appended (YAML).

@@ -200,7 +200,7 @@ func (w *manyWorld) untilAllValidated() {
 func (w *manyWorld) untilAllValidatedWithin(timeout time.Duration) {
 	t, count := w.t, w.count
 	t.Helper()
-	waitFor(t, timeout, "every request VALIDATED", func() bool {
+	waitForOrTell(t, timeout, "every request VALIDATED", w.stuckAccount, func() bool {
 		if err := w.sampleErr.Load(); err != nil {
 			t.Fatalf("sampler: %v", err)
 		}
@@ -220,6 +220,51 @@ func (w *manyWorld) untilAllValidatedWithin(timeout time.Duration) {
 	w.stopSampler()
 	t.Logf("all %d VALIDATED %v after the first submission; %d batches; %d samples of the batch table",
 		len(w.reqs), time.Since(w.submitted).Round(time.Millisecond), count("SELECT COUNT(*) FROM merge_batch"), w.samples.Load())
+}
+
+// stuckAccount tells where the requests that are not VALIDATED are: a
+// count per binding status, step and next action (due, leased), the
+// first few with their last error, and the batches still active — what a
+// timed-out convergence needs, which is dropped with the test database.
+func (w *manyWorld) stuckAccount() string {
+	ctx := context.WithoutCancel(w.t.Context())
+	var b strings.Builder
+	rows, err := w.st.DB().QueryContext(ctx, "SELECT b.status, o.step_status, COALESCE(o.next_action, ''),"+
+		" CASE WHEN o.due_at IS NULL THEN 'not due' ELSE 'due' END, CASE WHEN o.lease_owner IS NULL THEN '' ELSE 'leased' END,"+
+		" COUNT(*), MIN(o.operation_id), MIN(COALESCE(o.last_error, ''))"+
+		" FROM binding b JOIN operation o ON o.operation_id = b.operation_id WHERE b.status <> 'VALIDATED'"+
+		" GROUP BY b.status, o.step_status, o.next_action, o.due_at IS NULL, o.lease_owner IS NULL")
+	if err != nil {
+		return err.Error()
+	}
+	for rows.Next() {
+		var status, next, due, leased, example, lastErr string
+		var step, n int
+		if err := rows.Scan(&status, &step, &next, &due, &leased, &n, &example, &lastErr); err != nil {
+			rows.Close()
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "\n  %d × %s / %s, next %q %s %s (e.g. %s: %q)", n, status, domain.StepStatus(step), next, due, leased, example, lastErr)
+	}
+	rows.Close()
+	rows, err = w.st.DB().QueryContext(ctx, "SELECT id, project_id, status, version, COALESCE(mr_iid, 0), COALESCE(failure_message, '') FROM merge_batch WHERE status IN (1, 4)")
+	if err != nil {
+		return b.String() + "\n" + err.Error()
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, project, version, mr int64
+		var status int
+		var msg string
+		if err := rows.Scan(&id, &project, &status, &version, &mr, &msg); err != nil {
+			return b.String() + "\n" + err.Error()
+		}
+		fmt.Fprintf(&b, "\n  active batch %d of project %d: status %d version %d MR !%d %s", id, project, status, version, mr, msg)
+	}
+	if b.Len() == 0 {
+		return "\n  every binding VALIDATED; no batch active"
+	}
+	return b.String()
 }
 
 // batchAccount tells, for every request not in exactly one succeeded
