@@ -281,6 +281,38 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await page.context().close();
   });
 
+  it('an operator revokes someone\'s access from the console with a reason; without one the server\'s words say why not', async () => {
+    const id = 'web-ops-revoke-1';
+    await inEffect(server, 'alice', id, 'payments-db-readonly');
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    const posts = [];
+    page.on('request', (r) => r.method() === 'POST' && posts.push(new URL(r.url()).pathname));
+    await page.goto(`/console/requests/${id}`);
+    const card = page.locator('[data-testid=ops-revoke-card]');
+    await card.waitFor();
+    const revoke = card.locator('[data-testid=ops-revoke]');
+    await revoke.getByRole('button', { name: 'Revoke access' }).click();
+    assert.match(await revoke.innerText(), /Revoke alice's access now\? It ends once the removal is deployed\./);
+    assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
+    // No reason: the server refuses, in its words.
+    await revoke.getByRole('button', { name: 'Yes, revoke access' }).click();
+    const refusal = revoke.locator('.note.error');
+    await refusal.waitFor();
+    assert.match(await refusal.innerText(), /^reason is required: say why the access is revoked/);
+    await card.locator('input[name=revoke-reason]').fill('left the team');
+    await revoke.getByRole('button', { name: 'Revoke access' }).click();
+    await revoke.getByRole('button', { name: 'Yes, revoke access' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.equal(await done.innerText(), `Revoked: ${id}~revoke removes the entry; the access ends once that is deployed.`);
+    assert.deepEqual(posts, [`/ops/requests/${id}/revoke`, `/ops/requests/${id}/revoke`]);
+    await page.locator('[data-testid=revocation]').waitFor();
+    assert.match(await page.locator('[data-testid=revocation]').innerText(), /revoked by an operator OPERATOR: “left the team”/);
+    assert.equal(await page.locator('[data-testid=ops-revoke-card]').count(), 0, 'nothing left to revoke');
+    await statusIs(server, 'alice', id, 'REVOKED');
+    await page.context().close();
+  });
+
   it('the console lists expired entries changeflow did not write, per file, and says it will not remove them', async () => {
     // Added by hand on main: one expired, one live.
     const file = 'bindings/prod-console.yaml';

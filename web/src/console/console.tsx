@@ -184,6 +184,51 @@ function waitsForApproval(x: OpsRequest): boolean {
   return x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT';
 }
 
+/** inEffect: a grant that holds its binding in effect — what an operator
+ * may revoke (POST /ops/requests/{id}/revoke answers 409 otherwise). */
+function inEffect(x: OpsRequest, id: string): boolean {
+  return x.operation.kind !== 'REVOKE' && x.binding?.status === 'VALIDATED' && x.binding.operationId === id;
+}
+
+/** RevokeCard revokes someone's access in effect, with the reason the
+ * operator gives (required; it goes into the removal MR's description and
+ * the audit). The server checks the reason; its words stay beside the
+ * button. */
+function RevokeCard({ id, subject, onDone, reload }: { id: string; subject: string; onDone: (m: string) => void; reload: () => void }) {
+  const [reason, setReason] = useState('');
+  return (
+    <div class="card actions" data-testid="ops-revoke-card">
+      <p>
+        This access is in effect. To end it before its expiry, revoke it with a reason: its entry is removed from the access file by a
+        merge request like the one that granted it, with no approval.
+      </p>
+      <div class="row">
+        <input
+          name="revoke-reason"
+          class="lookup"
+          placeholder="why the access is revoked"
+          aria-label="Reason for revoking"
+          value={reason}
+          onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+        />
+      </div>
+      <Confirmed
+        testid="ops-revoke"
+        label="Revoke access"
+        question={`Revoke ${subject}'s access now? It ends once the removal is deployed.`}
+        onDone={onDone}
+        run={async () => {
+          const res = await call<{ created: boolean; revocationId: string }>('POST', `/ops/requests/${encodeURIComponent(id)}/revoke`, { reason });
+          reload();
+          return res.data.created
+            ? `Revoked: ${res.data.revocationId} removes the entry; the access ends once that is deployed.`
+            : `It was already being removed (${res.data.revocationId}); nothing was sent twice.`;
+        }}
+      />
+    </div>
+  );
+}
+
 function OpsRequestView({ id }: { id: string }) {
   const r = useGet<OpsRequest>(`/ops/requests/${encodeURIComponent(id)}`, 3000);
   const [done, setDone] = useState('');
@@ -195,6 +240,7 @@ function OpsRequestView({ id }: { id: string }) {
       {r.loading && !x && <p>Loading…</p>}
       {x && (
         <>
+          {inEffect(x, id) && <RevokeCard id={id} subject={x.operation.subject} onDone={setDone} reload={r.reload} />}
           {(stopped(x.operation) || unpolled(x)) && (
             <div class="card actions">
               {stopped(x.operation) ? (
