@@ -106,7 +106,10 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepCreateApprovalSubmitting: join([]StepStatus{StepCreateApprovalSubmitted, StepCreateApprovalFailed},
 		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}, withdrawnBy),
 	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}, withdrawnBy),
-	StepCreateAdmitted:          join([]StepStatus{StepCreateStarted, StepCloseCancelled}, createFailures, withdrawnBy),
+	// CREATE_ADMITTED → REVOKE_ABSENT: a batch round settles a revocation
+	// whose entry is already gone from the default branch at once (the
+	// binding move REVOKING → REVOKED keeps it to revocations).
+	StepCreateAdmitted: join([]StepStatus{StepCreateStarted, StepCloseCancelled, StepRevokeAbsent}, createFailures, withdrawnBy),
 
 	StepCreateFailed:          join(createRetrigger, batchRequeue),
 	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue),

@@ -303,6 +303,9 @@ func (r *Rounds) stopBuilding(ctx context.Context, id int64, self string) {
 //     CREATE_MR_CREATED (checked moves, batched statements), and the
 //     driver's batch_poll_pipeline due now.
 //
+// Before 2, revocation members with nothing left to remove are settled
+// at once and leave the batch (settleAbsentRemovals, round_absent.go).
+//
 // A crash anywhere before 4 commits leaves a RUNNING batch without an MR
 // recorded; the next round on any instance finds the slot occupied by it
 // and runs startBatch again, which adopts what the dead one did.
@@ -313,6 +316,11 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 	}
 	if len(ops) == 0 {
 		return 0, 0, fmt.Errorf("batch %d has no members", b.ID)
+	}
+	// Revocations a round of this batch already settled as nothing to
+	// remove are no longer part of its change (round_absent.go).
+	if ops = remainingMembers(ops); len(ops) == 0 {
+		return 0, 0, nil // settled with the batch in one transaction
 	}
 	project := strconv.FormatInt(b.ProjectID, 10)
 	branch := BatchBranchName(b.ID)
@@ -327,6 +335,13 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return mr.IID, len(ops), err
 	}
 	if !found {
+		// Before the commit is built: revocations whose entry is gone from
+		// the default branch are settled at once and leave the batch.
+		if ops, err = d.settleAbsentRemovals(ctx, b, project, ops); errors.Is(err, errNoMembersLeft) {
+			return 0, 0, nil
+		} else if err != nil {
+			return 0, len(ops), err
+		}
 		title, body, err := d.commitBatch(ctx, b, project, branch, ops)
 		if err != nil {
 			return 0, len(ops), err
