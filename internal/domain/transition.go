@@ -117,9 +117,12 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepCreateApprovalFailed:  createRetrigger,
 	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue, withdrawnBy),
 
-	StepHandleStarted:         join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
-	StepHandleApproved:        join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
-	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
+	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
+	StepHandleApproved: join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
+	// HANDLE_REBASING → REVOKE_ABSENT: regenerating a removal whose entry
+	// is gone from the target's head (the binding move REVOKING → REVOKED
+	// keeps it to revocations).
+	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged, StepRevokeAbsent}, handleFailures, calledBack, batchRequeue),
 	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue),
 	StepHandleMerged:          join(calledBack, revokeDone),
 

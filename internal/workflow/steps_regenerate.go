@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
 )
 
 // regeneratedNote starts the step-history note of a finished
@@ -75,7 +76,19 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 	if err != nil {
 		return d.retryOr(err, "read binding file")
 	}
+	// The request's edit on the target's head: a grant adds (or
+	// replaces) its entry; a revocation removes its grant's entry — and
+	// when that is already gone from the head (removed by hand meanwhile),
+	// there is nothing left to remove or to deploy.
 	want := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID}).Marshal()
+	message := commitMessage(op)
+	if op.Kind == domain.OperationRevoke {
+		next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
+		if !removed {
+			return d.regenerateNothingToRemove(ctx, h.project, mr, target.File, base.CommitID, op)
+		}
+		want, message = next.Marshal(), removalMessage(op)
+	}
 
 	head, done, err := d.regeneratedOn(ctx, h.project, mr.SourceBranch, base.CommitID, target.File, op.OperationID, want)
 	if err != nil {
@@ -90,7 +103,7 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 		// commit on what was read of the target: the same pin as create_mr.
 		at := pin{SHA: base.CommitID, BranchExists: true}
 		c, err := d.GitLab.CreateCommit(ctx, h.project, at.commit(mr.SourceBranch,
-			commitTrailers(commitMessage(op)+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
+			commitTrailers(message+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
 				" after a rebase conflict.", op.OperationID),
 			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
 		if gitlab.IsStaleWrite(err) {
@@ -109,6 +122,23 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 	// GitLab moves the MR to the new head (and starts its pipeline) after
 	// the push: the next run polls it.
 	return WaitUntil(w.Now.Add(d.Config().Polling(config.PollingPipeline).ShortInterval), Transition{}), nil
+}
+
+// regenerateNothingToRemove ends a revocation whose removal MR conflicted
+// and whose grant's entry is no longer on the target's head: its MR is
+// closed (it would remove nothing) and the revocation is REVOKE_ABSENT,
+// REVOKED — as create_mr does when the entry is gone before the MR. A
+// close that gets no answer is retried by the next run, which reads the
+// head again.
+func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr gitlab.MR, path, base string, op store.Operation) (Outcome, error) {
+	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
+		if _, err := d.GitLab.CloseMR(ctx, project, mr.IID); err != nil {
+			return d.retryOr(err, "close MR")
+		}
+	}
+	return Done("", Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
+		Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s; MR !%d closed",
+			path, mr.TargetBranch, short(base), op.Subject, op.GrantOperationID, mr.IID)}).OnFlip(d.revokedHook()), nil
 }
 
 // regeneratedOn reads the source branch's head and reports whether it is
