@@ -31,6 +31,8 @@ import (
 //     while their rounds run the node behind the proxy is killed -9 and
 //     restarted (IST); meanwhile every instance is polled for a request's
 //     status: each answer is 200 or 503 RETRY_LATER, never a 500;
+//   - each request's status is read through another instance right after
+//     its 202: never a stale 404;
 //   - then everything converges as on one server: every request VALIDATED
 //     and flipped once, each in exactly one SUCCEEDED batch, never two
 //     active batches in the sampler, the binding files on main exact;
@@ -46,8 +48,9 @@ func TestServeThreeInstancesOnGaleraNodeKilled(t *testing.T) {
 // settlements and flips of the same batches are written on three nodes at
 // once and every cross-node conflict is a certification abort (1213)
 // re-run by the store. Concurrent migrations on the three nodes, 150
-// requests, the same convergence and the same files on main; no node is
-// killed (the loss is the proxied test's).
+// requests each read back at once through another node (no stale 404:
+// database.syncWait), the same convergence and the same files on main; no
+// node is killed (the loss is the proxied test's).
 func TestServeThreeInstancesDirectOnThreeGaleraNodes(t *testing.T) {
 	runGaleraWorld(t, true)
 }
@@ -107,7 +110,13 @@ batch:
   interval: 100ms
   maxRequests: 10
 `, []string{"grouped-1", "grouped-2", "grouped-3"}, true, proxied, st, envs, !direct)
+	w.readBack = true
 	w.submitAll()
+	// database.syncWait 1: a status read through another instance (direct:
+	// another node) right after the 202 sees the request.
+	if n := w.staleReads.Load(); n > 0 {
+		t.Errorf("%d of %d status reads right after the 202, through another instance, answered 404", n, len(w.reqs))
+	}
 	if direct {
 		w.untilAllValidated()
 		w.assertConverged()

@@ -465,6 +465,19 @@ func (s *serveProc) submitOnce(user, operationID, target string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// statusCode is the HTTP status of GET /api/requests/{id} as user (0 when
+// the instance did not answer).
+func (s *serveProc) statusCode(user, operationID string) int {
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/api/requests/"+operationID, nil)
+	req.Header.Set("X-Auth-Request-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // requestStatus is GET /api/requests/{id} as user: the API's status.
 func (s *serveProc) requestStatus(t *testing.T, user, operationID string) string {
 	t.Helper()

@@ -45,6 +45,12 @@ type manyWorld struct {
 	maxActive atomic.Int64
 	samples   atomic.Int64
 	sampleErr atomic.Value
+
+	// readBack makes submitAll read each accepted request's status at
+	// once through the next instance (on Galera: another node); staleReads
+	// counts the 404s it got — a read that did not see a committed write.
+	readBack   bool
+	staleReads atomic.Int64
 }
 
 type manyReq struct{ user, op, target string }
@@ -171,6 +177,14 @@ func (w *manyWorld) submitAll() {
 				r := w.reqs[i]
 				if code, body := w.instances[i%len(w.instances)].submitOnce(r.user, r.op, r.target); code != http.StatusAccepted {
 					errs <- fmt.Sprintf("%s: %d %s", r.op, code, body)
+					continue
+				}
+				if w.readBack {
+					if code := w.instances[(i+1)%len(w.instances)].statusCode(r.user, r.op); code == http.StatusNotFound {
+						w.staleReads.Add(1)
+					} else if code != http.StatusOK && code != http.StatusServiceUnavailable {
+						errs <- fmt.Sprintf("%s: read back %d", r.op, code)
+					}
 				}
 			}
 		})
@@ -260,9 +274,33 @@ func (w *manyWorld) stuckAccount() string {
 			return b.String() + "\n" + err.Error()
 		}
 		fmt.Fprintf(&b, "\n  active batch %d of project %d: status %d version %d MR !%d %s", id, project, status, version, mr, msg)
+		b.WriteString(w.batchMembersAccount(ctx, id))
 	}
 	if b.Len() == 0 {
 		return "\n  every binding VALIDATED; no batch active"
+	}
+	return b.String()
+}
+
+// batchMembersAccount lists a batch's members as the operation rows have
+// them (the driver is the one with a batch action).
+func (w *manyWorld) batchMembersAccount(ctx context.Context, batchID int64) string {
+	rows, err := w.st.DB().QueryContext(ctx, "SELECT o.operation_id, o.step_status, b.status, COALESCE(o.next_action, ''),"+
+		" CASE WHEN o.due_at IS NULL THEN 'not due' ELSE 'due' END, COALESCE(o.lease_owner, ''), o.attempts, COALESCE(o.last_error, '')"+
+		" FROM merge_batch_history h JOIN operation o ON o.operation_id = h.operation_id JOIN binding b ON b.operation_id = o.operation_id"+
+		" WHERE h.batch_id = ? ORDER BY h.id", batchID)
+	if err != nil {
+		return "\n    " + err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var op, status, next, due, lease, lastErr string
+		var step, attempts int
+		if err := rows.Scan(&op, &step, &status, &next, &due, &lease, &attempts, &lastErr); err != nil {
+			return b.String() + "\n    " + err.Error()
+		}
+		fmt.Fprintf(&b, "\n    %s: %s / %s, next %q %s lease %q attempts %d: %q", op, status, domain.StepStatus(step), next, due, lease, attempts, lastErr)
 	}
 	return b.String()
 }

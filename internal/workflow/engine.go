@@ -432,6 +432,18 @@ func (e *Engine) execute(it store.WorkItem) {
 		// The retry bound below still applies.
 		out, err = RetryAfter(0, "step ran out of its lease deadline: "+err.Error()), nil
 	}
+	if err != nil && errors.Is(err, domain.ErrBusy) {
+		// The database was busy or unavailable while the step ran — a
+		// lock wait, a Galera node lost mid-step (1047, a cut connection:
+		// store.translate's ErrBusy): that says nothing about the request
+		// either, so it is a retry, bounded like any other. It used to be
+		// the declared failure, which a batch driver cannot even take
+		// from where it stands (CREATE_SUCCEEDED → HANDLE_APPROVE_FAILED
+		// is illegal): the driver stopped with its batch RUNNING and held
+		// the project's slot (seen when a Galera node was killed). A
+		// second's pause lets a failover finish before the rerun.
+		out, err = RetryAfter(time.Second, "database busy: "+err.Error()), nil
+	}
 	safety := false
 	if err != nil {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, err.Error()), true

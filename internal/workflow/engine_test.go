@@ -346,3 +346,35 @@ func TestRetriesRefusedByAnOpenBreakerAreNotAttempts(t *testing.T) {
 		require.Contains(t, o.LastError, "real attempt 4", "the budget counted only real attempts")
 	})
 }
+
+// TestDatabaseBusyInsideAStepIsARetry: a step that fails because the
+// database was busy or unavailable (domain.ErrBusy: a lock wait, a lost
+// Galera node) is run again, not failed; one that never gets the database
+// back still ends in its declared failure after MaxRetries.
+func TestDatabaseBusyInsideAStepIsARetry(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		busyThen := func(busy int) workflow.Step {
+			return workflow.StepFunc{Decl: createDecl, Fn: func(_ context.Context, w workflow.Work) (workflow.Outcome, error) {
+				if w.Attempt <= busy {
+					return workflow.Outcome{}, fmt.Errorf("read batch: %w: invalid connection", domain.ErrBusy)
+				}
+				return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+			}}
+		}
+		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 2}, map[string]workflow.Step{
+			"recovers": busyThen(2), "stays-down": busyThen(1000),
+		})
+		submit(t, s, "op-recovers", "recovers")
+		submit(t, s, "op-stays-down", "stays-down")
+		require.NoError(t, e.Start(t.Context()))
+		stopped := func(o store.Operation) bool { return o.LeaseOwner == "" && (o.DueAt.IsZero() || o.NextAction == "") }
+
+		o := waitOp(t, s, "op-recovers", stopped)
+		require.Equal(t, domain.StepCreateMRCreated.String(), domain.StepStatus(o.Step).String(), o.LastError)
+
+		o = waitOp(t, s, "op-stays-down", stopped)
+		require.Equal(t, domain.StepCreateFailed.String(), domain.StepStatus(o.Step).String())
+		require.Contains(t, o.LastError, "gave up after 3 attempts: database busy")
+	})
+}
