@@ -75,23 +75,91 @@ func TestStatusReadLoad(t *testing.T) {
 			bare := startBareServer(t, answer)
 			t.Logf("READBENCH %s: %d-byte answer; load before: %s", driver, len(answer.body), loadAverage())
 			for pair := 1; pair <= 2; pair++ {
+				c0 := cpuTicks(t, os.Getpid())
 				b := runWrk(t, wrk, bare+"/api/requests/"+id, user, dur)
+				bareCPU := cpuPerRequest(t, os.Getpid(), c0, b)
 				var stopPerf func()
 				if dir := os.Getenv("CHANGEFLOW_READBENCH_PERF"); dir != "" && pair == 1 {
 					stopPerf = recordPerf(t, full.cmd.Process.Pid, filepath.Join(dir, driver+".perf.data"))
 				}
+				c0 = cpuTicks(t, full.cmd.Process.Pid)
 				f := runWrk(t, wrk, url, user, dur)
+				fullCPU := cpuPerRequest(t, full.cmd.Process.Pid, c0, f)
 				if stopPerf != nil {
 					stopPerf()
 				}
-				t.Logf("READBENCH %s pair %d: bare %.0f req/s, full chain %.0f req/s: %.1f %% of bare (p50 %s / %s); load after: %s",
-					driver, pair, b.rps, f.rps, 100*f.rps/b.rps, b.p50, f.p50, loadAverage())
+				t.Logf("READBENCH %s pair %d: bare %.0f req/s, full chain %.0f req/s: %.1f %% of bare (p50 %s / %s); "+
+					"server CPU per request: bare %.1f µs, full %.1f µs (bare/full %.1f %%); load after: %s",
+					driver, pair, b.rps, f.rps, 100*f.rps/b.rps, b.p50, f.p50,
+					bareCPU, fullCPU, 100*bareCPU/fullCPU, loadAverage())
 			}
 			if again := getAnswer(t, url, user); !bytes.Equal(again.body, answer.body) {
 				t.Fatalf("the answer changed during the run:\n%s\n%s", answer.body, again.body)
 			}
 		})
 	}
+}
+
+// TestIdleInstanceStatements is the idle cost (docs/benchmarks.md, "Status
+// read"): the statements per second one idle `changeflow serve` process
+// sends to MariaDB, counted by the server itself (SHOW GLOBAL STATUS, so
+// every statement the process sends is seen whatever path it took), over
+// a window after a request reached VALIDATED and one status read prepared
+// the hot reads. Run it alone (the counters are the server's) with
+// CHANGEFLOW_READBENCH=1 under scripts/test-services.sh;
+// CHANGEFLOW_READBENCH_IDLE (default 60s) is the window.
+func TestIdleInstanceStatements(t *testing.T) {
+	if os.Getenv("CHANGEFLOW_READBENCH") != "1" {
+		t.Skip("a measurement: runs with CHANGEFLOW_READBENCH=1 (docs/benchmarks.md)")
+	}
+	window := time.Minute
+	if v := os.Getenv("CHANGEFLOW_READBENCH_IDLE"); v != "" {
+		var err error
+		if window, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("CHANGEFLOW_READBENCH_IDLE: %v", err)
+		}
+	}
+	full, st := startReadBenchServe(t, store.DriverMySQL)
+	const id, user = "idle-1", "alice"
+	full.submit(t, user, id, "solo")
+	waitFor(t, 60*time.Second, id+" VALIDATED", func() bool {
+		b, err := st.BindingGetByOperation(t.Context(), id)
+		return err == nil && b.Status == domain.BindingValidated
+	})
+	getAnswer(t, full.base+"/api/requests/"+id, user)
+	counters := func() map[string]int64 {
+		rows, err := st.DB().QueryContext(t.Context(), "SHOW GLOBAL STATUS WHERE Variable_name IN "+
+			"('Questions', 'Com_select', 'Com_insert', 'Com_update', 'Com_delete', 'Com_stmt_prepare', 'Com_stmt_execute', 'Com_stmt_close', 'Com_begin', 'Com_commit')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var k string
+			var v int64
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = v
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	c0 := counters()
+	time.Sleep(window) // the measurement window itself, not a wait for a state
+	c1 := counters()
+	per := func(k string) float64 { return float64(c1[k]-c0[k]) / window.Seconds() }
+	// The second SHOW is one question of the window (and prepared, as the
+	// DSN does not interpolate: one prepare, one execute, one close).
+	t.Logf("IDLE mariadb, one instance, %v: %.2f statements/s (Questions, less our own SHOW); "+
+		"select %.2f/s, insert %.2f/s, update %.2f/s, delete %.2f/s, begin %.2f/s, commit %.2f/s; "+
+		"prepare %.2f/s, execute %.2f/s, close %.2f/s (all including our SHOW)",
+		window, (float64(c1["Questions"]-c0["Questions"])-1)/window.Seconds(),
+		per("Com_select"), per("Com_insert"), per("Com_update"), per("Com_delete"), per("Com_begin"), per("Com_commit"),
+		per("Com_stmt_prepare"), per("Com_stmt_execute"), per("Com_stmt_close"))
 }
 
 // startReadBenchServe starts one serve process on a fresh database of
@@ -177,12 +245,14 @@ func startBareServer(t *testing.T, a recordedAnswer) string {
 
 // wrkResult is what one wrk run reported.
 type wrkResult struct {
-	rps float64
-	p50 string
+	rps      float64
+	requests int64
+	p50      string
 }
 
 var (
 	wrkRPS     = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkTotal   = regexp.MustCompile(`(\d+) requests in `)
 	wrkP50     = regexp.MustCompile(`(?m)^\s+50%\s+(\S+)`)
 	wrkNon2xx  = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
 	wrkSockErr = regexp.MustCompile(`Socket errors: .*`)
@@ -213,6 +283,12 @@ func runWrk(t *testing.T, wrk, url, user string, dur time.Duration) wrkResult {
 		t.Fatal(err)
 	}
 	res := wrkResult{rps: rps}
+	if m := wrkTotal.FindSubmatch(out); m != nil {
+		res.requests, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	if res.requests == 0 {
+		t.Fatalf("wrk %s: no requests counted:\n%s", url, out)
+	}
 	if p := wrkP50.FindSubmatch(out); p != nil {
 		res.p50 = string(p[1])
 	}
@@ -235,6 +311,37 @@ func recordPerf(t *testing.T, pid int, file string) func() {
 			t.Logf("perf record: %v\n%s", err, out.String())
 		}
 	}
+}
+
+// cpuTicks is the user plus system CPU time pid has used so far, in clock
+// ticks (/proc/PID/stat fields 14 and 15).
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("CPU time of %d: %v", pid, err)
+	}
+	// The command name (field 2) may hold spaces; fields count from its ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("CPU time of %d: %q", pid, b)
+	}
+	return utime + stime
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's CPU times
+// on every architecture Go supports.
+const clockTicks = 100
+
+// cpuPerRequest is the CPU time in microseconds pid spent per request of
+// run since it had used since ticks: unlike requests per second, it does
+// not depend on how much of the machine the server got.
+func cpuPerRequest(t *testing.T, pid int, since int64, run wrkResult) float64 {
+	t.Helper()
+	used := float64(cpuTicks(t, pid)-since) / clockTicks
+	return 1e6 * used / float64(run.requests)
 }
 
 // loadAverage is the machine's 1/5/15-minute load average, for the record.

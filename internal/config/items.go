@@ -46,7 +46,13 @@ func itemTable(instanceID string) []item {
 			fallback: "missing/empty with sqlite → the default DSN under ./var; missing/empty with mysql → startup error",
 			why:      "an empty MySQL DSN would connect to a local default server with unknown data", resolve: resolveDSN},
 		intItem(KeyDatabaseMaxOpenConns, 10, 1, 10000, restart, "0 would mean unlimited in database/sql and can exhaust MySQL max_connections"),
-		intItem(KeyDatabaseMaxIdleConns, 5, 0, 10000, restart, "0 = no idle pool, only slower"),
+		// The idle pool defaults to the open limit: with fewer, every burst
+		// wider than it closes the extra connections on release and opens
+		// them again for the next one (SQLite: the file, its pragmas, the
+		// schema and the prepared reads; MariaDB: a TCP login), which was
+		// ~9 % of the status read's CPU under load (docs/benchmarks.md).
+		// connMaxIdleTime still closes what stays unused.
+		intItem(KeyDatabaseMaxIdleConns, 10, 0, 10000, restart, "0 = no idle pool, only slower"),
 		durItem(KeyDatabaseConnMaxLifetime, 30*minute, 0, sec, restart, "0 = connections live forever (database/sql)"),
 		durItem(KeyDatabaseConnMaxIdleTime, 5*minute, 0, sec, restart, "0 = idle connections are never closed (database/sql)"),
 		intItem(KeyDatabaseSyncWait, 1, 0, 15, restart, "Galera only (wsrep_sync_wait; ignored on SQLite and a single MariaDB/MySQL): 1 makes every read wait until this node has applied what the cluster committed before it, so a request answered 202 by an instance on another node is found (no stale 404); 0 reads whatever the node has applied (faster, may be behind); 2/4 add UPDATE-DELETE/INSERT, a mask up to 15"),

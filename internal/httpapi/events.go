@@ -53,10 +53,11 @@ func (s *Server) handleRequestEvents() http.Handler {
 			writeError(w, r, s.deps.Logger, f.err())
 			return
 		}
-		op, ok := s.readableRequest(w, r)
+		read, ok := s.readableRequest(w, r)
 		if !ok {
 			return
 		}
+		op := read.Operation
 		sub, unsubscribe, err := feed.subscribe(op.OperationID)
 		if err != nil {
 			w.Header().Set("Retry-After", "5")

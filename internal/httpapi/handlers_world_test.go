@@ -74,7 +74,7 @@ func (l *lockedBuffer) String() string {
 // the permission simulator and the GitLab adapter against the GitLab
 // simulator, each over loopback HTTP.
 type bizWorld struct {
-	t       *testing.T
+	t       testing.TB
 	st      *store.Store
 	cfg     *swapConfig
 	h       http.Handler
@@ -99,7 +99,7 @@ func withSink(s *recordingSink) worldOpt {
 	return func(w *bizWorld, d *Deps) { w.sink = s; d.Business.Sink = s }
 }
 
-func newBizWorld(t *testing.T, st *store.Store, opts ...worldOpt) *bizWorld {
+func newBizWorld(t testing.TB, st *store.Store, opts ...worldOpt) *bizWorld {
 	t.Helper()
 	psim, err := simperm.New(simperm.Options{Grants: simperm.LocalGrants()})
 	if err != nil {
@@ -277,7 +277,7 @@ func (w *bizWorld) do(r req) resp {
 }
 
 // want checks status and envelope code.
-func (r resp) want(t *testing.T, status int, code string) {
+func (r resp) want(t testing.TB, status int, code string) {
 	t.Helper()
 	if r.status != status || string(r.env.Code) != code {
 		t.Fatalf("got %d %s, want %d %s: %s", r.status, r.env.Code, status, code, r.raw)

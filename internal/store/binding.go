@@ -50,9 +50,15 @@ func (b Binding) InEffect() bool {
 
 // bindingColumns returns the select list scanBinding reads; the last
 // column is the DB-clock expiry test.
-func (d Dialect) bindingColumns() string {
-	return "id, subject_id, target_key, status, operation_id, expires_at, version, created_at, updated_at, " +
-		"CASE WHEN expires_at IS NOT NULL AND expires_at <= " + d.Now() + " THEN 1 ELSE 0 END"
+func (d Dialect) bindingColumns() string { return d.bindingColumnsOf("") }
+
+// bindingColumnsOf is bindingColumns with every column qualified by
+// prefix ("b."), for a join.
+func (d Dialect) bindingColumnsOf(prefix string) string {
+	p := prefix
+	return p + "id, " + p + "subject_id, " + p + "target_key, " + p + "status, " + p + "operation_id, " +
+		p + "expires_at, " + p + "version, " + p + "created_at, " + p + "updated_at, " +
+		"CASE WHEN " + p + "expires_at IS NOT NULL AND " + p + "expires_at <= " + d.Now() + " THEN 1 ELSE 0 END"
 }
 
 // scanBinding reads one row of bindingColumns.
@@ -94,8 +100,9 @@ func bindingGet(ctx context.Context, q queryer, d Dialect, subject, targetKey, l
 // callback guard's answer for a stale operationId: the row was re-applied
 // for a newer request (seed MR lifecycle §3.3).
 func (s *Store) BindingGetByOperation(ctx context.Context, operationID string) (Binding, error) {
-	b, err := scanBinding(s.db.QueryRowContext(ctx,
-		"SELECT "+s.dialect.bindingColumns()+" FROM binding WHERE operation_id = ?", operationID))
+	b, err := scanBinding(s.queryRowPrepared(ctx, readBindingByOperation, func() string {
+		return "SELECT " + s.dialect.bindingColumns() + " FROM binding WHERE operation_id = ?"
+	}, operationID))
 	if err != nil {
 		return Binding{}, fmt.Errorf("get binding of operation %s: %w", operationID, translate(err))
 	}

@@ -30,3 +30,10 @@ func IsCheckViolation(err error) bool {
 	}
 	return false
 }
+
+// PreparedReads is how many prepared read statements s keeps (prepared.go).
+func PreparedReads(s *Store) int {
+	s.reads.mu.Lock()
+	defer s.reads.mu.Unlock()
+	return len(s.reads.stmts)
+}

@@ -97,16 +97,21 @@ type queryer interface {
 // OperationGet returns the operation with operationID, or an error wrapping
 // domain.ErrNotFound.
 func (s *Store) OperationGet(ctx context.Context, operationID string) (Operation, error) {
-	o, err := operationGet(ctx, s.db, operationID)
+	o, err := scanOperation(s.queryRowPrepared(ctx, readOperationGet, operationGetQuery, operationID))
 	if err != nil {
 		return Operation{}, fmt.Errorf("get operation %s: %w", operationID, translate(err))
 	}
 	return o, nil
 }
 
+// operationGet is OperationGet inside a transaction (unprepared: a
+// transaction's statements are not the hot reads).
 func operationGet(ctx context.Context, q queryer, operationID string) (Operation, error) {
-	return scanOperation(q.QueryRowContext(ctx,
-		"SELECT "+operationColumns+" FROM operation WHERE operation_id = ?", operationID))
+	return scanOperation(q.QueryRowContext(ctx, operationGetQuery(), operationID))
+}
+
+func operationGetQuery() string {
+	return "SELECT " + operationColumns + " FROM operation WHERE operation_id = ?"
 }
 
 // OperationCreateParams is the validated request a new operation row holds.

@@ -33,6 +33,8 @@ type Store struct {
 	provider *goose.Provider
 	// galera is true when the MariaDB server is a Galera node (galera.go).
 	galera bool
+	// reads are the prepared statements of the hottest reads (prepared.go).
+	reads preparedReads
 }
 
 // options are the tunables of Open; the zero value of each field means
@@ -191,6 +193,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the connection pool. In-flight transactions fail.
 func (s *Store) Close() error {
+	s.reads.closeAll()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", s.dialect.name, err)
 	}
