@@ -22,8 +22,8 @@ type OperationWithBinding struct {
 
 // OperationGetWithBinding is OperationGet and BindingGetByOperation in one
 // statement (a LEFT JOIN on the binding's operation_id index), prepared
-// once (prepared.go): the status read's two reads were two thirds of its
-// cost. The two rows are read in one snapshot, which the two separate
+// once on SQLite (prepared.go): the status read's two reads were two
+// thirds of its cost. The two rows are read in one snapshot, which the two separate
 // reads never promised. An error wraps domain.ErrNotFound when there is no
 // such operation.
 func (s *Store) OperationGetWithBinding(ctx context.Context, operationID string) (OperationWithBinding, error) {
