@@ -46,7 +46,21 @@ func TestBatchInvariantsUnderConcurrency(t *testing.T) {
 			})
 		}
 		wg.Go(func() { runBatchWorkload(ctx, s, mix, "fresh", stop, tl) })
+		// At least batchRaceDuration, and then until every kind of race the
+		// assertions below need has happened at least once: on a loaded
+		// machine 2.5 s gave only a handful of samples and sometimes no
+		// raced settlement. A liveness bound of two minutes ends a run in
+		// which they never happen (the assertions then say which).
 		time.Sleep(batchRaceDuration)
+		raced := func() bool {
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			return tl.Ops["claim/claimed"] > 0 && tl.Ops["admit/duplicate"] > 0 &&
+				tl.Ops["settle/preempted"]+tl.Ops["sweep/settled"] > 0
+		}
+		for deadline := time.Now().Add(2 * time.Minute); !raced() && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
 		close(stop)
 		wg.Wait()
 
