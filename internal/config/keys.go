@@ -77,6 +77,12 @@ const (
 
 	KeyExpiryInterval  = "expiry.interval"
 	KeyExpiryChunkSize = "expiry.chunkSize"
+	// KeyExpiryRenewWindow is the share of a grant's duration, in percent,
+	// at its end during which re-applying renews it.
+	KeyExpiryRenewWindow = "expiry.renewWindow"
+	// KeyExpiryRenewWindowMin is the shortest renewal window, whatever the
+	// grant's duration.
+	KeyExpiryRenewWindowMin = "expiry.renewWindowMin"
 
 	KeyBatchInterval      = "batch.interval"
 	KeyBatchMaxRequests   = "batch.maxRequests"

@@ -141,15 +141,24 @@ func (s *Snapshot) Events() Events {
 	return Events{PollInterval: s.dur(KeyEventsPollInterval), Heartbeat: s.dur(KeyEventsHeartbeat), MaxStreams: s.num(KeyEventsMaxStreams)}
 }
 
-// Expiry is expiry.*: the expiry scan's interval and chunk size.
+// Expiry is expiry.*: the expiry scan's interval and chunk size, and the
+// renewal window.
 type Expiry struct {
 	Interval  time.Duration
 	ChunkSize int
+	// RenewWindowPercent and RenewWindowMin make the renewal window: the
+	// last max(RenewWindowPercent % of the grant's duration,
+	// RenewWindowMin) before its expiry (domain.RenewWindow).
+	RenewWindowPercent int
+	RenewWindowMin     time.Duration
 }
 
 // Expiry returns expiry.*.
 func (s *Snapshot) Expiry() Expiry {
-	return Expiry{Interval: s.dur(KeyExpiryInterval), ChunkSize: s.num(KeyExpiryChunkSize)}
+	return Expiry{
+		Interval: s.dur(KeyExpiryInterval), ChunkSize: s.num(KeyExpiryChunkSize),
+		RenewWindowPercent: s.num(KeyExpiryRenewWindow), RenewWindowMin: s.dur(KeyExpiryRenewWindowMin),
+	}
 }
 
 // Batch is batch.*.

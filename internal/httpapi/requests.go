@@ -263,7 +263,18 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 	case err == nil:
 		return acceptedData{OperationID: sub.OperationID}, nil
 	case errors.As(err, &refused):
-		return acceptedData{}, refusal(refused, err)
+		var renewFrom *time.Time
+		if refused.Code() == domain.CodeAlreadyInEffect {
+			// One more read, only on this refusal: the window is a share
+			// of the grant's duration, which its operation holds.
+			if grant, gerr := s.deps.Business.Requests.OperationGet(ctx, refused.Current.OperationID); gerr == nil {
+				renewFrom = s.renewFrom(grant, refused.Current.ExpiresAt)
+			} else {
+				s.deps.Logger.Warn("submit: the grant in effect could not be read; answering without renewFrom",
+					"operationId", refused.Current.OperationID, "err", gerr)
+			}
+		}
+		return acceptedData{}, refusal(refused, renewFrom, now, err)
 	case errors.Is(err, domain.ErrDuplicate):
 		return acceptedData{}, s.duplicateOperation(ctx, subject, sub, err)
 	}
@@ -318,10 +329,15 @@ func (s *Server) startWork(ctx context.Context, operationID string) {
 type refusedData struct {
 	OperationID string     `json:"operationId"`
 	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
+	// RenewFrom is when re-applying renews the access in effect
+	// (ALREADY_IN_EFFECT only; absent without an expiry).
+	RenewFrom *time.Time `json:"renewFrom,omitempty"`
 }
 
-// refusal turns a binding's refusal into the API's 409.
-func refusal(refused *store.BindingRefusedError, err error) error {
+// refusal turns a binding's refusal into the API's 409; renewFrom is the
+// access's renewal time for ALREADY_IN_EFFECT (nil: unknown or none), now
+// the request's time for the message.
+func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.Time, err error) error {
 	b := refused.Current
 	data := refusedData{OperationID: b.OperationID}
 	if !b.ExpiresAt.IsZero() {
@@ -332,6 +348,12 @@ func refusal(refused *store.BindingRefusedError, err error) error {
 		msg := "You already have this access."
 		if !b.ExpiresAt.IsZero() {
 			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
+		}
+		if renewFrom != nil {
+			data.RenewFrom = renewFrom
+			if renewFrom.After(now) {
+				msg += " You can renew it from " + renewFrom.UTC().Format(time.RFC3339) + "."
+			}
 		}
 		de := domain.Errorf(domain.CodeAlreadyInEffect, msg, "%w", err)
 		de.Data = data

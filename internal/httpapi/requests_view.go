@@ -72,6 +72,10 @@ type requestView struct {
 	MR              *mrView              `json:"mr,omitempty"`
 	BatchID         int64                `json:"batchId,omitempty"`
 	ExpiresAt       *time.Time           `json:"expiresAt,omitempty"`
+	// RenewFrom is when re-applying starts renewing this grant: present
+	// while its access is in effect and has an expiry (docs/api.md,
+	// "Renewing access").
+	RenewFrom *time.Time `json:"renewFrom,omitempty"`
 	CreatedAt       time.Time            `json:"createdAt"`
 	UpdatedAt       time.Time            `json:"updatedAt"`
 	// Kind is GRANT for a request for access, REVOKE for the removal of
@@ -302,6 +306,9 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 	switch {
 	case b != nil:
 		v.Status = b.Status
+		if b.InEffect() {
+			v.RenewFrom = s.renewFrom(op, b.ExpiresAt)
+		}
 		if b.UpdatedAt.After(op.UpdatedAt) {
 			v.UpdatedAt = b.UpdatedAt.UTC()
 		}
@@ -339,6 +346,18 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 		}
 	}
 	return v, nil
+}
+
+// renewFrom is when the grant op, in effect until expiresAt, may be
+// renewed, under the configuration in force; nil without an expiry.
+func (s *Server) renewFrom(op store.Operation, expiresAt time.Time) *time.Time {
+	cfg := s.deps.Business.Config
+	if cfg == nil || expiresAt.IsZero() {
+		return nil
+	}
+	e := cfg.Current().Expiry()
+	at := domain.RenewWindow{Percent: e.RenewWindowPercent, Min: e.RenewWindowMin}.From(expiresAt, op.Duration())
+	return &at
 }
 
 // approverComment is the comment the rejecting decision recorded in the

@@ -53,6 +53,20 @@ type Operation struct {
 	UpdatedAt      time.Time
 }
 
+// Duration is how long the operation's access was asked to last: Days
+// whole days, or — for a row without days — from its creation to its
+// expiry; 0 when it has no expiry. The renewal window is a share of it
+// (domain.RenewWindow).
+func (o Operation) Duration() time.Duration {
+	if o.Days > 0 {
+		return time.Duration(o.Days) * 24 * time.Hour
+	}
+	if o.ExpiresAt.IsZero() || !o.ExpiresAt.After(o.CreatedAt) {
+		return 0
+	}
+	return o.ExpiresAt.Sub(o.CreatedAt)
+}
+
 // operationColumns is the select list scanOperation reads, in order.
 const operationColumns = "id, operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, " +
 	"batch_id, mr_iid, mr_url, branch, approval_id, reason, days, expires_at, request_hash, " +

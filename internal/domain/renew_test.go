@@ -1,0 +1,35 @@
+package domain
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRenewWindowFrom(t *testing.T) {
+	exp := time.Date(2026, 3, 31, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name     string
+		w        RenewWindow
+		duration time.Duration
+		want     time.Time
+	}{
+		{"the last quarter of a long grant", RenewWindow{Percent: 25, Min: day}, 40 * day, exp.Add(-10 * day)},
+		{"the minimum for a short grant", RenewWindow{Percent: 25, Min: day}, 2 * day, exp.Add(-day)},
+		{"a grant shorter than the minimum is renewable throughout", RenewWindow{Percent: 25, Min: day}, 12 * time.Hour, exp.Add(-day)},
+		{"no percentage leaves the minimum", RenewWindow{Percent: 0, Min: 2 * time.Hour}, 40 * day, exp.Add(-2 * time.Hour)},
+		{"no minimum leaves the percentage", RenewWindow{Percent: 50, Min: 0}, 4 * day, exp.Add(-2 * day)},
+		{"an unknown duration counts as the minimum", RenewWindow{Percent: 25, Min: day}, 0, exp.Add(-day)},
+		{"a percentage over 100 is 100", RenewWindow{Percent: 400, Min: 0}, 4 * day, exp.Add(-4 * day)},
+		{"whole seconds", RenewWindow{Percent: 25, Min: 0}, 3*day + 7*time.Millisecond, exp.Add(-(18 * time.Hour)).Add(-time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.w.From(exp, tc.duration); !got.Equal(tc.want) {
+				t.Fatalf("From = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if got := (RenewWindow{Percent: 25, Min: day}).From(time.Time{}, day); !got.IsZero() {
+		t.Fatalf("a grant without expiry has no renewal time, got %s", got)
+	}
+}
