@@ -76,8 +76,8 @@ type requestView struct {
 	// while its access is in effect and has an expiry (docs/api.md,
 	// "Renewing access").
 	RenewFrom *time.Time `json:"renewFrom,omitempty"`
-	CreatedAt       time.Time            `json:"createdAt"`
-	UpdatedAt       time.Time            `json:"updatedAt"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 	// Kind is GRANT for a request for access, REVOKE for the removal of
 	// one (a revocation is a request of the same owner, docs/api.md "Give
 	// access back"): the web app words the two apart and offers give
