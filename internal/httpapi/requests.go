@@ -274,6 +274,9 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 					"operationId", refused.Current.OperationID, "err", gerr)
 			}
 		}
+		if refused.Current.ExpiredAwaitingRemoval() {
+			s.revokeExpired(ctx, refused.Current, subject)
+		}
 		return acceptedData{}, refusal(refused, renewFrom, now, err)
 	case errors.Is(err, domain.ErrDuplicate):
 		return acceptedData{}, s.duplicateOperation(ctx, subject, sub, err)
@@ -322,6 +325,23 @@ func (s *Server) startWork(ctx context.Context, operationID string) {
 	}
 }
 
+// revokeExpired starts the removal of an expired grant that a
+// re-application found before the expiry scan did, so the person can ask
+// again as soon as it is removed rather than after the next scan. It
+// creates the same revocation the scan would (exactly once whoever races
+// it); a failure is only logged: the scan creates it anyway.
+func (s *Server) revokeExpired(ctx context.Context, b store.Binding, actor string) {
+	rv := s.deps.Business.Revoker
+	if rv == nil {
+		return
+	}
+	if _, err := rv.Revoke(context.WithoutCancel(ctx), b.OperationID, domain.RevokeExpired,
+		"expired; found by a re-application before the expiry scan", actor); err != nil {
+		s.deps.Logger.Warn("submit: the expired grant's revocation was not created now; the expiry scan creates it",
+			"operationId", b.OperationID, "err", err)
+	}
+}
+
 // refusedData is a 409's data: the caller's own request that holds the
 // binding (a binding is one per caller and target, so it is never someone
 // else's), so the web app links to it; expiresAt when the access is in
@@ -359,8 +379,12 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 		de.Data = data
 		return de
 	}
-	de := domain.Errorf(domain.CodeRequestInProgress,
-		"A request for this target is already in progress (or awaiting recovery by the maintainers).", "%w", err)
+	msg := "A request for this target is already in progress (or awaiting recovery by the maintainers)."
+	if b.ExpiredAwaitingRemoval() {
+		msg = "Your access expired at " + b.ExpiresAt.UTC().Format(time.RFC3339) +
+			" and is being removed; you can ask again once it is removed."
+	}
+	de := domain.Errorf(domain.CodeRequestInProgress, msg, "%w", err)
 	data.ExpiresAt = nil
 	de.Data = data
 	return de

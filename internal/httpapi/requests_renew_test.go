@@ -66,3 +66,45 @@ func TestRenewFromIsShown(t *testing.T) {
 		}
 	})
 }
+
+// TestReapplyAfterExpiryKeepsTheRemovalPromised is the hole that was
+// open: a grant whose expiry passed before the expiry scan ran could be
+// re-applied for, the new request took the row over, and if it was then
+// rejected nothing ever removed the old entry from the file. Now the
+// re-application is refused as in progress, nothing of it is stored, and
+// the old grant's revocation is created on the spot (the scan's own).
+func TestReapplyAfterExpiryKeepsTheRemovalPromised(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st, withRevoker())
+		ctx := t.Context()
+		seedGrant(t, st, "lapsed-grant", "bob", 30, time.Now().Add(-time.Hour).UTC().Truncate(time.Second))
+
+		r := w.do(req{method: "POST", path: "/api/requests", user: "bob", body: submitBodyFor(tOpen, "again", ""),
+			header: map[string]string{"Idempotency-Key": "lapsed-again"}})
+		r.want(t, 409, "REQUEST_IN_PROGRESS")
+		if !strings.Contains(r.env.Message, "expired") || r.data["operationId"] != "lapsed-grant" {
+			t.Fatalf("409 %q %v: want the expired grant named", r.env.Message, r.env.Data)
+		}
+		if _, err := st.OperationGet(ctx, "lapsed-again"); err == nil {
+			t.Fatal("the refused re-application stored an operation")
+		}
+		b, err := st.BindingGet(ctx, "bob", tOpen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := domain.RevocationID("lapsed-grant")
+		if b.Status != domain.BindingRevoking || b.OperationID != rev {
+			t.Fatalf("binding %s owned by %s, want REVOKING by %s", b.Status, b.OperationID, rev)
+		}
+		op, err := st.OperationGet(ctx, rev)
+		if err != nil || op.RevokeReason != domain.RevokeExpired || op.GrantOperationID != "lapsed-grant" {
+			t.Fatalf("revocation %+v, %v", op, err)
+		}
+		// Asking again meanwhile is still in progress, and creates nothing twice.
+		w.do(req{method: "POST", path: "/api/requests", user: "bob", body: submitBodyFor(tOpen, "again", "")}).
+			want(t, 409, "REQUEST_IN_PROGRESS")
+		if n := countRows(t, st, "SELECT COUNT(*) FROM operation WHERE grant_operation_id = ?", "lapsed-grant"); n != 1 {
+			t.Fatalf("%d revocations of the grant, want 1", n)
+		}
+	})
+}

@@ -31,15 +31,27 @@ type Binding struct {
 	Expired bool
 }
 
-// Reappliable reports whether a new request may reset this row in place.
-// It extends domain.BindingStatus.Reappliable (REJECTED, CLOSED) with one
-// case: a VALIDATED binding whose expiry has passed. The access has lapsed,
-// so the person expects to ask for it again; refusing with
-// ALREADY_IN_EFFECT "until <a time in the past>" would be absurd, and
-// nothing attached to the old operation still needs it (it finished).
+// Reappliable reports whether a new request may reset this row in place:
+// exactly domain.BindingStatus.Reappliable (REJECTED, CLOSED, REVOKED).
+//
+// A VALIDATED binding whose expiry has passed is deliberately not
+// re-appliable, although its access has lapsed: its entry is still on the
+// default branch until the expiry scan's revocation removes it. Resetting
+// the row for a new request would hand the entry to a request that may be
+// rejected, and then nothing would ever remove it (the binding REJECTED,
+// no revocation: the access granted in the file for good). Such a row is
+// refused as in progress (ExpiredAwaitingRemoval); the person asks again
+// once it is REVOKED (docs/workflow.md, "Re-applying after the expiry").
 // BindingApply and the API both decide through this method.
 func (b Binding) Reappliable() bool {
-	return b.Status.Reappliable() || b.Status == domain.BindingValidated && b.Expired
+	return b.Status.Reappliable()
+}
+
+// ExpiredAwaitingRemoval reports whether the binding is VALIDATED with
+// its expiry passed (database clock): the access has lapsed, and its
+// removal is due from the expiry scan.
+func (b Binding) ExpiredAwaitingRemoval() bool {
+	return b.Status == domain.BindingValidated && b.Expired
 }
 
 // InEffect reports whether the binding is VALIDATED and not expired: a new

@@ -66,14 +66,19 @@ func (e *BindingRefusedError) Error() string {
 		return fmt.Sprintf("binding %s/%s is in effect until %s (operation %s)",
 			b.Subject, b.TargetKey, b.ExpiresAt.UTC().Format(time.RFC3339), b.OperationID)
 	}
+	if b.ExpiredAwaitingRemoval() {
+		return fmt.Sprintf("binding %s/%s expired at %s and awaits its removal (operation %s)",
+			b.Subject, b.TargetKey, b.ExpiresAt.UTC().Format(time.RFC3339), b.OperationID)
+	}
 	return fmt.Sprintf("binding %s/%s is %s for operation %s and may not be overwritten",
 		b.Subject, b.TargetKey, b.Status, b.OperationID)
 }
 
 // Code is the API's answer: ALREADY_IN_EFFECT for a VALIDATED binding that
 // has not expired (the message gives Current.ExpiresAt), else
-// REQUEST_IN_PROGRESS — the row is in flight or a failed row awaiting
-// manual recovery, whose operationId must not be replaced.
+// REQUEST_IN_PROGRESS — the row is in flight, a failed row awaiting
+// manual recovery, whose operationId must not be replaced, or an expired
+// grant whose removal is due (Binding.Reappliable).
 func (e *BindingRefusedError) Code() domain.Code {
 	if e.Current.InEffect() {
 		return domain.CodeAlreadyInEffect
@@ -100,7 +105,8 @@ func (e applyRaceError) Unwrap() error { return e.cause }
 // BindingApply records a new request's application for a relationship
 // (I5, seed §3.5):
 //   - no row: insert one (version 1);
-//   - a re-appliable row (Binding.Reappliable): reset it in place — new
+//   - a re-appliable row (Binding.Reappliable; not an expired VALIDATED
+//     one, whose removal is due): reset it in place — new
 //     operationId, status and expiry, version+1 — with the UPDATE pinned to
 //     the exact status and version that were read (BindingResetIfVersion);
 //   - any other row: refuse with *BindingRefusedError, nothing written.
@@ -210,11 +216,11 @@ type BindingResetParams struct {
 // read, not to "any re-appliable status": a change in between — even one
 // that left and came back to the same status (ABA) — bumps the version and
 // fails the guard. The WHERE clause also re-checks re-appliability itself
-// (REJECTED, CLOSED, or VALIDATED past its expiry by the DB clock), so a
-// row can only be reset from a re-appliable state whatever the caller
-// passes. A miss returns an error wrapping domain.ErrPreempted.
+// (domain.BindingStatus.Reappliable), so a row can only be reset from a
+// re-appliable state whatever the caller passes. A miss returns an error
+// wrapping domain.ErrPreempted.
 func (s *Store) BindingResetIfVersion(ctx context.Context, p BindingResetParams) (Binding, error) {
-	if !p.FromStatus.Reappliable() && p.FromStatus != domain.BindingValidated {
+	if !p.FromStatus.Reappliable() {
 		return Binding{}, fmt.Errorf("reset binding %s/%s: status %s is never re-appliable", p.Subject, p.TargetKey, p.FromStatus)
 	}
 	if err := (BindingApplyParams{Subject: p.Subject, TargetKey: p.TargetKey, OperationID: p.OperationID, Status: p.Status}).validate(); err != nil {
@@ -240,14 +246,13 @@ func bindingResetTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingResetPa
 	// deadlock (seen in the race test: 1,226 deadlocks in 1.5 s without it).
 	q := "UPDATE binding" + d.forceIndex("uk_binding_subject_target") +
 		" SET operation_id = ?, status = ?, expires_at = ?, version = version + 1 " +
-		"WHERE subject_id = ? AND target_key = ? AND status = ? AND version = ? AND (status IN (" +
-		placeholders(len(reappliableStatuses())) + ") OR (status = ? AND expires_at IS NOT NULL AND expires_at <= " + d.Now() + "))"
+		"WHERE subject_id = ? AND target_key = ? AND status = ? AND version = ? AND status IN (" +
+		placeholders(len(reappliableStatuses())) + ")"
 	vals := []any{p.OperationID, string(p.Status), d.Time(p.ExpiresAt),
 		p.Subject, p.TargetKey, string(p.FromStatus), p.FromVersion}
 	for _, st := range reappliableStatuses() {
 		vals = append(vals, string(st))
 	}
-	vals = append(vals, string(domain.BindingValidated))
 	if err := execOne(ctx, tx, q, vals...); err != nil {
 		return Binding{}, fmt.Errorf("reset binding: %w", err)
 	}
