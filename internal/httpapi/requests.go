@@ -370,10 +370,10 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
 		}
 		if renewFrom != nil {
+			// Data only: re-applying inside the window is not accepted
+			// yet (renewal is not built; docs/api.md "Renewing access"),
+			// so the message must not tell the person they can renew.
 			data.RenewFrom = renewFrom
-			if renewFrom.After(now) {
-				msg += " You can renew it from " + renewFrom.UTC().Format(time.RFC3339) + "."
-			}
 		}
 		de := domain.Errorf(domain.CodeAlreadyInEffect, msg, "%w", err)
 		de.Data = data
