@@ -97,6 +97,9 @@ type worldSetup struct {
 	// deps, when set, edits the steps' dependencies (hooks) before the
 	// engine starts.
 	deps func(*workflow.Deps)
+	// noGitLabWebhooks keeps the GitLab simulator from sending webhooks:
+	// a test that delivers them itself, at the moment it chooses.
+	noGitLabWebhooks bool
 }
 
 type worldOpt func(*worldSetup)
@@ -110,6 +113,13 @@ func withRoundTrigger(t *workflow.RoundTrigger) worldOpt {
 // withGitLab wraps the GitLab client the steps use.
 func withGitLab(wrap func(gitlab.GitLab) gitlab.GitLab) worldOpt {
 	return func(s *worldSetup) { s.wrapGitLab = wrap }
+}
+
+// withoutGitLabWebhooks: the GitLab simulator sends no webhooks, so one
+// the test sends is the only event that can expedite a poll (a simulator
+// webhook delivered late raced a test's own in CI).
+func withoutGitLabWebhooks() worldOpt {
+	return func(s *worldSetup) { s.noGitLabWebhooks = true }
 }
 
 // withConfig sets configuration keys.
@@ -171,6 +181,13 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	}))
 	t.Cleanup(w.cbTS.Close)
 
+	// The simulator is built before the setup (it needs the simulator's
+	// address); the options that shape the simulator are read from a
+	// throwaway setup first.
+	pre := &worldSetup{ov: map[string]any{}}
+	for _, o := range opts {
+		o(pre)
+	}
 	manual := simapproval.Policy{Mode: simapproval.Manual}
 	deployDelay := 5 * time.Millisecond
 	s, err := sim.New(sim.Config{
@@ -181,6 +198,9 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 			o.PipelineStartDelay = 2 * time.Millisecond
 			o.PipelineDuration = 20 * time.Millisecond
 			o.RebaseDuration = 10 * time.Millisecond
+			if pre.noGitLabWebhooks {
+				o.Deliver = nil
+			}
 		},
 	})
 	require.NoError(t, err)

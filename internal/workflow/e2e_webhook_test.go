@@ -53,16 +53,17 @@ func TestWebhookDuringARunningPollIsNotLost(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		g := &heldPoll{held: make(chan struct{}), release: make(chan struct{})}
-		w := newWorld(t, st, withGitLab(g.wrap), withConfig(map[string]any{
+		// The simulator sends no webhooks of its own: its webhook of the
+		// MR's opening, delivered late, made the poll due just before this
+		// test's first webhook, which then rightly changed nothing
+		// (WorkExpedite) — twice in CI, also after waiting for the poll
+		// to wait an hour.
+		w := newWorld(t, st, withGitLab(g.wrap), withoutGitLabWebhooks(), withConfig(map[string]any{
 			"polling.pipeline.shortInterval": "1h", "polling.pipeline.longInterval": "1h", "polling.pipeline.timeout": "10h",
 		}))
 		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		w.submit("op-held", "yara", tSingle, false)
-		// Waiting for real: the step alone is not enough — the simulator's
-		// own webhook of the MR's opening can make that poll due again
-		// just after it first wrote the step, and a webhook that finds the
-		// poll already due rightly changes nothing (WorkExpedite), which
-		// once failed this test's first assertion in CI.
+		// The first poll has written its step and waits an hour.
 		running, _ := w.until("op-held", "first poll waiting an hour", func(o store.Operation, _ store.Binding) bool {
 			return domain.StepStatus(o.Step) == domain.StepCreatePipelineRunning && o.LeaseOwner == "" &&
 				o.DueAt.After(time.Now().Add(30*time.Minute))
