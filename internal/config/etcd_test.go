@@ -166,10 +166,13 @@ func TestEtcdOutageKeepsItsLastValues(t *testing.T) {
 	file := writeFile(t, t.TempDir(), "changeflow.yaml", "batch:\n  maxRequests: 10\n")
 	logs := &logBuffer{}
 	o := etcdOptions(t, ep, prefix, file)
-	o.Environ = append(o.Environ, "CHANGEFLOW_CONFIG_ETCD_DIALTIMEOUT=500ms")
+	// The first read must reach etcd: with 500 ms it timed out on a loaded
+	// CI machine and the load fell back to the file. The outage below
+	// fails at once (a closed client), so a longer timeout costs nothing.
+	o.Environ = append(o.Environ, "CHANGEFLOW_CONFIG_ETCD_DIALTIMEOUT=5s")
 	o.Logger = logs.logger()
 	m := mustLoad(t, o)
-	require.True(t, m.Current().Workflow().ApproveFirst)
+	require.True(t, m.Current().Workflow().ApproveFirst, "the first load read etcd")
 
 	// Simulate the outage by closing the manager's client: every Get fails.
 	require.NoError(t, m.etcd.cli.Close())
