@@ -329,19 +329,7 @@ func TestRetriesRefusedByAnOpenBreakerAreNotAttempts(t *testing.T) {
 				return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
 			}}
 		}
-		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3}, map[string]workflow.Step{
-			"recovers": breakerThen(2), "stays-down": breakerThen(1000),
-		})
-		submit(t, s, "op-recovers", "recovers")
-		submit(t, s, "op-stays-down", "stays-down")
-		require.NoError(t, e.Start(t.Context()))
-		stopped := func(o store.Operation) bool { return o.LeaseOwner == "" && (o.DueAt.IsZero() || o.NextAction == "") }
-
-		o := waitOp(t, s, "op-recovers", stopped)
-		require.Equal(t, domain.StepCreateMRCreated.String(), domain.StepStatus(o.Step).String(), o.LastError)
-
-		o = waitOp(t, s, "op-stays-down", stopped)
-		require.Equal(t, domain.StepCreateFailed.String(), domain.StepStatus(o.Step).String())
+		o := recoversOrGivesUp(t, s, 3, breakerThen)
 		require.Contains(t, o.LastError, "gave up after 4 attempts")
 		require.Contains(t, o.LastError, "real attempt 4", "the budget counted only real attempts")
 	})
@@ -362,19 +350,28 @@ func TestDatabaseBusyInsideAStepIsARetry(t *testing.T) {
 				return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
 			}}
 		}
-		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 2}, map[string]workflow.Step{
-			"recovers": busyThen(2), "stays-down": busyThen(1000),
-		})
-		submit(t, s, "op-recovers", "recovers")
-		submit(t, s, "op-stays-down", "stays-down")
-		require.NoError(t, e.Start(t.Context()))
-		stopped := func(o store.Operation) bool { return o.LeaseOwner == "" && (o.DueAt.IsZero() || o.NextAction == "") }
-
-		o := waitOp(t, s, "op-recovers", stopped)
-		require.Equal(t, domain.StepCreateMRCreated.String(), domain.StepStatus(o.Step).String(), o.LastError)
-
-		o = waitOp(t, s, "op-stays-down", stopped)
-		require.Equal(t, domain.StepCreateFailed.String(), domain.StepStatus(o.Step).String())
+		o := recoversOrGivesUp(t, s, 2, busyThen)
 		require.Contains(t, o.LastError, "gave up after 3 attempts: database busy")
 	})
+}
+
+// recoversOrGivesUp runs step(2), which fails twice and then succeeds,
+// and step(1000), which never does, with maxRetries: the first must end
+// MR_CREATED, the second in its declared failure, whose row it returns.
+func recoversOrGivesUp(t *testing.T, s *store.Store, maxRetries int, step func(failures int) workflow.Step) store.Operation {
+	t.Helper()
+	e := newEngine(t, s, "i1", workflow.Options{MaxRetries: maxRetries}, map[string]workflow.Step{
+		"recovers": step(2), "stays-down": step(1000),
+	})
+	submit(t, s, "op-recovers", "recovers")
+	submit(t, s, "op-stays-down", "stays-down")
+	require.NoError(t, e.Start(t.Context()))
+	stopped := func(o store.Operation) bool { return o.LeaseOwner == "" && (o.DueAt.IsZero() || o.NextAction == "") }
+
+	o := waitOp(t, s, "op-recovers", stopped)
+	require.Equal(t, domain.StepCreateMRCreated.String(), domain.StepStatus(o.Step).String(), o.LastError)
+
+	o = waitOp(t, s, "op-stays-down", stopped)
+	require.Equal(t, domain.StepCreateFailed.String(), domain.StepStatus(o.Step).String())
+	return o
 }
