@@ -170,6 +170,181 @@ func (w *crashWorld) expireLeases(s *serveProc) {
 	}
 }
 
+// killPoint is where a crash test kills an instance: inside a step, after
+// the step's remote write took effect and before its own write.
+type killPoint struct {
+	// method and path name the GitLab call that is applied and whose
+	// answer is then held for a minute (simProc.holdGitLab), armed before
+	// the instance starts. Empty when start arms the hold itself: a poll,
+	// whose read may only be held once the step is the one that runs.
+	method, path string
+	// env adds CHANGEFLOW_ variables for the new instance (w.next).
+	env []string
+	// start, when set, runs once the instance is up: what makes the step
+	// run (a submission, a manual scan), or the wait for it.
+	start func(s *serveProc)
+	// what names the remote write; applied reports that it took effect.
+	what    string
+	applied func() bool
+	// action is the step the instance must be inside when it is killed: a
+	// live lease of it on a row whose next action is action (inFlight).
+	// Empty only where no operation lease is held — a batch round's MR
+	// creation —, for which held checks what the round has written.
+	action string
+	held   func(s *serveProc)
+}
+
+// killInside is every crash test's kill-and-resume block: it holds the
+// answer of p's GitLab call, starts the next instance, waits until the
+// call's write took effect, checks the instance is inside the step, kills
+// it -9 (its leases expired at once, see kill9) and clears the held
+// answers, so the instance the test starts next resumes the step. It
+// returns the killed instance.
+func (w *crashWorld) killInside(p killPoint) *serveProc {
+	t, sim := w.t, w.sim
+	t.Helper()
+	if p.path != "" {
+		sim.holdGitLab(t, p.method, p.path)
+	}
+	s := w.next(p.env...)
+	if p.start != nil {
+		p.start(s)
+	}
+	waitFor(t, 30*time.Second, p.what, p.applied)
+	if p.action != "" {
+		w.inFlight(s, p.action)
+	}
+	if p.held != nil {
+		p.held(s)
+	}
+	w.kill9(s)
+	sim.clearGitLabFaults(t)
+	return s
+}
+
+// killInsideDeployCallback kills s (running, deployments paused) inside
+// the handling of MR iid's deploy callback: it holds opID's row lock,
+// resumes the deployments, waits until the callback is recorded (the
+// inbox), checks that the flip — which waits for the lock — has not
+// happened (opID's binding is still before), kills s -9 and releases the
+// lock. The next instance finds the recorded callback by
+// reconciliation's exact match.
+func (w *crashWorld) killInsideDeployCallback(s *serveProc, opID string, iid int64, before domain.BindingStatus) {
+	t := w.t
+	t.Helper()
+	lock := w.lockOperation(opID)
+	w.sim.must(t, http.MethodPost, "/deploy/_control/resume", nil, nil)
+	waitFor(t, 30*time.Second, "the deploy callback recorded", func() bool {
+		return countSQL(t, w.st, "SELECT COUNT(*) FROM deploy_callback WHERE project_id = 1 AND mr_iid = ?", iid) == 1
+	})
+	if got := w.binding(opID); got != before {
+		t.Fatalf("binding %s while the flip is blocked, want %s", got, before)
+	}
+	s.kill9(t)
+	lock.release()
+	w.expireLeases(s) // after the release: the row lock held the update
+}
+
+// holdPipelines makes the next check pipeline GitLab starts run until
+// passPipeline: a step that polls it keeps polling.
+func (w *crashWorld) holdPipelines() {
+	w.t.Helper()
+	w.sim.must(w.t, http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
+}
+
+// passPipeline lets MR iid's running check pipeline pass.
+func (w *crashWorld) passPipeline(iid int64) {
+	w.t.Helper()
+	w.sim.must(w.t, http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": iid, "outcome": "pass"}, nil)
+}
+
+// insidePoll is the kill point inside a poll of MR iid's check pipeline
+// (action: poll_pipeline or batch_poll_pipeline), whose pipeline
+// holdPipelines kept running: once the instance has the poll scheduled,
+// the next read of the MR is held, and the instance is killed while that
+// read's answer is held. The poll only reads, so "its remote write took
+// effect" is "GitLab answered its read": the armed hold is used up.
+func (w *crashWorld) insidePoll(action string) killPoint {
+	t, sim := w.t, w.sim
+	return killPoint{
+		start: func(*serveProc) {
+			waitFor(t, 60*time.Second, action+" scheduled", func() bool {
+				return countSQL(t, w.st, "SELECT COUNT(*) FROM operation WHERE next_action = ?", action) == 1
+			})
+			sim.holdGitLab(t, http.MethodGet, "/projects/*/merge_requests/*")
+		},
+		what:    "the poll's read of the MR answered and held",
+		applied: func() bool { return sim.gitLabFaultsArmed(t) == 0 },
+		action:  action,
+	}
+}
+
+// insideCreateMR is the kill point inside create_mr of the world's first
+// MR: the MR opened, its answer held.
+func (w *crashWorld) insideCreateMR() killPoint {
+	return killPoint{
+		method: http.MethodPost, path: "/projects/*/merge_requests",
+		what:    "the MR",
+		applied: func() bool { return len(w.sim.mrs(w.t)) == 1 },
+		action:  workflow.ActionCreateMR,
+	}
+}
+
+// insideRoundMR is the kill point inside a batch round's MR creation of
+// the world's first MR: the batch claimed and committed, the MR opened,
+// its answer held — a RUNNING batch with no MR recorded. A round holds
+// no operation lease, so the batch row is what is checked.
+func (w *crashWorld) insideRoundMR() killPoint {
+	t := w.t
+	return killPoint{
+		method: http.MethodPost, path: "/projects/*/merge_requests",
+		what:    "the batch MR",
+		applied: func() bool { return len(w.sim.mrs(t)) == 1 },
+		held: func(*serveProc) {
+			if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 1 AND (mr_iid IS NULL OR mr_iid = 0)"); n != 1 {
+				t.Fatalf("want the claimed batch without its MR recorded, found %d", n)
+			}
+		},
+	}
+}
+
+// insideApprove is the kill point inside approve or batch_approve
+// (action) of MR iid: the first bot's approval applied, its answer held.
+func (w *crashWorld) insideApprove(iid int64, action string) killPoint {
+	return killPoint{
+		method: http.MethodPost, path: "/projects/*/merge_requests/*/approve",
+		what:    "the first bot approval",
+		applied: func() bool { return len(w.sim.approvedBy(w.t, iid)) == 1 },
+		action:  action,
+	}
+}
+
+// insideMerge is the kill point inside merge or batch_merge (action) of
+// the world's one MR: merged, the answer held.
+func (w *crashWorld) insideMerge(action string) killPoint {
+	return killPoint{
+		method: http.MethodPut, path: "/projects/*/merge_requests/*/merge",
+		what:    "the merge",
+		applied: func() bool { return w.sim.mrs(w.t)[0].State == "merged" },
+		action:  action,
+	}
+}
+
+// insideSettlementClose is the kill point inside batch_settle of a batch
+// whose pipeline failed, the world's first MR: the MR closed, the answer
+// of the close held.
+func (w *crashWorld) insideSettlementClose() killPoint {
+	return killPoint{
+		method: http.MethodPut, path: "/projects/*/merge_requests/*",
+		what: "the failed batch's MR closed",
+		applied: func() bool {
+			mrs := w.sim.mrs(w.t)
+			return len(mrs) == 1 && mrs[0].State == "closed"
+		},
+		action: workflow.ActionBatchSettle,
+	}
+}
+
 // rowLock is a test transaction holding an operation's row lock: every
 // workflow write to the request (a callback's application, a flip) waits
 // for it.
@@ -275,47 +450,22 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 
 	// 3. create_mr: the next instance applies the recorded decision from
 	// the inbox; the MR is opened, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
-	c := w.next()
-	waitFor(t, 30*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
-	w.inFlight(c, workflow.ActionCreateMR)
-	w.kill9(c)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideCreateMR())
 	iid := sim.mrs(t)[0].IID
 
 	// 4. approve: the first bot's approval applied, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
-	d := w.next()
-	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
-	w.inFlight(d, workflow.ActionApprove)
-	w.kill9(d)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideApprove(iid, workflow.ActionApprove))
 
 	// 5. merge: merged, the answer held. Deployments queue meanwhile so
 	// the deploy callback comes in step 6.
 	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
-	e := w.next()
-	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
-	w.inFlight(e, workflow.ActionMerge)
-	w.kill9(e)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideMerge(workflow.ActionMerge))
 
 	// 6. The deploy callback: recorded (the inbox), then the flip waits for
 	// the operation's row lock, which the test holds; killed there.
 	f := w.next()
 	w.untilBinding(domain.BindingMerged, op)
-	lock = w.lockOperation(op)
-	sim.must(t, http.MethodPost, "/deploy/_control/resume", nil, nil)
-	waitFor(t, 30*time.Second, "the deploy callback recorded", func() bool {
-		return countSQL(t, w.st, "SELECT COUNT(*) FROM deploy_callback WHERE project_id = 1 AND mr_iid = ?", iid) == 1
-	})
-	if got := w.binding(op); got != domain.BindingMerged {
-		t.Fatalf("binding %s while the flip is blocked, want MERGED", got)
-	}
-	f.kill9(t)
-	lock.release()
-	w.expireLeases(f) // after the release: the row lock held the update
+	w.killInsideDeployCallback(f, op, iid, domain.BindingMerged)
 
 	// 7. The last instance finishes: VALIDATED, everything once.
 	g := w.next()
@@ -379,31 +529,14 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 
 	// 1. The round's MR creation: claimed, committed, the MR opened and its
 	// answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
-	r := w.next()
-	waitFor(t, 30*time.Second, "the batch MR", func() bool { return len(sim.mrs(t)) == 1 })
-	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 1 AND (mr_iid IS NULL OR mr_iid = 0)"); n != 1 {
-		t.Fatalf("want the claimed batch without its MR recorded, found %d", n)
-	}
-	w.kill9(r)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideRoundMR())
 	iid := sim.mrs(t)[0].IID
 
 	// 2. batch_approve: the first bot's approval applied, answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
-	b := w.next()
-	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
-	w.inFlight(b, workflow.ActionBatchApprove)
-	w.kill9(b)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideApprove(iid, workflow.ActionBatchApprove))
 
 	// 3. batch_merge: merged, answer held.
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
-	c := w.next()
-	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
-	w.inFlight(c, workflow.ActionBatchMerge)
-	w.kill9(c)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideMerge(workflow.ActionBatchMerge))
 
 	// 4. The last instance finishes.
 	d := w.next()
@@ -462,13 +595,10 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 	legacy := "CHANGEFLOW_WORKFLOW_APPROVEFIRST=false"
 
 	// 1. create_mr: the MR opened, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
-	a := w.next(legacy)
-	a.submit(t, user, op, "solo")
-	waitFor(t, 20*time.Second, "the MR", func() bool { return len(sim.mrs(t)) == 1 })
-	w.inFlight(a, workflow.ActionCreateMR)
-	w.kill9(a)
-	sim.clearGitLabFaults(t)
+	first := w.insideCreateMR()
+	first.env = []string{legacy}
+	first.start = func(a *serveProc) { a.submit(t, user, op, "solo") }
+	w.killInside(first)
 	iid := sim.mrs(t)[0].IID
 
 	// 2. submit_approval: the form (with ext.mrId) created, its answer held.
@@ -497,12 +627,9 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 
 	// 4. approve: the inbox replay (legacy: the MR is there) starts it; the
 	// first bot's approval applied, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
-	d := w.next(legacy)
-	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
-	w.inFlight(d, workflow.ActionApprove)
-	w.kill9(d)
-	sim.clearGitLabFaults(t)
+	approve := w.insideApprove(iid, workflow.ActionApprove)
+	approve.env = []string{legacy}
+	w.killInside(approve)
 
 	// 5. The last instance finishes.
 	e := w.next(legacy)
@@ -633,15 +760,7 @@ func TestServeKill9InsideBatchSettlement(t *testing.T) {
 	w.gatherAdmitted("grouped", ops, users)
 
 	sim.must(t, http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*") // the close
-	a := w.next()
-	waitFor(t, 30*time.Second, "the failed batch's MR closed", func() bool {
-		mrs := sim.mrs(t)
-		return len(mrs) == 1 && mrs[0].State == "closed"
-	})
-	w.inFlight(a, workflow.ActionBatchSettle)
-	w.kill9(a)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideSettlementClose())
 	failedIID := sim.mrs(t)[0].IID
 
 	b := w.next()

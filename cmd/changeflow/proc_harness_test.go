@@ -263,6 +263,15 @@ func (s *simProc) clearGitLabFaults(t *testing.T) {
 	s.must(t, http.MethodDelete, "/gitlab/_control/faults", nil, nil)
 }
 
+// gitLabFaultsArmed is how many GitLab fault rules are still armed: a
+// rule of count 1 is gone once a call used it.
+func (s *simProc) gitLabFaultsArmed(t *testing.T) int {
+	t.Helper()
+	var faults []json.RawMessage
+	s.must(t, http.MethodGet, "/gitlab/_control/faults", nil, &faults)
+	return len(faults)
+}
+
 // simMR is what the tests read of an MR.
 type simMR struct {
 	IID          int64  `json:"iid"`

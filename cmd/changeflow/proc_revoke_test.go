@@ -469,12 +469,14 @@ func untilLag(t *testing.T, s *serveProc, want int) {
 // `changeflow serve` process running the removal is killed -9 inside every
 // step in turn, each time after the step's remote write took effect and
 // before its own write: create_mr (the removal committed and its MR opened,
-// the answer held), approve (the first bot's approval applied, the answer
-// held), merge (merged, the answer held) and the deploy callback's
-// handling (recorded, the flip blocked on a row lock the test holds). The
-// next instance finishes each: the removal ends REVOKED with one MR, one
-// removal commit on main, each bot's approval once, created once, flipped
-// once and counted once on the surviving instance; the file is exact.
+// the answer held), poll_pipeline (the pipeline kept running, a read of
+// the MR answered and its answer held), approve (the first bot's
+// approval applied, the answer held), merge (merged, the answer held) and
+// the deploy callback's handling (recorded, the flip blocked on a row lock
+// the test holds). The next instance finishes each: the removal ends
+// REVOKED with one MR, merged, one removal commit on main, each bot's
+// approval once, created once, flipped once and counted once on the
+// surviving instance; the file is exact.
 func TestServeKill9AtEachStepOfARemoval(t *testing.T) {
 	t.Parallel()
 	// No scheduled scan in the test's time: the manual scan creates the
@@ -487,53 +489,40 @@ func TestServeKill9AtEachStepOfARemoval(t *testing.T) {
 	seedGrants(t, w.st, sim, grants)
 	expireGrants(t, w.st, grants[:1])
 
+	// The removal MR's check pipeline runs until step 2 lets it pass.
+	w.holdPipelines()
+
 	// 1. create_mr of the removal: committed, the MR opened, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
-	a := w.next()
-	if n, err := a.expiryScan(); err != nil || n != 1 {
-		t.Fatalf("the scan created %d revocations (%v), want 1", n, err)
+	create := w.insideCreateMR()
+	create.what = "the removal's MR"
+	create.start = func(a *serveProc) {
+		if n, err := a.expiryScan(); err != nil || n != 1 {
+			t.Fatalf("the scan created %d revocations (%v), want 1", n, err)
+		}
 	}
-	waitFor(t, 30*time.Second, "the removal's MR", func() bool { return len(sim.mrs(t)) == 1 })
-	w.inFlight(a, workflow.ActionCreateMR)
-	w.kill9(a)
-	sim.clearGitLabFaults(t)
+	w.killInside(create)
 	iid := sim.mrs(t)[0].IID
 
-	// 2. approve: the first bot's approval applied, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests/*/approve")
-	b := w.next()
-	waitFor(t, 30*time.Second, "the first bot approval", func() bool { return len(sim.approvedBy(t, iid)) == 1 })
-	w.inFlight(b, workflow.ActionApprove)
-	w.kill9(b)
-	sim.clearGitLabFaults(t)
+	// 2. poll_pipeline: the next instance adopts the MR and polls its
+	// pipeline (still running); killed while a read's answer is held.
+	w.killInside(w.insidePoll(workflow.ActionPollPipeline))
+	w.passPipeline(iid)
 
-	// 3. merge: merged, the answer held; deployments queue meanwhile so
-	// the deploy callback comes in step 4.
+	// 3. approve: the first bot's approval applied, its answer held.
+	w.killInside(w.insideApprove(iid, workflow.ActionApprove))
+
+	// 4. merge: merged, the answer held; deployments queue meanwhile so
+	// the deploy callback comes in step 5.
 	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
-	c := w.next()
-	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
-	w.inFlight(c, workflow.ActionMerge)
-	w.kill9(c)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideMerge(workflow.ActionMerge))
 
-	// 4. The deploy callback: recorded, then the flip waits for the
+	// 5. The deploy callback: recorded, then the flip waits for the
 	// revocation's row lock, which the test holds; killed there.
 	d := w.next()
 	w.untilStep(rev, domain.StepHandleMerged)
-	lock := w.lockOperation(rev)
-	sim.must(t, http.MethodPost, "/deploy/_control/resume", nil, nil)
-	waitFor(t, 30*time.Second, "the deploy callback recorded", func() bool {
-		return countSQL(t, w.st, "SELECT COUNT(*) FROM deploy_callback WHERE project_id = 1 AND mr_iid = ?", iid) == 1
-	})
-	if got := w.binding(rev); got != domain.BindingRevoking {
-		t.Fatalf("binding %s while the flip is blocked, want REVOKING", got)
-	}
-	d.kill9(t)
-	lock.release()
-	w.expireLeases(d)
+	w.killInsideDeployCallback(d, rev, iid, domain.BindingRevoking)
 
-	// 5. The last instance finishes: reconciliation's exact match finds
+	// 6. The last instance finishes: reconciliation's exact match finds
 	// the recorded callback and flips once.
 	e := w.next()
 	untilRevoked(t, w.st, 60*time.Second, []string{grant})
@@ -585,9 +574,12 @@ func (w *crashWorld) gatherRemovals(ops, users []string, revs []string) {
 // and two removals of expired grants, and a `changeflow serve` process
 // killed -9 inside the round's MR creation (claimed, committed — one
 // commit adding one entry and removing two — the MR opened, its answer
-// held: a RUNNING batch with no MR recorded) and inside batch_merge
-// (merged, the answer held). The next instance's round finishes building
-// the dead round's batch, adopting its MR; the batch steps resume. The
+// held: a RUNNING batch with no MR recorded), inside batch_poll_pipeline
+// (the pipeline kept running, a read of the MR answered and its answer
+// held), inside batch_approve (the first bot's approval applied, the
+// answer held) and inside batch_merge (merged, the answer held). The next
+// instance's round finishes building the dead round's batch, adopting its
+// MR; the batch steps resume. The
 // grant ends VALIDATED and both removals REVOKED in the one SUCCEEDED
 // batch, with one MR, one commit carrying every member, each flipped and
 // counted once on the surviving instance; the file is exact.
@@ -601,26 +593,26 @@ func TestServeKill9AtEachStepOfABatchWithRemovals(t *testing.T) {
 	revs := []string{domain.RevocationID("g-b1"), domain.RevocationID("g-b2")}
 	w.gatherRemovals([]string{"op-new"}, []string{"carol"}, revs)
 
+	// The batch MR's check pipeline runs until step 2 lets it pass.
+	w.holdPipelines()
+
 	// 1. The round's MR creation: the MR opened, its answer held.
-	sim.holdGitLab(t, http.MethodPost, "/projects/*/merge_requests")
-	r := w.next()
-	waitFor(t, 30*time.Second, "the batch MR", func() bool { return len(sim.mrs(t)) == 1 })
-	if n := countSQL(t, w.st, "SELECT COUNT(*) FROM merge_batch WHERE status = 1 AND (mr_iid IS NULL OR mr_iid = 0)"); n != 1 {
-		t.Fatalf("want the claimed batch without its MR recorded, found %d", n)
-	}
-	w.kill9(r)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideRoundMR())
 	iid := sim.mrs(t)[0].IID
 
-	// 2. batch_merge: merged, the answer held.
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*/merge")
-	c := w.next()
-	waitFor(t, 30*time.Second, "the merge", func() bool { return sim.mrs(t)[0].State == "merged" })
-	w.inFlight(c, workflow.ActionBatchMerge)
-	w.kill9(c)
-	sim.clearGitLabFaults(t)
+	// 2. batch_poll_pipeline: the next instance's round finishes building
+	// the dead round's batch, adopting its MR, and the driver polls the
+	// pipeline (still running); killed while a read's answer is held.
+	w.killInside(w.insidePoll(workflow.ActionBatchPollPipeline))
+	w.passPipeline(iid)
 
-	// 3. The last instance finishes.
+	// 3. batch_approve: the first bot's approval applied, its answer held.
+	w.killInside(w.insideApprove(iid, workflow.ActionBatchApprove))
+
+	// 4. batch_merge: merged, the answer held.
+	w.killInside(w.insideMerge(workflow.ActionBatchMerge))
+
+	// 5. The last instance finishes.
 	d := w.next()
 	w.untilBinding(domain.BindingValidated, "op-new")
 	untilRevoked(t, w.st, 60*time.Second, grantIDs(grants))
@@ -671,15 +663,7 @@ func TestServeKill9InsideBatchSettlementOfRemovals(t *testing.T) {
 	w.gatherRemovals(nil, nil, revs)
 
 	sim.must(t, http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
-	sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*") // the close
-	a := w.next()
-	waitFor(t, 30*time.Second, "the failed batch's MR closed", func() bool {
-		mrs := sim.mrs(t)
-		return len(mrs) == 1 && mrs[0].State == "closed"
-	})
-	w.inFlight(a, workflow.ActionBatchSettle)
-	w.kill9(a)
-	sim.clearGitLabFaults(t)
+	w.killInside(w.insideSettlementClose())
 	failedIID := sim.mrs(t)[0].IID
 
 	b := w.next()
