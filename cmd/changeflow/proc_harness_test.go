@@ -562,24 +562,29 @@ func waitForOrTell(t *testing.T, timeout time.Duration, what string, tell func()
 // simulated world at simURL, MariaDB at dsn, short leases, polls and
 // rounds so the tests run in seconds; extra is appended (YAML).
 func procConfig(dsn, simURL, extra string) string {
+	return procConfigOn(store.DriverMySQL, dsn, simURL, extra)
+}
+
+// procConfigOn is procConfig on the database driver (mysql or sqlite).
+func procConfigOn(driver, dsn, simURL, extra string) string {
 	return fmt.Sprintf(`database:
-  driver: mysql
+  driver: %s
   dsn: %q
   maxOpenConns: 20
 log:
   level: warn
 gitlab:
-  baseURL: %[2]s/gitlab/
+  baseURL: %[3]s/gitlab/
   projects: [1]
   tokens:
     committer: local-committer-token
     approver1: local-approver-1-token
     approver2: local-approver-2-token
 approval:
-  baseURL: %[2]s/approval/
+  baseURL: %[3]s/approval/
   backoffMs: 20
 permission:
-  baseURL: %[2]s/permission/
+  baseURL: %[3]s/permission/
 callbacks:
   tokens:
     approval: local-callback-token
@@ -590,7 +595,7 @@ identity:
 polling:
   pipeline: {shortInterval: 50ms, shortAttempts: 40, longInterval: 200ms, timeout: 60s}
   rebase: {shortInterval: 50ms, shortAttempts: 40, longInterval: 200ms, timeout: 60s}
-%s`, dsn, simURL, extra)
+%s`, driver, dsn, simURL, extra)
 }
 
 // countSQL runs a COUNT query on the test's store. A database that is
