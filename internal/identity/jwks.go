@@ -45,9 +45,15 @@ type keySet struct {
 	now        func() time.Time
 
 	mu sync.Mutex // guards keys, refreshed and lastErr
-	// keys is the last JWKS read; refreshed is when the last read was
-	// attempted, successful or not — a failing issuer is not asked again
+	// keys is the last JWKS read; refreshed is when the last read
+	// finished, successful or not — a failing issuer is not asked again
 	// sooner either; lastErr is that read's failure, if it failed.
+	// refreshed is stamped when the read ends, not when it starts: a
+	// token arriving while a read is in flight must join that read (the
+	// singleflight), not be refused because "the keys were just read"
+	// while they are not there yet. It was stamped at the start, and the
+	// web app's first two calls after a sign-in (same new token, at once)
+	// saw one of them refused and the person signed out again.
 	keys      []jose.JSONWebKey
 	refreshed time.Time
 	lastErr   error
@@ -129,13 +135,13 @@ func (k *keySet) refresh(ctx context.Context) ([]jose.JSONWebKey, error) {
 			k.mu.Unlock()
 			return keys, err
 		}
-		k.refreshed = k.now()
 		k.mu.Unlock()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.timeout())
 		defer cancel()
 		keys, err := k.fetch(fctx)
 		k.mu.Lock()
 		defer k.mu.Unlock()
+		k.refreshed = k.now()
 		if err != nil {
 			// The keys held stay: a JWKS that fails to load says nothing
 			// about the keys already known.

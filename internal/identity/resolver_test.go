@@ -126,6 +126,10 @@ type issuer struct {
 	down atomic.Bool
 	hits atomic.Int64
 	jwks atomic.Int64 // downloads of the JWKS
+	// hold, when set, makes each JWKS download announce itself on
+	// entered and wait for hold to close: a download in flight, on cue.
+	hold    chan struct{}
+	entered chan struct{}
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -141,6 +145,10 @@ func newIssuer(t *testing.T) *issuer {
 		is.hits.Add(1)
 		if strings.HasSuffix(r.URL.Path, "/jwks") {
 			is.jwks.Add(1)
+			if is.hold != nil {
+				is.entered <- struct{}{}
+				<-is.hold
+			}
 		}
 		if is.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)

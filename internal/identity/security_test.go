@@ -162,6 +162,47 @@ func withKid(t *testing.T, tok, kid string) string {
 	return strings.Join(parts, ".")
 }
 
+// TestTokensArrivingDuringAJWKSDownloadWaitForIt: the first token (or
+// the first after a rotation) downloads the JWKS; a second one arriving
+// while that download is in flight must wait for it and verify, not be
+// refused because "the keys were just read". That refusal signed people
+// out of the web app right after they signed in: its first two calls
+// (/api/me and /api/requests) carry the new token at once, one was
+// refused, and a 401 drops the token.
+func TestTokensArrivingDuringAJWKSDownloadWaitForIt(t *testing.T) {
+	is := newIssuer(t)
+	is.hold = make(chan struct{})
+	is.entered = make(chan struct{}, 1)
+	var release sync.Once
+	// Cleanups run last-in first-out: this one frees a held download
+	// before the issuer's server is closed (which waits for it).
+	t.Cleanup(func() { release.Do(func() { close(is.hold) }) })
+	v := identity.NewOIDC(identity.OIDCOptions{Issuer: is.url})
+	res := identity.NewResolver(identity.Options{Directory: directory(t), OIDC: v})
+	tok := is.mint(t, simoidc.TokenRequest{Sub: "alice"})
+	first := make(chan identity.Resolution, 1)
+	go func() { first <- res.Resolve(bearerRequest(tok)) }()
+	<-is.entered // the first token's download is in flight, held
+	second := make(chan identity.Resolution, 1)
+	go func() { second <- res.Resolve(bearerRequest(tok)) }()
+	select {
+	case got := <-second:
+		t.Fatalf("the second token was answered while the download was in flight: %+v", got)
+	case <-time.After(200 * time.Millisecond):
+		// still waiting, as it should (not a bound on anything: the
+		// refusal this guards against comes at once)
+	}
+	release.Do(func() { close(is.hold) })
+	for name, ch := range map[string]chan identity.Resolution{"first": first, "second": second} {
+		if got := <-ch; got.Identity.Account != "alice" || got.Err != nil {
+			t.Fatalf("%s token: %+v", name, got)
+		}
+	}
+	if n := is.jwks.Load(); n != 1 {
+		t.Fatalf("%d JWKS downloads, want 1 for both tokens", n)
+	}
+}
+
 // TestForgedTokensCostNoJWKSDownload: the review sent 50 forged tokens and
 // counted 51 JWKS downloads. Now a token naming a known key with a bad
 // signature never causes one, and an unknown kid causes at most one per

@@ -523,8 +523,17 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     // Back where the person was, the callback (its code spent) replaced.
     await page.waitForURL(`${server.base}/requests`);
     const signedIn = page.locator('[data-testid=signed-in]');
-    await signedIn.getByText('bob@corp.example').waitFor();
-    await page.locator('[data-testid=my-requests], main p.muted').first().waitFor();
+    // What the page was answered, for a failure's report: this test was
+    // flaky until a token arriving during the server's first JWKS
+    // download was refused (internal/identity TestTokensArrivingDuring…).
+    const answers = [];
+    page.on('response', (r) => answers.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`));
+    try {
+      await signedIn.getByText('bob@corp.example').waitFor();
+      await page.locator('[data-testid=my-requests], main p.muted').first().waitFor();
+    } catch (e) {
+      throw new Error(`${e.message}\nanswers: ${answers.join(', ')}\nserver log: ${server.logs().slice(-2000)}`);
+    }
     assert.equal(await page.locator('main .note.error').count(), 0, 'the API took the token');
     const last = calls.at(-1);
     assert.match(last.authorization ?? '', /^Bearer [\w-]+\.[\w-]+\.[\w-]+$/, 'the ID token is sent as a bearer token');
