@@ -136,31 +136,18 @@ const leasePoll = 25 * time.Millisecond
 // leaseMigrateLock inserts the lock row, waiting while another owner holds
 // it, and returns the function that deletes it.
 func (s *Store) leaseMigrateLock(ctx context.Context, l lease) (func() error, error) {
-	if _, err := s.db.ExecContext(ctx, l.ddl); err != nil {
-		return nil, fmt.Errorf("create migration lock table: %w", translate(err))
-	}
 	owner := randomToken()
 	stale, staleArg := s.dialect.NowMinus(l.staleAfter)
 	deadline := time.NewTimer(s.opts.migrateLockTimeout)
 	defer deadline.Stop()
+	created := false
 	for {
-		_, err := s.db.ExecContext(ctx,
-			"INSERT INTO changeflow_migrate_lock (id, owner, locked_at) VALUES (1, ?, "+s.dialect.Now()+")", owner)
-		if err == nil {
-			break
+		taken, err := s.tryLease(ctx, l, &created, owner, stale, staleArg)
+		if err != nil {
+			return nil, err
 		}
-		switch err = translate(err); {
-		case errors.Is(err, domain.ErrDuplicate):
-			// Held: take it over only if abandoned.
-			_, err := s.db.ExecContext(ctx, "DELETE FROM changeflow_migrate_lock WHERE id = 1 AND locked_at < "+stale, staleArg)
-			if err = translate(err); err != nil && !errors.Is(err, domain.ErrBusy) {
-				return nil, fmt.Errorf("clear stale migration lock: %w", err)
-			}
-		case errors.Is(err, domain.ErrBusy):
-			// The holder is writing (SQLite), or a twin INSERT on another
-			// Galera node certified first (1213); try again.
-		default:
-			return nil, fmt.Errorf("take migration lock: %w", err)
+		if taken {
+			break
 		}
 		poll := time.NewTimer(leasePoll)
 		select {
@@ -190,6 +177,64 @@ func (s *Store) leaseMigrateLock(ctx context.Context, l lease) (func() error, er
 		}
 		return nil
 	}, nil
+}
+
+// tryLease makes one attempt at the lease row: true when this owner holds
+// it now, false to wait and try again.
+//
+// A waiter only reads while the row is held by a live owner. It used to
+// try the INSERT (and the stale DELETE) every leasePoll: on SQLite each is
+// a write transaction, and four waiters writing every 25 ms starved the
+// holder's own migration statements of the single write lock (SQLite's
+// busy handler is not fair) until one failed with SQLITE_BUSY after
+// busy_timeout — seen once on a loaded machine
+// (TestMigrateConcurrentInstances). A read takes no write lock in WAL
+// mode. Writes happen only when the row is absent or abandoned, and a
+// busy answer to them (the holder is writing; on Galera a twin INSERT
+// certified first, 1213) is one more wait.
+func (s *Store) tryLease(ctx context.Context, l lease, created *bool, owner, stale string, staleArg any) (bool, error) {
+	if !*created {
+		// Before the first migration the table may not exist; several
+		// processes may race to create it (IF NOT EXISTS makes that safe,
+		// a busy answer is a wait).
+		if _, err := s.db.ExecContext(ctx, l.ddl); err != nil {
+			if err = translate(err); errors.Is(err, domain.ErrBusy) {
+				return false, nil
+			}
+			return false, fmt.Errorf("create migration lock table: %w", err)
+		}
+		*created = true
+	}
+	var abandoned bool
+	err := s.db.QueryRowContext(ctx,
+		"SELECT CASE WHEN locked_at < "+stale+" THEN 1 ELSE 0 END FROM changeflow_migrate_lock WHERE id = 1", staleArg).Scan(&abandoned)
+	switch err = translate(err); {
+	case errors.Is(err, domain.ErrNotFound):
+		// Free: take it below.
+	case errors.Is(err, domain.ErrBusy):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read migration lock: %w", err)
+	case !abandoned:
+		return false, nil // held by a live owner
+	default:
+		// Held, but abandoned (its owner died mid-migration): clear it,
+		// then race for it like everyone else.
+		_, err := s.db.ExecContext(ctx, "DELETE FROM changeflow_migrate_lock WHERE id = 1 AND locked_at < "+stale, staleArg)
+		if err = translate(err); err != nil && !errors.Is(err, domain.ErrBusy) {
+			return false, fmt.Errorf("clear stale migration lock: %w", err)
+		}
+	}
+	_, err = s.db.ExecContext(ctx,
+		"INSERT INTO changeflow_migrate_lock (id, owner, locked_at) VALUES (1, ?, "+s.dialect.Now()+")", owner)
+	switch err = translate(err); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, domain.ErrDuplicate), errors.Is(err, domain.ErrBusy):
+		return false, nil // another waiter was quicker, or the holder is writing
+	default:
+		return false, fmt.Errorf("take migration lock: %w", err)
+	}
 }
 
 // renewLease renews the row's locked_at every l.heartbeat until the

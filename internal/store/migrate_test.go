@@ -4,9 +4,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 )
@@ -91,6 +93,34 @@ func TestMigrateConcurrentInstances(t *testing.T) {
 				"SELECT COUNT(*) FROM goose_db_version WHERE version_id = ?", v), "version %d recorded once", v)
 		}
 	})
+}
+
+// TestMigrateLeaseRowOnSQLite: SQLite has no session lock, so Migrate
+// serializes on a lease row. A row held by a live owner makes another
+// migrator wait (and give up busy after its lock timeout, the row left
+// alone); a row older than a minute by the database clock is a killed
+// migrator's and is taken over; a successful run leaves no row.
+func TestMigrateLeaseRowOnSQLite(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.NewDatabase(t, store.DriverSQLite)
+	s := storetest.OpenDSN(t, store.DriverSQLite, dsn, store.WithMigrateLockTimeout(300*time.Millisecond))
+	ctx := t.Context()
+	_, err := s.Migrate(ctx) // creates the lease table, and leaves no row
+	require.NoError(t, err)
+	rows := func() int { return count(t, s.DB(), "SELECT COUNT(*) FROM changeflow_migrate_lock") }
+	require.Zero(t, rows())
+
+	_, err = s.DB().ExecContext(ctx, "INSERT INTO changeflow_migrate_lock (id, owner, locked_at) VALUES (1, 'alive', CURRENT_TIMESTAMP)")
+	require.NoError(t, err)
+	_, err = s.Migrate(ctx)
+	require.ErrorIs(t, err, domain.ErrBusy, "a live owner's row is waited for, then busy")
+	require.Equal(t, 1, count(t, s.DB(), "SELECT COUNT(*) FROM changeflow_migrate_lock WHERE owner = 'alive'"), "and left alone")
+
+	_, err = s.DB().ExecContext(ctx, "UPDATE changeflow_migrate_lock SET locked_at = datetime(CURRENT_TIMESTAMP, '-2 minutes')")
+	require.NoError(t, err)
+	_, err = s.Migrate(ctx)
+	require.NoError(t, err, "a row a killed migrator left is taken over")
+	require.Zero(t, rows(), "and released")
 }
 
 func TestMigrateInMemorySQLite(t *testing.T) {
