@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow"
 )
 
 // The end of access through the HTTP API of a real `changeflow serve`
@@ -317,4 +318,84 @@ func mrState(t *testing.T, sim *simProc, iid int64) string {
 	}
 	t.Fatalf("no MR !%d", iid)
 	return ""
+}
+
+// TestServeKill9InsideTheWithdrawalOfAnOpenMR: a request of a target
+// without batching has its MR open (the check pipeline kept running) when
+// its owner withdraws it; the guarded write moves the step and claims the
+// withdraw action for the instance answering the call, which closes the
+// MR — and is killed -9 right after GitLab closed it (the answer held),
+// before it wrote CLOSED. The next instance, once the lease expired,
+// re-runs withdraw: it reads the MR (closed, nothing to close) and ends
+// the request CLOSED, flipped and counted once; the one MR stays closed
+// and nothing reaches main.
+func TestServeKill9InsideTheWithdrawalOfAnOpenMR(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "")
+	sim := w.sim
+	const op, user = "op-wd", "dave"
+	w.holdPipelines()
+
+	w.killInside(killPoint{
+		start: func(a *serveProc) {
+			a.submit(t, user, op, "solo")
+			w.untilBinding(domain.BindingApprovalSent, op)
+			sim.approve(t, op)
+			untilPipelineRunning(t, w.st, op)
+			// Armed only now, so the close is the one call it can hold.
+			sim.holdGitLab(t, http.MethodPut, "/projects/*/merge_requests/*")
+			// The call blocks on the held close and dies with the
+			// instance: its answer is not the test's concern.
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, a.base+"/api/requests/"+op+"/withdraw", nil)
+				req.Header.Set("X-Auth-Request-User", user)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+		},
+		what: "the MR closed",
+		applied: func() bool {
+			mrs := sim.mrs(t)
+			return len(mrs) == 1 && mrs[0].State == "closed"
+		},
+		action: workflow.ActionWithdraw,
+	})
+	if got := w.binding(op); got == domain.BindingClosed {
+		t.Fatalf("binding %s before the withdraw action wrote it: the kill came too late", got)
+	}
+
+	b := w.next()
+	w.untilBinding(domain.BindingClosed, op)
+	waitFor(t, 30*time.Second, "the withdrawal counted", func() bool { return b.metricSum(t, "changeflow_requests_withdrawn_total") >= 1 })
+	if n := b.metricSum(t, "changeflow_requests_withdrawn_total"); n != 1 {
+		t.Fatalf("%s counts %d withdrawals, want 1", b.id, n)
+	}
+	o := w.op(op)
+	if domain.StepStatus(o.Step) != domain.StepCloseRequesterWithdrawn || o.NextAction != "" {
+		t.Fatalf("%s at %s, next action %q: want CLOSE_REQUESTER_WITHDRAWN with nothing left to do", op, domain.StepStatus(o.Step), o.NextAction)
+	}
+	steps, err := w.st.OperationStepList(t.Context(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := 0
+	for _, s := range steps {
+		if s.ToBinding == domain.BindingClosed {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("%d moves to CLOSED in the history, want 1", closed)
+	}
+	if got := b.requestStatus(t, user, op); got != "CLOSED" {
+		t.Fatalf("the API says %s, want CLOSED", got)
+	}
+	if mrs := sim.mrs(t); len(mrs) != 1 || mrs[0].State != "closed" {
+		t.Fatalf("MRs %+v, want one, closed", mrs)
+	}
+	if n := sim.commitsOnMain(t, op); n != 0 {
+		t.Fatalf("%d commits for %s on main, want none", n, op)
+	}
+	sim.filesExact(t, w.st, []string{"solo", "grouped"}, []string{op})
 }
