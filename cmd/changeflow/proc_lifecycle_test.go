@@ -399,3 +399,79 @@ func TestServeKill9InsideTheWithdrawalOfAnOpenMR(t *testing.T) {
 	}
 	sim.filesExact(t, w.st, []string{"solo", "grouped"}, []string{op})
 }
+
+// TestServeKill9InsideTheWithdrawalOfAnApproval: a request waiting for
+// its approval is withdrawn — CLOSED and counted at once by the guarded
+// write, the approval's withdrawal upstream left to the withdraw action —
+// and the instance running that action is killed -9 right after the
+// approval system withdrew the form (its answer held). The next instance,
+// once the lease expired, re-runs withdraw: the approval system answers
+// the second call with the form as it is (withdrawn), and the action
+// ends. One form, WITHDRAWN and no longer decidable; one move to CLOSED;
+// the survivor counts no second withdrawal; nothing reaches main.
+func TestServeKill9InsideTheWithdrawalOfAnApproval(t *testing.T) {
+	t.Parallel()
+	w := newCrashWorld(t, "")
+	sim := w.sim
+	const op, user = "op-wda", "erin"
+	w.killInside(killPoint{
+		start: func(a *serveProc) {
+			a.submit(t, user, op, "solo")
+			w.untilBinding(domain.BindingApprovalSent, op)
+			sim.must(t, http.MethodPost, "/approval/_control/faults",
+				map[string]any{"holdWithdrawsNext": map[string]any{"count": 1, "delayMs": 60000}}, nil)
+			r := a.call(t, http.MethodPost, "/api/requests/"+op+"/withdraw", user, nil).want(t, "withdraw", http.StatusOK, "OK")
+			if r.Data["status"] != "CLOSED" {
+				t.Fatalf("withdrawn while waiting for approval: %v", r.Data)
+			}
+		},
+		what:    "the approval withdrawn upstream",
+		applied: func() bool { return sim.approvals(t, op)[0]["status"] == "WITHDRAWN" },
+		action:  workflow.ActionWithdraw,
+		held: func(a *serveProc) {
+			if n := a.metricSum(t, "changeflow_requests_withdrawn_total"); n != 1 {
+				t.Fatalf("%s counts %d withdrawals at the guarded write, want 1", a.id, n)
+			}
+		},
+	})
+	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
+
+	b := w.next()
+	waitFor(t, 60*time.Second, "the withdraw action done", func() bool {
+		return countSQL(t, w.st, "SELECT COUNT(*) FROM operation WHERE operation_id = ? AND next_action IS NULL AND lease_owner IS NULL", op) == 1
+	})
+	o := w.op(op)
+	if domain.StepStatus(o.Step) != domain.StepCloseRequesterWithdrawn || w.binding(op) != domain.BindingClosed {
+		t.Fatalf("%s at %s / %s, want CLOSE_REQUESTER_WITHDRAWN / CLOSED", op, domain.StepStatus(o.Step), w.binding(op))
+	}
+	steps, err := w.st.OperationStepList(t.Context(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := 0
+	for _, s := range steps {
+		if s.ToBinding == domain.BindingClosed {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("%d moves to CLOSED in the history, want 1", closed)
+	}
+	forms := sim.approvals(t, op)
+	if len(forms) != 1 || forms[0]["status"] != "WITHDRAWN" {
+		t.Fatalf("approval forms %v, want one, WITHDRAWN", forms)
+	}
+	if code := sim.do(t, http.MethodPost, fmt.Sprintf("/approval/_control/approvals/%v/approve", forms[0]["approvalId"]), nil, nil); code != http.StatusConflict {
+		t.Fatalf("deciding the withdrawn approval = %d, want 409", code)
+	}
+	if n := b.metricSum(t, "changeflow_requests_withdrawn_total"); n != 0 {
+		t.Fatalf("%s counts %d withdrawals; the dead instance counted the only one", b.id, n)
+	}
+	if got := b.requestStatus(t, user, op); got != "CLOSED" {
+		t.Fatalf("the API says %s, want CLOSED", got)
+	}
+	if n := len(sim.mrs(t)); n != 0 {
+		t.Fatalf("%d MRs, want none", n)
+	}
+	sim.filesExact(t, w.st, []string{"solo", "grouped"}, []string{op})
+}

@@ -495,3 +495,51 @@ func TestSubmitFaults(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldWithdraw: holdWithdrawsNext withdraws first and then holds the
+// answer until the caller gives up; the next withdraw call of the same
+// approval answers at once, WITHDRAWN (idempotent).
+func TestHeldWithdraw(t *testing.T) {
+	w := newWorld(t, approval.Policy{})
+	status, a := w.submit("op-wd-held", "")
+	if status != http.StatusCreated {
+		t.Fatalf("submit: %d", status)
+	}
+	w.do("POST", "/_control/faults", `{"holdWithdrawsNext":{"count":1,"delayMs":60000}}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", w.api.URL+"/v1/approvals/"+a.ApprovalID+"/withdraw", nil)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	// Withdrawn while its answer is held.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, b := w.do("GET", "/v1/approvals/"+a.ApprovalID, "")
+		if bytes.Contains(b, []byte(`"status":"WITHDRAWN"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held withdrawal was never applied")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("answered while held: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the caller gave up, want its error")
+	}
+	// Only the next one was held; a second call answers the state.
+	status, b := w.do("POST", "/v1/approvals/"+a.ApprovalID+"/withdraw", "")
+	if status != http.StatusOK || !bytes.Contains(b, []byte(`"status":"WITHDRAWN"`)) {
+		t.Fatalf("second withdraw: %d %s", status, b)
+	}
+}

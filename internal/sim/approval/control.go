@@ -154,6 +154,8 @@ func (s *Server) SetFaults(f Faults) error {
 	f.HoldResponseNext.DelayMs = max(f.HoldResponseNext.DelayMs, 0)
 	f.FailReadsNext.Count = max(f.FailReadsNext.Count, 0)
 	f.FailWithdrawsNext.Count = max(f.FailWithdrawsNext.Count, 0)
+	f.HoldWithdrawsNext.Count = max(f.HoldWithdrawsNext.Count, 0)
+	f.HoldWithdrawsNext.DelayMs = max(f.HoldWithdrawsNext.DelayMs, 0)
 	s.mu.Lock()
 	s.faults = f
 	s.mu.Unlock()

@@ -32,6 +32,11 @@ type Faults struct {
 	// /v1/approvals/{id}/withdraw) with Status, withdrawing nothing: the
 	// approval system failing while the service withdraws a request.
 	FailWithdrawsNext FailNext `json:"failWithdrawsNext"`
+	// HoldWithdrawsNext withdraws on the next Count withdraw calls and then
+	// holds the answer DelayMs long (or until the caller gives up): the
+	// withdrawing step is stuck between the remote write and its own,
+	// where a crash test kills it.
+	HoldWithdrawsNext HoldNext `json:"holdWithdrawsNext"`
 }
 
 // ReadFault answers Count public reads with Status. With ApprovalID set

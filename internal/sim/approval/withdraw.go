@@ -34,8 +34,24 @@ func (s *Server) handleWithdraw(w http.ResponseWriter, r *http.Request) {
 		simhttp.WriteError(w, status, "injected failure")
 		return
 	}
+	var hold time.Duration
+	if h := &s.faults.HoldWithdrawsNext; h.Count > 0 {
+		h.Count--
+		hold = time.Duration(h.DelayMs) * time.Millisecond
+	}
 	s.mu.Unlock()
 	a, err := s.Withdraw(r.PathValue("id"), body.Comment)
+	if hold > 0 {
+		// Applied (or refused) first, then the answer held: the caller
+		// that gives up, or dies, has done the remote write.
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		simhttp.WriteError(w, http.StatusNotFound, err.Error())
