@@ -197,8 +197,8 @@ type killPoint struct {
 // killInside is every crash test's kill-and-resume block: it holds the
 // answer of p's GitLab call, starts the next instance, waits until the
 // call's write took effect, checks the instance is inside the step, kills
-// it -9 (its leases expired at once, see kill9) and clears the held
-// answers, so the instance the test starts next resumes the step. It
+// it -9 (its leases expired at once, see kill9) and clears GitLab's
+// faults, so the instance the test starts next resumes the step. It
 // returns the killed instance.
 func (w *crashWorld) killInside(p killPoint) *serveProc {
 	t, sim := w.t, w.sim

@@ -21,7 +21,8 @@ import (
 // process, on SQLite and on MariaDB (docs/api.md, "give access back",
 // "withdraw" and the ops revoke): the workflow tests call the same
 // operations in-process; these go through the routes, the identity, the
-// authorization and the audit as a person and an operator do.
+// authorization and the audit as a person and an operator do. And kill -9
+// inside a withdrawal's upstream half, with the crash harness (MariaDB).
 
 // procDatabase returns the DSN of a fresh, migrated database of driver
 // for a serve process, and a store on it for the test's own reads.
