@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestMergeStatuses(t *testing.T) {
@@ -148,10 +149,6 @@ func TestRebase(t *testing.T) {
 		if r.obj()["rebase_in_progress"] != true {
 			t.Fatalf("body: %s", r.Raw)
 		}
-		if m := e.mr(iid); m["rebase_in_progress"] != true {
-			t.Fatalf("in progress: %v", m["rebase_in_progress"])
-		}
-		e.must(409, "PUT", tokBot, e.mrPath(iid)+"/rebase", nil)
 		eventually(t, "rebase done", func() bool { return e.mr(iid)["rebase_in_progress"] == false })
 		m := e.mr(iid)
 		if m["sha"] == old || m["merge_error"] != nil {
@@ -167,6 +164,21 @@ func TestRebase(t *testing.T) {
 		}
 		e.waitStatus(iid, "mergeable")
 		e.must(200, "PUT", tokA1, e.mrPath(iid)+"/merge", map[string]any{"sha": m["sha"]})
+	})
+	t.Run("a rebase in progress shows on the MR and refuses a second one: 409", func(t *testing.T) {
+		// Its own simulator whose rebases take an hour: the in-progress
+		// state is then there to be seen however slow the machine (with
+		// the 20 ms of fastOptions a loaded machine finished the rebase
+		// before the second PUT, and the 409 was a 202).
+		slow := newEnv(t, func(o *Options) { o.RebaseDuration = time.Hour })
+		iid := slow.readyMR("r0", map[string]string{"bindings/r0.yaml": binding("r0")})
+		slow.readyMR("r00", map[string]string{"bindings/r00.yaml": binding("r00")})
+		slow.must(200, "PUT", tokA1, slow.mrPath(2)+"/merge", nil)
+		slow.must(202, "PUT", tokBot, slow.mrPath(iid)+"/rebase", nil)
+		if m := slow.mr(iid); m["rebase_in_progress"] != true {
+			t.Fatalf("in progress: %v", m["rebase_in_progress"])
+		}
+		slow.must(409, "PUT", tokBot, slow.mrPath(iid)+"/rebase", nil)
 	})
 	t.Run("conflicting rebase fails with merge_error", func(t *testing.T) {
 		iid := e.openMR("r3", map[string]string{"bindings/r3.yaml": binding("r3")})
