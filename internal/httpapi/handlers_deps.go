@@ -25,9 +25,9 @@ type RequestStore interface {
 	IdempotencyRelease(ctx context.Context, subject, key, operationID string) (bool, error)
 	OperationSubmit(ctx context.Context, p store.OperationSubmitParams) (store.OperationSubmitResult, error)
 	OperationGet(ctx context.Context, operationID string) (store.Operation, error)
-	// OperationGetWithBinding is the status read's one statement: the
-	// operation and the binding it owns.
-	OperationGetWithBinding(ctx context.Context, operationID string) (store.OperationWithBinding, error)
+	// OperationViewGet is the status read's one statement: the columns
+	// of the operation and of the binding it owns that the view shows.
+	OperationViewGet(ctx context.Context, operationID string) (store.OperationWithBinding, error)
 	OperationListBySubject(ctx context.Context, p store.OperationListBySubjectParams) (store.OperationPage, error)
 	OperationStepList(ctx context.Context, operationID string) ([]store.OperationStep, error)
 	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)

@@ -129,7 +129,9 @@ func (s *Server) handleRequestGet() http.Handler {
 // the answer — 404 NOT_FOUND exactly as for an id that does not exist,
 // 429 when the caller's adminCheck quota is spent, 500 — is written and
 // ok is false. The operation comes with its binding, read in the same
-// statement, so that the status read costs one statement, not two.
+// statement, so that the status read costs one statement, not two; and
+// only with the columns the view shows (store.OperationViewGet), so read
+// hands nothing but requestViewOf and the owner check.
 func (s *Server) readableRequest(w http.ResponseWriter, r *http.Request) (read store.OperationWithBinding, ok bool) {
 	b := s.deps.Business
 	res, _ := identity.FromContext(r.Context())
@@ -139,7 +141,7 @@ func (s *Server) readableRequest(w http.ResponseWriter, r *http.Request) (read s
 		writeError(w, r, s.deps.Logger, domain.Internal("request get: no request store wired", nil))
 		return read, false
 	}
-	read, err := b.Requests.OperationGetWithBinding(r.Context(), id)
+	read, err := b.Requests.OperationViewGet(r.Context(), id)
 	op := read.Operation
 	switch {
 	case errors.Is(err, domain.ErrNotFound):

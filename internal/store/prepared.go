@@ -39,6 +39,7 @@ const (
 	readOperationGet readKey = iota + 1
 	readBindingByOperation
 	readOperationWithBinding
+	readOperationView
 )
 
 // errStoreClosed: a prepared read after Close.
