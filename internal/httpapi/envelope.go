@@ -53,8 +53,9 @@ func StatusOf(code domain.Code) int {
 // writeJSON encodes v with status. An encoding failure can only be logged:
 // the header is already out.
 func writeJSON(w http.ResponseWriter, logger *slog.Logger, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h := w.Header()
+	h["Content-Type"] = jsonContentTypeValue // shared values, headers.go
+	h["X-Content-Type-Options"] = nosniffValue
 	w.WriteHeader(status)
 	if err := json.NewEncoder(w).Encode(v); err != nil {
 		logger.Warn("write response", "err", err)

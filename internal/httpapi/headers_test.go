@@ -116,3 +116,52 @@ func TestTheAppMayCallTheConfiguredIssuerOnly(t *testing.T) {
 		t.Fatalf("a non-http issuer: connect-src %q", got)
 	}
 }
+
+// The header values every response shares (headers.go) are never changed
+// by what one response does with its headers: a handler that adds to,
+// sets and deletes each of them leaves the next response's headers as
+// they were.
+func TestSharedHeaderValuesStayUnchanged(t *testing.T) {
+	d := webTestDeps(t)
+	shared := []string{"Content-Security-Policy", "X-Frame-Options", "Referrer-Policy", "Permissions-Policy",
+		"Content-Type", "X-Content-Type-Options"}
+	h := newServer(d, route{
+		pattern: "GET /meddle",
+		handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			hd := w.Header()
+			hd["Content-Type"] = jsonContentTypeValue
+			hd["X-Content-Type-Options"] = nosniffValue
+			for i, k := range shared {
+				hd.Add(k, "added")
+				switch i % 3 {
+				case 0:
+					hd.Set(k, "set")
+				case 1:
+					hd.Del(k)
+				}
+				hd.Add(k, "again")
+			}
+			respond(w, d.Logger, "OK", nil)
+		}),
+	})
+	get := func(target string) http.Header {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		return rec.Header()
+	}
+	before := get("/healthz")
+	for range 3 {
+		get("/meddle")
+		after := get("/healthz")
+		for _, k := range shared {
+			if strings.Join(after.Values(k), "|") != strings.Join(before.Values(k), "|") {
+				t.Fatalf("%s: %q before a response meddled with it, %q after", k, before.Values(k), after.Values(k))
+			}
+		}
+	}
+	for _, k := range shared {
+		if len(before.Values(k)) != 1 {
+			t.Fatalf("%s: %q, want one value", k, before.Values(k))
+		}
+	}
+}

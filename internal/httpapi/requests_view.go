@@ -119,7 +119,7 @@ func (s *Server) handleRequestGet() http.Handler {
 			writeError(w, r, s.deps.Logger, domain.Internal("request view", err))
 			return
 		}
-		respond(w, s.deps.Logger, domain.CodeOK, v)
+		respondView(w, s.deps.Logger, &v) // respond's bytes, encoded by hand (viewjson.go)
 	})
 }
 
@@ -136,7 +136,6 @@ func (s *Server) readableRequest(w http.ResponseWriter, r *http.Request) (read s
 	b := s.deps.Business
 	res, _ := identity.FromContext(r.Context())
 	id := r.PathValue("operationId")
-	notFound := domain.Errorf(domain.CodeNotFound, "No such request.", "request %s", id)
 	if b.Requests == nil {
 		writeError(w, r, s.deps.Logger, domain.Internal("request get: no request store wired", nil))
 		return read, false
@@ -152,7 +151,7 @@ func (s *Server) readableRequest(w http.ResponseWriter, r *http.Request) (read s
 			return read, false
 		}
 		_ = s.isAdmin(r.Context(), res.Identity.Account)
-		writeError(w, r, s.deps.Logger, notFound)
+		writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeNotFound, "No such request.", "request %s", id))
 		return read, false
 	case err != nil:
 		writeError(w, r, s.deps.Logger, domain.Internal("request get", err))

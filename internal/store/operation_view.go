@@ -35,35 +35,43 @@ import (
 // there. An error wraps domain.ErrNotFound when there is no such
 // operation.
 func (s *Store) OperationViewGet(ctx context.Context, operationID string) (OperationWithBinding, error) {
-	var (
-		out                                   OperationWithBinding
-		o                                     = &out.Operation
-		kind, step                            = "", int64(0)
-		grantOp, revokeReason, mrURL, bStatus sql.NullString
-		batchID, mrIID, days, bID             sql.NullInt64
-		expiresAt, createdAt, updatedAt       dbTime
-		bExpiresAt, bUpdatedAt                dbTime
-		bExpired                              int64
-	)
+	// One allocation for every scan target: each would otherwise escape
+	// to the heap on its own, being handed to Scan as an interface.
+	r := &viewRow{}
 	row := s.queryRowPrepared(ctx, readOperationView, s.operationViewQuery, operationID)
-	err := row.Scan(&o.OperationID, &o.Subject, &o.TargetKey, &kind, &grantOp, &revokeReason, &step,
-		&batchID, &mrIID, &mrURL, &o.Reason, &days, &expiresAt, &createdAt, &updatedAt,
-		&bID, &bStatus, &bExpiresAt, &bUpdatedAt, &bExpired)
+	err := row.Scan(&r.operationID, &r.subject, &r.targetKey, &r.kind, &r.grantOp, &r.revokeReason, &r.step,
+		&r.batchID, &r.mrIID, &r.mrURL, &r.reason, &r.days, &r.expiresAt, &r.createdAt, &r.updatedAt,
+		&r.bID, &r.bStatus, &r.bExpiresAt, &r.bUpdatedAt, &r.bExpired)
 	if err != nil {
 		return OperationWithBinding{}, fmt.Errorf("get the view of operation %s: %w", operationID, translate(err))
 	}
-	o.Kind, o.Step = domain.OperationKind(kind), int(step)
-	o.GrantOperationID, o.RevokeReason = grantOp.String, domain.RevokeReason(revokeReason.String)
-	o.BatchID, o.MRIID, o.MRURL, o.Days = batchID.Int64, mrIID.Int64, mrURL.String, int(days.Int64)
-	o.ExpiresAt, o.CreatedAt, o.UpdatedAt = expiresAt.t, createdAt.t, updatedAt.t
-	if bID.Valid {
+	out := OperationWithBinding{Operation: Operation{
+		OperationID: r.operationID, Subject: r.subject, TargetKey: r.targetKey,
+		Kind: domain.OperationKind(r.kind), GrantOperationID: r.grantOp.String, RevokeReason: domain.RevokeReason(r.revokeReason.String),
+		Step: int(r.step), BatchID: r.batchID.Int64, MRIID: r.mrIID.Int64, MRURL: r.mrURL.String,
+		Reason: r.reason, Days: int(r.days.Int64),
+		ExpiresAt: r.expiresAt.t, CreatedAt: r.createdAt.t, UpdatedAt: r.updatedAt.t,
+	}}
+	if r.bID.Valid {
 		out.HasBinding = true
 		out.Binding = Binding{
-			ID: bID.Int64, OperationID: o.OperationID, Status: domain.BindingStatus(bStatus.String),
-			ExpiresAt: bExpiresAt.t, UpdatedAt: bUpdatedAt.t, Expired: bExpired == 1,
+			ID: r.bID.Int64, OperationID: r.operationID, Status: domain.BindingStatus(r.bStatus.String),
+			ExpiresAt: r.bExpiresAt.t, UpdatedAt: r.bUpdatedAt.t, Expired: r.bExpired == 1,
 		}
 	}
 	return out, nil
+}
+
+// viewRow is one row of operationViewQuery as scanned; plain strings and
+// int64s for the NOT NULL columns, so that database/sql assigns them
+// without reflection.
+type viewRow struct {
+	operationID, subject, targetKey, kind, reason string
+	step, bExpired                                int64
+	grantOp, revokeReason, mrURL, bStatus         sql.NullString
+	batchID, mrIID, days, bID                     sql.NullInt64
+	expiresAt, createdAt, updatedAt               dbTime
+	bExpiresAt, bUpdatedAt                        dbTime
 }
 
 // operationViewQuery is OperationViewGet's statement, in its Scan's order;
