@@ -233,7 +233,11 @@ func TestEtcdThatComesUpLaterIsPickedUp(t *testing.T) {
 	require.NoError(t, l.Close()) // nothing listens there now
 
 	o := etcdOptions(t, "http://"+addr, prefix, "")
-	o.Environ = append(o.Environ, "CHANGEFLOW_CONFIG_ETCD_DIALTIMEOUT=300ms")
+	// The timeout also bounds each read once etcd is up: 300 ms made the
+	// reload after the watch's event time out on a loaded machine, and
+	// the retries' backoff outlasted waitFor. 2 s is still a short start
+	// (nothing listens: Load gives up after it).
+	o.Environ = append(o.Environ, "CHANGEFLOW_CONFIG_ETCD_DIALTIMEOUT=2s")
 	m := mustLoad(t, o)
 	require.Equal(t, 50, m.Current().Batch().MaxRequests, "started without etcd")
 	ch := swaps(m)
