@@ -166,6 +166,13 @@ func (d Deps) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 		}
 		iid = mr.IID
 	}
+	return d.closeAndReadMR(ctx, project, iid)
+}
+
+// closeAndReadMR closes MR iid if it is open and reads it again; it reports
+// whether the MR is merged ("merged wins": a merge that won the race
+// cannot be closed). An MR still open after the close is errMRWontClose.
+func (d Deps) closeAndReadMR(ctx context.Context, project string, iid int64) (bool, error) {
 	mr, err := d.GitLab.GetMR(ctx, project, iid)
 	if err != nil {
 		return false, fmt.Errorf("read MR !%d: %w", iid, err)

@@ -346,6 +346,18 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		if err != nil {
 			return 0, len(ops), err
 		}
+		// The look-up above may be stale by now: another round may have
+		// resumed this batch and recorded its MR (and even merged it — a
+		// merged MR does not stop GitLab from opening a second one on the
+		// same branch), or the batch may have ended without one. Opening
+		// an MR then would leave it open for good.
+		if now, err := d.Store.BatchGet(ctx, b.ID); err != nil {
+			return 0, len(ops), err
+		} else if now.MRIID != 0 || !now.Status.Active() {
+			d.logger().Info("batch round: the batch moved on before its MR was opened; opening none",
+				"batch", b.ID, "status", now.Status.String(), "mr", now.MRIID)
+			return now.MRIID, len(ops), nil
+		}
 		mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
 			SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
 		})
@@ -383,10 +395,21 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		BatchID: b.ID, SetMR: link, LinkMR: link, LinkOps: ids, Moves: moves,
 		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: ActionBatchPollPipeline},
 	})
-	if errors.Is(err, domain.ErrPreempted) && d.batchHasMR(ctx, b.ID) {
-		// Another round (a resumer, or the claimer it was resuming for)
-		// recorded the batch's MR first and the batch is on its way.
-		return mr.IID, len(ops), nil
+	if errors.Is(err, domain.ErrPreempted) {
+		if now, gerr := d.Store.BatchGet(ctx, b.ID); gerr == nil {
+			switch {
+			case now.MRIID == mr.IID:
+				// Another round (a resumer, or the claimer it was resuming
+				// for) recorded this same MR first; the batch is on its way.
+				return mr.IID, len(ops), nil
+			case now.MRIID != 0 || !now.Status.Active():
+				// The batch has another MR, or ended (merged, settled,
+				// nothing left to remove) while this round's creation was
+				// in flight: this MR is nobody's and no step will ever
+				// merge or close it (round_stray.go).
+				return now.MRIID, len(ops), d.closeStrayMR(ctx, now, project, mr.IID)
+			}
+		}
 	}
 	if err != nil {
 		return mr.IID, len(ops), fmt.Errorf("record MR !%d: %w", mr.IID, err)
@@ -439,12 +462,6 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 		}
 		d.logger().Info("batch commit refused, reading again", "batch", b.ID, "attempt", attempt, "err", err)
 	}
-}
-
-// batchHasMR reports whether batch id has its MR recorded.
-func (d Deps) batchHasMR(ctx context.Context, id int64) bool {
-	b, err := d.Store.BatchGet(ctx, id)
-	return err == nil && b.MRIID != 0
 }
 
 // Start runs triggered rounds when they are due (Deps.RoundTrigger: an
