@@ -49,12 +49,12 @@ func BatchBranchName(batchID int64) string {
 
 // RegisterBatchSteps registers the batch path's durable steps on e.
 func RegisterBatchSteps(e *Engine, d Deps) {
-	e.Register(ActionBatchPollPipeline, StepFunc{Decl: createDecl, Fn: d.batchStep(d.pollPipeline)})
-	e.Register(ActionBatchApprove, StepFunc{Decl: approveDecl, Fn: d.batchStep(d.approve)})
-	e.Register(ActionBatchMerge, StepFunc{Decl: mergeDecl, Fn: d.batchStep(d.merge)})
-	e.Register(ActionBatchPollRebase, StepFunc{Decl: mergeDecl, Fn: d.batchStep(d.pollRebase)})
-	e.Register(ActionBatchFinish, StepFunc{Decl: mergeDecl, Fn: d.batchFinish})
-	e.Register(ActionBatchSettle, StepFunc{Decl: mergeDecl, Fn: d.batchSettleStep})
+	e.Register(ActionBatchPollPipeline, StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
+	e.Register(ActionBatchApprove, StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, d.approve)})
+	e.Register(ActionBatchMerge, StepFunc{Decl: mergeDecl, Fn: d.batchStep(mergeDecl.OnError, d.merge)})
+	e.Register(ActionBatchPollRebase, StepFunc{Decl: mergeDecl, Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
+	e.Register(ActionBatchFinish, StepFunc{Decl: mergeDecl, Fn: d.batchFinishStep})
+	e.Register(ActionBatchSettle, StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
 }
 
 // batchStep runs a single-request step on the batch's driver (its row
@@ -69,8 +69,11 @@ func RegisterBatchSteps(e *Engine, d Deps) {
 //   - Fail / TimedOut → the driver shows the failure and batch_settle is
 //     due at once (a batch never stops with its slot held and nobody
 //     acting on it);
+//   - an error or a panic → the same, with the step's declared failure
+//     fail where the table allows it from the driver's state
+//     (batchStepFailed, batch_errors.go);
 //   - WaitUntil / RetryAfter are kept as they are.
-func (d Deps) batchStep(inner func(context.Context, Work) (Outcome, error)) func(context.Context, Work) (Outcome, error) {
+func (d Deps) batchStep(fail Failure, inner func(context.Context, Work) (Outcome, error)) func(context.Context, Work) (Outcome, error) {
 	return func(ctx context.Context, w Work) (Outcome, error) {
 		b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 		if err != nil {
@@ -83,9 +86,9 @@ func (d Deps) batchStep(inner func(context.Context, Work) (Outcome, error)) func
 		if err := d.batchFollow(ctx, b.ID, w.Operation.OperationID, domain.StepStatus(w.Operation.Step)); err != nil {
 			d.logger().Warn("batch members catch up", "batch", b.ID, "err", err)
 		}
-		out, err := inner(ctx, w)
+		out, err := runRecovered(ctx, w, inner)
 		if err != nil {
-			return out, err
+			return d.batchStepFailed(ctx, w, fail, err)
 		}
 		t := out.Transition()
 		switch out.Kind() {

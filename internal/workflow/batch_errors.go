@@ -1,0 +1,133 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"changeflow/internal/domain"
+)
+
+// What a batch step's error becomes (docs/workflow.md, "Durable execution:
+// a driver, members that follow"). For a single-request step the engine's
+// safety net writes the step's declared failure and stops the row, and a
+// person retriggers it. A batch driver cannot stop like that: its batch
+// stays RUNNING and holds the project's slot, so every other request of
+// the project waits until batch.timeout. Worse, the declared failure is
+// not always a legal move from where the driver stands — batch_approve's
+// HANDLE_APPROVE_FAILED from CREATE_SUCCEEDED, batch_settle's
+// HANDLE_MERGE_FAILED from CREATE_PIPELINE_FAILED, batch_finish's from
+// HANDLE_MERGED are not in the central table —, and then the engine could
+// only stop the action and keep the state.
+//
+// So the batch steps answer their own errors, as they answer a Fail:
+//
+//   - batch_poll_pipeline, batch_approve, batch_merge, batch_poll_rebase:
+//     the declared failure is written when the table allows it from the
+//     driver's state (read again: the step may have written progress),
+//     else the driver keeps its state; either way batch_settle is due at
+//     once, as for any failed batch step;
+//   - batch_finish: batch_settle is due at once (the MR is merged: the
+//     settlement re-reads it and merged wins);
+//   - batch_settle itself: a refused settlement is retried
+//     (pre-empted three times, a transient GitLab error) and any other
+//     error blocks the batch for a person (BATCH_NEEDS_A_PERSON, the error
+//     as the reason): no retry fixes a 4xx, and the slot is then held
+//     visibly, with its reason, not silently.
+//
+// Errors the engine answers better itself are passed through: a busy
+// database and a spent lease deadline are retries, a lost lease drops the
+// outcome, a stopping instance gives the work back. A panic is an error
+// here too (the safety net's contract, R-WF-4). What still reaches the
+// declaration: a step whose retries ran out (workflow.maxRetries of
+// transient answers) — the driver then stops in its declared failure when
+// that is legal, or keeps its state, and the timeout sweep settles the
+// batch.
+
+// engineAnswers reports whether err is one the engine turns into a retry,
+// a release or a dropped outcome rather than a failure.
+func engineAnswers(err error) bool {
+	return errors.Is(err, domain.ErrBusy) || errors.Is(err, domain.ErrPreempted) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// runRecovered calls fn, turning a panic into an error.
+func runRecovered(ctx context.Context, w Work, fn func(context.Context, Work) (Outcome, error)) (out Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = Outcome{}, fmt.Errorf("step panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn(ctx, w)
+}
+
+// batchStepFailed is a driver step's error answered on the batch path:
+// the declared failure fail when the table allows it from where the
+// driver is now, and batch_settle due at once.
+func (d Deps) batchStepFailed(ctx context.Context, w Work, fail Failure, err error) (Outcome, error) {
+	if engineAnswers(err) {
+		return Outcome{}, err
+	}
+	op := w.Operation
+	t := Transition{Note: fmt.Sprintf("%s failed: %v", w.Action, err)}
+	if d.failureLegal(ctx, op.BatchID, op.OperationID, fail) {
+		t.Step, t.Binding = fail.Step, fail.Binding
+	}
+	d.logger().Warn("batch step failed; settling the batch", "batch", op.BatchID, "operation", op.OperationID,
+		"action", w.Action, "failure", t.Step.String(), "err", err)
+	return Done(ActionBatchSettle, t), nil
+}
+
+// failureLegal reports whether the driver may move to fail from its
+// current state (both layers, the grant's vocabulary as the batch path
+// reads it), and is not already stopped in a failure of its own (which
+// wins, as over the safety net: R-WF-4). A failed read answers false: the
+// driver then keeps its state, which is always legal.
+func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fail Failure) bool {
+	states, err := d.Store.BatchMemberStates(ctx, batchID)
+	if err != nil {
+		return false
+	}
+	for _, m := range states {
+		if m.OperationID != driver {
+			continue
+		}
+		cur := domain.StepStatus(m.Step)
+		if cur == fail.Step || cur.Stopped() || domain.CheckStep(cur, fail.Step) != nil {
+			return false
+		}
+		return fail.Binding == "" || fail.Binding == m.Binding || domain.CheckBinding(m.Binding, fail.Binding) == nil
+	}
+	return false
+}
+
+// batchFinishStep is batch_finish with its errors answered on the batch
+// path: the settlement, due at once, re-reads the merged MR.
+func (d Deps) batchFinishStep(ctx context.Context, w Work) (Outcome, error) {
+	out, err := runRecovered(ctx, w, d.batchFinish)
+	if err == nil || engineAnswers(err) {
+		return out, err
+	}
+	d.logger().Warn("batch_finish failed; settling the batch (merged wins)", "batch", w.Operation.BatchID, "err", err)
+	return Done(ActionBatchSettle, Transition{Note: "batch_finish failed: " + err.Error()}), nil
+}
+
+// batchSettle is batch_settle with its errors answered: pre-empted
+// (members kept moving through three attempts) → again at once; anything
+// else the step did not answer itself → the batch blocked for a person,
+// the error as the reason.
+func (d Deps) batchSettle(ctx context.Context, w Work) (Outcome, error) {
+	out, err := runRecovered(ctx, w, d.batchSettleStep)
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, domain.ErrPreempted):
+		return RetryAfter(0, "settle: members moved meanwhile: "+err.Error()), nil
+	case engineAnswers(err):
+		return out, err
+	}
+	op := w.Operation
+	return d.batchBlock(ctx, op.BatchID, fmt.Sprintf("%s stopped at %s; settling it failed: %v",
+		op.OperationID, domain.StepStatus(op.Step), err))
+}

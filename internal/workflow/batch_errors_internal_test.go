@@ -1,0 +1,112 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/config"
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+// TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch: batch_approve
+// fails with an error (not a busy database) before it wrote anything, so
+// the driver still stands at CREATE_SUCCEEDED — from where the step's
+// declared failure, HANDLE_APPROVE_FAILED, is not a legal move. Before,
+// the engine tried that move, the table refused it, and the action stopped
+// with the state kept: the batch stayed RUNNING and held the project's
+// slot until batch.timeout. Now the driver keeps its state (no illegal
+// write is attempted) and batch_settle runs at once: the batch FAILED
+// (BATCH_STEP_FAILED), every member back in the waiting set, and the next
+// round claims them again.
+func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		ctx := t.Context()
+		mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
+			"gitlab.projects": []any{"1"},
+			"targets":         map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30}},
+		}})
+		require.NoError(t, err)
+		snap := mgr.Current()
+		_ = mgr.Close()
+		d := Deps{Store: st, GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}
+		ids := []string{"op-e0", "op-e1", "op-e2"}
+		for _, id := range ids {
+			_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
+				Operation: store.OperationCreateParams{
+					OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: FlowApproveFirst,
+					Step: int(domain.StepCreateAdmitted), Reason: "test", Days: 1,
+					ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
+				},
+				BindingStatus: domain.BindingMRCreating,
+			})
+			require.NoError(t, err)
+			_, err = st.BatchAdmit(ctx, id, 1)
+			require.NoError(t, err)
+		}
+		storetest.UntilAdmittedBeforeNow(t, st, ids...)
+
+		e, err := New(Options{Store: st, Owner: "t", Workers: 2, QueueSize: 2, Lease: 30 * time.Second, PollInterval: time.Hour, MaxRetries: 3})
+		require.NoError(t, err)
+		t.Cleanup(e.Stop)
+		// The pipeline passed; then approve fails before its first write
+		// (the driver is still at CREATE_SUCCEEDED).
+		passed := func(context.Context, Work) (Outcome, error) {
+			return Done(ActionApprove, Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated, Note: "passed"}), nil
+		}
+		broken := func(context.Context, Work) (Outcome, error) {
+			return Outcome{}, errors.New("the approver could not be built")
+		}
+		e.Register(ActionBatchPollPipeline, StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, passed)})
+		e.Register(ActionBatchApprove, StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, broken)})
+		e.Register(ActionBatchSettle, StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
+
+		require.NoError(t, e.Start(ctx))
+
+		r, err := NewRounds(d, nil).RunRound(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		// Drive the engine until the driver has nothing running or due:
+		// its batch settled, or (before) the action stopped.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			_, err := e.RunDue(ctx)
+			require.NoError(t, err)
+			o, err := st.OperationGet(ctx, ids[0])
+			require.NoError(t, err)
+			if o.LeaseOwner == "" && o.DueAt.IsZero() && domain.StepStatus(o.Step) != domain.StepCreateMRCreated {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the driver never came to rest: %+v", o)
+			time.Sleep(5 * time.Millisecond)
+		}
+
+		b, err := st.BatchGet(ctx, r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchFailed, b.Status, "the batch is settled, not left RUNNING with its slot held")
+		require.Equal(t, "BATCH_STEP_FAILED", b.FailureCode)
+		hist, err := st.OperationStepList(ctx, ids[0])
+		require.NoError(t, err)
+		for _, h := range hist {
+			require.NotEqual(t, domain.StepHandleApproveFailed, domain.StepStatus(h.ToStep), "no move the table refuses: %s", h.Note)
+		}
+		states, err := st.BatchMemberStates(ctx, r.BatchID)
+		require.NoError(t, err)
+		for _, m := range states {
+			require.Equal(t, domain.StepCreateAdmitted.String(), domain.StepStatus(m.Step).String(), m.OperationID)
+			require.Equal(t, domain.BindingMRCreating, m.Binding, m.OperationID)
+		}
+		n, err := st.BatchWaitingCount(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, len(ids), n, "every member waits for the next round")
+		o, err := st.OperationGet(ctx, ids[0])
+		require.NoError(t, err)
+		require.Empty(t, o.NextAction, "the driver has nothing left to run: %q", o.LastError)
+	})
+}
