@@ -3,11 +3,13 @@ package workflow_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/config"
@@ -70,7 +72,10 @@ func TestTwoEnginesRunEachOperationExactlyOnce(t *testing.T) {
 		engines := []*workflow.Engine{}
 		for i, s := range []*store.Store{a, b} {
 			owner := fmt.Sprintf("instance-%d", i)
-			e := newEngine(t, s, owner, workflow.Options{Workers: 8, QueueSize: 8}, map[string]workflow.Step{"ok": okStep(c, "")})
+			// Warnings and errors (a completion the database refused, say)
+			// go to the test's output, so a failure says why.
+			logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			e := newEngine(t, s, owner, workflow.Options{Workers: 8, QueueSize: 8, Logger: logger}, map[string]workflow.Step{"ok": okStep(c, "")})
 			e.OnCommit(func(_ context.Context, cm workflow.Committed) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -91,11 +96,25 @@ func TestTwoEnginesRunEachOperationExactlyOnce(t *testing.T) {
 				t.Fatal("not every operation ran")
 			}
 		}
-		require.Eventually(t, func() bool {
+		// Every step has run; its commit follows. The bound only guards a
+		// hang: 10 s was outlasted at a load average of 30 on SQLite,
+		// where 200 commits of two engines queue for one write lock.
+		committed := func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(ran) == n
-		}, 10*time.Second, 10*time.Millisecond)
+		}
+		if !assert.Eventually(t, committed, 2*time.Minute, 10*time.Millisecond) {
+			rows, err := a.DB().Query("SELECT operation_id, COALESCE(next_action, ''), COALESCE(lease_owner, ''), COALESCE(last_error, '') FROM operation WHERE next_action IS NOT NULL OR lease_owner IS NOT NULL")
+			require.NoError(t, err)
+			for rows.Next() {
+				var id, next, owner, lastErr string
+				require.NoError(t, rows.Scan(&id, &next, &owner, &lastErr))
+				t.Logf("not committed: %s next %q lease %q last error %q", id, next, owner, lastErr)
+			}
+			require.NoError(t, rows.Close())
+			t.FailNow()
+		}
 		for _, e := range engines {
 			e.Stop()
 		}
