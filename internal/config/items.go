@@ -152,7 +152,7 @@ func itemTable(instanceID string) []item {
 		// Expiry (revocation at expiresAt).
 		durItem(KeyExpiryInterval, 1*minute, 10*ms, sec, hot, "how often every instance looks for VALIDATED grants whose expiresAt passed (database clock) and creates their revocations (overlapping scans are safe); the access lasts up to this long past its expiry before its removal starts; each look is one index range read, so below 10ms it would spin"),
 		intItem(KeyExpiryChunkSize, 200, 1, 500, hot, "expired grants revoked per transaction (a fixed number of statements each); larger chunks hold row locks longer against the grants' own writes, and 500 is the store's IN-list bound"),
-		intItem(KeyExpiryRenewWindow, 25, 0, 100, hot, "percent of a grant's duration, at its end, that is its renewal window (shown as renewFrom; renewal itself is not accepted yet, docs/api.md \"Renewing access\"); with expiry.renewWindowMin the window is the longer of the two; 0 leaves only the minimum, 100 opens it at once"),
+		intItem(KeyExpiryRenewWindow, 25, 0, 100, hot, "percent of a grant's duration, at its end, during which re-applying renews it (outside it the answer stays ALREADY_IN_EFFECT, saying when renewal opens); with expiry.renewWindowMin the window is the longer of the two; 0 leaves only the minimum, 100 allows renewing at once"),
 		durItem(KeyExpiryRenewWindowMin, 24*hr, 0, sec, hot, "the shortest renewal window whatever the grant's duration (a one-day grant's last quarter would be six hours, too short to get an approval in); 0 leaves only the percentage"),
 
 		// Batching (R-WF-10).

@@ -53,6 +53,16 @@ const (
 	// entry is still on the default branch: the access is still granted.
 	// Left by an operator's retrigger (back to REVOKING).
 	BindingRevokeFailed BindingStatus = "REVOKE_FAILED"
+	// BindingRenewing: the access is in effect and a renewal of it is
+	// under way (docs/workflow.md, "Renewal"). Written (from VALIDATED) by
+	// the submission that accepts a renewal inside the renewal window,
+	// which hands the row to the renewal's operationId; the expiry and the
+	// entry on the default branch stay the grant's until the renewal is
+	// deployed. Left for VALIDATED — with the renewal's expiry once it is
+	// deployed, or back to the grant, unchanged, when it is rejected or
+	// closed — or for REVOKING when the grant expires before the renewal
+	// was approved (expiry wins).
+	BindingRenewing BindingStatus = "RENEWING"
 )
 
 // BindingStatuses lists every binding state, in lifecycle order. Migrations'
@@ -61,7 +71,7 @@ var BindingStatuses = []BindingStatus{
 	BindingApprovalSending, BindingApprovalSent, BindingMRCreating, BindingMRCreated,
 	BindingMerging, BindingMerged, BindingValidated, BindingCreateFailed,
 	BindingHandleFailed, BindingRejected, BindingClosed,
-	BindingRevoking, BindingRevoked, BindingRevokeFailed,
+	BindingRevoking, BindingRevoked, BindingRevokeFailed, BindingRenewing,
 }
 
 // Reappliable reports whether a binding in status s may be reset in place

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -21,8 +22,8 @@ import (
 // the deployment confirms the removal (REVOKED) or a failure stops it
 // (REVOKE_FAILED). The steps are written in the grant's vocabulary and
 // mapped once, here (Binding), at the store edge where a binding status is
-// written, so no step needs to know which kind it runs. A renewal (next
-// issue) will be one more kind on a VALIDATED binding.
+// written, so no step needs to know which kind it runs. A renewal is one
+// more kind on a VALIDATED binding (OperationRenew).
 type OperationKind string
 
 // Operation kinds.
@@ -32,10 +33,33 @@ const (
 	OperationGrant OperationKind = "GRANT"
 	// OperationRevoke: the removal of a grant's entry.
 	OperationRevoke OperationKind = "REVOKE"
+	// OperationRenew: a grant that renews the grant in effect on the same
+	// binding (docs/workflow.md, "Renewal"). It writes the file exactly as
+	// a grant does — its own entry replaces the subject's — so it is
+	// stored as GRANT with grant_operation_id naming the grant it renews,
+	// and read back as RENEW (the store derives it): the CHECK on
+	// operation.kind stays as it is. Its binding shows RENEWING while it
+	// runs, so the access in effect stays exactly as it was.
+	OperationRenew OperationKind = "RENEW"
 )
 
+// OperationKinds lists every kind an operation reads back as (the API's
+// kind enum; RENEW is derived, never stored).
+var OperationKinds = []OperationKind{OperationGrant, OperationRevoke, OperationRenew}
+
 // Valid reports whether k is a known kind.
-func (k OperationKind) Valid() bool { return k == OperationGrant || k == OperationRevoke }
+func (k OperationKind) Valid() bool {
+	return slices.Contains(OperationKinds, k)
+}
+
+// EndsWithoutEffect reports whether the grant-lifecycle status s, written
+// by a step of an operation of kind k, ends a renewal without effect
+// (rejected, withdrawn, closed): the binding goes back to the grant it
+// renews, VALIDATED with its own expiry, as if the renewal had never been
+// asked for. The store's writers hand the row back (grant_operation_id).
+func (k OperationKind) EndsWithoutEffect(s BindingStatus) bool {
+	return k == OperationRenew && (s == BindingRejected || s == BindingClosed)
+}
 
 // Binding is the binding status an operation of kind k shows for the
 // grant-lifecycle status s a step wrote: the identity for a grant; for a
@@ -43,6 +67,9 @@ func (k OperationKind) Valid() bool { return k == OperationGrant || k == Operati
 // REVOKE_FAILED and "in effect" REVOKED. Statuses outside the grant's
 // MR lifecycle are returned unchanged.
 func (k OperationKind) Binding(s BindingStatus) BindingStatus {
+	if k == OperationRenew {
+		return renewBinding(s)
+	}
 	if k != OperationRevoke {
 		return s
 	}
@@ -53,6 +80,22 @@ func (k OperationKind) Binding(s BindingStatus) BindingStatus {
 		return BindingRevokeFailed
 	case BindingValidated:
 		return BindingRevoked
+	}
+	return s
+}
+
+// renewBinding is Binding for a renewal: the access in effect stays
+// visible while the renewal runs (its failures included — a failed
+// renewal changes nothing of the access), VALIDATED once it is deployed,
+// and VALIDATED again — the grant's, EndsWithoutEffect — when it ends
+// without effect.
+func renewBinding(s BindingStatus) BindingStatus {
+	switch s {
+	case BindingApprovalSending, BindingApprovalSent, BindingMRCreating, BindingMRCreated,
+		BindingMerging, BindingMerged, BindingCreateFailed, BindingHandleFailed:
+		return BindingRenewing
+	case BindingValidated, BindingRejected, BindingClosed:
+		return BindingValidated
 	}
 	return s
 }
@@ -136,6 +179,22 @@ func RevocationID(grantOperationID string) string {
 // step so that every such decision holds for both kinds unchanged. For a
 // grant it is b.
 func (k OperationKind) GrantView(b BindingStatus, s StepStatus) BindingStatus {
+	if k == OperationRenew {
+		if b != BindingRenewing {
+			return b
+		}
+		switch {
+		case s == StepCreateApprovalSubmitting:
+			return BindingApprovalSending
+		case s == StepCreateApprovalSubmitted:
+			return BindingApprovalSent
+		case s.Kind() == KindFailed && s.Phase() == int(StepCreateStarted)/100:
+			return BindingCreateFailed
+		case s.Kind() == KindFailed && s.Phase() == int(StepHandleStarted)/100:
+			return BindingHandleFailed
+		}
+		return OperationRevoke.GrantView(BindingRevoking, s)
+	}
 	if k != OperationRevoke {
 		return b
 	}

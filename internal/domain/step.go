@@ -10,7 +10,7 @@ import (
 // stopped at, for troubleshooting and metrics (docs/workflow.md, "Two layers of state"). Codes are allocated
 // in ranges by phase so metrics aggregate by prefix (code / 100): creation
 // 100xx, handling 101xx, closing 102xx, callbacks 103xx, pending or unknown
-// outcomes 105xx, revocation 106xx. Stored as the integer in operation.step_status.
+// outcomes 105xx, revocation 106xx, renewal 107xx. Stored as the integer in operation.step_status.
 type StepStatus int
 
 // StepNone is "no step yet": the from-state of an operation's first write.
@@ -196,6 +196,19 @@ const (
 	StepRevokeAbsent StepStatus = 10604
 )
 
+// Renewal phase (107xx). A renewal runs the grant's own steps (approval,
+// MR, batch rounds, deploy callback) with the binding at RENEWING; only
+// its cut-off has a code of its own.
+const (
+	// StepRenewExpired: the grant expired while its renewal still waited
+	// for its approval, and the expiry scan's revocation took the row
+	// (expiry wins over a renewal nobody has approved). Written by the
+	// revocation's creating transaction, guarded on the renewal's step.
+	// Terminal; the renewal's approval, if it is decided later, finds the
+	// row no longer the renewal's and is recorded stale.
+	StepRenewExpired StepStatus = 10701
+)
+
 // StepKind classifies a step for hints, metrics and the safety net.
 type StepKind int
 
@@ -261,6 +274,7 @@ var stepInfo = map[StepStatus]struct {
 	StepRevokeCalledBack:         {"REVOKE_CALLED_BACK", KindSucceeded},
 	StepRevokeReconciled:         {"REVOKE_RECONCILED", KindSucceeded},
 	StepRevokeAbsent:             {"REVOKE_ABSENT", KindSucceeded},
+	StepRenewExpired:             {"RENEW_EXPIRED", KindClosed},
 }
 
 // Steps returns every known step in code order.

@@ -35,7 +35,7 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating, BindingMerged},
 	BindingMerging:      {BindingMerged, BindingHandleFailed, BindingMRCreating},
 	BindingMerged:       {BindingValidated},
-	BindingValidated:    {BindingClosed, BindingRevoking},
+	BindingValidated:    {BindingClosed, BindingRevoking, BindingRenewing},
 	BindingCreateFailed: {BindingMRCreating, BindingApprovalSending, BindingClosed},
 	// HANDLE_FAILED: a retrigger resumes handling; a read showing the MR
 	// merged finishes it ("merged wins").
@@ -51,6 +51,12 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	BindingRevoking:     {BindingRevoked, BindingRevokeFailed},
 	BindingRevokeFailed: {BindingRevoking},
 	BindingRevoked:      {BindingApprovalSending, BindingMRCreating},
+	// Renewal: VALIDATED → RENEWING when a renewal is accepted; RENEWING
+	// while it runs (its failures included: the access is unchanged);
+	// VALIDATED when it is deployed (new expiry) or ends without effect
+	// (the grant again, unchanged); REVOKING when the grant expires before
+	// the renewal was approved.
+	BindingRenewing: {BindingValidated, BindingRevoking},
 }
 
 // Step groups the step table reuses. They are part of the table: a change
@@ -88,6 +94,9 @@ var (
 	// revokeDone: a merged removal confirmed by the deploy callback or
 	// inferred by reconciliation (a revocation's calledBack).
 	revokeDone = []StepStatus{StepRevokeCalledBack, StepRevokeReconciled}
+	// renewCut: a renewal still waiting for its approval when its grant
+	// expires is ended by the revocation that takes the row.
+	renewCut = []StepStatus{StepRenewExpired}
 )
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
@@ -104,8 +113,8 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy),
 	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures, batchRequeue, withdrawnBy),
 	StepCreateApprovalSubmitting: join([]StepStatus{StepCreateApprovalSubmitted, StepCreateApprovalFailed},
-		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}, withdrawnBy),
-	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}, withdrawnBy),
+		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}, withdrawnBy, renewCut),
+	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}, withdrawnBy, renewCut),
 	// CREATE_ADMITTED → REVOKE_ABSENT: a batch round settles a revocation
 	// whose entry is already gone from the default branch at once (the
 	// binding move REVOKING → REVOKED keeps it to revocations).
@@ -161,6 +170,7 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepRevokeReconciled: {StepRevokeCalledBack},
 	StepRevokeCalledBack: nil,
 	StepRevokeAbsent:     nil,
+	StepRenewExpired:     nil,
 }
 
 // join concatenates step groups into one row of the table.
@@ -280,7 +290,7 @@ func StepTable() string {
 func StepList() string {
 	var b strings.Builder
 	b.WriteString("| code | step | phase | kind | hint |\n|---|---|---|---|---|\n")
-	phases := map[int]string{100: "creation", 101: "handling", 102: "closing", 103: "callbacks", 105: "pending/unknown", 106: "revocation"}
+	phases := map[int]string{100: "creation", 101: "handling", 102: "closing", 103: "callbacks", 105: "pending/unknown", 106: "revocation", 107: "renewal"}
 	for _, s := range Steps() {
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s | `%s` |\n", int(s), s, phases[s.Phase()], s.Kind(), HintFor(s, ""))
 	}

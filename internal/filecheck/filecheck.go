@@ -44,6 +44,14 @@ type Bindings interface {
 // the grant's entry is wanted; once merged (REVOKING at HANDLE_MERGED, or
 // REVOKED) it must be gone.
 //
+// A renewal owns its grant's binding while it runs (RENEWING): until it
+// is merged the file holds the grant's entry, unchanged (the grant's
+// operationId and expiry, which the binding still carries); once merged,
+// the renewal's own entry with its new expiry — and after the deploy the
+// binding is VALIDATED with that expiry. A renewal that ended without
+// effect gave the row back to the grant, which wants its entry as
+// before.
+//
 // foreign lists entries changeflow did not write (added by hand) that the
 // file must still hold, unchanged: changeflow never removes them.
 func Check(ctx context.Context, db Bindings, target string, content []byte, operationIDs []string, foreign ...bindingfile.Entry) error {
@@ -70,6 +78,14 @@ func Check(ctx context.Context, db Bindings, target string, content []byte, oper
 		}
 		if err != nil {
 			return fmt.Errorf("binding of %s: %w", id, err)
+		}
+		if b.TargetKey == target && b.Status == domain.BindingRenewing {
+			e, err := renewing(ctx, db, id, b)
+			if err != nil {
+				return err
+			}
+			want[b.Subject] = e
+			continue
 		}
 		if b.TargetKey != target || b.Status != domain.BindingValidated {
 			continue
@@ -102,6 +118,23 @@ func Check(ctx context.Context, db Bindings, target string, content []byte, oper
 	slices.Sort(problems)
 	return fmt.Errorf("binding file of %s on the default branch (%d entries, %d VALIDATED requests): %s",
 		target, len(f.Entries), len(want), strings.Join(problems, "; "))
+}
+
+// renewing is the entry the file must hold for binding b, owned by the
+// renewal id: the grant's, until the renewal is merged; the renewal's own
+// after.
+func renewing(ctx context.Context, db Bindings, id string, b store.Binding) (bindingfile.Entry, error) {
+	op, err := db.OperationGet(ctx, id)
+	if err != nil {
+		return bindingfile.Entry{}, fmt.Errorf("renewal %s: %w", id, err)
+	}
+	if op.GrantOperationID == "" {
+		return bindingfile.Entry{}, fmt.Errorf("renewal %s owns a RENEWING binding but names no grant", id)
+	}
+	if domain.StepStatus(op.Step) == domain.StepHandleMerged {
+		return bindingfile.Entry{Subject: b.Subject, OperationID: id, ExpiresAt: op.ExpiresAt.UTC().Truncate(time.Second)}, nil
+	}
+	return bindingfile.Entry{Subject: b.Subject, OperationID: op.GrantOperationID, ExpiresAt: b.ExpiresAt.UTC().Truncate(time.Second)}, nil
 }
 
 // stillGranted returns the binding of grant id when a revocation owns it

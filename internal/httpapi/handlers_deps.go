@@ -31,6 +31,7 @@ type RequestStore interface {
 	OperationListBySubject(ctx context.Context, p store.OperationListBySubjectParams) (store.OperationPage, error)
 	OperationStepList(ctx context.Context, operationID string) ([]store.OperationStep, error)
 	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
+	BindingGet(ctx context.Context, subject, targetKey string) (store.Binding, error)
 	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)
 	BatchWaitingCount(ctx context.Context, projectID int64) (int, error)
 }

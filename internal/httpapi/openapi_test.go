@@ -310,6 +310,10 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 	for _, r := range domain.RevokeReasons {
 		reasons = append(reasons, string(r))
 	}
+	var kinds []string
+	for _, k := range domain.OperationKinds {
+		kinds = append(kinds, string(k))
+	}
 	var dispositions []string
 	for d := range deployDispositions {
 		dispositions = append(dispositions, d)
@@ -323,7 +327,7 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 		{"BindingStatus", sorted(bindings)},
 		{"DeployDisposition", sorted(dispositions)},
 		{"Hint", sorted([]string{string(domain.HintNone), string(domain.HintKeepWaiting), string(domain.HintContactMaintainers)})},
-		{"OperationKind", sorted([]string{string(domain.OperationGrant), string(domain.OperationRevoke)})},
+		{"OperationKind", sorted(kinds)},
 		{"RevokeReason", sorted(reasons)},
 	} {
 		if got := enum(c.schema); !slices.Equal(got, c.code) {

@@ -241,6 +241,10 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 	// moment it exists and the engine's pool picks it up (R-LRO-1): the
 	// 202 never waits for the approval system or GitLab.
 	entry := workflow.Entry(snap.Workflow().ApproveFirst)
+	// A re-application while the access is in effect renews it once its
+	// renewal window is open (the store decides by the database clock).
+	e := snap.Expiry()
+	renew := domain.RenewWindow{Percent: e.RenewWindowPercent, Min: e.RenewWindowMin}
 	_, err := s.deps.Business.Requests.OperationSubmit(ctx, store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
 			OperationID: sub.OperationID,
@@ -257,6 +261,7 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 			NextAction:  entry.Action,
 		},
 		BindingStatus: entry.Binding,
+		Renew:         &renew,
 	})
 	var refused *store.BindingRefusedError
 	switch {
@@ -370,10 +375,10 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
 		}
 		if renewFrom != nil {
-			// Data only: re-applying inside the window is not accepted
-			// yet (renewal is not built; docs/api.md "Renewing access"),
-			// so the message must not tell the person they can renew.
 			data.RenewFrom = renewFrom
+			if renewFrom.After(now) {
+				msg += " You can renew it from " + renewFrom.UTC().Format(time.RFC3339) + "."
+			}
 		}
 		de := domain.Errorf(domain.CodeAlreadyInEffect, msg, "%w", err)
 		de.Data = data

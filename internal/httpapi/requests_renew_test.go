@@ -43,10 +43,8 @@ func TestRenewFromIsShown(t *testing.T) {
 
 		r = w.do(req{method: "POST", path: "/api/requests", user: "adam", body: submitBodyFor(tOpen, "more", "")})
 		r.want(t, 409, "ALREADY_IN_EFFECT")
-		// Renewal itself is not accepted yet: the window is in data, and
-		// the message promises nothing.
-		if r.data["renewFrom"] != want || strings.Contains(strings.ToLower(r.env.Message), "renew") {
-			t.Fatalf("409 %q %v, want renewFrom %s in data and no renewal promised", r.env.Message, r.env.Data, want)
+		if r.data["renewFrom"] != want || !strings.Contains(r.env.Message, "renew it from "+want) {
+			t.Fatalf("409 %q %v, want renewFrom %s in data and message", r.env.Message, r.env.Data, want)
 		}
 
 		// The window is read per request: a minimum longer than the grant's
@@ -108,5 +106,49 @@ func TestReapplyAfterExpiryKeepsTheRemovalPromised(t *testing.T) {
 		if n := countRows(t, st, "SELECT COUNT(*) FROM operation WHERE grant_operation_id = ?", "lapsed-grant"); n != 1 {
 			t.Fatalf("%d revocations of the grant, want 1", n)
 		}
+	})
+}
+
+// TestRenewalThroughTheSubmit: inside the window the normal submit
+// renews the grant in effect. The grant's status read is unchanged — in
+// effect, the same expiry — and names the renewal in flight; the
+// renewal's own read shows its progress and the grant it renews.
+func TestRenewalThroughTheSubmit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st)
+		ctx := t.Context()
+		until := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+		seedGrant(t, st, "to-renew", "olivia", 30, until)
+
+		r := w.do(req{method: "POST", path: "/api/requests", user: "olivia", body: submitBodyFor(tOpen, "still needed", ""),
+			header: map[string]string{"Idempotency-Key": "the-renewal"}})
+		r.want(t, 202, "ACCEPTED")
+		op, err := st.OperationGet(ctx, "the-renewal")
+		if err != nil || op.Kind != domain.OperationRenew || op.GrantOperationID != "to-renew" {
+			t.Fatalf("renewal %+v, %v", op, err)
+		}
+		b, err := st.BindingGet(ctx, "olivia", tOpen)
+		if err != nil || b.Status != domain.BindingRenewing || b.OperationID != "the-renewal" || !b.ExpiresAt.Equal(until) {
+			t.Fatalf("binding %+v, %v: want RENEWING by the renewal, expiry unchanged", b, err)
+		}
+
+		r = w.do(req{method: "GET", path: "/api/requests/to-renew", user: "olivia"})
+		r.want(t, 200, "OK")
+		ren, _ := r.data["renewal"].(map[string]any)
+		if r.data["status"] != string(domain.BindingValidated) || r.data["expiresAt"] != until.Format(time.RFC3339) ||
+			ren["operationId"] != "the-renewal" || ren["status"] != string(domain.BindingApprovalSending) {
+			t.Fatalf("grant's read %v: want VALIDATED until %s with the renewal in flight", r.env.Data, until.Format(time.RFC3339))
+		}
+		if _, ok := r.data["renewFrom"]; ok {
+			t.Fatalf("a grant being renewed shows renewFrom: %v", r.env.Data)
+		}
+		r = w.do(req{method: "GET", path: "/api/requests/the-renewal", user: "olivia"})
+		r.want(t, 200, "OK")
+		if r.data["status"] != string(domain.BindingApprovalSending) || r.data["renews"] != "to-renew" {
+			t.Fatalf("renewal's read %v", r.env.Data)
+		}
+		// A second one meanwhile is in progress.
+		w.do(req{method: "POST", path: "/api/requests", user: "olivia", body: submitBodyFor(tOpen, "again", "")}).
+			want(t, 409, "REQUEST_IN_PROGRESS")
 	})
 }

@@ -80,17 +80,32 @@ type requestView struct {
 	UpdatedAt time.Time  `json:"updatedAt"`
 	// Kind is GRANT for a request for access, REVOKE for the removal of
 	// one (a revocation is a request of the same owner, docs/api.md "Give
-	// access back"): the web app words the two apart and offers give
-	// back and withdraw on grants only.
+	// access back"), RENEW for the renewal of a grant in effect
+	// (docs/api.md "Renewing access"): the web app words them apart and
+	// offers give back and withdraw on grants only.
 	Kind domain.OperationKind `json:"kind"`
 	// GrantOperationID and RevokeReason are a revocation's: the grant it
-	// ends and why (EXPIRED, GIVEN_BACK, OPERATOR).
+	// ends and why (EXPIRED, GIVEN_BACK, OPERATOR). On a renewal,
+	// GrantOperationID is the grant it renews (as Renews).
 	GrantOperationID string              `json:"grantOperationId,omitempty"`
 	RevokeReason     domain.RevokeReason `json:"revokeReason,omitempty"`
 	// RevocationID is, on a grant whose access is being removed or was,
 	// the revocation that took its binding over (GET
 	// /api/requests/{revocationId} follows the removal).
 	RevocationID string `json:"revocationId,omitempty"`
+	// Renewal is the renewal of this grant, once one was asked for: in
+	// flight, or in effect (docs/api.md, "Renewing access").
+	Renewal *renewalView `json:"renewal,omitempty"`
+	// Renews is, on a renewal, the grant it renews.
+	Renews string `json:"renews,omitempty"`
+}
+
+// renewalView is a grant's renewal as its status read shows it.
+type renewalView struct {
+	OperationID string `json:"operationId"`
+	// Status is the renewal's own status (APPROVAL_SENT, MR_CREATING, …,
+	// VALIDATED once it is in effect).
+	Status domain.BindingStatus `json:"status"`
 }
 
 // Blocker kinds.
@@ -306,7 +321,12 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 	}
 	switch {
 	case b != nil:
+		// A renewal's RENEWING reads as its own progress in the grant's
+		// vocabulary (APPROVAL_SENT, MERGING, …).
 		v.Status = b.Status
+		if op.Kind == domain.OperationRenew {
+			v.Status = op.Kind.GrantView(b.Status, step)
+		}
 		if b.InEffect() {
 			v.RenewFrom = s.renewFrom(op, b.ExpiresAt)
 		}
@@ -332,6 +352,25 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 		if v.Status, err = lastBindingStatus(ctx, st, op.OperationID); err != nil {
 			return requestView{}, err
 		}
+		if op.Kind == domain.OperationRenew {
+			// Ended without effect: the row went back to the grant, so
+			// the history's last binding is the grant's VALIDATED; the
+			// renewal's own end is its closing step.
+			if st := renewalEnd(step); st != "" {
+				v.Status = st
+			}
+		} else if v.Status == domain.BindingValidated {
+			// Only a grant that no longer owns its binding and whose
+			// history ends in effect can have been renewed: the two reads
+			// are spent on that state alone, never on the hot read of a
+			// request owning its binding (TestStatusReadIsOneStatement).
+			if v.Renewal, err = renewalOf(ctx, st, op); err != nil {
+				return requestView{}, err
+			}
+		}
+	}
+	if op.Kind == domain.OperationRenew {
+		v.Renews = op.GrantOperationID
 	}
 	v.Hint = domain.HintFor(step, v.Status)
 	if withBlocker {
@@ -347,6 +386,46 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 		}
 	}
 	return v, nil
+}
+
+// renewalEnd is the status of a renewal that no longer owns its binding,
+// by the step it ended at: REJECTED for the approval's no, CLOSED for the
+// other ends (a legacy renewal's MR closed after its rejection
+// included); "" when the step is not an end (a later request took the row
+// after the renewal was in effect).
+func renewalEnd(step domain.StepStatus) domain.BindingStatus {
+	switch step {
+	case domain.StepCloseRejected, domain.StepCloseWithdrawn:
+		return domain.BindingRejected
+	case domain.StepRenewExpired, domain.StepCloseRequesterWithdrawn, domain.StepCloseCancelled,
+		domain.StepCloseMRClosed, domain.StepCloseFailed:
+		return domain.BindingClosed
+	}
+	return ""
+}
+
+// renewalOf is the renewal of grant op when one owns op's binding now (in
+// flight, or in effect); nil otherwise. Two reads, only for a grant that
+// no longer owns its binding.
+func renewalOf(ctx context.Context, st RequestStore, op store.Operation) (*renewalView, error) {
+	b, err := st.BindingGet(ctx, op.Subject, op.TargetKey)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := st.OperationGet(ctx, b.OperationID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != domain.OperationRenew || r.GrantOperationID != op.OperationID {
+		return nil, nil
+	}
+	return &renewalView{OperationID: r.OperationID, Status: r.Kind.GrantView(b.Status, domain.StepStatus(r.Step))}, nil
 }
 
 // renewFrom is when the grant op, in effect until expiresAt, may be

@@ -33,7 +33,7 @@ type BatchMemberState struct {
 // (membership history, claim order), in one statement.
 func (s *Store) BatchMemberStates(ctx context.Context, batchID int64) ([]BatchMemberState, error) {
 	rows, err := s.db.QueryContext(ctx,
-		"SELECT o.operation_id, o.step_status, o.version, o.next_action, b.status, b.version, o.kind"+
+		"SELECT o.operation_id, o.step_status, o.version, o.next_action, b.status, b.version, "+kindOf("o")+
 			" FROM merge_batch_history h JOIN operation o ON o.operation_id = h.operation_id"+
 			" LEFT JOIN binding b ON b.subject_id = o.subject AND b.target_key = o.target_key AND b.operation_id = o.operation_id"+
 			" WHERE h.batch_id = ? ORDER BY h.id", batchID)

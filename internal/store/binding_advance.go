@@ -26,6 +26,10 @@ type Flip struct {
 	// when the step did not need repairing.
 	FromStep int
 	ToStep   int
+	// EndedWithoutEffect: a renewal ended without effect (rejected,
+	// withdrawn, closed) and the row went back to its grant, VALIDATED as
+	// before — To is VALIDATED, but nothing new took effect.
+	EndedWithoutEffect bool
 }
 
 // BindingAdvanceParams describes an advance of the binding owned by
@@ -44,6 +48,10 @@ type BindingAdvanceParams struct {
 	// any other step writes nothing (nil, nil), like a binding outside
 	// {From, To}.
 	OnlyFromSteps []int
+	// TakeExpiry makes the flip also write the operation's own expiry to
+	// the binding: a renewal in effect moves the access's expiry to its
+	// own.
+	TakeExpiry bool
 }
 
 // BindingAdvance is the state-advancing method several paths share (seed
@@ -140,9 +148,14 @@ func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvan
 	}
 	flipped := b.Status == p.From
 	if flipped {
+		set, vals := "status = ?", []any{string(p.To)}
+		if p.TakeExpiry {
+			set += ", expires_at = (SELECT o.expires_at FROM operation o WHERE o.operation_id = ?)"
+			vals = append(vals, p.OperationID)
+		}
 		if err := execOne(ctx, tx,
-			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
-			string(p.To), b.ID, string(p.From), b.Version); err != nil {
+			"UPDATE binding "+d.PrimaryKeyHint()+" SET "+set+", version = version + 1 WHERE id = ? AND status = ? AND version = ?",
+			append(vals, b.ID, string(p.From), b.Version)...); err != nil {
 			return nil, fmt.Errorf("flip binding: %w", err)
 		}
 	}
@@ -192,7 +205,7 @@ type BindingMarkValidatedParams struct {
 // written — the table allows only those steps to become a confirmation.
 func (s *Store) BindingMarkValidated(ctx context.Context, p BindingMarkValidatedParams) (*Flip, error) {
 	var kind domain.OperationKind
-	err := s.db.QueryRowContext(ctx, "SELECT kind FROM operation WHERE operation_id = ?", p.OperationID).Scan(&kind)
+	err := s.db.QueryRowContext(ctx, "SELECT "+kindOf("")+" FROM operation WHERE operation_id = ?", p.OperationID).Scan(&kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -207,8 +220,15 @@ func (s *Store) BindingMarkValidated(ctx context.Context, p BindingMarkValidated
 		Actor:       p.Actor,
 		Note:        p.Note,
 	}
-	if kind == domain.OperationRevoke {
+	switch kind {
+	case domain.OperationRevoke:
 		a.OnlyFromSteps = []int{int(domain.StepHandleMerged), int(domain.StepRevokeCalledBack), int(domain.StepRevokeReconciled)}
+	case domain.OperationRenew:
+		// RENEWING covers the whole renewal, as REVOKING the removal: only
+		// a merged renewal can take effect, and its expiry becomes the
+		// access's.
+		a.OnlyFromSteps = []int{int(domain.StepHandleMerged), int(domain.StepCalledBack), int(domain.StepReconciled)}
+		a.TakeExpiry = true
 	}
 	return s.BindingAdvance(ctx, a)
 }

@@ -21,6 +21,12 @@ type BindingApplyParams struct {
 	Status domain.BindingStatus
 	// ExpiresAt is when the new application lapses; zero stores NULL.
 	ExpiresAt time.Time
+	// Renew, when set, accepts the application as a renewal of the grant
+	// in effect on the row while the renewal window is open (database
+	// clock): the row moves VALIDATED → RENEWING and to the new
+	// operationId, its expiry untouched (docs/workflow.md, "Renewal").
+	// nil refuses a binding in effect, as before renewals existed.
+	Renew *domain.RenewWindow
 
 	// afterRead, when set, runs between an attempt's read and its write;
 	// tests make a concurrent writer win the race with it.
@@ -46,6 +52,9 @@ type BindingApplyResult struct {
 	// Previous is the row as read before an in-place reset: the exact
 	// status and version the reset was pinned to. Zero when First.
 	Previous Binding
+	// Renews is the grant this application renews (the row's owner as
+	// read); "" when it is not a renewal.
+	Renews string
 }
 
 // BindingRefusedError is the answer to an application for a relationship
@@ -179,6 +188,15 @@ func bindingApplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyPa
 		return BindingApplyResult{Binding: b, First: true}, nil
 	case err != nil:
 		return BindingApplyResult{}, fmt.Errorf("read binding: %w", translate(err))
+	case !cur.Reappliable() && p.Renew != nil && cur.InEffect():
+		open, err := renewalOpen(ctx, tx, d, cur, *p.Renew)
+		if err != nil {
+			return BindingApplyResult{}, err
+		}
+		if !open {
+			return BindingApplyResult{}, &BindingRefusedError{Current: cur}
+		}
+		return bindingRenewTx(ctx, tx, d, p, cur)
 	case !cur.Reappliable():
 		return BindingApplyResult{}, &BindingRefusedError{Current: cur}
 	}
@@ -194,6 +212,61 @@ func bindingApplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyPa
 		return BindingApplyResult{}, err
 	}
 	return BindingApplyResult{Binding: b, Previous: cur}, nil
+}
+
+// renewalOpen reports whether the grant in effect on cur may be renewed
+// now: its renewal window (a share of the grant's own duration, read from
+// its operation) has opened by the database clock. A grant without
+// expiry never needs renewing.
+func renewalOpen(ctx context.Context, tx *sql.Tx, d Dialect, cur Binding, w domain.RenewWindow) (bool, error) {
+	grant, err := operationGet(ctx, tx, cur.OperationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil // a row without its operation (seeded by hand): nothing to renew
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the grant in effect: %w", translate(err))
+	}
+	from := w.From(cur.ExpiresAt, grant.Duration())
+	if from.IsZero() {
+		return false, nil
+	}
+	var open int
+	if err := tx.QueryRowContext(ctx, "SELECT CASE WHEN ? <= "+d.Now()+" THEN 1 ELSE 0 END", d.Time(from)).Scan(&open); err != nil {
+		return false, fmt.Errorf("renewal window: %w", translate(err))
+	}
+	return open == 1, nil
+}
+
+// bindingRenewTx accepts p as the renewal of the grant in effect on cur:
+// VALIDATED → RENEWING, the row handed to p's operationId, the expiry
+// left as it is (the grant's, until the renewal is deployed). Pinned to
+// the status and version read and to the expiry still ahead (database
+// clock): a grant that expired in between is refused on the re-read, as
+// any expired grant is.
+func bindingRenewTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams, cur Binding) (BindingApplyResult, error) {
+	if err := domain.CheckBinding(domain.BindingValidated, domain.BindingRenewing); err != nil {
+		return BindingApplyResult{}, err
+	}
+	err := execOne(ctx, tx,
+		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = ?, version = version + 1"+
+			" WHERE id = ? AND status = ? AND version = ? AND expires_at > "+d.Now(),
+		string(domain.BindingRenewing), p.OperationID, cur.ID, string(domain.BindingValidated), cur.Version)
+	if errors.Is(err, domain.ErrPreempted) {
+		return BindingApplyResult{}, applyRaceError{cause: err}
+	}
+	if err != nil {
+		return BindingApplyResult{}, fmt.Errorf("renew binding: %w", err)
+	}
+	if err := bindingHistoryInsert(ctx, tx, d, BindingApplyParams{
+		Subject: p.Subject, TargetKey: p.TargetKey, OperationID: p.OperationID, Status: domain.BindingRenewing, ExpiresAt: p.ExpiresAt,
+	}); err != nil {
+		return BindingApplyResult{}, err
+	}
+	b, err := bindingGet(ctx, tx, d, p.Subject, p.TargetKey, "")
+	if err != nil {
+		return BindingApplyResult{}, fmt.Errorf("re-read binding: %w", translate(err))
+	}
+	return BindingApplyResult{Binding: b, Previous: cur, Renews: cur.OperationID}, nil
 }
 
 // BindingResetParams is an in-place reset of a re-appliable binding for a

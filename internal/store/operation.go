@@ -22,10 +22,11 @@ type Operation struct {
 	ProjectID   int64
 	// Flow is "LEGACY" or "APPROVE_FIRST" (CHECK constraint).
 	Flow string
-	// Kind is GRANT or REVOKE (domain.OperationKind, CHECK constraint).
+	// Kind is GRANT, REVOKE or RENEW (domain.OperationKind; RENEW is
+	// stored as GRANT with GrantOperationID set, see kindOf).
 	Kind domain.OperationKind
 	// GrantOperationID is, for a revocation, the grant whose entry it
-	// removes; "" for a grant.
+	// removes; for a renewal, the grant it renews; "" for a grant.
 	GrantOperationID string
 	// RevokeReason is a revocation's reason; "" for a grant.
 	RevokeReason domain.RevokeReason
@@ -67,6 +68,19 @@ func (o Operation) Duration() time.Duration {
 	return o.ExpiresAt.Sub(o.CreatedAt)
 }
 
+// kindOf is the operation's kind as the domain sees it, read from the
+// row aliased alias ("" for none): the stored kind, except that a GRANT
+// naming a grant it renews (grant_operation_id) is a renewal,
+// domain.OperationRenew. Derived rather than stored so the CHECK on
+// operation.kind — and SQLite's operation table, which would have to be
+// rebuilt to change it — stays as it is.
+func kindOf(alias string) string {
+	if alias != "" {
+		alias += "."
+	}
+	return "CASE WHEN " + alias + "kind = 'GRANT' AND " + alias + "grant_operation_id IS NOT NULL THEN 'RENEW' ELSE " + alias + "kind END"
+}
+
 // operationColumns is the select list scanOperation reads, in order.
 const operationColumns = "id, operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, " +
 	"batch_id, mr_iid, mr_url, branch, approval_id, reason, days, expires_at, request_hash, " +
@@ -97,6 +111,9 @@ func scanOperation(r rowScanner) (Operation, error) {
 	o.NextAction, o.LeaseOwner, o.LastError = nextAction.String, leaseOwner.String, lastE.String
 	o.ExpiresAt, o.DueAt, o.LeaseExpiresAt = expiresAt.Time, dueAt.Time, leaseExpiresAt.Time
 	o.GrantOperationID, o.RevokeReason = grantOp.String, domain.RevokeReason(revokeReason.String)
+	if o.Kind == domain.OperationGrant && o.GrantOperationID != "" {
+		o.Kind = domain.OperationRenew // kindOf
+	}
 	return o, nil
 }
 

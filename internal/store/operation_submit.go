@@ -15,6 +15,11 @@ type OperationSubmitParams struct {
 	// BindingStatus is the relationship's first state for this request,
 	// e.g. APPROVAL_SENDING. The binding's expiry is Operation.ExpiresAt.
 	BindingStatus domain.BindingStatus
+	// Renew accepts the submission as a renewal of the grant in effect
+	// while its renewal window is open (BindingApplyParams.Renew); the
+	// operation then names the grant (grant_operation_id, kind RENEW) and
+	// the binding shows RENEWING.
+	Renew *domain.RenewWindow
 }
 
 // OperationSubmitResult is what a submission wrote.
@@ -42,7 +47,7 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 	op := p.Operation
 	apply := BindingApplyParams{
 		Subject: op.Subject, TargetKey: op.TargetKey, OperationID: op.OperationID,
-		Status: p.BindingStatus, ExpiresAt: op.ExpiresAt,
+		Status: p.BindingStatus, ExpiresAt: op.ExpiresAt, Renew: p.Renew,
 	}
 	if err := op.validate(); err != nil {
 		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
@@ -66,10 +71,22 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 		if err != nil {
 			return err
 		}
-		if err := operationStepInsert(ctx, tx, []operationStepRow{{
+		hist := operationStepRow{
 			operationID: op.OperationID, toStep: op.Step, toBinding: p.BindingStatus,
 			actor: op.Actor, note: "submitted",
-		}}); err != nil {
+		}
+		if app.Renews != "" {
+			// The renewal names the grant it renews: that makes it kind
+			// RENEW (kindOf), so every later write maps its statuses.
+			if err := execOne(ctx, tx,
+				"UPDATE operation"+s.dialect.forceIndex("uk_operation_operation_id")+" SET grant_operation_id = ? WHERE operation_id = ?",
+				app.Renews, op.OperationID); err != nil {
+				return fmt.Errorf("name the renewed grant: %w", err)
+			}
+			hist.fromBinding, hist.toBinding = domain.BindingValidated, domain.BindingRenewing
+			hist.note = "submitted: renewal of " + app.Renews
+		}
+		if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
 			return err
 		}
 		o, err := operationGet(ctx, tx, op.OperationID)

@@ -75,13 +75,15 @@ func (s *Store) ReconcileWindow(ctx context.Context, minAge, maxAge time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("reconcile window: %w", err)
 	}
-	// Merged removals: a revocation's binding is REVOKING from its creation
-	// on, so its window is its operation's merge — HANDLE_MERGED written
-	// inside the window (idx_operation_step_updated), kind REVOKE.
+	// Merged removals and renewals: a revocation's binding is REVOKING
+	// from its creation on, a renewal's RENEWING, so their window is their
+	// operation's merge — HANDLE_MERGED written inside the window
+	// (idx_operation_step_updated), naming a grant (both kinds, and only
+	// they, have grant_operation_id).
 	rows, err = s.db.QueryContext(ctx,
 		"SELECT operation_id FROM operation WHERE step_status = ? AND updated_at > "+oldest+
-			" AND updated_at < "+newest+" AND kind = ? ORDER BY updated_at, id",
-		int(domain.StepHandleMerged), oldestArg, newestArg, string(domain.OperationRevoke))
+			" AND updated_at < "+newest+" AND grant_operation_id IS NOT NULL ORDER BY updated_at, id",
+		int(domain.StepHandleMerged), oldestArg, newestArg)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile window (revocations): %w", translate(err))
 	}

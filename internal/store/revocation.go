@@ -23,6 +23,12 @@ type RevocationCandidate struct {
 	GrantOperationID string
 	ProjectID        int64
 	ExpiresAt        time.Time
+	// Renewal is, for a RENEWING binding, the renewal that owns it and
+	// that the revocation cuts off (expiry wins over a renewal nobody has
+	// approved), with the step and version it was read at; "" otherwise.
+	Renewal        string
+	RenewalStep    int
+	RenewalVersion int64
 }
 
 // ExpiredCursor is where the expiry scan's next chunk starts: after the
@@ -84,6 +90,58 @@ func (s *Store) RevocationCandidatesExpired(ctx context.Context, after ExpiredCu
 		after = ExpiredCursor{ExpiresAt: last.ExpiresAt, ID: last.BindingID}
 	}
 	return out, after, nil
+}
+
+// renewalCuttable are the steps at which a renewal whose grant expired is
+// cut off by the grant's revocation: it still waits for its approval, and
+// no MR of it exists (the legacy flow opens its MR before the approval:
+// such a renewal runs to its end, then the scan finds the grant again).
+// From its approval on, an approved renewal may land: its MR work is not
+// taken back from under the batch path or an open MR.
+var renewalCuttable = []domain.StepStatus{domain.StepCreateApprovalSubmitting, domain.StepCreateApprovalSubmitted}
+
+// RevocationCandidatesRenewing returns up to limit RENEWING bindings
+// whose grant's expires_at has passed by the database clock while their
+// renewal can still be cut off (renewalCuttable: waiting for its
+// approval, no MR), in (expires_at, id) order on idx_binding_status_expires.
+// The candidate's grant is the renewal's; the revocation removes the
+// grant's entry, which is what the default branch holds. Rare (a renewal
+// undecided past the expiry), so one statement per scan, not chunked by
+// a cursor: a scan revokes them limit at a time.
+func (s *Store) RevocationCandidatesRenewing(ctx context.Context, limit int) ([]RevocationCandidate, error) {
+	if limit <= 0 || limit > InChunkSize {
+		limit = InChunkSize
+	}
+	d := s.dialect
+	args := []any{string(domain.BindingRenewing)}
+	for _, st := range renewalCuttable {
+		args = append(args, int(st))
+	}
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT b.id, b.version, b.subject_id, b.target_key, o.grant_operation_id, b.expires_at, o.project_id, o.operation_id, o.step_status, o.version"+
+			" FROM binding b"+d.forceIndex("idx_binding_status_expires")+
+			" JOIN operation o ON o.operation_id = b.operation_id"+
+			" WHERE b.status = ? AND b.expires_at IS NOT NULL AND b.expires_at <= "+d.Now()+
+			" AND o.grant_operation_id IS NOT NULL AND o.mr_iid IS NULL AND o.step_status IN ("+placeholders(len(renewalCuttable))+")"+
+			" ORDER BY b.expires_at, b.id LIMIT ?", args...)
+	if err != nil {
+		return nil, fmt.Errorf("expired bindings under renewal: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []RevocationCandidate
+	for rows.Next() {
+		var c RevocationCandidate
+		if err := rows.Scan(&c.BindingID, &c.BindingVersion, &c.Subject, &c.TargetKey, &c.GrantOperationID, &c.ExpiresAt, &c.ProjectID,
+			&c.Renewal, &c.RenewalStep, &c.RenewalVersion); err != nil {
+			return nil, fmt.Errorf("expired bindings under renewal: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("expired bindings under renewal: %w", translate(err))
+	}
+	return out, nil
 }
 
 // RevocationCandidateOf returns the binding grantOperationID owns as a
@@ -170,9 +228,16 @@ func (s *Store) RevocationCreate(ctx context.Context, p RevocationCreateParams) 
 	if !p.Reason.Valid() {
 		return nil, fmt.Errorf("create revocations: reason %q is not one of %v", p.Reason, domain.RevokeReasons)
 	}
-	if err := errors.Join(domain.CheckStep(domain.StepNone, domain.StepRevokeStarted),
+	checks := []error{domain.CheckStep(domain.StepNone, domain.StepRevokeStarted),
 		domain.CheckStep(domain.StepRevokeStarted, domain.StepCreateAdmitted),
-		domain.CheckBinding(domain.BindingValidated, domain.BindingRevoking)); err != nil {
+		domain.CheckBinding(domain.BindingValidated, domain.BindingRevoking)}
+	for _, r := range p.Rows {
+		if r.Renewal != "" {
+			checks = append(checks, domain.CheckBinding(domain.BindingRenewing, domain.BindingRevoking),
+				domain.CheckStep(domain.StepStatus(r.RenewalStep), domain.StepRenewExpired))
+		}
+	}
+	if err := errors.Join(checks...); err != nil {
 		return nil, fmt.Errorf("create revocations: %w", err)
 	}
 	var out []RevocationCreated
@@ -192,6 +257,18 @@ func (s *Store) RevocationCreate(ctx context.Context, p RevocationCreateParams) 
 }
 
 func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]RevocationCreated, error) {
+	// 0. Renewals cut off (expiry wins over a renewal nobody approved):
+	// operation rows first, the fixed lock order. Each is guarded on the
+	// step and version read and on having no MR, so a renewal whose
+	// approval arrived meanwhile is not cut: the chunk rolls back whole
+	// (ErrPreempted) and the next scan reads again — and then leaves that
+	// renewal to run. An approval decided later finds the row no longer
+	// the renewal's: stale.
+	cutHist, err := renewalsCut(ctx, tx, d, p, rows)
+	if err != nil {
+		return nil, err
+	}
+
 	// 1. The guarded binding move.
 	var cases strings.Builder
 	caseArgs := make([]any, 0, 2*len(rows))
@@ -207,7 +284,7 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 		ids = append(ids, r.BindingID)
 		byID[r.BindingID] = r
 	}
-	args := append(append(append([]any{string(domain.BindingRevoking)}, caseArgs...), string(domain.BindingValidated)), keyArgs...)
+	args := append(append(append([]any{string(domain.BindingRevoking)}, caseArgs...), string(domain.BindingValidated), string(domain.BindingRenewing)), keyArgs...)
 	// The status guard must not choose the plan: on SQLite "status = ?"
 	// would lead the planner to idx_binding_status_* and every VALIDATED
 	// row, so it is written "+status" (no index for that term) and the
@@ -221,12 +298,21 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	}
 	res, err := tx.ExecContext(ctx,
 		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = CASE id"+cases.String()+" END, version = version + 1"+
-			" WHERE "+plain("status")+" = ? AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
+			" WHERE "+plain("status")+" IN (?, ?) AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("move bindings to REVOKING: %w", translate(err))
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		if err == nil && len(cutHist) > 0 {
+			// The renewals were cut but no binding moved: their rows
+			// changed in between; undo by rolling back.
+			err = fmt.Errorf("bindings under renewal moved meanwhile: %w", domain.ErrPreempted)
+		}
 		return nil, err
+	}
+	if len(cutHist) > 0 && n != int64(len(rows)) {
+		return nil, fmt.Errorf("%d of %d bindings under renewal moved: %w", n, len(rows), domain.ErrPreempted)
 	}
 
 	// 2. Which moved bindings still lack their revocation: this call's.
@@ -270,9 +356,12 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	for _, m := range mine {
 		r := byRev[m.OperationID]
 		step, version := domain.StepRevokeStarted, 1
+		from, note := domain.BindingValidated, fmt.Sprintf("revocation of %s (%s)", m.GrantOperationID, p.Reason)
+		if r.Renewal != "" {
+			from, note = domain.BindingRenewing, note+fmt.Sprintf("; its renewal %s, not yet approved, is closed", r.Renewal)
+		}
 		hist = append(hist, operationStepRow{operationID: m.OperationID, toStep: int(domain.StepRevokeStarted),
-			fromBinding: domain.BindingValidated, toBinding: domain.BindingRevoking, actor: p.Actor,
-			note: fmt.Sprintf("revocation of %s (%s)", m.GrantOperationID, p.Reason)})
+			fromBinding: from, toBinding: domain.BindingRevoking, actor: p.Actor, note: note})
 		if m.Batching {
 			step, version = domain.StepCreateAdmitted, 2
 			hist = append(hist, operationStepRow{operationID: m.OperationID, fromStep: int(domain.StepRevokeStarted),
@@ -291,7 +380,7 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 			valuesRows(len(mine), cols), vals...); err != nil {
 		return nil, fmt.Errorf("insert revocations: %w", translate(err))
 	}
-	if err := operationStepInsert(ctx, tx, hist); err != nil {
+	if err := operationStepInsert(ctx, tx, append(hist, cutHist...)); err != nil {
 		return nil, err
 	}
 	if len(single) > 0 {
@@ -312,6 +401,43 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 		}
 	}
 	return mine, nil
+}
+
+// renewalsCut ends the renewals of rows (those naming one) at
+// RENEW_EXPIRED with nothing due and no lease, in one guarded UPDATE; any
+// renewal that moved since it was read fails the chunk (ErrPreempted).
+// It returns their history rows, written with the revocations'.
+func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]operationStepRow, error) {
+	var (
+		keys []any
+		hist []operationStepRow
+	)
+	for _, r := range rows {
+		if r.Renewal == "" {
+			continue
+		}
+		keys = append(keys, r.Renewal, r.RenewalVersion)
+		hist = append(hist, operationStepRow{operationID: r.Renewal, fromStep: r.RenewalStep, toStep: int(domain.StepRenewExpired),
+			actor: p.Actor, note: fmt.Sprintf("the grant %s expired before this renewal was approved: expiry wins, its revocation %s takes the row",
+				r.GrantOperationID, domain.RevocationID(r.GrantOperationID))})
+	}
+	if len(hist) == 0 {
+		return nil, nil
+	}
+	args := []any{int(domain.StepRenewExpired)}
+	for _, st := range renewalCuttable {
+		args = append(args, int(st))
+	}
+	err := execN(ctx, tx, int64(len(hist)),
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+
+			" next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"+
+			" WHERE step_status IN ("+placeholders(len(renewalCuttable))+") AND mr_iid IS NULL AND "+
+			d.keyTuplesIn(len(hist), "operation_id", "version"),
+		append(args, keys...)...)
+	if err != nil {
+		return nil, fmt.Errorf("close renewals cut off by the expiry: %w", err)
+	}
+	return hist, nil
 }
 
 func anySlice(ss []string) []any {

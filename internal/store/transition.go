@@ -404,7 +404,7 @@ type relationshipKey struct {
 // operationKeys returns the (subject, target) of each operation in ids.
 func operationKeys(ctx context.Context, tx *sql.Tx, ids []string) (map[string]relationshipKey, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT operation_id, subject, target_key, kind FROM operation WHERE operation_id IN ("+placeholders(len(ids))+")",
+		"SELECT operation_id, subject, target_key, "+kindOf("")+" FROM operation WHERE operation_id IN ("+placeholders(len(ids))+")",
 		args(ids)...)
 	if err != nil {
 		return nil, fmt.Errorf("read relationships: %w", translate(err))

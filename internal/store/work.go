@@ -241,10 +241,11 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 		step            int
 		nextAction      sql.NullString
 		kind            domain.OperationKind
+		grantOp         string
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT id, subject, target_key, step_status, next_action, kind FROM operation WHERE operation_id = ? AND lease_owner = ?"+d.forUpdate(),
-		p.OperationID, p.Lease.column()).Scan(&id, &subject, &target, &step, &nextAction, &kind)
+		"SELECT id, subject, target_key, step_status, next_action, "+kindOf("")+", COALESCE(grant_operation_id, '') FROM operation WHERE operation_id = ? AND lease_owner = ?"+d.forUpdate(),
+		p.OperationID, p.Lease.column()).Scan(&id, &subject, &target, &step, &nextAction, &kind, &grantOp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkResult{}, fmt.Errorf("lease %s lost: %w", p.Lease.column(), domain.ErrPreempted)
 	}
@@ -254,7 +255,9 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 	res := WorkResult{FromStep: step}
 	// Steps write the grant's binding statuses; a revocation shows its own
 	// (domain.OperationKind.Binding) — mapped here, where every status the
-	// engine writes passes.
+	// engine writes passes. A renewal that ends without effect hands the
+	// row back to the grant it renews (restore).
+	restore := kind.EndsWithoutEffect(p.Binding)
 	p.Binding = kind.Binding(p.Binding)
 
 	writeState := !(p.UnlessStopped && domain.StepStatus(step).Stopped())
@@ -278,20 +281,18 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 			if err := domain.CheckBinding(b.Status, p.Binding); err != nil {
 				return WorkResult{}, err
 			}
-			if err := execOne(ctx, tx,
-				"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
-				string(p.Binding), b.ID, string(b.Status), b.Version); err != nil {
+			if err := bindingMove(ctx, tx, d, b, p.Binding, restore, grantOp); err != nil {
 				return WorkResult{}, fmt.Errorf("move binding: %w", err)
 			}
 			fromBinding = b.Status
 			res.Flip = &Flip{
 				OperationID: p.OperationID, Subject: subject, TargetKey: target,
 				From: b.Status, To: p.Binding, BindingVersion: b.Version + 1,
-				FromStep: step, ToStep: toStep,
+				FromStep: step, ToStep: toStep, EndedWithoutEffect: restore,
 			}
-		} else if kind == domain.OperationRevoke && toStep != step {
+		} else if kind != domain.OperationGrant && toStep != step {
 			// A revocation's binding stays REVOKING while its removal goes
-			// through the grant's milestones; the move a grant's binding
+			// through the grant's milestones (a renewal's RENEWING); the move a grant's binding
 			// would have made (MERGING → MERGED at the merge) is its
 			// flip, so the outcome's after-commit hooks — the deploy
 			// callback that came before the merge was written — act for
@@ -368,6 +369,25 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 		return WorkResult{}, fmt.Errorf("re-read operation: %w", translate(err))
 	}
 	return res, nil
+}
+
+// bindingMove writes binding b's status to, guarded on the status and
+// version read. With restore (a renewal ending without effect,
+// domain.OperationKind.EndsWithoutEffect) the row also goes back to the
+// grant it renews, grant: VALIDATED, owned by the grant again, its expiry
+// never touched — exactly the access in effect before the renewal.
+func bindingMove(ctx context.Context, tx *sql.Tx, d Dialect, b Binding, to domain.BindingStatus, restore bool, grant string) error {
+	if restore {
+		if grant == "" {
+			return fmt.Errorf("renewal owning %s/%s names no grant to hand the row back to", b.Subject, b.TargetKey)
+		}
+		return execOne(ctx, tx,
+			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
+			string(to), grant, b.ID, string(b.Status), b.Version)
+	}
+	return execOne(ctx, tx,
+		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
+		string(to), b.ID, string(b.Status), b.Version)
 }
 
 func bindingIf(f *Flip) domain.BindingStatus {

@@ -116,10 +116,11 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 		approvalID      sql.NullString
 		mrIID           sql.NullInt64
 		kind            domain.OperationKind
+		grantOp         string
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT subject, target_key, step_status, approval_id, mr_iid, kind FROM operation WHERE operation_id = ?"+d.forUpdate(),
-		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID, &kind)
+		"SELECT subject, target_key, step_status, approval_id, mr_iid, "+kindOf("")+", COALESCE(grant_operation_id, '') FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID, &kind, &grantOp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkCallbackResult{}, nil
 	}
@@ -136,8 +137,14 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	res := WorkCallbackResult{Current: b}
 	// A retrigger names the grant's status of the step it resumes; a
 	// revocation shows its own (domain.OperationKind.Binding).
+	// A renewal's rejection hands the row back to its grant (restore).
+	restore := kind.EndsWithoutEffect(p.Binding)
 	p.Binding = kind.Binding(p.Binding)
-	if b.OperationID != p.OperationID || !slices.Contains(p.Waiting, b.Status) {
+	// The waiting set is named in the grant's vocabulary: a renewal's
+	// RENEWING is read as the grant status of its step (GrantView).
+	waiting := slices.Contains(p.Waiting, b.Status) ||
+		slices.Contains(p.Waiting, kind.GrantView(b.Status, domain.StepStatus(step)))
+	if b.OperationID != p.OperationID || !waiting {
 		return res, nil
 	}
 	adopt := false
@@ -154,15 +161,13 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 		if err := domain.CheckBinding(b.Status, p.Binding); err != nil {
 			return WorkCallbackResult{}, err
 		}
-		if err := execOne(ctx, tx,
-			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
-			string(p.Binding), b.ID, string(b.Status), b.Version); err != nil {
+		if err := bindingMove(ctx, tx, d, b, p.Binding, restore, grantOp); err != nil {
 			return WorkCallbackResult{}, fmt.Errorf("move binding: %w", err)
 		}
 		res.Flip = &Flip{
 			OperationID: p.OperationID, Subject: subject, TargetKey: target,
 			From: b.Status, To: p.Binding, BindingVersion: b.Version + 1,
-			FromStep: step, ToStep: p.Step,
+			FromStep: step, ToStep: p.Step, EndedWithoutEffect: restore,
 		}
 	}
 	set := "step_status = ?"

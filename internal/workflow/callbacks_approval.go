@@ -158,7 +158,9 @@ func (d Deps) approvalStale(ctx context.Context, op store.Operation, ev Approval
 	case b.OperationID != op.OperationID:
 		d.noteDisposition(ctx, ev, store.InboxStale, "the binding was re-applied for request "+b.OperationID)
 		return true, nil
-	case !slices.Contains(approvalWaiting, b.Status):
+	case !slices.Contains(approvalWaiting, b.Status) && !(op.Kind == domain.OperationRenew &&
+		slices.Contains(approvalWaiting, op.Kind.GrantView(b.Status, domain.StepStatus(op.Step)))):
+		// A renewal's RENEWING is read as the grant status of its step.
 		d.noteDisposition(ctx, ev, store.InboxStale, "the binding is "+string(b.Status)+", not waiting for an approval")
 		return true, nil
 	}

@@ -117,7 +117,12 @@ func retriggerOne(ctx context.Context, st *store.Store, op store.Operation, acto
 	}
 	action := op.NextAction
 	if action == "" {
-		a, ok := waitingAction(domain.StepStatus(op.Step), b.Status)
+		bs := b.Status
+		if op.Kind == domain.OperationRenew {
+			// A renewal's RENEWING reads as the grant status of its step.
+			bs = op.Kind.GrantView(b.Status, domain.StepStatus(op.Step))
+		}
+		a, ok := waitingAction(domain.StepStatus(op.Step), bs)
 		if !ok {
 			return "", notStopped
 		}

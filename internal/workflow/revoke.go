@@ -70,6 +70,22 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 			return res, err
 		}
 		if len(cands) == 0 {
+			// Then grants that expired while their renewal still waits for
+			// its approval: expiry wins (docs/workflow.md, "Renewal").
+			cands, err = x.d.Store.RevocationCandidatesRenewing(ctx, size)
+			if err != nil || len(cands) == 0 {
+				return res, err
+			}
+			res.Scanned += len(cands)
+			res.Chunks++
+			created, err := x.d.createRevocations(ctx, cands, domain.RevokeExpired, "expired", ExpiryActor)
+			res.Revoked += len(created)
+			for _, c := range created {
+				wake = wake || !c.Batching
+			}
+			if err != nil && !errors.Is(err, domain.ErrPreempted) {
+				return res, err
+			}
 			return res, nil
 		}
 		res.Scanned += len(cands)
@@ -181,6 +197,14 @@ func (d Deps) Revoke(ctx context.Context, grantOperationID string, reason domain
 	if errors.Is(err, domain.ErrNotFound) {
 		if r, ok, err := existing(); ok || err != nil {
 			return r, err
+		}
+		// A grant whose renewal owns the row is known, not missing: its
+		// access cannot be given back while the renewal runs (the
+		// renewal decides first; see docs/workflow.md, "Renewal").
+		if op, gerr := d.Store.OperationGet(ctx, grantOperationID); gerr == nil {
+			if b, berr := d.Store.BindingGet(ctx, op.Subject, op.TargetKey); berr == nil && b.Status == domain.BindingRenewing {
+				return RevokeResult{}, fmt.Errorf("%s is being renewed by %s: %w", grantOperationID, b.OperationID, ErrNotInEffect)
+			}
 		}
 		return RevokeResult{}, err
 	}

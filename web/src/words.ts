@@ -25,6 +25,7 @@ const statusWords: Record<string, string> = {
   REVOKING: 'Access being removed',
   REVOKED: 'Access removed; you can ask again',
   REVOKE_FAILED: 'Removing the access stopped; it is still granted',
+  RENEWING: 'In effect; a renewal is under way',
 };
 
 /** stepWords: the exact step, as "what is happening now". */
@@ -71,6 +72,7 @@ const stepWords: Record<string, string> = {
   REVOKE_CALLED_BACK: 'Access removed and deployed',
   REVOKE_RECONCILED: 'Access removed (the deployment was confirmed by a check)',
   REVOKE_ABSENT: 'Access removed; there was nothing left to remove',
+  RENEW_EXPIRED: 'Closed: the access expired before the renewal was approved',
 };
 
 /** statusWord is a binding state in words; a state this release does not
