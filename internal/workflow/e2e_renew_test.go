@@ -248,27 +248,37 @@ func TestRenewalUndecidedAtExpiryIsCutOff(t *testing.T) {
 }
 
 // TestRenewalRacingTheExpiryScan races, for several grants at once, the
-// renewal's approval against the expiry scan that finds the grant
-// expired. Each ends in one of two consistent states — the renewal took
-// effect (new expiry, no revocation) or the revocation took the row (the
-// renewal RENEW_EXPIRED, the entry removed) — and the file on main agrees
-// with the database.
+// renewals' approvals against expiry scans that find the grants expired
+// (goroutines; both databases). Each grant ends in one of two consistent
+// states — the renewal took effect (its expiry, no revocation) or the
+// revocation took the row (the renewal RENEW_EXPIRED, the entry removed)
+// — and the file on main agrees with the database. The target batches,
+// so the renewals and removals that follow go out in the project's
+// rounds (one MR each) rather than in MRs that conflict with each other.
 func TestRenewalRacingTheExpiryScan(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
-		const n = 4
-		var grants, renewals []string
+		ov := e2eOverlay(w.simTS.URL)
+		ov["expiry.chunkSize"] = 1
+		w.load(ov)
+		const n = 6
+		var grants, renewals, subjects []string
 		for i := range n {
-			g, r, subject := fmt.Sprintf("rg%d", i), fmt.Sprintf("rr%d", i), fmt.Sprintf("racer%d", i)
-			w.granted(g, subject, tSingle)
-			w.expireIn(g, time.Hour)
-			w.mustRenew(r, subject, tSingle, g)
-			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
-			grants, renewals = append(grants, g), append(renewals, r)
+			grants = append(grants, fmt.Sprintf("rg%d", i))
 		}
-		for i := range n {
-			w.expireRow(fmt.Sprintf("racer%d", i), tSingle)
+		w.admitted(grants...)
+		w.roundsUntilIdle()
+		for i, g := range grants {
+			_, b := w.until(g, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			w.expireIn(g, time.Hour)
+			r := fmt.Sprintf("rr%d", i)
+			w.mustRenew(r, b.Subject, tBatched, g)
+			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
+			renewals, subjects = append(renewals, r), append(subjects, b.Subject)
+		}
+		for _, s := range subjects {
+			w.expireRow(s, tBatched)
 		}
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -283,35 +293,64 @@ func TestRenewalRacingTheExpiryScan(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			for range 3 {
+			// One renewal's approval landing between a scan's read and
+			// its write rolls the whole chunk back: chunks of one
+			// (expiry.chunkSize), so the grants are decided one by one
+			// as the approvals arrive.
+			for range 2 * n {
 				_, _ = w.expiry.ScanOnce(t.Context())
 			}
 		}()
 		close(start)
 		wg.Wait()
-		// Settle: the scan once more, then run everything to its end.
+		// Settle: whatever was neither approved nor cut yet is cut by one
+		// more scan; then the rounds take renewals and removals out.
 		w.scan()
+		for _, r := range renewals {
+			w.until(r, "approved or cut off", func(o store.Operation, b store.Binding) bool {
+				step := domain.StepStatus(o.Step)
+				return o.LeaseOwner == "" && (step == domain.StepRenewExpired || step == domain.StepCreateAdmitted)
+			})
+		}
+		storetest.UntilAdmittedBeforeNow(t, st, admittedOf(t, st, grants, renewals)...)
+		w.roundsUntilIdle()
+		cut := 0
 		for i, r := range renewals {
 			g := grants[i]
-			o, b := w.until(r, "settled", func(o store.Operation, b store.Binding) bool {
-				step := domain.StepStatus(o.Step)
-				return o.LeaseOwner == "" && (step == domain.StepRenewExpired ||
-					step == domain.StepCalledBack && b.Status == domain.BindingValidated && b.OperationID == r)
-			})
+			o, err := st.OperationGet(t.Context(), r)
+			require.NoError(t, err)
 			if domain.StepStatus(o.Step) == domain.StepRenewExpired {
+				cut++
 				w.until(domain.RevocationID(g), "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
-				_, ok := w.entryOf(tSingle, b.Subject)
-				require.False(t, ok, "%s: revoked, entry gone; file:\n%s", g, w.fileOnMain(tSingle))
+				_, ok := w.entryOf(tBatched, subjects[i])
+				require.False(t, ok, "%s: revoked, entry gone", g)
 				require.Zero(t, w.validations(r))
-			} else {
-				_, err := st.OperationGet(t.Context(), domain.RevocationID(g))
-				require.ErrorIs(t, err, domain.ErrNotFound, "%s: renewed, never revoked", g)
-				require.True(t, renewExpiry.Equal(b.ExpiresAt))
-				w.validatedOnce(r)
+				continue
 			}
+			_, b := w.until(r, "in effect", at(domain.StepCalledBack, domain.BindingValidated))
+			_, err = st.OperationGet(t.Context(), domain.RevocationID(g))
+			require.ErrorIs(t, err, domain.ErrNotFound, "%s: renewed, never revoked", g)
+			require.True(t, renewExpiry.Equal(b.ExpiresAt))
+			w.validatedOnce(r)
 		}
 		w.filesExact(append(grants, renewals...)...)
+		t.Logf("outcomes: %d renewed, %d cut off by the expiry", n-cut, cut)
 	})
+}
+
+// admittedOf lists, of the renewals and the grants' revocations, those
+// waiting in the batch set.
+func admittedOf(t *testing.T, st *store.Store, grants, renewals []string) []string {
+	t.Helper()
+	var out []string
+	for i, r := range renewals {
+		id := r
+		if o, err := st.OperationGet(t.Context(), r); err == nil && domain.StepStatus(o.Step) == domain.StepRenewExpired {
+			id = domain.RevocationID(grants[i])
+		}
+		out = append(out, id)
+	}
+	return out
 }
 
 // decideNoFatal approves r from a goroutine (no t.FailNow there).
