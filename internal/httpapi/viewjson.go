@@ -147,6 +147,17 @@ func (v *requestView) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"revocationId":`...)
 		b = appendJSONString(b, v.RevocationID)
 	}
+	if v.Renewal != nil {
+		b = append(b, `,"renewal":{"operationId":`...)
+		b = appendJSONString(b, v.Renewal.OperationID)
+		b = append(b, `,"status":`...)
+		b = appendJSONString(b, string(v.Renewal.Status))
+		b = append(b, '}')
+	}
+	if v.Renews != "" {
+		b = append(b, `,"renews":`...)
+		b = appendJSONString(b, v.Renews)
+	}
 	return append(b, '}'), nil
 }
 

@@ -52,6 +52,9 @@ func (s *Store) OperationViewGet(ctx context.Context, operationID string) (Opera
 		Reason: r.reason, Days: int(r.days.Int64),
 		ExpiresAt: r.expiresAt.t, CreatedAt: r.createdAt.t, UpdatedAt: r.updatedAt.t,
 	}}
+	if out.Operation.Kind == domain.OperationGrant && out.Operation.GrantOperationID != "" {
+		out.Operation.Kind = domain.OperationRenew // a renewal, as scanOperation reads it (kindOf)
+	}
 	if r.bID.Valid {
 		out.HasBinding = true
 		out.Binding = Binding{
