@@ -122,13 +122,20 @@ export interface RequestView {
   expiresAt?: string;
   createdAt?: string;
   updatedAt: string;
-  /** GRANT (a request for access) or REVOKE (the removal of one) */
+  /** GRANT (a request for access), RENEW (the renewal of one in effect)
+   * or REVOKE (the removal of one) */
   kind?: string;
   /** a revocation's grant, and why it was made (EXPIRED, GIVEN_BACK, OPERATOR) */
   grantOperationId?: string;
   revokeReason?: string;
   /** on a grant whose access is being removed or was: its revocation */
   revocationId?: string;
+  /** on a grant in effect with an expiry: from when re-applying renews it */
+  renewFrom?: string;
+  /** on a grant: its renewal once one was asked for (in flight, or in effect) */
+  renewal?: { operationId: string; status: string };
+  /** on a renewal: the grant it renews */
+  renews?: string;
 }
 
 /** Me is GET /api/me: who the server takes the caller to be, and whether

@@ -313,6 +313,83 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await page.context().close();
   });
 
+  it('alice renews an access in effect once its renewal window is open: the form opens filled in for that target and submits a renewal', async () => {
+    // A one-day grant: its renewal window (the last quarter, at least a
+    // day) is open from the start.
+    const id = 'web-renew-1';
+    const r = await fetch(`${server.base}/api/requests`, {
+      method: 'POST',
+      headers: { 'X-Auth-Request-User': 'alice', 'Idempotency-Key': id, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ targetKey: 'billing-dashboard', reason: 'month-end close', days: 1 }),
+    });
+    assert.equal(r.status, 202, await r.text());
+    await control(server, `/approval/_control/approvals/${(await approvalOf(server, id)).approvalId}/approve`);
+    const granted = await statusIs(server, 'alice', id, 'VALIDATED');
+    assert.ok(granted.renewFrom && Date.parse(granted.renewFrom) <= Date.now(), `renewFrom ${granted.renewFrom}`);
+
+    const page = await newPage(chrome.browser, server.base, 'alice');
+    await page.goto(`/requests/${id}`);
+    const renew = page.locator('[data-testid=renew]');
+    await renew.waitFor();
+    assert.match(await page.locator('[data-testid=request-actions]').innerText(), /Your access ends on .* UTC\. Renew it to keep it longer/);
+    await renew.click();
+    await page.waitForURL(`**/request/billing-dashboard?renew=${id}`);
+    await page.locator('[data-testid=renewing]').waitFor();
+    // Renew only opens the form: nothing is asked for until it is submitted.
+    assert.equal((await statusIs(server, 'alice', id, 'VALIDATED')).renewal, undefined, 'a renewal before the form was submitted');
+    assert.match(await page.locator('h1').innerText(), /^Renew access$/);
+    assert.match(await page.locator('[data-testid=renewing]').innerText(), /Renewing your access, which ends on .*until it is in effect your access stays as it is/);
+    assert.equal(await page.inputValue('textarea[name=reason]'), 'month-end close');
+    assert.equal(await page.inputValue('input[name=days]'), '1');
+    await page.getByRole('button', { name: 'Submit renewal' }).click();
+    const sent = page.locator('[data-testid=submitted]');
+    await sent.waitFor();
+    const renewal = await page.getAttribute('form', 'data-operation-id');
+    assert.notEqual(renewal, id, 'a renewal is a request of its own');
+    // The access it renews is unchanged meanwhile, and names its renewal.
+    const still = await statusIs(server, 'alice', id, 'VALIDATED');
+    assert.equal(still.expiresAt, granted.expiresAt);
+    assert.equal(still.renewal?.operationId, renewal);
+    assert.equal(still.renewFrom, undefined, 'a grant being renewed offers renewing again');
+    await page.goto(`/requests/${id}`);
+    await page.locator('[data-testid=renewal-link]').waitFor();
+    assert.equal(await page.locator('[data-testid=renew]').count(), 0);
+    assert.equal(await page.locator('[data-testid=give-back]').count(), 0, 'giving back is refused while a renewal runs');
+    await page.locator('[data-testid=renewal-link]').click();
+    await page.waitForURL(`**/requests/${renewal}`);
+    await page.locator('[data-testid=renews-link]').waitFor();
+    assert.match(await page.locator('h1').innerText(), /^Renewing access to /);
+    assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'a renewal cannot be withdrawn');
+
+    // Approved, merged and deployed: the renewal is the access in effect,
+    // until its own, later expiry; the grant's page says the renewal is
+    // in effect.
+    await control(server, `/approval/_control/approvals/${(await approvalOf(server, renewal)).approvalId}/approve`);
+    const renewed = await statusIs(server, 'alice', renewal, 'VALIDATED');
+    assert.ok(Date.parse(renewed.expiresAt) > Date.parse(granted.expiresAt), `renewed until ${renewed.expiresAt}, was ${granted.expiresAt}`);
+    assert.equal((await statusIs(server, 'alice', id, 'VALIDATED')).renewal?.status, 'VALIDATED');
+    await page.goto(`/requests/${id}`);
+    await page.locator('[data-testid=renewal-link]').waitFor();
+    assert.equal(await page.locator('[data-testid=give-back]').count(), 0, 'the renewed grant is acted on through its renewal');
+    await page.goto(`/requests/${renewal}`);
+    await page.locator('[data-testid=give-back]').waitFor();
+
+    // Before the window opens the page says from when, and offers no Renew
+    // (faked: a real one needs a grant older than a day; the faked read is
+    // of an access in effect with no renewal).
+    const later = new Date(Date.now() + 5 * 86400000).toISOString().replace(/\.\d+Z$/, 'Z');
+    await page.route(`**/api/requests/${id}`, async (route) => {
+      const real = await (await route.fetch()).json();
+      await route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ ...real, data: { ...real.data, status: 'VALIDATED', renewFrom: later, renewal: undefined } }) });
+    });
+    await page.route(`**/api/requests/${id}/events`, (route) => route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ code: 'RETRY_LATER', message: 'busy', data: null }) }));
+    await page.goto(`/requests/${id}`);
+    await page.locator('[data-testid=renew-from]').waitFor();
+    assert.match(await page.locator('[data-testid=renew-from]').innerText(), /^You can renew it from .* UTC, before it ends\.$/);
+    assert.equal(await page.locator('[data-testid=renew]').count(), 0);
+    await page.context().close();
+  });
+
   it('the console lists expired entries changeflow did not write, per file, and says it will not remove them', async () => {
     // Added by hand on main: one expired, one live.
     const file = 'bindings/prod-console.yaml';

@@ -3,7 +3,7 @@ import { ApiError, call, type RequestView } from '../api';
 import { Confirmed, Done, ErrorNote, Progress, Status, Stamp } from '../components';
 import { useAppConfig, useGet, useMe } from '../hooks';
 import { useLive } from '../live';
-import { isRevocationStatus, revokeReasonWords, statusWord, stepWord, whatToDo } from '../words';
+import { isRevocationStatus, revokeReasonWords, statusWord, stepWord, when, whatToDo } from '../words';
 
 const POLL_MS = 3000;
 
@@ -94,9 +94,45 @@ function ApproveHere({ status }: { status: string }) {
  * The server decides: a claim that came first answers 409, shown in
  * words. */
 function withdrawable(x: RequestView): boolean {
-  if (x.kind === 'REVOKE' || x.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return false;
+  // A renewal cannot be withdrawn (the server answers 409): offering it
+  // would only show a refusal.
+  if (x.kind === 'REVOKE' || x.kind === 'RENEW' || x.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return false;
   if (x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT') return true;
   return (x.status === 'MR_CREATING' || x.status === 'MR_CREATED') && !x.batchId;
+}
+
+/** Renew offers renewing an access in effect once its renewal window
+ * has opened (renewFrom, docs/api.md "Renewing access"): a renewal is an
+ * ordinary request for the same target, so the button opens the form,
+ * filled in like this request; submitting it is the confirmation. Before
+ * the window opens it says from when. */
+function Renew({ x }: { x: RequestView }) {
+  const from = Date.parse(x.renewFrom ?? '');
+  if (Number.isNaN(from)) return null;
+  if (from > Date.now()) {
+    return (
+      <p data-testid="renew-from">
+        You can renew it from {when(x.renewFrom)}, before it ends.
+      </p>
+    );
+  }
+  return (
+    <>
+      <p>
+        Your access ends on {when(x.expiresAt)}. Renew it to keep it longer: the renewal is asked for and approved like a request, and
+        until it is in effect your access stays as it is.
+      </p>
+      <p>
+        <a
+          class="button"
+          data-testid="renew"
+          href={`/request/${encodeURIComponent(x.targetKey)}?renew=${encodeURIComponent(x.operationId)}`}
+        >
+          Renew
+        </a>
+      </p>
+    </>
+  );
 }
 
 /** Actions are what the owner may do to the request now: give an access
@@ -107,12 +143,16 @@ function Actions({ x }: { x: RequestView }) {
   const [done, setDone] = useState('');
   const title = x.targetTitle || x.targetKey;
   const path = `/api/requests/${encodeURIComponent(x.operationId)}`;
-  const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE';
+  // A grant with a renewal (in flight or in effect) is acted on through
+  // the renewal: the renewal owns the access, and the server refuses
+  // giving the grant back meanwhile.
+  const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE' && !x.renewal;
   const withdraw = withdrawable(x);
   if (!giveBack && !withdraw) return <Done>{done}</Done>;
   return (
     <div class="card actions" data-testid="request-actions">
       <Done>{done}</Done>
+      {giveBack && x.renewFrom && <Renew x={x} />}
       {giveBack && (
         <>
           <p>No longer need it? Give the access back: it is removed from the access file by a change like the one that granted it, with no approval needed.</p>
@@ -174,7 +214,9 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
   const now = x && !(x.kind !== 'REVOKE' && isRevocationStatus(x.status)) ? stepWord(x.step.name) : '';
   return (
     <section data-live={r.live ? 'stream' : 'poll'}>
-      <h1>{x ? `${x.kind === 'REVOKE' ? 'Removing access to' : 'Access to'} ${x.targetTitle || x.targetKey}` : 'Request'}</h1>
+      <h1>
+        {x ? `${x.kind === 'REVOKE' ? 'Removing access to' : x.kind === 'RENEW' ? 'Renewing access to' : 'Access to'} ${x.targetTitle || x.targetKey}` : 'Request'}
+      </h1>
       <p class="lead">
         Request <span class="mono wrap">{id}</span>
       </p>
@@ -198,6 +240,28 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
                     your request
                   </a>{' '}
                   {revokeReasonWords(x.revokeReason)}
+                </dd>
+              </>
+            )}
+            {x.renews && (
+              <>
+                <dt>Renews</dt>
+                <dd>
+                  <a href={`/requests/${encodeURIComponent(x.renews)}`} data-testid="renews-link">
+                    your access in effect
+                  </a>
+                  , which stays as it is until this renewal is in effect
+                </dd>
+              </>
+            )}
+            {x.renewal && (
+              <>
+                <dt>Renewal</dt>
+                <dd data-testid="renewal">
+                  <a href={`/requests/${encodeURIComponent(x.renewal.operationId)}`} data-testid="renewal-link">
+                    follow the renewal of this access
+                  </a>{' '}
+                  <span class="muted small">({statusWord(x.renewal.status).toLowerCase()})</span>
                 </dd>
               </>
             )}

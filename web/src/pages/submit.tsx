@@ -1,8 +1,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, call, fieldProblems, type Target } from '../api';
+import { ApiError, call, fieldProblems, type RequestView, type Target } from '../api';
 import { ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
-import { accessWords, closedWords, dayWords } from '../words';
+import { accessWords, closedWords, dayWords, when } from '../words';
 
 /** maxReasonChars is the server's limit (internal/httpapi, maxReasonRunes):
  * a longer reason is refused there, so it is refused here first — never
@@ -54,7 +54,7 @@ type Outcome =
   | { kind: 'idle' }
   | { kind: 'sent'; operationId: string; duplicate: boolean }
   | { kind: 'limited'; message: string; until: number }
-  | { kind: 'error'; message: string; code: string; operationId?: string; expiresAt?: string };
+  | { kind: 'error'; message: string; code: string; operationId?: string; expiresAt?: string; renewFrom?: string };
 
 /** SubmitPage wraps one form instance; "Start a new request" remounts it,
  * which is the only way to get a new operationId. A target that takes no
@@ -118,6 +118,20 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
   // The ref closes the gap between a click and the re-render that disables
   // the button: a double click must send one request.
   const inFlight = useRef(false);
+  // A renewal (?renew=<operationId> from the request page's Renew): the
+  // same target, filled in like the access it renews. Only the owner's
+  // own request in effect for this target fills it in; anything else
+  // leaves an ordinary empty form.
+  const renewID = new URLSearchParams(window.location.search).get('renew');
+  const renewing = useGet<RequestView>(renewID ? `/api/requests/${encodeURIComponent(renewID)}` : null);
+  const renews = renewing.data && renewing.data.targetKey === targetKey && renewing.data.status === 'VALIDATED' ? renewing.data : undefined;
+  const filled = useRef(false);
+  useEffect(() => {
+    if (!renews || filled.current) return;
+    filled.current = true;
+    setReason(renews.reason ?? '');
+    if (renews.days) setDays(String(renews.days));
+  }, [renews]);
   const daysParam = /^\d+$/.test(days.trim()) ? `?days=${days.trim()}` : '';
   const preview = useGet<Preview>(`/api/targets/${encodeURIComponent(targetKey)}/preview${daysParam}`);
 
@@ -151,13 +165,14 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
       } else if (err instanceof ApiError) {
         const fp = fieldProblems(err, ['reason', 'days']);
         setProblems(fp);
-        const ref = (err.data ?? {}) as { operationId?: string; expiresAt?: string };
+        const ref = (err.data ?? {}) as { operationId?: string; expiresAt?: string; renewFrom?: string };
         setOutcome({
           kind: 'error',
           message: Object.keys(fp).length > 0 ? 'Please correct the form.' : err.message,
           code: err.code,
           operationId: typeof ref.operationId === 'string' ? ref.operationId : undefined,
           expiresAt: typeof ref.expiresAt === 'string' ? ref.expiresAt : undefined,
+          renewFrom: typeof ref.renewFrom === 'string' ? ref.renewFrom : undefined,
         });
       } else {
         setOutcome({ kind: 'error', message: 'Something went wrong.', code: 'UNKNOWN' });
@@ -170,10 +185,16 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
 
   return (
     <section>
-      <h1>Request access</h1>
+      <h1>{renews ? 'Renew access' : 'Request access'}</h1>
       <p class="lead">
         to <strong>{target.title || targetKey}</strong> <span class="muted mono">({targetKey})</span>
       </p>
+      {renews && (
+        <p class="note" data-testid="renewing">
+          Renewing your access, which ends on {when(renews.expiresAt)}. The renewal is approved like a request; until it is in effect your
+          access stays as it is, and if it is refused nothing changes.
+        </p>
+      )}
       <p class="muted" data-testid="max-days">
         Access for up to <strong>{target.maxDays}</strong> day{target.maxDays === 1 ? '' : 's'}.
       </p>
@@ -224,7 +245,7 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
         </label>
         <div class="row">
           <button type="submit" disabled={busy || locked || waitSeconds > 0}>
-            {busy ? 'Submitting…' : locked ? 'Submitted' : 'Submit request'}
+            {busy ? 'Submitting…' : locked ? 'Submitted' : renews ? 'Submit renewal' : 'Submit request'}
           </button>
           <span class="muted mono small">operation {operationId}</span>
         </div>
@@ -249,6 +270,7 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
               <>
                 You already have this access, until {dayWords(outcome.expiresAt)} (<Stamp iso={outcome.expiresAt} />
                 ).{' '}
+                {outcome.renewFrom && <span data-testid="refused-renew-from">You can renew it from {when(outcome.renewFrom)}. </span>}
               </>
             ) : (
               'You already have this access. '
