@@ -369,7 +369,11 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
         ? route.fulfill({
             status: 409,
             contentType: 'application/json',
-            body: JSON.stringify({ code: 'ALREADY_IN_EFFECT', message: 'You already have this access until 2026-12-08T09:00:00Z.', data: { operationId: 'op-granted', expiresAt: '2026-12-08T09:00:00Z' } }),
+            body: JSON.stringify({
+              code: 'ALREADY_IN_EFFECT',
+              message: 'You already have this access until 2026-12-08T09:00:00Z. You can renew it from 2026-12-06T09:00:00Z.',
+              data: { operationId: 'op-granted', expiresAt: '2026-12-08T09:00:00Z', renewFrom: '2026-12-06T09:00:00Z' },
+            }),
           })
         : route.continue(),
     );
@@ -380,6 +384,9 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
     const text = await refused.innerText();
     assert.match(text, /You already have this access, until December 8, 2026 \(Dec 8, 2026, 09:00 AM UTC\)/);
     assert.doesNotMatch(text, /2026-12-08T/, 'the date in words, not RFC 3339');
+    // Before its renewal window opens: from when it can be renewed, in words.
+    assert.match(await refused.locator('[data-testid=refused-renew-from]').innerText(), /^You can renew it from .*UTC\.\s*$/);
+    assert.doesNotMatch(text, /2026-12-06T/);
     await refused.locator('[data-testid=refused-link]').click();
     await page.waitForURL('**/requests/op-granted');
     await page.context().close();
