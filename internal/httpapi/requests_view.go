@@ -349,6 +349,23 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 			return requestView{}, rerr
 		}
 		var err error
+		if op.Kind != domain.OperationRevoke {
+			// Its revocation ended and a later request took the row (the
+			// access was removed, then asked for again): the grant's
+			// access ended with that revocation, whatever the grant's own
+			// history ends with (VALIDATED — it read "In effect" after
+			// the entry was gone). One read more, only in this state.
+			rv, rerr := st.OperationGet(ctx, domain.RevocationID(op.OperationID))
+			if rerr == nil {
+				if v.Status, err = lastBindingStatus(ctx, st, rv.OperationID); err != nil {
+					return requestView{}, err
+				}
+				v.RevocationID = rv.OperationID
+				break
+			} else if !errors.Is(rerr, domain.ErrNotFound) {
+				return requestView{}, rerr
+			}
+		}
 		if v.Status, err = lastBindingStatus(ctx, st, op.OperationID); err != nil {
 			return requestView{}, err
 		}
