@@ -30,6 +30,9 @@ type RequestStore interface {
 	OperationViewGet(ctx context.Context, operationID string) (store.OperationWithBinding, error)
 	OperationListBySubject(ctx context.Context, p store.OperationListBySubjectParams) (store.OperationPage, error)
 	OperationStepList(ctx context.Context, operationID string) ([]store.OperationStep, error)
+	// OperationRenewalsOf: the renewals of a request, newest first — the
+	// status read of an old request follows its chain of renewals.
+	OperationRenewalsOf(ctx context.Context, p store.OperationRenewalsOfParams) ([]store.Operation, error)
 	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
 	BindingGet(ctx context.Context, subject, targetKey string) (store.Binding, error)
 	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)

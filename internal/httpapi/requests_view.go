@@ -94,18 +94,25 @@ type requestView struct {
 	// /api/requests/{revocationId} follows the removal).
 	RevocationID string `json:"revocationId,omitempty"`
 	// Renewal is the renewal of this grant, once one was asked for: in
-	// flight, or in effect (docs/api.md, "Renewing access").
+	// flight, or the renewal in effect that carries the access now,
+	// however many renewals later (docs/api.md, "Renewing access").
 	Renewal *renewalView `json:"renewal,omitempty"`
 	// Renews is, on a renewal, the grant it renews.
 	Renews string `json:"renews,omitempty"`
 }
 
-// renewalView is a grant's renewal as its status read shows it.
+// renewalView is a grant's renewal as its status read shows it: the
+// renewal of this request in flight, or the renewal that carries its
+// access now — the next link of the chain, or a later one (a renewal of
+// the renewal, …; followAccess).
 type renewalView struct {
 	OperationID string `json:"operationId"`
 	// Status is the renewal's own status (APPROVAL_SENT, MR_CREATING, …,
-	// VALIDATED once it is in effect).
+	// VALIDATED once it is in effect: then it carries the access, and
+	// this request's own expiresAt no longer applies).
 	Status domain.BindingStatus `json:"status"`
+	// ExpiresAt is, on a renewal in effect, when the access ends now.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 // Blocker kinds.
@@ -376,13 +383,28 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 			if st := renewalEnd(step); st != "" {
 				v.Status = st
 			}
-		} else if v.Status == domain.BindingValidated {
-			// Only a grant that no longer owns its binding and whose
-			// history ends in effect can have been renewed: the two reads
-			// are spent on that state alone, never on the hot read of a
-			// request owning its binding (TestStatusReadIsOneStatement).
-			if v.Renewal, err = renewalOf(ctx, st, op); err != nil {
+		}
+		if v.Status == domain.BindingValidated && op.Kind != domain.OperationRevoke {
+			// In effect by its own history, yet no longer owning its row:
+			// renewed (perhaps renewal after renewal), or a renewal's
+			// access removed since. The page says what became of the
+			// access — the renewal carrying it, or its removal — never
+			// "in effect" for an entry that left main or whose expiry
+			// moved. The reads are spent on this state alone, never on
+			// the hot read of a request owning its binding
+			// (TestStatusReadIsOneStatement).
+			end, err := followAccess(ctx, st, op)
+			if err != nil {
 				return requestView{}, err
+			}
+			switch {
+			case end.RevocationID != "":
+				v.Status, v.RevocationID = end.Status, end.RevocationID
+				if end.UpdatedAt.After(v.UpdatedAt) {
+					v.UpdatedAt = end.UpdatedAt.UTC()
+				}
+			case end.Carrier != nil:
+				v.Renewal = end.Carrier
 			}
 		}
 	}
@@ -419,30 +441,6 @@ func renewalEnd(step domain.StepStatus) domain.BindingStatus {
 		return domain.BindingClosed
 	}
 	return ""
-}
-
-// renewalOf is the renewal of grant op when one owns op's binding now (in
-// flight, or in effect); nil otherwise. Two reads, only for a grant that
-// no longer owns its binding.
-func renewalOf(ctx context.Context, st RequestStore, op store.Operation) (*renewalView, error) {
-	b, err := st.BindingGet(ctx, op.Subject, op.TargetKey)
-	if errors.Is(err, domain.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	r, err := st.OperationGet(ctx, b.OperationID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if r.Kind != domain.OperationRenew || r.GrantOperationID != op.OperationID {
-		return nil, nil
-	}
-	return &renewalView{OperationID: r.OperationID, Status: r.Kind.GrantView(b.Status, domain.StepStatus(r.Step))}, nil
 }
 
 // renewFrom is when the grant op, in effect until expiresAt, may be

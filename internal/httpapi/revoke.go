@@ -104,7 +104,12 @@ func (s *Server) handleRequestRevoke() http.Handler {
 		}
 		rv, err := b.Revoker.Revoke(r.Context(), id, domain.RevokeGivenBack, "given back by its owner", res.Identity.Account)
 		if err != nil {
-			writeError(w, r, s.deps.Logger, revokeError(id, err))
+			if moved := revokeMovedOn(r.Context(), b.Requests, op, err); moved != nil {
+				err = moved
+			} else {
+				err = revokeError(id, err)
+			}
+			writeError(w, r, s.deps.Logger, err)
 			return
 		}
 		code := domain.CodeAccepted
@@ -151,6 +156,13 @@ func (s *Server) handleOpsRevoke() http.Handler {
 			}
 			rv, err := rk.Revoke(r.Context(), id, domain.RevokeOperator, reason, operator.Account)
 			if err != nil {
+				if st := s.deps.Business.Requests; st != nil {
+					if op, gerr := st.OperationGet(r.Context(), id); gerr == nil {
+						if moved := revokeMovedOn(r.Context(), st, op, err); moved != nil {
+							return id, "", nil, moved
+						}
+					}
+				}
 				return id, "", nil, revokeError(id, err)
 			}
 			code := domain.CodeAccepted

@@ -50,7 +50,7 @@ func (sw statusReadWorld) read() *httptest.ResponseRecorder {
 }
 
 // The status read issues one statement: the operation and its binding in
-// one prepared, joined read (store.OperationGetWithBinding), for a request
+// one prepared, joined read (store.OperationViewGet), for a request
 // whose blocker needs no read of its own (it waits for its approval).
 func TestStatusReadIsOneStatement(t *testing.T) {
 	for _, driver := range storetest.Drivers() {

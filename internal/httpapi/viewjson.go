@@ -152,6 +152,12 @@ func (v *requestView) appendJSON(b []byte) ([]byte, error) {
 		b = appendJSONString(b, v.Renewal.OperationID)
 		b = append(b, `,"status":`...)
 		b = appendJSONString(b, string(v.Renewal.Status))
+		if v.Renewal.ExpiresAt != nil {
+			b = append(b, `,"expiresAt":`...)
+			if b, err = appendJSONTime(b, *v.Renewal.ExpiresAt); err != nil {
+				return b, err
+			}
+		}
 		b = append(b, '}')
 	}
 	if v.Renews != "" {

@@ -1,12 +1,18 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"changeflow/internal/domain"
 )
 
 // Test-only access to unexported helpers for the external store_test
@@ -42,3 +48,54 @@ func PreparedReads(s *Store) int {
 // ParseDBTime is parseDBTime, for the test that feeds it the database
 // clock's own text on each dialect.
 func ParseDBTime(s string) (time.Time, bool) { return parseDBTime(s) }
+
+// OperationGetWithBinding is the full read of an operation and the binding
+// naming it — every column of both rows, in one joined statement — that
+// OperationViewGet narrows: the tests' reference for what the narrow read
+// must return of the view's fields (operation_view_test.go). Production
+// reads only the narrow one, so this lives with the tests, unprepared.
+func (s *Store) OperationGetWithBinding(ctx context.Context, operationID string) (OperationWithBinding, error) {
+	var (
+		out                                OperationWithBinding
+		bID, bVersion, bExpired            sql.NullInt64
+		bSubject, bTarget, bStatus, bOpID  sql.NullString
+		bExpiresAt, bCreatedAt, bUpdatedAt sql.NullTime
+	)
+	cols := strings.Split(operationColumns, ", ")
+	for i, c := range cols {
+		cols[i] = "o." + c
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + ", " + s.dialect.bindingColumnsOf("b.") +
+		" FROM operation o LEFT JOIN binding b ON b.operation_id = o.operation_id WHERE o.operation_id = ?"
+	op, err := scanOperation(appendScan{s.db.QueryRowContext(ctx, q, operationID), []any{&bID, &bSubject, &bTarget, &bStatus, &bOpID,
+		&bExpiresAt, &bVersion, &bCreatedAt, &bUpdatedAt, &bExpired}})
+	if err != nil {
+		return OperationWithBinding{}, fmt.Errorf("get operation %s with its binding: %w", operationID, translate(err))
+	}
+	out.Operation = op
+	if bID.Valid {
+		out.HasBinding = true
+		out.Binding = Binding{
+			ID: bID.Int64, Subject: bSubject.String, TargetKey: bTarget.String,
+			Status: domain.BindingStatus(bStatus.String), OperationID: bOpID.String,
+			ExpiresAt: bExpiresAt.Time, Version: bVersion.Int64,
+			CreatedAt: bCreatedAt.Time, UpdatedAt: bUpdatedAt.Time, Expired: bExpired.Int64 == 1,
+		}
+	}
+	return out, nil
+}
+
+// appendScan scans the columns its caller names, then extra: one row read
+// by two scanners that each know only their own columns.
+type appendScan struct {
+	r     rowScanner
+	extra []any
+}
+
+func (a appendScan) Scan(dest ...any) error {
+	return a.r.Scan(append(dest, a.extra...)...)
+}
+
+// OperationRenewalsOfQuery is OperationRenewalsOf's statement, for the
+// test that reads its plan.
+func (s *Store) OperationRenewalsOfQuery() string { return s.operationRenewalsOfQuery() }

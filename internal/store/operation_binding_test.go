@@ -13,6 +13,9 @@ import (
 	"changeflow/internal/store/storetest"
 )
 
+// The full read OperationViewGet is compared with (export_test.go) reads
+// what the two separate reads read: so the comparison has a trustworthy
+// reference.
 func TestOperationGetWithBinding(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -85,7 +88,7 @@ func TestPreparedReadsAreReused(t *testing.T) {
 					require.NoError(t, err)
 					_, err = s.BindingGetByOperation(ctx, "prep-1")
 					require.NoError(t, err)
-					_, err = s.OperationGetWithBinding(ctx, "prep-1")
+					_, err = s.OperationViewGet(ctx, "prep-1")
 					require.NoError(t, err)
 				}
 			}
@@ -111,11 +114,11 @@ func TestPreparedReadsFirstUseRace(t *testing.T) {
 		errs := make(chan error, raceGoroutines)
 		runAtOnce(func(g int) {
 			id := fmt.Sprintf("prep-race-%d", g)
-			got, err := s.OperationGetWithBinding(context.Background(), id)
+			got, err := s.OperationViewGet(context.Background(), id)
 			switch {
 			case err != nil:
 				errs <- err
-			case got.Operation.OperationID != id || got.Binding.OperationID != id || got.Binding.TargetKey != fmt.Sprintf("t-%d", g):
+			case got.Operation.OperationID != id || got.Binding.OperationID != id || got.Operation.TargetKey != fmt.Sprintf("t-%d", g) || !got.HasBinding:
 				errs <- fmt.Errorf("%s read %+v", id, got)
 			}
 			if _, err := s.OperationGet(context.Background(), id); err != nil {

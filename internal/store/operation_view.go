@@ -8,11 +8,27 @@ import (
 	"changeflow/internal/domain"
 )
 
-// OperationViewGet is OperationGetWithBinding narrowed to what a request's
-// status view shows (GET /api/requests/{operationId} and its event
-// stream's authorization, the reads every person's browser repeats): one
-// statement, prepared once on SQLite, that selects 20 columns instead of
-// 38 and reads its times without the driver's conversion (dbTime).
+// OperationWithBinding is an operation and the binding whose current
+// request it is, as one read saw them.
+type OperationWithBinding struct {
+	Operation Operation
+	// Binding is what BindingGetByOperation(Operation.OperationID) would
+	// return (only the fields OperationViewGet lists); HasBinding is false
+	// when no binding names the operation (a later request took the
+	// relationship over, or a revocation owns it).
+	Binding    Binding
+	HasBinding bool
+}
+
+// OperationViewGet is OperationGet and BindingGetByOperation in one
+// statement (a LEFT JOIN on the binding's operation_id index), narrowed to
+// what a request's status view shows (GET /api/requests/{operationId} and
+// its event stream's authorization, the reads every person's browser
+// repeats): prepared once on SQLite, it selects 20 columns instead of 38
+// and reads its times without the driver's conversion (dbTime). The two
+// separate reads were two thirds of the status read's cost, and one
+// statement reads both rows in one snapshot, which two reads never
+// promised.
 //
 // Only these fields are set; every other field of Operation and Binding is
 // its zero value, so hand the result to nothing but the view:

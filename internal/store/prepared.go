@@ -38,7 +38,6 @@ type readKey int
 const (
 	readOperationGet readKey = iota + 1
 	readBindingByOperation
-	readOperationWithBinding
 	readOperationView
 )
 

@@ -132,8 +132,10 @@ export interface RequestView {
   revocationId?: string;
   /** on a grant in effect with an expiry: from when re-applying renews it */
   renewFrom?: string;
-  /** on a grant: its renewal once one was asked for (in flight, or in effect) */
-  renewal?: { operationId: string; status: string };
+  /** on a grant (or renewal) that was renewed: its renewal in flight, or
+   * the renewal in effect that carries the access now (status VALIDATED,
+   * with the access's expiry), however many renewals later */
+  renewal?: { operationId: string; status: string; expiresAt?: string };
   /** on a renewal: the grant it renews */
   renews?: string;
 }

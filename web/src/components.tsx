@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError } from './api';
-import { isFailed, phaseIndex, phases, statusWord, when } from './words';
+import { isFailed, phaseIndex, phases, renewedWord, statusWord, when } from './words';
 
 export function ErrorNote({ children }: { children?: ComponentChildren }) {
   if (!children) return null;
@@ -12,7 +12,10 @@ export function ErrorNote({ children }: { children?: ComponentChildren }) {
   );
 }
 
-export function Status({ status }: { status: string }) {
+export function Status({ status, renewed }: { status: string; renewed?: boolean }) {
+  // A request whose access a later renewal carries reads as renewed, not
+  // "In effect" (its own entry and expiry no longer apply).
+  if (renewed) return <span class="status ended" data-testid="renewed">{renewedWord}</span>;
   // REVOKED is over, like a closed request, but nothing went wrong.
   const cls = status === 'VALIDATED' ? 'ok' : isFailed(status) ? 'bad' : status === 'REVOKED' ? 'ended' : 'busy';
   return <span class={`status ${cls}`}>{statusWord(status)}</span>;

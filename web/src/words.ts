@@ -163,6 +163,23 @@ export function whatToDo(status: string, step: string, hint: string, expiresAt?:
   return { words: 'Nothing, it is on its way.', again: false, bad: false };
 }
 
+/** renewedWord is the status of a request whose access continues under
+ * a later renewal (docs/api.md, "Renewing access": a renewal with status
+ * VALIDATED carries it): in effect, but no longer through this request's
+ * entry nor until this request's expiry — so not "In effect". */
+export const renewedWord = 'Renewed; the access continues under a later request';
+
+/** renewedTodo is the "What to do" of such a request: act on the request
+ * that carries the access (linked beside it), until its expiry. */
+export function renewedTodo(expiresAt?: string): Todo {
+  const until = expiresAt ? `, now until ${when(expiresAt)}` : '';
+  return {
+    words: `Nothing here: your access was renewed and continues under a later request${until}. Give it back or renew it there.`,
+    again: false,
+    bad: false,
+  };
+}
+
 /** revokeReasonWords says why an access ends, for a revocation's page. */
 export function revokeReasonWords(reason?: string): string {
   switch (reason) {

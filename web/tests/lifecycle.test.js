@@ -374,6 +374,34 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await page.goto(`/requests/${renewal}`);
     await page.locator('[data-testid=give-back]').waitFor();
 
+    // The renewal renewed in turn, approved and deployed: both older pages
+    // say the access was renewed and continues under the newest renewal,
+    // until its expiry — not "In effect" until their own — link to it, and
+    // offer neither give back nor renew (the server refuses both there).
+    const second = 'web-renew-2';
+    await submit(server, 'alice', second, 'billing-dashboard', 'still needed');
+    await control(server, `/approval/_control/approvals/${(await approvalOf(server, second)).approvalId}/approve`);
+    const carrier = await statusIs(server, 'alice', second, 'VALIDATED');
+    assert.equal(carrier.renews, renewal, 'the second renewal renews the first');
+    for (const old of [id, renewal]) {
+      const v = await statusIs(server, 'alice', old, 'VALIDATED');
+      assert.deepEqual(v.renewal, { operationId: second, status: 'VALIDATED', expiresAt: carrier.expiresAt }, `${old}'s renewal`);
+      await page.goto(`/requests/${old}`);
+      await page.locator('[data-testid=carried-by]').waitFor();
+      const detail = page.locator('[data-testid=request-detail]');
+      assert.match(await page.locator('[data-testid=renewed]').innerText(), /^Renewed; the access continues under a later request$/);
+      assert.doesNotMatch(await detail.innerText(), /In effect/, `${old}'s page says "In effect"`);
+      assert.equal(await page.getAttribute('[data-testid=renewal-link]', 'href'), `/requests/${second}`);
+      assert.match(await page.locator('[data-testid=renewal]').innerText(), /your access continues under the request that carries it now; give it back or renew it there/);
+      assert.match(await page.locator('[data-testid=todo]').innerText(), /^Nothing here: your access was renewed and continues under a later request, now until .* UTC\. Give it back or renew it there\.$/);
+      assert.equal(await page.getAttribute('[data-testid=access-until] time', 'datetime'), carrier.expiresAt, 'the access until the carrier\'s expiry');
+      assert.equal(await page.locator('[data-testid=give-back]').count(), 0, `${old} offers giving back an access it no longer carries`);
+      assert.equal(await page.locator('[data-testid=renew]').count(), 0, `${old} offers renewing an access it no longer carries`);
+      await page.locator('[data-testid=carried-by] a').click();
+      await page.waitForURL(`**/requests/${second}`);
+      await page.locator('[data-testid=give-back]').waitFor();
+    }
+
     // Before the window opens the page says from when, and offers no Renew
     // (faked: a real one needs a grant older than a day; the faked read is
     // of an access in effect with no renewal).

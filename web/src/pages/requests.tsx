@@ -3,14 +3,22 @@ import { ApiError, call, type RequestView } from '../api';
 import { Confirmed, Done, ErrorNote, Progress, Status, Stamp } from '../components';
 import { useAppConfig, useGet, useMe } from '../hooks';
 import { useLive } from '../live';
-import { isRevocationStatus, revokeReasonWords, statusWord, stepWord, when, whatToDo } from '../words';
+import { isRevocationStatus, renewedTodo, revokeReasonWords, statusWord, stepWord, when, whatToDo } from '../words';
 
 const POLL_MS = 3000;
+
+/** carried: a later renewal in effect carries this request's access
+ * (docs/api.md, "Renewing access"), so the request itself no longer does
+ * — its expiry no longer applies, and giving back or renewing happens on
+ * the carrier's page. */
+function carried(x: RequestView): boolean {
+  return x.kind !== 'REVOKE' && x.renewal?.status === 'VALIDATED';
+}
 
 /** Todo is "What to do" in words, with "Request again" once the request
  * is over (rejected, closed, expired). */
 function Todo({ x }: { x: RequestView }) {
-  const t = whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt);
+  const t = carried(x) ? renewedTodo(x.renewal?.expiresAt) : whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt);
   return (
     <span class={t.bad ? 'bad' : ''} data-testid="todo">
       {t.words}
@@ -54,7 +62,7 @@ export function MyRequestsPage({ user }: { user: string }) {
                   {x.targetTitle && <div class="muted mono small">{x.targetKey}</div>}
                 </td>
                 <td>
-                  <Status status={x.status} />
+                  <Status status={x.status} renewed={carried(x)} />
                 </td>
                 <td>
                   <Todo x={x} />
@@ -148,6 +156,20 @@ function Actions({ x }: { x: RequestView }) {
   // giving the grant back meanwhile.
   const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE' && !x.renewal;
   const withdraw = withdrawable(x);
+  if (carried(x) && x.renewal) {
+    // Renewed: this request no longer carries the access, so nothing is
+    // offered here (the server would refuse it); the carrier is one link
+    // away.
+    return (
+      <div class="card actions" data-testid="carried-by">
+        <p>
+          Your access was renewed and continues under{' '}
+          <a href={`/requests/${encodeURIComponent(x.renewal.operationId)}`}>a later request</a>
+          {x.renewal.expiresAt ? <>, until {when(x.renewal.expiresAt)}</> : null}. To give it back or renew it again, open that request.
+        </p>
+      </div>
+    );
+  }
   if (!giveBack && !withdraw) return <Done>{done}</Done>;
   return (
     <div class="card actions" data-testid="request-actions">
@@ -211,7 +233,9 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
   const x = r.data;
   // A grant whose access is being removed (or was) is at its own last
   // step, "in effect": what happens now is its removal's, one link away.
-  const now = x && !(x.kind !== 'REVOKE' && isRevocationStatus(x.status)) ? stepWord(x.step.name) : '';
+  // So is one whose access a later renewal carries: what happens now is
+  // the carrier's.
+  const now = x && !(x.kind !== 'REVOKE' && isRevocationStatus(x.status)) && !carried(x) ? stepWord(x.step.name) : '';
   return (
     <section data-live={r.live ? 'stream' : 'poll'}>
       <h1>
@@ -226,7 +250,7 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
       {x && <Actions key={x.operationId} x={x} />}
       {x && (
         <div class="card" data-testid="request-detail" data-operation-id={x.operationId}>
-          {x.kind !== 'REVOKE' && !isRevocationStatus(x.status) && <Progress status={x.status} />}
+          {x.kind !== 'REVOKE' && !isRevocationStatus(x.status) && !carried(x) && <Progress status={x.status} />}
           <dl class="facts">
             <dt>Target</dt>
             <dd>
@@ -254,7 +278,19 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
                 </dd>
               </>
             )}
-            {x.renewal && (
+            {x.renewal && carried(x) && (
+              <>
+                <dt>Renewed</dt>
+                <dd data-testid="renewal">
+                  your access continues under{' '}
+                  <a href={`/requests/${encodeURIComponent(x.renewal.operationId)}`} data-testid="renewal-link">
+                    the request that carries it now
+                  </a>
+                  ; give it back or renew it there
+                </dd>
+              </>
+            )}
+            {x.renewal && !carried(x) && (
               <>
                 <dt>Renewal</dt>
                 <dd data-testid="renewal">
@@ -297,7 +333,7 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
             )}
             <dt>Status</dt>
             <dd>
-              <Status status={x.status} />
+              <Status status={x.status} renewed={carried(x)} />
             </dd>
             {x.status === 'REJECTED' && x.approverComment && (
               <>
@@ -350,11 +386,12 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
                 </dd>
               </>
             )}
-            {x.status === 'VALIDATED' && x.expiresAt && (
+            {x.status === 'VALIDATED' && (carried(x) ? x.renewal?.expiresAt : x.expiresAt) && (
               <>
                 <dt>Access until</dt>
                 <dd data-testid="access-until">
-                  <Stamp iso={x.expiresAt} />
+                  {/* The access's expiry now: the carrier's once renewed. */}
+                  <Stamp iso={(carried(x) ? x.renewal?.expiresAt : x.expiresAt) as string} />
                 </dd>
               </>
             )}
