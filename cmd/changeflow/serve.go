@@ -140,6 +140,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		OnRevocation: func(_ context.Context, _ store.RevocationCreated, reason domain.RevokeReason) {
 			m.RevocationCreated(string(reason))
 		},
+		OnRenewalEnded: func(_ context.Context, _ string, o domain.RenewalOutcome) { m.RenewalEnded(string(o)) },
 		// The lag is read from the row the flip wrote: both ends are
 		// database times (expiresAt, and updated_at at the flip).
 		OnRevoked: func(ctx context.Context, f store.Flip) {

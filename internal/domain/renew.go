@@ -28,3 +28,48 @@ func (w RenewWindow) From(expiresAt time.Time, duration time.Duration) time.Time
 	window = max(window, w.Min)
 	return expiresAt.Add(-window).UTC().Truncate(time.Second)
 }
+
+// RenewalOutcome is how a renewal ended: the label of the renewal metric
+// (docs/api.md, "Metrics"), a closed set.
+type RenewalOutcome string
+
+// Renewal outcomes.
+const (
+	// RenewalInEffect: merged and deployed, the access's expiry moved to
+	// the renewal's (RENEWING → VALIDATED, deploy callback or
+	// reconciliation).
+	RenewalInEffect RenewalOutcome = "IN_EFFECT"
+	// RenewalRejected: the approver said no, or withdrew the approval
+	// (CLOSE_REJECTED, CLOSE_WITHDRAWN); the access is unchanged.
+	RenewalRejected RenewalOutcome = "REJECTED"
+	// RenewalClosed: ended without effect otherwise (its MR closed, a
+	// failure closed, withdrawn by its requester); the access is
+	// unchanged.
+	RenewalClosed RenewalOutcome = "CLOSED"
+	// RenewalExpired: cut off by the expiry scan while it still waited
+	// for its approval (RENEW_EXPIRED); the access is being removed.
+	RenewalExpired RenewalOutcome = "EXPIRED"
+)
+
+// RenewalOutcomes lists the outcomes in a fixed order.
+func RenewalOutcomes() []RenewalOutcome {
+	return []RenewalOutcome{RenewalInEffect, RenewalRejected, RenewalClosed, RenewalExpired}
+}
+
+// RenewalEndOf is the outcome a renewal's binding move records: from
+// RENEWING to VALIDATED in effect; a move that ended it without effect
+// (endedWithoutEffect: the row went back to the grant it renews) by the
+// step it ended at. "" when the move ends no renewal. The expiry's cut
+// (RenewalExpired) is no such move — the revocation takes the row — and is
+// reported by whoever creates the revocation.
+func RenewalEndOf(from, to BindingStatus, endedWithoutEffect bool, step StepStatus) RenewalOutcome {
+	switch {
+	case endedWithoutEffect && (step == StepCloseRejected || step == StepCloseWithdrawn):
+		return RenewalRejected
+	case endedWithoutEffect:
+		return RenewalClosed
+	case from == BindingRenewing && to == BindingValidated:
+		return RenewalInEffect
+	}
+	return ""
+}

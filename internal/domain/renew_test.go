@@ -33,3 +33,30 @@ func TestRenewWindowFrom(t *testing.T) {
 		t.Fatalf("a grant without expiry has no renewal time, got %s", got)
 	}
 }
+
+func TestRenewalEndOf(t *testing.T) {
+	cases := []struct {
+		name     string
+		from, to BindingStatus
+		without  bool
+		step     StepStatus
+		want     RenewalOutcome
+	}{
+		{"merged and deployed", BindingRenewing, BindingValidated, false, StepCalledBack, RenewalInEffect},
+		{"confirmed by reconciliation", BindingRenewing, BindingValidated, false, StepReconciled, RenewalInEffect},
+		{"the approver said no", BindingRenewing, BindingValidated, true, StepCloseRejected, RenewalRejected},
+		{"the approval withdrawn", BindingRenewing, BindingValidated, true, StepCloseWithdrawn, RenewalRejected},
+		{"its MR closed", BindingRenewing, BindingValidated, true, StepCloseMRClosed, RenewalClosed},
+		{"withdrawn by its requester", BindingRenewing, BindingValidated, true, StepCloseRequesterWithdrawn, RenewalClosed},
+		{"a grant in effect is no renewal", BindingMerged, BindingValidated, false, StepCalledBack, ""},
+		{"a renewal's progress ends nothing", BindingRenewing, BindingRenewing, false, StepHandleMerged, ""},
+		{"a step repaired on a row already in effect", BindingValidated, BindingValidated, false, StepCalledBack, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := RenewalEndOf(c.from, c.to, c.without, c.step); got != c.want {
+				t.Fatalf("RenewalEndOf(%s, %s, %v, %s) = %q, want %q", c.from, c.to, c.without, c.step, got, c.want)
+			}
+		})
+	}
+}

@@ -36,6 +36,7 @@ type Metrics struct {
 	withdrawn     *prometheus.CounterVec
 	revocations   *prometheus.CounterVec
 	revokeLag     *prometheus.HistogramVec
+	renewals      *prometheus.CounterVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -96,13 +97,19 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Help:    "From a grant's expiresAt to its entry removed and deployed, for expired grants, once per flip after commit (I9).",
 		Buckets: []float64{10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 72 * 3600},
 	}, []string{"reason"})
+	// outcome is one of renewalOutcomes (domain.RenewalOutcomes, a closed
+	// set validated in the recorder).
+	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_renewals_total",
+		Help: "Renewals ended, by outcome (IN_EFFECT, REJECTED, CLOSED, EXPIRED), counted once per flip after commit (I9).",
+	}, []string{"outcome"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
 		Help:        "Build information; the value is always 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, info)
 	return m
 }
 
@@ -202,6 +209,21 @@ func (m *Metrics) RevocationDone(reason string, lag time.Duration) {
 	})
 }
 
+// renewalOutcomes is the closed label set of the renewal series (the
+// names of domain.RenewalOutcomes; metrics imports no domain package).
+var renewalOutcomes = map[string]bool{"IN_EFFECT": true, "REJECTED": true, "CLOSED": true, "EXPIRED": true}
+
+// RenewalEnded counts one renewal that ended with outcome. Callers invoke
+// it once per renewal, after the commit that ended it; any other outcome
+// is dropped (closed set).
+func (m *Metrics) RenewalEnded(outcome string) {
+	m.guard("renewals", func() {
+		if renewalOutcomes[outcome] {
+			m.renewals.WithLabelValues(outcome).Inc()
+		}
+	})
+}
+
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
 // exists for the tests that prove R-MET-1 across whole servers — metrics
@@ -211,6 +233,7 @@ func (m *Metrics) Sabotage() {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	}
 	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn, m.revocations = broken(), broken(), broken(), broken(), broken(), broken()
+	m.renewals = broken()
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	m.revokeLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 }

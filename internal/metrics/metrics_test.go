@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"changeflow/internal/domain"
 )
 
 func TestLabel(t *testing.T) {
@@ -164,5 +166,31 @@ func TestRevocationSeriesHaveClosedLabels(t *testing.T) {
 		if strings.Contains(k, "revocation") && want[k] == 0 {
 			t.Errorf("unexpected series %s", k)
 		}
+	}
+}
+
+// The renewal series counts each outcome it is given, drops anything
+// outside the closed set, and its set is the domain's outcomes exactly.
+func TestRenewalSeriesHaveClosedLabels(t *testing.T) {
+	m := New(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	for _, o := range domain.RenewalOutcomes() {
+		if !renewalOutcomes[string(o)] {
+			t.Errorf("outcome %s is not a label of the renewal series", o)
+		}
+		m.RenewalEnded(string(o))
+	}
+	if len(renewalOutcomes) != len(domain.RenewalOutcomes()) {
+		t.Errorf("the series has %d outcomes, the domain %d", len(renewalOutcomes), len(domain.RenewalOutcomes()))
+	}
+	m.RenewalEnded("IN_EFFECT")
+	m.RenewalEnded("<script>") // not an outcome: dropped
+	want := map[string]float64{"IN_EFFECT": 2, "REJECTED": 1, "CLOSED": 1, "EXPIRED": 1}
+	for o, v := range want {
+		if got := testutil.ToFloat64(m.renewals.WithLabelValues(o)); got != v {
+			t.Errorf("changeflow_renewals_total{outcome=%s} = %v, want %v", o, got, v)
+		}
+	}
+	if n := testutil.CollectAndCount(m.renewals); n != len(want) {
+		t.Fatalf("%d series, want the %d outcomes only", n, len(want))
 	}
 }

@@ -243,6 +243,9 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 		return CallbackStale, "", nil
 	}
 	d.noteDisposition(ctx, ev, store.InboxApplied, fmt.Sprintf("moved to %s / %s by %s%s", domain.StepStatus(p.Step), p.Binding, actor, note))
+	if res.Flip != nil {
+		d.renewalFlipped(ctx, *res.Flip) // a renewal rejected: its end, once
+	}
 	if p.AdmitProject != 0 {
 		d.roundAfterAdmission(p.AdmitProject)
 	}

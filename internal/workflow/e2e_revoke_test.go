@@ -28,11 +28,12 @@ type revokeWorld struct {
 	revoked   map[string]int // REVOKED flips per revocation (I9)
 	created   map[domain.RevokeReason]int
 	createdBy map[string]int // revocations created, per operationId
+	renewals  map[string]int // renewals ended, per "operationId outcome" (I9)
 }
 
 func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) gitlab.GitLab) *revokeWorld {
 	t.Helper()
-	w := &revokeWorld{revoked: map[string]int{}, created: map[domain.RevokeReason]int{}, createdBy: map[string]int{}}
+	w := &revokeWorld{revoked: map[string]int{}, created: map[domain.RevokeReason]int{}, createdBy: map[string]int{}, renewals: map[string]int{}}
 	hooks := func(d *workflow.Deps) {
 		d.OnRevoked = func(_ context.Context, f store.Flip) {
 			w.rmu.Lock()
@@ -43,6 +44,11 @@ func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) g
 			w.rmu.Lock()
 			w.created[reason]++
 			w.createdBy[r.OperationID]++
+			w.rmu.Unlock()
+		}
+		d.OnRenewalEnded = func(_ context.Context, id string, o domain.RenewalOutcome) {
+			w.rmu.Lock()
+			w.renewals[id+" "+string(o)]++
 			w.rmu.Unlock()
 		}
 	}

@@ -122,6 +122,7 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 			d.OnRevocation(ctx, c, reason)
 		}
 	}
+	d.renewalsCut(ctx, cands, created)
 	return created, err
 }
 

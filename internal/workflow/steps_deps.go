@@ -64,6 +64,27 @@ type Deps struct {
 	// expiry scan, a give-back, an operator): revocations by reason.
 	// May be nil.
 	OnRevocation func(ctx context.Context, r store.RevocationCreated, reason domain.RevokeReason)
+	// OnRenewalEnded runs after commit, once per renewal that ended —
+	// in effect, rejected, closed, or cut off by the expiry — when this
+	// call's transaction moved it there (I9): the renewal metric. May be
+	// nil.
+	OnRenewalEnded func(ctx context.Context, operationID string, outcome domain.RenewalOutcome)
+}
+
+// renewalFlipped reports the end of a renewal that flip f records, if it
+// records one (domain.RenewalEndOf). Every committed binding move passes
+// through exactly one caller of it — the engine's commit hook for a
+// step's own move (RegisterSteps), flipped for a confirmation, the
+// approval callback for a decision — so a renewal's end is counted once,
+// by the transaction that moved it, and never by a retried step or a
+// duplicate callback, which move nothing.
+func (d Deps) renewalFlipped(ctx context.Context, f store.Flip) {
+	if d.OnRenewalEnded == nil {
+		return
+	}
+	if o := domain.RenewalEndOf(f.From, f.To, f.EndedWithoutEffect, domain.StepStatus(f.ToStep)); o != "" {
+		d.OnRenewalEnded(ctx, f.OperationID, o)
+	}
 }
 
 // flipped runs the success hook of f: OnRevoked for a removal confirmed,
@@ -75,6 +96,8 @@ func (d Deps) flipped(ctx context.Context, f store.Flip) {
 		}
 		return
 	}
+	// A renewal in effect is a grant in effect too: both are counted.
+	d.renewalFlipped(ctx, f)
 	if d.OnValidated != nil {
 		d.OnValidated(ctx, f)
 	}
@@ -198,4 +221,36 @@ func RegisterSteps(e *Engine, d Deps) {
 	e.Register(ActionCloseMR, StepFunc{Decl: closeDecl, Fn: d.closeMR})
 	e.Register(ActionRegenerate, StepFunc{Decl: mergeDecl, Fn: d.regenerate})
 	e.Register(ActionWithdraw, StepFunc{Decl: withdrawDecl, Fn: d.withdraw})
+	// A step's own binding move that ends a renewal without effect (a
+	// polled rejection, its MR closed, a withdrawal); a renewal taking
+	// effect is never a step's own move but its confirmation's, counted
+	// in flipped — so no move is counted twice.
+	e.OnCommit(func(ctx context.Context, c Committed) {
+		if c.Flip != nil && c.Flip.EndedWithoutEffect {
+			d.renewalFlipped(ctx, *c.Flip)
+		}
+	})
+}
+
+// renewalsCut reports the renewals cut off by the expiry (RENEW_EXPIRED)
+// in the revocations created: a candidate read with its renewal
+// (store.RevocationCandidatesRenewing) whose revocation this call
+// created had its renewal closed in the same transaction. A revocation
+// another caller created first is not in created, so each cut is counted
+// once, by the transaction that made it.
+func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate, created []store.RevocationCreated) {
+	if d.OnRenewalEnded == nil || len(created) == 0 {
+		return
+	}
+	renewal := map[string]string{}
+	for _, c := range cands {
+		if c.Renewal != "" {
+			renewal[c.GrantOperationID] = c.Renewal
+		}
+	}
+	for _, c := range created {
+		if r, ok := renewal[c.GrantOperationID]; ok {
+			d.OnRenewalEnded(ctx, r, domain.RenewalExpired)
+		}
+	}
 }

@@ -249,6 +249,9 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil && wd.Deps.OnWithdrawn != nil {
 		wd.Deps.OnWithdrawn(ctx, res.Place)
 	}
+	if res.Outcome == store.WithdrawApplied && res.Flip != nil {
+		wd.Deps.renewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
+	}
 	switch {
 	case res.Claimed != nil:
 		wd.Engine.RunClaimed(*res.Claimed)

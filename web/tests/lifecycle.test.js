@@ -383,6 +383,15 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await control(server, `/approval/_control/approvals/${(await approvalOf(server, second)).approvalId}/approve`);
     const carrier = await statusIs(server, 'alice', second, 'VALIDATED');
     assert.equal(carrier.renews, renewal, 'the second renewal renews the first');
+    // The binary counts both renewals in effect, once each (after their
+    // commits, so read until the count arrives; never more).
+    let inEffect = 0;
+    for (const deadline = Date.now() + 20000; Date.now() < deadline && inEffect < 2; ) {
+      const text = await (await fetch(`${server.base}/metrics`)).text();
+      inEffect = Number(/^changeflow_renewals_total\{outcome="IN_EFFECT"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+      if (inEffect < 2) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(inEffect, 2, 'changeflow_renewals_total{outcome="IN_EFFECT"}');
     for (const old of [id, renewal]) {
       const v = await statusIs(server, 'alice', old, 'VALIDATED');
       assert.deepEqual(v.renewal, { operationId: second, status: 'VALIDATED', expiresAt: carrier.expiresAt }, `${old}'s renewal`);
