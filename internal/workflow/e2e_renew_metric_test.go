@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"strings"
@@ -126,5 +127,46 @@ func TestRenewalOutcomesAreCountedOnce(t *testing.T) {
 		w.rmu.Lock()
 		defer w.rmu.Unlock()
 		require.Len(t, w.renewals, 4, "%v", w.renewals)
+	})
+}
+
+// A step's own move that hands a renewal's row back (a withdrawal of its
+// open MR, once renewals can be withdrawn: CLOSE_REQUESTER_WITHDRAWN with
+// CLOSED) is counted once, CLOSED, by the engine's commit hook that
+// RegisterSteps adds — and only that move: the step run again moves
+// nothing and counts nothing. The step here is the test's own, so the
+// hook is proven on the engine path whatever step ends a renewal there.
+func TestRenewalClosedByAStepIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newRevokeWorld(t, st)
+		const endRenewal = "test_end_renewal"
+		runs := make(chan struct{}, 4)
+		w.eng.Register(endRenewal, workflow.StepFunc{Decl: workflow.Declaration{OnError: workflow.Failure{Step: domain.StepCloseFailed}}, Fn: func(_ context.Context, _ workflow.Work) (workflow.Outcome, error) {
+			runs <- struct{}{}
+			return workflow.Done("", workflow.Transition{Step: domain.StepCloseRequesterWithdrawn, Binding: domain.BindingClosed}), nil
+		}})
+		w.granted("mg5", "mae", tSingle)
+		until := w.expireIn("mg5", 2*time.Hour)
+		w.mustRenew("mr5", "mae", tSingle, "mg5")
+		w.until("mr5", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
+		due := func() {
+			now, arg := st.Dialect().NowAdd(0)
+			_, err := st.DB().ExecContext(t.Context(), "UPDATE operation SET next_action = ?, due_at = "+now+", lease_owner = NULL, lease_expires_at = NULL WHERE operation_id = ?",
+				endRenewal, arg, "mr5")
+			require.NoError(t, err)
+			w.eng.Wake()
+			select {
+			case <-runs:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the engine never ran the step")
+			}
+		}
+		due()
+		_, b := w.until("mr5", "closed", at(domain.StepCloseRequesterWithdrawn, ""))
+		require.Equal(t, "mg5", b.OperationID, "the row is the grant's again")
+		w.accessUnchanged("mae", tSingle, "mg5", until)
+		w.renewalEndedOnce("mr5", domain.RenewalClosed)
+		w.filesExact("mg5", "mr5")
 	})
 }
