@@ -204,6 +204,75 @@ func TestOldGrantAfterItsRenewalExpired(t *testing.T) {
 	})
 }
 
+// seedChain stores subject's grant <prefix>-0 on tOpen renewed n times
+// in a row (<prefix>-1 renews -0, …), each renewal in effect and then
+// renewed (its history ends VALIDATED), the last one owning the row in
+// effect until until.
+func seedChain(t *testing.T, st *store.Store, subject, prefix string, n int, until time.Time) {
+	t.Helper()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := st.DB().ExecContext(t.Context(), q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	seedGrant(t, st, prefix+"-0", subject, 30, until)
+	for i := 1; i <= n; i++ {
+		id, prev := fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("%s-%d", prefix, i-1)
+		if _, err := st.OperationCreate(t.Context(), store.OperationCreateParams{OperationID: id, Subject: subject, TargetKey: tOpen,
+			Flow: "APPROVE_FIRST", Step: int(domain.StepCalledBack), Reason: "again", Days: 30, ExpiresAt: until}); err != nil {
+			t.Fatal(err)
+		}
+		exec("UPDATE operation SET grant_operation_id = ? WHERE operation_id = ?", prev, id)
+		exec("INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status) VALUES (?, ?, ?, 'MERGED', 'VALIDATED')",
+			id, int(domain.StepHandleMerged), int(domain.StepCalledBack))
+	}
+	exec("UPDATE binding SET operation_id = ?, expires_at = ?, version = version + 1 WHERE subject_id = ? AND target_key = ?",
+		fmt.Sprintf("%s-%d", prefix, n), st.Dialect().Time(until), subject, tOpen)
+}
+
+// TestRenewalChainReadCostsOneStatementPerLink: the status read of a
+// grant renewed d times costs a fixed number of statements plus one per
+// link (counted at the driver), and no more past the bound — the chain
+// is read link by link on the index, never by scanning, and the bound
+// caps the cost.
+func TestRenewalChainReadCostsOneStatementPerLink(t *testing.T) {
+	for _, driver := range storetest.Drivers() {
+		t.Run(driver, func(t *testing.T) {
+			sw := newStatusReadWorld(t, driver)
+			st := sw.w.st
+			until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+			cost := map[int]int64{}
+			for _, d := range []int{1, 2, 8, maxChainLinks, maxChainLinks + 8} {
+				subject := fmt.Sprintf("depth-%d", d)
+				seedChain(t, st, subject, subject, d, until)
+				read := func() {
+					r := sw.w.do(req{method: "GET", path: "/api/requests/" + subject + "-0", user: subject})
+					r.want(t, 200, "OK")
+					if ren, _ := r.data["renewal"].(map[string]any); ren == nil {
+						t.Fatalf("depth %d: no renewal named: %v", d, r.data)
+					}
+				}
+				read() // the first read prepares what it prepares
+				s0, _, _ := sw.counter.Snapshot()
+				read()
+				s1, _, _ := sw.counter.Snapshot()
+				cost[d] = s1 - s0
+				t.Logf("%s: a grant renewed %d times: %d statements per status read", driver, d, cost[d])
+			}
+			base := cost[1] - 1
+			for _, d := range []int{2, 8, maxChainLinks} {
+				if cost[d] != base+int64(d) {
+					t.Errorf("renewed %d times: %d statements, want %d (%d + one per link)", d, cost[d], base+int64(d), base)
+				}
+			}
+			if cost[maxChainLinks+8] != cost[maxChainLinks] {
+				t.Errorf("past the bound: %d statements, want %d (the bound's)", cost[maxChainLinks+8], cost[maxChainLinks])
+			}
+		})
+	}
+}
+
 // TestRenewalChainIsReadToItsBound: a chain longer than maxChainLinks is
 // shown up to its last link within the bound (a renewal that took
 // effect: it has a renewal), and that link's page reads on to the
@@ -214,23 +283,9 @@ func TestRenewalChainIsReadToItsBound(t *testing.T) {
 		w := newBizWorld(t, st)
 		c := chainWorld{t: t, w: w, st: st, subject: "lena"}
 		until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
-		seedGrant(t, st, "long-0", c.subject, 30, until)
 		const n = maxChainLinks + 5
-		d := st.Dialect()
-		for i := 1; i <= n; i++ {
-			// Each link a renewal of the one before, in effect and then
-			// renewed (its history ends VALIDATED).
-			id, prev := fmt.Sprintf("long-%d", i), fmt.Sprintf("long-%d", i-1)
-			if _, err := st.OperationCreate(t.Context(), store.OperationCreateParams{OperationID: id, Subject: c.subject, TargetKey: tOpen,
-				Flow: "APPROVE_FIRST", Step: int(domain.StepCalledBack), Reason: "again", Days: 30, ExpiresAt: until}); err != nil {
-				t.Fatal(err)
-			}
-			c.exec("UPDATE operation SET grant_operation_id = ? WHERE operation_id = ?", prev, id)
-			c.exec("INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status) VALUES (?, ?, ?, 'MERGED', 'VALIDATED')",
-				id, int(domain.StepHandleMerged), int(domain.StepCalledBack))
-		}
+		seedChain(t, st, c.subject, "long", n, until)
 		last := fmt.Sprintf("long-%d", n)
-		c.exec("UPDATE binding SET operation_id = ?, expires_at = ?, version = version + 1 WHERE subject_id = ?", last, d.Time(until), c.subject)
 
 		v := c.read("long-0")
 		ren, _ := v["renewal"].(map[string]any)
