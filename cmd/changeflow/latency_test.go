@@ -100,7 +100,7 @@ func newLatencyWorld(t *testing.T, driver string, n int) *latencyWorld {
 	case store.DriverMySQL:
 		dsn, w.st = mariaDB(t)
 	default:
-		dsn = storetest.NewDatabase(t, driver)
+		dsn = storetest.NewMigratedDatabase(t, driver)
 		w.st = storetest.OpenDSN(t, driver, dsn)
 		if _, err := w.st.Migrate(t.Context()); err != nil {
 			t.Fatal(err)

@@ -80,7 +80,7 @@ func changeflowBinary(t *testing.T) string {
 // SQLite is single-host by design.
 func mariaDB(t *testing.T) (string, *store.Store) {
 	t.Helper()
-	dsn := storetest.NewDatabase(t, store.DriverMySQL)
+	dsn := storetest.NewMigratedDatabase(t, store.DriverMySQL)
 	st := storetest.OpenDSN(t, store.DriverMySQL, dsn)
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate: %v", err)

@@ -33,7 +33,7 @@ func procDatabase(t *testing.T, driver string) (string, *store.Store) {
 	if driver == store.DriverMySQL {
 		return mariaDB(t)
 	}
-	dsn := storetest.NewDatabase(t, driver)
+	dsn := storetest.NewMigratedDatabase(t, driver)
 	st := storetest.OpenDSN(t, driver, dsn)
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate: %v", err)

@@ -177,7 +177,7 @@ func startReadBenchServe(t *testing.T, driver string) (*serveProc, *store.Store)
 	if driver == store.DriverMySQL {
 		dsn, st = mariaDB(t)
 	} else {
-		dsn = storetest.NewDatabase(t, driver)
+		dsn = storetest.NewMigratedDatabase(t, driver)
 		st = storetest.OpenDSN(t, driver, dsn)
 		if _, err := st.Migrate(t.Context()); err != nil {
 			t.Fatal(err)

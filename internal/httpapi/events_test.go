@@ -155,7 +155,7 @@ func stepOf(t *testing.T, ev sseEvent) string {
 func TestRequestEventsAcrossInstances(t *testing.T) {
 	for _, driver := range storetest.Drivers() {
 		t.Run(driver, func(t *testing.T) {
-			dsn := storetest.NewDatabase(t, driver)
+			dsn := storetest.NewMigratedDatabase(t, driver)
 			stA := storetest.OpenDSN(t, driver, dsn)
 			if _, err := stA.Migrate(t.Context()); err != nil {
 				t.Fatal(err)

@@ -360,7 +360,7 @@ func TestBatchClaimSessionLockWait(t *testing.T) {
 
 func TestBatchClaimBusyOnSQLite(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDatabase(t, store.DriverSQLite)
+	dsn := storetest.NewMigratedDatabase(t, store.DriverSQLite)
 	s := storetest.OpenDSN(t, store.DriverSQLite, dsn)
 	_, err := s.Migrate(t.Context())
 	require.NoError(t, err)

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/pressly/goose/v3"
 )
@@ -119,4 +121,37 @@ func (s *Store) MigrationStatus(ctx context.Context) (current, latest int64, pen
 		}
 	}
 	return current, latest, pending, nil
+}
+
+// MigrationsDigest returns a hex SHA-256 over the names and contents of the
+// migration files of driver (DriverSQLite or DriverMySQL): two binaries with
+// the same digest build the same schema. The test harness keys its
+// pre-migrated template database on it (storetest), so a template built by
+// an older binary is never mistaken for the current schema.
+func MigrationsDigest(driver string) (string, error) {
+	if driver != DriverSQLite && driver != DriverMySQL {
+		return "", fmt.Errorf("migrations digest: unknown driver %q", driver)
+	}
+	fsys, err := fs.Sub(migrationFiles, "migrations/"+driver)
+	if err != nil {
+		return "", fmt.Errorf("migrations digest of %s: %w", driver, err)
+	}
+	h := sha256.New()
+	// fs.WalkDir visits in lexical order, so the digest is stable.
+	err = fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("migrations digest of %s: %w", driver, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

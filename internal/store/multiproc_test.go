@@ -45,7 +45,7 @@ func TestBatchInvariantsAcrossProcesses(t *testing.T) {
 				t.Skip("SQLite is the single-instance embedded database (docs/storage.md): " +
 					"several processes on one file are not a deployment we support, so there is nothing to prove")
 			}
-			dsn := storetest.NewDatabase(t, driver)
+			dsn := storetest.NewMigratedDatabase(t, driver)
 			s := storetest.OpenDSN(t, driver, dsn)
 			_, err := s.Migrate(t.Context())
 			require.NoError(t, err)

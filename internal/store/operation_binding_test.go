@@ -75,7 +75,7 @@ func TestPreparedReadsAreReused(t *testing.T) {
 	t.Parallel()
 	for _, driver := range storetest.Drivers() {
 		t.Run(driver, func(t *testing.T) {
-			s, counter, err := store.OpenCounting(t.Context(), driver, storetest.NewDatabase(t, driver))
+			s, counter, err := store.OpenCounting(t.Context(), driver, storetest.NewMigratedDatabase(t, driver))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
 			_, err = s.Migrate(t.Context())

@@ -38,7 +38,7 @@ const crashOps = 5
 // exactly once because the step reads the remote state before it writes.
 func TestKill9MidStepResumesOnAnotherProcess(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDatabase(t, store.DriverMySQL)
+	dsn := storetest.NewMigratedDatabase(t, store.DriverMySQL)
 	s := storetest.OpenDSN(t, store.DriverMySQL, dsn)
 	_, err := s.Migrate(t.Context())
 	require.NoError(t, err)

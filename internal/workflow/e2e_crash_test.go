@@ -42,7 +42,7 @@ const stepCrashLease = 3 * time.Second
 // request and one success side effect.
 func TestKill9AtEachBusinessStep(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDatabase(t, store.DriverMySQL)
+	dsn := storetest.NewMigratedDatabase(t, store.DriverMySQL)
 	st := storetest.OpenDSN(t, store.DriverMySQL, dsn)
 	_, err := st.Migrate(t.Context())
 	require.NoError(t, err)

@@ -171,7 +171,7 @@ func (w *world) commitMessage(sha string) string {
 // MariaDB, worker processes as TestKill9AtEachBusinessStep.
 func TestKill9InsideRegenerate(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.NewDatabase(t, store.DriverMySQL)
+	dsn := storetest.NewMigratedDatabase(t, store.DriverMySQL)
 	st := storetest.OpenDSN(t, store.DriverMySQL, dsn)
 	_, err := st.Migrate(t.Context())
 	require.NoError(t, err)

@@ -168,7 +168,7 @@ func TestIdleRoundsIssueNoStatements(t *testing.T) {
 	t.Parallel()
 	for _, driver := range storetest.Drivers() {
 		t.Run(driver, func(t *testing.T) {
-			st, counter, err := store.OpenCounting(t.Context(), driver, storetest.NewDatabase(t, driver))
+			st, counter, err := store.OpenCounting(t.Context(), driver, storetest.NewMigratedDatabase(t, driver))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })
 			_, err = st.Migrate(t.Context())

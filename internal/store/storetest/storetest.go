@@ -6,6 +6,11 @@
 //		storetest.Each(t, func(t *testing.T, s *store.Store) { … })
 //	}
 //
+// A migrated database is a copy of a template migrated once per test
+// binary (template.go), which TestTemplateCopyIsTheMigratedSchema proves is
+// the schema Migrate builds; NewDatabase gives an empty one, for tests of
+// migrating itself.
+//
 // SQLite always runs (a temp file). MariaDB runs when
 // CHANGEFLOW_TEST_MYSQL_DSN names a server account allowed to CREATE
 // DATABASE (scripts/test-services.sh starts one and sets it); each test gets
@@ -64,12 +69,18 @@ func EachDSN(t *testing.T, fn func(t *testing.T, driver, dsn string)) {
 }
 
 // Open returns a store on a fresh database of driver, migrated, closed and
-// dropped when the test ends.
+// dropped when the test ends. The database is a copy of a template migrated
+// once per test binary (NewMigratedDatabase); Migrate still runs on it and
+// must find nothing to apply.
 func Open(t testing.TB, driver string) *store.Store {
 	t.Helper()
-	s := OpenDSN(t, driver, NewDatabase(t, driver))
-	if _, err := s.Migrate(testContext(t)); err != nil {
+	s := OpenDSN(t, driver, NewMigratedDatabase(t, driver))
+	applied, err := s.Migrate(testContext(t))
+	if err != nil {
 		t.Fatalf("storetest: migrate %s: %v", driver, err)
+	}
+	if len(applied) > 0 {
+		t.Fatalf("storetest: the %s template was not current: Migrate applied %v to its copy", driver, applied)
 	}
 	return s
 }
@@ -101,7 +112,7 @@ func NewDatabase(t testing.TB, driver string) string {
 		// '#' and '%' from the test name that a URI would misread.
 		return filepath.Join(t.TempDir(), "changeflow.db")
 	case store.DriverMySQL:
-		return newMySQLDatabase(t)
+		return newMySQLDatabaseFrom(t, false)
 	default:
 		t.Fatalf("storetest: unknown driver %q", driver)
 		return ""
@@ -113,9 +124,10 @@ func NewDatabase(t testing.TB, driver string) string {
 // package globals" rule is relaxed for it.
 var skipNotice sync.Once
 
-// newMySQLDatabase creates a uniquely named database on the server of
-// EnvMySQLDSN and drops it at cleanup.
-func newMySQLDatabase(t testing.TB) string {
+// newMySQLDatabaseFrom creates a uniquely named database on the server of
+// EnvMySQLDSN, a copy of the migrated template when migrated is set, and
+// drops it at cleanup.
+func newMySQLDatabaseFrom(t testing.TB, migrated bool) string {
 	t.Helper()
 	base := os.Getenv(EnvMySQLDSN)
 	if base == "" {
@@ -157,6 +169,15 @@ func newMySQLDatabase(t testing.TB) string {
 			t.Errorf("storetest: drop database %s: %v", name, err)
 		}
 	})
+	if migrated {
+		plan, err := mysqlTemplateFor(cfg)
+		if err != nil {
+			t.Fatalf("storetest: %v", err)
+		}
+		if err := plan.copyTo(ctx, admin, name); err != nil {
+			t.Fatalf("storetest: copy the MariaDB template into %s: %v", name, err)
+		}
+	}
 	cfg.DBName = name
 	return cfg.FormatDSN()
 }
