@@ -49,12 +49,12 @@ func BatchBranchName(batchID int64) string {
 
 // RegisterBatchSteps registers the batch path's durable steps on e.
 func RegisterBatchSteps(e *Engine, d Deps) {
-	e.Register(ActionBatchPollPipeline, StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
-	e.Register(ActionBatchApprove, StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, d.approve)})
-	e.Register(ActionBatchMerge, StepFunc{Decl: mergeDecl, Fn: d.batchStep(mergeDecl.OnError, d.merge)})
-	e.Register(ActionBatchPollRebase, StepFunc{Decl: mergeDecl, Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
-	e.Register(ActionBatchFinish, StepFunc{Decl: mergeDecl, Fn: d.batchFinishStep})
-	e.Register(ActionBatchSettle, StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
+	e.Register(ActionBatchPollPipeline, StepFunc{Decl: d.batchDecl(createDecl, createDecl.OnError), Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
+	e.Register(ActionBatchApprove, StepFunc{Decl: d.batchDecl(approveDecl, approveDecl.OnError), Fn: d.batchStep(approveDecl.OnError, d.approve)})
+	e.Register(ActionBatchMerge, StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.merge)})
+	e.Register(ActionBatchPollRebase, StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
+	e.Register(ActionBatchFinish, StepFunc{Decl: d.batchFinishDecl(mergeDecl), Fn: d.batchFinishStep})
+	e.Register(ActionBatchSettle, StepFunc{Decl: d.settleDecl(mergeDecl), Fn: d.batchSettle})
 }
 
 // batchStep runs a single-request step on the batch's driver (its row
@@ -71,7 +71,8 @@ func RegisterBatchSteps(e *Engine, d Deps) {
 //     acting on it);
 //   - an error or a panic → the same, with the step's declared failure
 //     fail where the table allows it from the driver's state
-//     (batchStepFailed, batch_errors.go);
+//     (batchStepFailed, batch_errors.go); retries that ran out likewise
+//     (batchDecl: the engine asks the step before it writes OnError);
 //   - WaitUntil / RetryAfter are kept as they are.
 func (d Deps) batchStep(fail Failure, inner func(context.Context, Work) (Outcome, error)) func(context.Context, Work) (Outcome, error) {
 	return func(ctx context.Context, w Work) (Outcome, error) {

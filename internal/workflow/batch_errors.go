@@ -39,11 +39,25 @@ import (
 // Errors the engine answers better itself are passed through: a busy
 // database and a spent lease deadline are retries, a lost lease drops the
 // outcome, a stopping instance gives the work back. A panic is an error
-// here too (the safety net's contract, R-WF-4). What still reaches the
-// declaration: a step whose retries ran out (workflow.maxRetries of
-// transient answers) — the driver then stops in its declared failure when
-// that is legal, or keeps its state, and the timeout sweep settles the
-// batch.
+// here too (the safety net's contract, R-WF-4).
+//
+// Retries that run out are answered the same way, through the engine's
+// Declaration.OnExhausted (batchDecl): a step whose transient answers
+// outlast workflow.maxRetries, or whose claims outlast the claim bound (a
+// crash loop), would otherwise get the engine's declared failure — the
+// driver stopped there, or in its old state when the move is illegal, and
+// the batch RUNNING with the project's slot held until the timeout sweep
+// (batch.timeout). Instead:
+//
+//   - the driving steps and batch_finish: as for their errors above —
+//     the declared failure where legal, batch_settle due at once;
+//   - batch_settle: the batch is blocked for a person at once
+//     (BATCH_NEEDS_A_PERSON, "settling it gave up after N attempts: …"):
+//     the settlement's own GitLab calls (close, re-read) kept failing, so
+//     whether the MR merged is unknown and the members cannot be moved
+//     either way; a person settles it once GitLab answers (the slot is
+//     held visibly, with its reason, rather than silently until the
+//     sweep, which would try the same calls).
 
 // engineAnswers reports whether err is one the engine turns into a retry,
 // a release or a dropped outcome rather than a failure.
@@ -130,4 +144,49 @@ func (d Deps) batchSettle(ctx context.Context, w Work) (Outcome, error) {
 	op := w.Operation
 	return d.batchBlock(ctx, op.BatchID, fmt.Sprintf("%s stopped at %s; settling it failed: %v",
 		op.OperationID, domain.StepStatus(op.Step), err))
+}
+
+// batchDecl is decl for a batch step, with the batch path's answer to
+// retries that ran out: the declared failure fail where the table allows
+// it and batch_settle due at once (batchStepFailed), as for an error.
+func (d Deps) batchDecl(decl Declaration, fail Failure) Declaration {
+	decl.OnExhausted = func(ctx context.Context, w Work, reason string) (Outcome, error) {
+		return d.batchStepFailed(ctx, w, fail, errors.New(reason))
+	}
+	return decl
+}
+
+// batchFinishDecl is batch_finish's declaration: retries that ran out
+// settle the batch at once (the settlement re-reads the MR; merged wins).
+func (d Deps) batchFinishDecl(decl Declaration) Declaration {
+	decl.OnExhausted = func(_ context.Context, w Work, reason string) (Outcome, error) {
+		d.logger().Warn("batch_finish gave up; settling the batch (merged wins)", "batch", w.Operation.BatchID, "reason", reason)
+		return Done(ActionBatchSettle, Transition{Note: "batch_finish " + reason}), nil
+	}
+	return decl
+}
+
+// settleDecl is batch_settle's declaration: a settlement whose retries ran
+// out blocks its batch for a person, the reason saying what kept failing.
+func (d Deps) settleDecl(decl Declaration) Declaration {
+	decl.OnExhausted = func(ctx context.Context, w Work, reason string) (Outcome, error) {
+		op := w.Operation
+		why := fmt.Sprintf("%s stopped at %s; settling it %s", op.OperationID, domain.StepStatus(op.Step), reason)
+		// A pre-empted block read the batch at an older version (a
+		// member's move bumps nothing on the batch, but a resumer or an
+		// operator may write it): read again, a few times, rather than let
+		// the engine fall back to the declared failure, which would leave
+		// the batch RUNNING until the sweep.
+		var err error
+		for range 3 {
+			if err = d.blockBatch(ctx, op.BatchID, why); !errors.Is(err, domain.ErrPreempted) {
+				break
+			}
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("block batch %d: %w", op.BatchID, err)
+		}
+		return Done("", Transition{Note: fmt.Sprintf("batch %d blocked: %s", op.BatchID, why)}), nil
+	}
+	return decl
 }

@@ -28,29 +28,8 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		ctx := t.Context()
-		mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
-			"gitlab.projects": []any{"1"},
-			"targets":         map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30}},
-		}})
-		require.NoError(t, err)
-		snap := mgr.Current()
-		_ = mgr.Close()
-		d := Deps{Store: st, GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}
 		ids := []string{"op-e0", "op-e1", "op-e2"}
-		for _, id := range ids {
-			_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
-				Operation: store.OperationCreateParams{
-					OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: FlowApproveFirst,
-					Step: int(domain.StepCreateAdmitted), Reason: "test", Days: 1,
-					ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
-				},
-				BindingStatus: domain.BindingMRCreating,
-			})
-			require.NoError(t, err)
-			_, err = st.BatchAdmit(ctx, id, 1)
-			require.NoError(t, err)
-		}
-		storetest.UntilAdmittedBeforeNow(t, st, ids...)
+		d := admittedBatchWorld(t, st, ids...)
 
 		e, err := New(Options{Store: st, Owner: "t", Workers: 2, QueueSize: 2, Lease: 30 * time.Second, PollInterval: time.Hour, MaxRetries: 3})
 		require.NoError(t, err)
@@ -109,4 +88,38 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, o.NextAction, "the driver has nothing left to run: %q", o.LastError)
 	})
+}
+
+// admittedBatchWorld is the world of the batch path's internal tests: a
+// configuration with project 1 and its batching target "t", Deps over st
+// with the GitLab fake of the benchmarks (retries after a millisecond),
+// and one approve-first request per id admitted to the waiting set
+// (CREATE_ADMITTED, MR_CREATING), in the order of ids and before the
+// database clock's "now", so a round right after claims them all.
+func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Deps {
+	t.Helper()
+	ctx := t.Context()
+	mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
+		"gitlab.projects": []any{"1"},
+		"targets":         map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30}},
+	}})
+	require.NoError(t, err)
+	snap := mgr.Current()
+	_ = mgr.Close()
+	d := Deps{Store: st, GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}
+	for _, id := range ids {
+		_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
+			Operation: store.OperationCreateParams{
+				OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: FlowApproveFirst,
+				Step: int(domain.StepCreateAdmitted), Reason: "test", Days: 1,
+				ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
+			},
+			BindingStatus: domain.BindingMRCreating,
+		})
+		require.NoError(t, err)
+		_, err = st.BatchAdmit(ctx, id, 1)
+		require.NoError(t, err)
+	}
+	storetest.UntilAdmittedBeforeNow(t, st, ids...) // the claim takes admissions before the DB's "now"
+	return d
 }

@@ -3,11 +3,9 @@ package workflow
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
@@ -25,29 +23,8 @@ func TestBatchFollowAfterASettlementMovesNobody(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		ctx := t.Context()
-		mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
-			"gitlab.projects": []any{"1"},
-			"targets":         map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30}},
-		}})
-		require.NoError(t, err)
-		snap := mgr.Current()
-		_ = mgr.Close()
-		d := Deps{Store: st, GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }}
 		ids := []string{"op-f0", "op-f1", "op-f2"}
-		for _, id := range ids {
-			_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
-				Operation: store.OperationCreateParams{
-					OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: FlowApproveFirst,
-					Step: int(domain.StepCreateAdmitted), Reason: "test", Days: 1,
-					ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
-				},
-				BindingStatus: domain.BindingMRCreating,
-			})
-			require.NoError(t, err)
-			_, err = st.BatchAdmit(ctx, id, 1)
-			require.NoError(t, err)
-		}
-		storetest.UntilAdmittedBeforeNow(t, st, ids...) // the claim takes admissions before the DB's "now"
+		d := admittedBatchWorld(t, st, ids...)
 		r, err := NewRounds(d, nil).RunRound(ctx, 1)
 		require.NoError(t, err)
 		require.Equal(t, 3, r.Members)

@@ -413,8 +413,9 @@ func (e *Engine) execute(it store.WorkItem) {
 		out Outcome
 		err error
 	)
+	exhausted := ""
 	if op.Attempts > e.o.MaxClaims {
-		err = fmt.Errorf("gave up after %d claims of %s (crash loop or endless poll)", op.Attempts, op.NextAction)
+		exhausted = fmt.Sprintf("gave up after %d claims of %s (crash loop or endless poll)", op.Attempts, op.NextAction)
 	} else {
 		out, err = run(ctx, step, w)
 	}
@@ -445,11 +446,13 @@ func (e *Engine) execute(it store.WorkItem) {
 		out, err = RetryAfter(time.Second, "database busy: "+err.Error()), nil
 	}
 	safety := false
-	if err != nil {
+	if exhausted == "" && err == nil && out.kind == OutcomeRetry && !out.unattempted && w.Attempt > e.o.MaxRetries {
+		exhausted = fmt.Sprintf("gave up after %d attempts: %s", w.Attempt, out.reason)
+	}
+	if exhausted != "" {
+		out, safety = e.exhausted(ctx, decl, w, exhausted)
+	} else if err != nil {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, err.Error()), true
-	} else if out.kind == OutcomeRetry && !out.unattempted && w.Attempt > e.o.MaxRetries {
-		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding,
-			fmt.Sprintf("gave up after %d attempts: %s", w.Attempt, out.reason)), true
 	} else if out.kind == 0 {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, "step returned no outcome"), true
 	}
@@ -479,6 +482,36 @@ func (e *Engine) execute(it store.WorkItem) {
 		return
 	}
 	e.committed(wctx, it, out.kind, res, safety, out.reason, out.hooks)
+}
+
+// exhausted is the outcome of a run whose retries ran out (reason says
+// which bound): the step's OnExhausted answer when it declares one and
+// that answer ends the retrying, else the declared failure (safety true).
+// The hook runs under the step's context; a context already spent makes
+// its reads fail, and a hook must answer that too (batch_errors.go keeps
+// the driver's state and settles).
+func (e *Engine) exhausted(ctx context.Context, decl Declaration, w Work, reason string) (Outcome, bool) {
+	declared := Fail(decl.OnError.Step, decl.OnError.Binding, reason)
+	if decl.OnExhausted == nil {
+		return declared, true
+	}
+	out, err := runRecovered(ctx, w, func(ctx context.Context, w Work) (Outcome, error) {
+		return decl.OnExhausted(ctx, w, reason)
+	})
+	switch {
+	case err != nil:
+		e.log.Warn("workflow: answering exhausted retries failed; the declared failure stands",
+			"operation", w.Operation.OperationID, "action", w.Action, "err", err)
+		return Fail(decl.OnError.Step, decl.OnError.Binding, reason+"; answering it: "+err.Error()), true
+	case out.kind == OutcomeRetry || out.kind == OutcomeWait || out.kind == 0:
+		return declared, true
+	}
+	e.log.Warn("workflow: retries exhausted, answered by the step", "operation", w.Operation.OperationID,
+		"action", w.Action, "outcome", out.kind.String(), "reason", reason)
+	if out.reason == "" {
+		out.reason = reason
+	}
+	return out, false
 }
 
 // run calls the step, turning a panic into an error (the safety net).

@@ -28,6 +28,17 @@ type Declaration struct {
 	// OnReject is written when the worker pool refuses the work (R-WF-3);
 	// zero means OnError.
 	OnReject Failure
+	// OnExhausted, when set, answers a run whose retries ran out — a
+	// RetryAfter beyond Options.MaxRetries, or a claim beyond
+	// Options.MaxClaims — instead of OnError; reason says which bound and
+	// the last retry's reason. The outcome it returns is recorded like a
+	// step's (a Done whose next action repairs the situation, a Fail). A
+	// step whose failure cannot simply stop its row needs it: a batch
+	// driver stopped in OnError keeps its batch RUNNING and the project's
+	// slot held until batch.timeout (batch_errors.go). An error, a panic,
+	// or a Retry or Wait it returns (which would loop past the bound) falls
+	// back to OnError.
+	OnExhausted func(ctx context.Context, w Work, reason string) (Outcome, error)
 }
 
 // Work is what a step runs on.
