@@ -162,6 +162,8 @@ func itemTable(instanceID string) []item {
 		intItem(KeyBatchMaxRequests, 50, 1, 1000, hot, "0 would claim nothing; a huge batch makes one MR nobody can review"),
 		intItem(KeyBatchMaxSplitDepth, 6, 0, 10, hot, "bounds how often a failed batch is bisected; a batch of several still failing at the bound is BLOCKED for a person — 6 halves the default 50 down to single requests"),
 		durItem(KeyBatchTimeout, 30*minute, 1*sec, sec, hot, "a batch in flight longer than this is settled"),
+		durItem(KeyBatchStrayInterval, 5*minute, 1*sec, sec, hot,
+			"how often every instance lists its projects' open MRs (a page or a few per project) and closes those on a batch branch whose batch ended or records another MR — what a round killed between a late MR creation and its close left open (overlapping runs are safe: the close re-reads, merged wins); shorter closes such an MR sooner and costs one GitLab list per project per run; it runs at the batch Tick, so batch.interval bounds it from below"),
 		durItem(KeyBatchResumeAfter, 2*minute, 1*sec, sec, hot, "how long a batch without an MR waits while the instance that claimed it is alive and may still be building it (a round that returned or whose instance stopped heartbeating is resumed at once); too short and a slow round is raced by another (harmless: every remote write is looked up first)"),
 
 		// The live status stream (docs/api.md, "Live status").

@@ -92,6 +92,9 @@ const (
 	// KeyBatchGatherWindow is how long after the first admission of a
 	// burst its project's round runs (batch.interval stays the safety net).
 	KeyBatchGatherWindow = "batch.gatherWindow"
+	// KeyBatchStrayInterval is how often every instance closes the open
+	// MRs of batch branches that no active batch records or may record.
+	KeyBatchStrayInterval = "batch.strayInterval"
 
 	// The live status stream (GET /api/requests/{operationId}/events).
 	KeyEventsPollInterval = "events.pollInterval"

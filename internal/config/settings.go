@@ -173,6 +173,9 @@ type Batch struct {
 	// GatherWindow: how long after the first admission of a burst the
 	// project's round runs.
 	GatherWindow time.Duration
+	// StrayInterval: how often an instance closes the open MRs of batch
+	// branches no active batch records or may record.
+	StrayInterval time.Duration
 }
 
 // Batch returns batch.*.
@@ -184,6 +187,7 @@ func (s *Snapshot) Batch() Batch {
 		Timeout:       s.dur(KeyBatchTimeout),
 		ResumeAfter:   s.dur(KeyBatchResumeAfter),
 		GatherWindow:  s.dur(KeyBatchGatherWindow),
+		StrayInterval: s.dur(KeyBatchStrayInterval),
 	}
 }
 

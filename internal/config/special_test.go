@@ -233,7 +233,7 @@ gitlab: {baseURL: "http://127.0.0.1:8090/gitlab/"}
 	require.Equal(t, 20, s.Database().MaxOpenConns)
 	require.Equal(t, Workflow{ApproveFirst: true, Workers: 8, QueueSize: 100, LeaseDuration: 30 * time.Second, MaxRegenerations: 3, PollInterval: time.Second}, s.Workflow())
 	require.Equal(t, Approval{BaseURL: "http://127.0.0.1:9090/approval/", MaxRetries: 5, Backoff: 500 * time.Millisecond, CheckItems: true, VerifyDecisions: true}, s.Approval())
-	require.Equal(t, Batch{Interval: 2 * time.Second, MaxRequests: 10, MaxSplitDepth: 6, Timeout: 30 * time.Minute, ResumeAfter: 2 * time.Minute, GatherWindow: 2 * time.Second}, s.Batch())
+	require.Equal(t, Batch{Interval: 2 * time.Second, MaxRequests: 10, MaxSplitDepth: 6, Timeout: 30 * time.Minute, ResumeAfter: 2 * time.Minute, GatherWindow: 2 * time.Second, StrayInterval: 5 * time.Minute}, s.Batch())
 	require.Equal(t, PollingTier{ShortInterval: 2 * time.Second, ShortAttempts: 3, LongInterval: 10 * time.Second, Timeout: 10 * time.Minute}, s.Polling(PollingRebase))
 	require.Equal(t, PollingTier{ShortInterval: 5 * time.Second, ShortAttempts: 12, LongInterval: 30 * time.Second, Timeout: time.Hour}, s.Polling(PollingPipeline))
 	require.Equal(t, PollingTier{ShortInterval: 30 * time.Second, ShortAttempts: 10, LongInterval: 5 * time.Minute, Timeout: 24 * time.Hour}, s.Polling(PollingApproval))

@@ -45,6 +45,8 @@ type Client struct {
 	// paging (tests set them small to cross pages and reach the bound);
 	// 0 means the constants.
 	pipelinesPerPage, maxPipelinePages int
+	// openMRsPerPage and maxOpenMRPages do the same for ListOpenMRs.
+	openMRsPerPage, maxOpenMRPages int
 
 	mu      sync.Mutex
 	clients map[clientKey]*gl.Client
@@ -263,6 +265,70 @@ func (c *Client) FindMRBySourceBranch(ctx context.Context, project, source strin
 		return resp, err
 	})
 	return out, found, err
+}
+
+// openMRsPerPage and maxOpenMRPages bound ListOpenMRs: 10 pages of 100
+// is 1,000 open MRs into one branch, ten calls at most per project and
+// run. What a bounded walk leaves out is the newest MRs (the list is
+// oldest first, so an MR left open long ago is on the first pages); the
+// caller is told (truncated) and logs it.
+const (
+	openMRsPerPage = 100
+	maxOpenMRPages = 10
+)
+
+// ListOpenMRs implements GitLab: GET /projects/:id/merge_requests with
+// state=opened, target_branch, order_by=created_at, sort=asc, following
+// GitLab's pagination (the Link header's next URL, else X-Next-Page) up
+// to maxOpenMRPages pages. A failed page fails the whole list: a partial
+// list would look complete.
+func (c *Client) ListOpenMRs(ctx context.Context, project, targetBranch string) ([]MR, bool, error) {
+	perPage := c.openMRsPerPage
+	if perPage <= 0 {
+		perPage = openMRsPerPage
+	}
+	maxPages := c.maxOpenMRPages
+	if maxPages <= 0 {
+		maxPages = maxOpenMRPages
+	}
+	opt := &gl.ListProjectMergeRequestsOptions{
+		State: gl.Ptr(string(StateOpened)), OrderBy: gl.Ptr("created_at"), Sort: gl.Ptr("asc"),
+	}
+	if targetBranch != "" {
+		opt.TargetBranch = gl.Ptr(targetBranch)
+	}
+	opt.PerPage = int64(perPage)
+	var out []MR
+	var next gl.RequestOptionFunc // nil on the first page
+	for page := 1; ; page++ {
+		var resp *gl.Response
+		err := c.call(ctx, "ListOpenMRs", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+			opts := []gl.RequestOptionFunc{gl.WithContext(ctx)}
+			if next != nil {
+				opts = append(opts, next)
+			}
+			mrs, r, err := cl.MergeRequests.ListProjectMergeRequests(project, opt, opts...)
+			for _, m := range mrs {
+				out = append(out, fromBasicMR(m))
+			}
+			resp = r
+			return r, err
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		if resp == nil {
+			return out, false, nil
+		}
+		n, more := gl.WithNext(resp)
+		if !more {
+			return out, false, nil
+		}
+		if page >= maxPages {
+			return out, true, nil
+		}
+		next = n
+	}
 }
 
 // CreateMR implements GitLab.

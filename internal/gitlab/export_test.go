@@ -5,3 +5,8 @@ package gitlab
 func SetPipelinePaging(c *Client, perPage, maxPages int) {
 	c.pipelinesPerPage, c.maxPipelinePages = perPage, maxPages
 }
+
+// SetOpenMRPaging sets ListOpenMRs' page size and page bound.
+func SetOpenMRPaging(c *Client, perPage, maxPages int) {
+	c.openMRsPerPage, c.maxOpenMRPages = perPage, maxPages
+}

@@ -76,6 +76,11 @@ type GitLab interface {
 	// there is none. The MR has the list's fields: HeadPipeline,
 	// MergeError and RebaseInProgress are not filled (use GetMR).
 	FindMRBySourceBranch(ctx context.Context, project, source string, state MRStateFilter) (mr MR, ok bool, err error)
+	// ListOpenMRs lists the project's open MRs into targetBranch ("" for
+	// any), oldest first, with the list's fields (as FindMRBySourceBranch),
+	// following GitLab's pagination up to a bound; truncated reports that
+	// the bound cut the list.
+	ListOpenMRs(ctx context.Context, project, targetBranch string) (mrs []MR, truncated bool, err error)
 	// CreateMR opens an MR; another open MR for source is a 409.
 	CreateMR(ctx context.Context, project string, r CreateMRRequest) (MR, error)
 	// GetMR reads an MR with rebase_in_progress.

@@ -42,9 +42,13 @@ var batchActionOf = map[string]string{
 	ActionPollRebase:     ActionBatchPollRebase,
 }
 
+// batchBranchPrefix starts every batch branch; the stray sweep knows a
+// batch MR by it (round_stray.go).
+const batchBranchPrefix = "changeflow/batch-"
+
 // BatchBranchName is the deterministic source branch of a batch's MR.
 func BatchBranchName(batchID int64) string {
-	return "changeflow/batch-" + strconv.FormatInt(batchID, 10)
+	return batchBranchPrefix + strconv.FormatInt(batchID, 10)
 }
 
 // RegisterBatchSteps registers the batch path's durable steps on e.

@@ -44,6 +44,20 @@ func (g *benchGitLab) FindMRBySourceBranch(_ context.Context, _, source string, 
 	return g.mrs[iid], ok, nil
 }
 
+// ListOpenMRs lists the open MRs the fake opened.
+func (g *benchGitLab) ListOpenMRs(context.Context, string, string) ([]gitlab.MR, bool, error) {
+	g.call()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []gitlab.MR
+	for _, mr := range g.mrs {
+		if mr.State == gitlab.MRStateOpened {
+			out = append(out, mr)
+		}
+	}
+	return out, false, nil
+}
+
 // GetBranch knows the target branch only (its head is what a round's
 // commit is pinned to); a batch branch does not exist yet.
 func (g *benchGitLab) GetBranch(_ context.Context, _, branch string) (gitlab.Branch, error) {

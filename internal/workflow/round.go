@@ -145,6 +145,10 @@ type Rounds struct {
 	// once only when no round here is still on it (rounds overlap: the
 	// scheduler and POST /ops/rounds).
 	building map[int64]bool
+	// lastStrays is when this process's Tick last ran the stray sweep
+	// (zero: never, so the first Tick after a start runs it — a restart
+	// after a crash is when a stray is most likely).
+	lastStrays time.Time
 }
 
 // NewRounds returns the round service over d; e (may be nil) is woken when
@@ -538,16 +542,52 @@ func (r *Rounds) loop(ctx context.Context) {
 	}
 }
 
-// Tick runs one round per configured project and one timeout sweep.
+// Tick runs one round per configured project and one timeout sweep, and
+// the stray sweep when batch.strayInterval has passed since this
+// process's last one.
 func (r *Rounds) Tick(ctx context.Context) {
 	if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
 		r.d.logger().Warn("batch sweep", "err", err)
+	}
+	if r.straysDue() {
+		if _, err := r.SweepStrays(ctx); err != nil && ctx.Err() == nil {
+			r.d.logger().Warn("stray sweep", "err", err)
+		}
 	}
 	for _, id := range r.Projects() {
 		if _, err := r.RunRound(ctx, id); err != nil && ctx.Err() == nil {
 			r.d.logger().Warn("batch round", "project", id, "err", err)
 		}
 	}
+}
+
+// straysDue reports whether the stray sweep is due, and if so marks it
+// run now. The time is this process's own: nothing is shared, so several
+// instances each run it every interval (overlapping runs are safe).
+func (r *Rounds) straysDue() bool {
+	now := r.d.RoundTrigger.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.lastStrays.IsZero() && now.Before(r.lastStrays.Add(r.d.Config().Batch().StrayInterval)) {
+		return false
+	}
+	r.lastStrays = now
+	return true
+}
+
+// SweepStrays runs the stray sweep (Deps.SweepStrayMRs) for every
+// configured project and returns how many MRs it closed.
+func (r *Rounds) SweepStrays(ctx context.Context) (int, error) {
+	n := 0
+	var errs []error
+	for _, id := range r.Projects() {
+		res, err := r.d.SweepStrayMRs(ctx, id)
+		n += res.Closed
+		if err != nil {
+			errs = append(errs, fmt.Errorf("project %d: %w", id, err))
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // Projects are the numeric ids of gitlab.projects.

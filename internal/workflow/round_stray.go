@@ -2,9 +2,15 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
 
@@ -27,10 +33,10 @@ import (
 // before it returns. Merged wins: an MR that reads merged is left alone
 // and logged. The round also reads the batch again just before it creates
 // the MR and opens none when the batch moved on, which leaves only a
-// creation already in flight to be closed this way. What this does not
-// cover: a round killed between such a late creation and its close; the
-// MR then stays open and is closed by hand (the batch has ended, so no
-// sweep looks at it any more).
+// creation already in flight to be closed this way. A round killed
+// between such a late creation and its close leaves the MR open with no
+// round left to close it; the stray sweep below closes it, on any
+// instance, with no person.
 
 // strayCloseTimeout bounds the close of a stray MR, which runs even when
 // the round's context ended: it is the round's own write to undo.
@@ -39,22 +45,142 @@ const strayCloseTimeout = 30 * time.Second
 // closeStrayMR closes MR iid of batch b's branch, which this round opened
 // or adopted and b does not record (b records another MR, or ended).
 func (d Deps) closeStrayMR(ctx context.Context, b store.Batch, project string, iid int64) error {
+	_, err := d.closeStray(ctx, "batch round", b, project, iid)
+	return err
+}
+
+// closeStray is closeStrayMR for who (the round, the stray sweep); it
+// reports whether the MR read merged (and was left alone).
+func (d Deps) closeStray(ctx context.Context, who string, b store.Batch, project string, iid int64) (merged bool, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strayCloseTimeout)
 	defer cancel()
-	merged, err := d.closeAndReadMR(cctx, project, iid)
+	merged, err = d.closeAndReadMR(cctx, project, iid)
 	if err != nil {
-		return fmt.Errorf("close MR !%d of batch %d (%s, MR !%d recorded): %w", iid, b.ID, b.Status, b.MRIID, err)
+		return false, fmt.Errorf("close MR !%d of batch %d (%s, MR !%d recorded): %w", iid, b.ID, b.Status, b.MRIID, err)
 	}
 	if merged {
 		// Nothing merges an MR no batch records but a person; its change
 		// is on the default branch, and whatever the batch did with its
 		// members (merged with the recorded MR, or re-admitted) stands:
 		// re-applying a member's edit is idempotent.
-		d.logger().Error("batch round: an MR its batch does not record was merged",
+		d.logger().Error(who+": an MR its batch does not record was merged",
 			"batch", b.ID, "status", b.Status.String(), "mr", iid, "recorded", b.MRIID)
-		return nil
+		return true, nil
 	}
-	d.logger().Warn("batch round: closed an MR opened after its batch moved on",
+	d.logger().Warn(who+": closed an MR opened after its batch moved on",
 		"batch", b.ID, "status", b.Status.String(), "mr", iid, "recorded", b.MRIID)
-	return nil
+	return false, nil
+}
+
+// The stray sweep (docs/workflow.md, "A round whose batch moved on"): what
+// converges an MR a killed round left open. It does not walk the batch
+// history — that grows without bound, and an ended batch's branch would
+// have to be read per batch — but the project's *open* MRs, which only
+// a stray, the active batch's MR and people's own MRs make up: one list
+// of open MRs into the target branch (GitLab's list API, oldest first, a
+// page of 100 per call, at most the adapter's page bound), then one batch
+// read per distinct batch named by an open MR's branch (usually none or
+// one).
+//
+// An open MR on changeflow/batch-N is closed (close, re-read, merged
+// wins) when batch N has ended, or is active and records another MR. It
+// is left alone when batch N is active and records this MR, or records
+// none yet: that is the window between a round's CreateMR and its
+// BatchApply (or a round that died there), and the resuming round adopts
+// the MR by its branch. The batch is read *after* the list, so an MR the
+// list shows was created before the read; a batch can record an MR only
+// while it records none (BatchApply's SetMR is guarded on mr_iid IS
+// NULL) and an ended batch never becomes active again — so an MR closed
+// here can never be the one its batch records or will record. An MR on
+// a batch branch whose batch this database does not know (another
+// installation's, a restored database) is left alone and logged.
+//
+// Every instance runs it (Rounds.Tick, every batch.strayInterval);
+// overlapping runs are safe: a second close re-reads the MR closed.
+
+// StraySweep is what one stray sweep of a project did.
+type StraySweep struct {
+	// Open is how many open MRs into the target branch were listed;
+	// Truncated says the list stopped at the page bound.
+	Open      int  `json:"open"`
+	Truncated bool `json:"truncated,omitempty"`
+	// OnBatchBranches is how many of them are on a batch branch.
+	OnBatchBranches int `json:"onBatchBranches"`
+	// Closed is how many this sweep closed (merged ones are left).
+	Closed int `json:"closed"`
+}
+
+// batchOfBranch returns the batch id of a batch branch (BatchBranchName),
+// exactly: "changeflow/batch-7", not "changeflow/batch-07" nor "…-7x".
+func batchOfBranch(branch string) (int64, bool) {
+	rest, ok := strings.CutPrefix(branch, batchBranchPrefix)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != rest {
+		return 0, false
+	}
+	return id, true
+}
+
+// SweepStrayMRs closes project's open MRs on batch branches that no
+// active batch records or may still record (see above).
+func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, error) {
+	var res StraySweep
+	project := strconv.FormatInt(projectID, 10)
+	mrs, truncated, err := d.GitLab.ListOpenMRs(ctx, project, d.targetBranch())
+	if err != nil {
+		return res, fmt.Errorf("list open MRs: %w", err)
+	}
+	res.Open, res.Truncated = len(mrs), truncated
+	if truncated {
+		d.logger().Warn("stray sweep: the open MR list stopped at its page bound; newer MRs are looked at once older ones close",
+			"project", projectID, "listed", len(mrs))
+	}
+	type stray struct {
+		batch int64
+		mr    gitlab.MR
+	}
+	var found []stray
+	for _, mr := range mrs {
+		if id, ok := batchOfBranch(mr.SourceBranch); ok {
+			found = append(found, stray{id, mr})
+		}
+	}
+	res.OnBatchBranches = len(found)
+	slices.SortFunc(found, func(a, b stray) int { return int(a.batch - b.batch) })
+	batches := map[int64]store.Batch{}
+	var errs []error
+	for _, f := range found {
+		b, seen := batches[f.batch]
+		if !seen {
+			b, err = d.Store.BatchGet(ctx, f.batch)
+			if errors.Is(err, domain.ErrNotFound) {
+				d.logger().Warn("stray sweep: an open MR on a batch branch no batch of this database knows; left alone",
+					"project", projectID, "mr", f.mr.IID, "branch", f.mr.SourceBranch)
+				continue
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			batches[f.batch] = b
+		}
+		if b.ProjectID != projectID {
+			continue
+		}
+		if b.Status.Active() && (b.MRIID == 0 || b.MRIID == f.mr.IID) {
+			continue // the batch's own MR, or one it may still record
+		}
+		merged, err := d.closeStray(ctx, "stray sweep", b, project, f.mr.IID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !merged {
+			res.Closed++
+		}
+	}
+	return res, errors.Join(errs...)
 }

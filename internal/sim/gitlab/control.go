@@ -21,6 +21,8 @@ func (s *Server) controlRoutes() http.Handler {
 	mux.HandleFunc("POST /_control/faults", s.ctlAddFault)
 	mux.HandleFunc("DELETE /_control/faults", s.ctlClearFaults)
 	mux.HandleFunc("DELETE /_control/faults/{fid}", s.ctlDeleteFault)
+	mux.HandleFunc("GET /_control/faults/held", s.ctlHeld)
+	mux.HandleFunc("POST /_control/faults/release", s.ctlReleaseHeld)
 	mux.HandleFunc("POST /_control/pipelines", s.ctlForcePipelines)
 	mux.HandleFunc("POST "+mr+"/conflict", s.ctlConflict)
 	mux.HandleFunc("POST "+mr+"/merge", s.ctlOutsideMerge)
@@ -151,6 +153,30 @@ func (s *Server) ctlClearFaults(w http.ResponseWriter, r *http.Request) {
 	s.faults = nil
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// ctlReleaseHeld ends the wait of every call a delay fault holds right
+// now: one held before it applies (phase "before") is applied and
+// answered, one held after answers. A test holds a call until the world
+// is where it wants the call to land, rather than guessing a delay that
+// is long enough on a loaded machine. Faults stay armed.
+func (s *Server) ctlReleaseHeld(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	n := s.held
+	if s.released != nil {
+		close(s.released)
+		s.released = nil
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"released": n})
+}
+
+// ctlHeld answers how many calls delay faults hold right now.
+func (s *Server) ctlHeld(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	n := s.held
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"held": n})
 }
 
 func (s *Server) ctlDeleteFault(w http.ResponseWriter, r *http.Request) {

@@ -184,12 +184,27 @@ func (s *Server) withFaults(next http.Handler) http.Handler {
 	})
 }
 
-// wait blocks for d or until the client goes away or the server closes.
+// wait blocks for d, or until POST /_control/faults/release (true), the
+// client goes away or the server closes (false).
 func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	s.mu.Lock()
+	if s.released == nil {
+		s.released = make(chan struct{})
+	}
+	release := s.released
+	s.held++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.held--
+		s.mu.Unlock()
+	}()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-release:
 		return true
 	case <-r.Context().Done():
 		return false

@@ -99,6 +99,32 @@ func TestFaultStatusAndDelay(t *testing.T) {
 		}
 		eventually(t, "branch slow2", func() bool { return e.call("GET", tokBot, "/projects/1/repository/branches/slow2", nil).Status == 200 })
 	})
+	t.Run("a call held before it applies goes on when released", func(t *testing.T) {
+		e.must(201, "POST", "", "/_control/faults", map[string]any{"method": "POST", "path": "/projects/1/repository/branches", "kind": "delay", "delay": "1m", "phase": "before"})
+		done := make(chan resp, 1)
+		go func() {
+			done <- e.call("POST", tokBot, "/projects/1/repository/branches", map[string]any{"branch": "held", "ref": "main"})
+		}()
+		eventually(t, "the call held", func() bool {
+			return e.must(200, "GET", "", "/_control/faults/held", nil).obj()["held"] == float64(1)
+		})
+		e.must(404, "GET", tokBot, "/projects/1/repository/branches/held", nil)
+		if n := e.must(200, "POST", "", "/_control/faults/release", nil).obj()["released"]; n != float64(1) {
+			t.Fatalf("released %v, want 1", n)
+		}
+		select {
+		case r := <-done:
+			if r.Status != 201 {
+				t.Fatalf("the released call answered %d: %s", r.Status, r.Raw)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the released call never answered")
+		}
+		e.must(200, "GET", tokBot, "/projects/1/repository/branches/held", nil)
+		if n := e.must(200, "GET", "", "/_control/faults/held", nil).obj()["held"]; n != float64(0) {
+			t.Fatalf("still held: %v", n)
+		}
+	})
 	t.Run("invalid fault is 400", func(t *testing.T) {
 		e.must(400, "POST", "", "/_control/faults", map[string]any{"kind": "explode"})
 		e.must(400, "POST", "", "/_control/faults", map[string]any{"kind": "status", "status": 42})

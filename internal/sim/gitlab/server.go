@@ -133,11 +133,15 @@ type Server struct {
 	merges *queue // OnMerge notifications, in merge order
 	reqLog *requestLog
 
-	mu        sync.Mutex // guards everything below
-	set       settings
-	w         *world
-	gen       int
-	faults    []*Fault
+	mu     sync.Mutex // guards everything below
+	set    settings
+	w      *world
+	gen    int
+	faults []*Fault
+	// released is closed (and replaced) by POST /_control/faults/release:
+	// every call a delay fault holds then goes on at once.
+	released  chan struct{}
+	held      int // calls a delay fault holds now
 	nextFault int
 	force     []pipelineForce // "next N pipelines" overrides
 	closeRace int             // close calls that merge first
