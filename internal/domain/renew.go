@@ -43,11 +43,14 @@ const (
 	// (CLOSE_REJECTED, CLOSE_WITHDRAWN); the access is unchanged.
 	RenewalRejected RenewalOutcome = "REJECTED"
 	// RenewalClosed: ended without effect otherwise (its MR closed, a
-	// failure closed, withdrawn by its requester); the access is
-	// unchanged.
+	// failure closed, withdrawn by its requester — the access unchanged —
+	// or cut off by a give-back or an operator's revocation, RENEW_REVOKED,
+	// the access being removed).
 	RenewalClosed RenewalOutcome = "CLOSED"
-	// RenewalExpired: cut off by the expiry scan while it still waited
-	// for its approval (RENEW_EXPIRED); the access is being removed.
+	// RenewalExpired: cut off by the expiry scan (RENEW_EXPIRED) — while
+	// it still waited for its approval, or, stopped on a failure, once its
+	// MR is closed and the row goes back to the expired grant; the access
+	// is being removed.
 	RenewalExpired RenewalOutcome = "EXPIRED"
 )
 
@@ -66,6 +69,10 @@ func RenewalEndOf(from, to BindingStatus, endedWithoutEffect bool, step StepStat
 	switch {
 	case endedWithoutEffect && (step == StepCloseRejected || step == StepCloseWithdrawn):
 		return RenewalRejected
+	case endedWithoutEffect && step == StepRenewExpired:
+		// A renewal stopped on a failure that the expiry scan withdrew:
+		// the row goes back to its expired grant when its MR is closed.
+		return RenewalExpired
 	case endedWithoutEffect:
 		return RenewalClosed
 	case from == BindingRenewing && to == BindingValidated:

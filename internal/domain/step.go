@@ -198,15 +198,34 @@ const (
 
 // Renewal phase (107xx). A renewal runs the grant's own steps (approval,
 // MR, batch rounds, deploy callback) with the binding at RENEWING; only
-// its cut-off has a code of its own.
+// its cut-offs have codes of their own.
 const (
-	// StepRenewExpired: the grant expired while its renewal still waited
-	// for its approval, and the expiry scan's revocation took the row
-	// (expiry wins over a renewal nobody has approved). Written by the
-	// revocation's creating transaction, guarded on the renewal's step.
-	// Terminal; the renewal's approval, if it is decided later, finds the
-	// row no longer the renewal's and is recorded stale.
+	// StepRenewExpired: the grant expired before its renewal took effect,
+	// and expiry wins. Written by the expiry scan in two places, guarded
+	// on the renewal's step and version, with the withdraw action due
+	// (the upstream half, as for a requester's withdrawal):
+	//   - the renewal still waited for its approval: in the transaction
+	//     of the grant's revocation, which takes the row at once; the
+	//     action withdraws the approval in the approval system;
+	//   - the renewal had stopped on a failure (waiting for an operator)
+	//     outside a batch: the binding stays RENEWING, the action closes
+	//     the renewal's MR and hands the row back to the grant (VALIDATED,
+	//     expired: the next scan revokes it), or finds the MR merged and
+	//     leaves it for HANDLE_MERGED ("merged wins": the renewal is in
+	//     effect with its new expiry).
+	// The action rewrites it (same step) when done, or leaves it for
+	// CLOSE_FAILED when the upstream call kept failing. A decision of the
+	// approval that arrives later finds the row out of its waiting set
+	// and is recorded stale.
 	StepRenewExpired StepStatus = 10701
+	// StepRenewRevoked: the access the renewal would extend was given back
+	// by its owner or revoked by an operator while the renewal still
+	// waited for its approval or in the batch set: ending the access wins
+	// over extending it. Written in the transaction that creates the
+	// grant's revocation (which takes the row), with the withdraw action
+	// due for the approval place. Left only for CLOSE_FAILED (the
+	// approval system kept failing the withdrawal).
+	StepRenewRevoked StepStatus = 10702
 )
 
 // StepKind classifies a step for hints, metrics and the safety net.
@@ -275,6 +294,7 @@ var stepInfo = map[StepStatus]struct {
 	StepRevokeReconciled:         {"REVOKE_RECONCILED", KindSucceeded},
 	StepRevokeAbsent:             {"REVOKE_ABSENT", KindSucceeded},
 	StepRenewExpired:             {"RENEW_EXPIRED", KindClosed},
+	StepRenewRevoked:             {"RENEW_REVOKED", KindClosed},
 }
 
 // Steps returns every known step in code order.

@@ -95,8 +95,13 @@ var (
 	// inferred by reconciliation (a revocation's calledBack).
 	revokeDone = []StepStatus{StepRevokeCalledBack, StepRevokeReconciled}
 	// renewCut: a renewal still waiting for its approval when its grant
-	// expires is ended by the revocation that takes the row.
-	renewCut = []StepStatus{StepRenewExpired}
+	// expires, or when the access is given back or revoked, is ended by
+	// the revocation that takes the row.
+	renewCut = []StepStatus{StepRenewExpired, StepRenewRevoked}
+	// renewLapsed: a renewal stopped on a failure (waiting for an
+	// operator) when its grant expires is withdrawn by the expiry scan
+	// (the withdraw action closes its MR; "merged wins").
+	renewLapsed = []StepStatus{StepRenewExpired}
 )
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
@@ -118,13 +123,15 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	// CREATE_ADMITTED → REVOKE_ABSENT: a batch round settles a revocation
 	// whose entry is already gone from the default branch at once (the
 	// binding move REVOKING → REVOKED keeps it to revocations).
-	StepCreateAdmitted: join([]StepStatus{StepCreateStarted, StepCloseCancelled, StepRevokeAbsent}, createFailures, withdrawnBy),
+	// CREATE_ADMITTED → RENEW_REVOKED: a renewal waiting in the batch set
+	// when its access is given back or revoked (taken out of the set).
+	StepCreateAdmitted: join([]StepStatus{StepCreateStarted, StepCloseCancelled, StepRevokeAbsent, StepRenewRevoked}, createFailures, withdrawnBy),
 
-	StepCreateFailed:          join(createRetrigger, batchRequeue),
-	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue),
-	StepCreatePoolRejected:    join(createRetrigger, batchRequeue),
-	StepCreateApprovalFailed:  createRetrigger,
-	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue, withdrawnBy),
+	StepCreateFailed:          join(createRetrigger, batchRequeue, renewLapsed),
+	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue, renewLapsed),
+	StepCreatePoolRejected:    join(createRetrigger, batchRequeue, renewLapsed),
+	StepCreateApprovalFailed:  join(createRetrigger, renewLapsed),
+	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue, withdrawnBy, renewLapsed),
 
 	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
 	StepHandleApproved: join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
@@ -135,15 +142,15 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue),
 	StepHandleMerged:          join(calledBack, revokeDone),
 
-	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue),
-	StepHandleApproveForbidden: join(handleRetrigger, calledBack, batchRequeue),
-	StepHandleRebaseConflict:   join(handleRetrigger, calledBack, batchRequeue),
-	StepHandleMergeFailed:      join(handleRetrigger, calledBack, batchRequeue),
-	StepHandlePipelineFailed:   join(handleRetrigger, calledBack, batchRequeue),
-	StepHandlePoolRejected:     join(handleRetrigger, calledBack, batchRequeue),
-	StepHandlePipelinePending:  join(handleRetrigger, calledBack, batchRequeue),
-	StepHandleMergeUnknown:     join(handleRetrigger, calledBack, batchRequeue),
-	StepHandleRebasePending:    join(handleRetrigger, calledBack, batchRequeue),
+	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandleApproveForbidden: join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandleRebaseConflict:   join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandleMergeFailed:      join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandlePipelineFailed:   join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandlePoolRejected:     join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandlePipelinePending:  join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandleMergeUnknown:     join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandleRebasePending:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
 
 	StepCloseRejected:  {StepCloseMRClosed, StepCloseFailed},
 	StepCloseWithdrawn: {StepCloseMRClosed, StepCloseFailed},
@@ -170,7 +177,11 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepRevokeReconciled: {StepRevokeCalledBack},
 	StepRevokeCalledBack: nil,
 	StepRevokeAbsent:     nil,
-	StepRenewExpired:     nil,
+	// A renewal's cut-offs run the withdraw action: done (the same step),
+	// the renewal's MR found merged when the scan withdrew a stopped
+	// renewal ("merged wins"), or the upstream call kept failing.
+	StepRenewExpired: {StepHandleMerged, StepCloseFailed},
+	StepRenewRevoked: {StepCloseFailed},
 }
 
 // join concatenates step groups into one row of the table.

@@ -36,8 +36,19 @@ func (s *Server) handleOpsExpiryScan() http.Handler {
 }
 
 // expiryScanWords is a scan's answer in words: how many revocations it
-// created, and why the rest of what it read was not.
+// created, and why the rest of what it read was not; then how many
+// stopped renewals of expired grants it withdrew.
 func expiryScanWords(res workflow.ExpiryResult) string {
+	msg := expiryRevocationWords(res)
+	if res.Lapsed > 0 {
+		msg += fmt.Sprintf(" Withdrew %s that had stopped on a failure past the expiry of the access they renew; that access is revoked by a later scan once their merge requests are closed.",
+			count(res.Lapsed, "renewal", "renewals"))
+	}
+	return msg
+}
+
+// expiryRevocationWords is the revocations' part of expiryScanWords.
+func expiryRevocationWords(res workflow.ExpiryResult) string {
 	const took = "another scan or a give-back took "
 	switch {
 	case res.Scanned == 0:

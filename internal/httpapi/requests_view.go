@@ -436,7 +436,7 @@ func renewalEnd(step domain.StepStatus) domain.BindingStatus {
 	switch step {
 	case domain.StepCloseRejected, domain.StepCloseWithdrawn:
 		return domain.BindingRejected
-	case domain.StepRenewExpired, domain.StepCloseRequesterWithdrawn, domain.StepCloseCancelled,
+	case domain.StepRenewExpired, domain.StepRenewRevoked, domain.StepCloseRequesterWithdrawn, domain.StepCloseCancelled,
 		domain.StepCloseMRClosed, domain.StepCloseFailed:
 		return domain.BindingClosed
 	}

@@ -100,11 +100,14 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 			fmt.Sprintf("The request was already taken into %s, whose merge request is under way; it can no longer be withdrawn. Once it takes effect you can give the access back.", where),
 			"withdraw %s: claimed by %s", id, where)
 	case store.WithdrawRefused:
-		if err := refusedWithdrawal(id, ans.Result.Binding.Status, giveBack); err != nil {
+		if err := refusedWithdrawal(id, ans.Result.View, giveBack); err != nil {
 			return "", nil, err
 		}
 	}
-	if ans.Stopped && ans.Binding.Status != domain.BindingClosed && ans.Binding.OperationID == id {
+	// A withdrawn renewal's row goes back to its grant, so a row no longer
+	// this request's counts as closed for it.
+	closed := ans.Binding.Status == domain.BindingClosed || ans.Binding.OperationID != id
+	if ans.Stopped && !closed {
 		// Withdrawn, but closing its MR kept failing: the binding is not
 		// CLOSED and an operator has to retry (runbook: CLOSE_FAILED).
 		return "", nil, domain.Errorf(domain.CodeRequestInProgress,
@@ -115,7 +118,7 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 	if err != nil {
 		return "", nil, domain.Internal("withdraw: request view", err)
 	}
-	if ans.Pending && ans.Binding.Status != domain.BindingClosed {
+	if ans.Pending && !closed {
 		return domain.CodeAccepted, v, nil // closing its MR is being retried
 	}
 	return domain.CodeOK, v, nil

@@ -61,7 +61,15 @@ const maxRevokeReason = 500
 
 // revokeError maps workflow.Deps.Revoke's errors to the error model.
 func revokeError(id string, err error) error {
+	var under *workflow.RenewalUnderWayError
 	switch {
+	case errors.As(err, &under):
+		// Ending the access wins over extending it, but only while the
+		// renewal can be withdrawn without racing its merge; past that
+		// point the owner is told what to do instead.
+		return domain.Errorf(domain.CodeRequestInProgress,
+			fmt.Sprintf("This access is being renewed by %s, which can no longer be withdrawn: %s.", under.Renewal, under.Advice),
+			"revoke %s: %w", id, err)
 	case errors.Is(err, domain.ErrNotFound):
 		return domain.Errorf(domain.CodeNotFound, "No such request.", "revoke %s: %w", id, err)
 	case errors.Is(err, workflow.ErrNotInEffect):

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,11 @@ type RevocationCandidate struct {
 	ExpiresAt        time.Time
 	// Renewal is, for a RENEWING binding, the renewal that owns it and
 	// that the revocation cuts off (expiry wins over a renewal nobody has
-	// approved), with the step and version it was read at; "" otherwise.
+	// approved; ending the access wins over extending it), with the step
+	// and version it was read at; "" otherwise. A renewal read at
+	// CREATE_ADMITTED (approved, in the batch set: only a give-back or an
+	// operator's revocation cuts it) is also taken out of the waiting set,
+	// guarded on no round having claimed it.
 	Renewal        string
 	RenewalStep    int
 	RenewalVersion int64
@@ -182,7 +187,13 @@ type RevocationCreateParams struct {
 	// SingleAction is the first action of a revocation on a target
 	// without batching (the workflow's create_mr).
 	SingleAction string
-	Rows         []RevocationRow
+	// RenewalAction, when set, is made due at once on every renewal cut
+	// off while it waited for its approval (the workflow's withdraw: the
+	// approval is withdrawn in the approval system, durably — a step of
+	// the engine, retried — rather than by a call inside this
+	// transaction). Empty: nothing due on a cut renewal.
+	RenewalAction string
+	Rows          []RevocationRow
 }
 
 // RevocationCreated is a revocation this call created.
@@ -193,6 +204,8 @@ type RevocationCreated struct {
 	TargetKey        string
 	ExpiresAt        time.Time
 	Batching         bool
+	// Renewal is the renewal this revocation cut off ("" for none).
+	Renewal string
 }
 
 // RevocationCreate creates the revocation of every row, exactly once
@@ -234,7 +247,10 @@ func (s *Store) RevocationCreate(ctx context.Context, p RevocationCreateParams) 
 	for _, r := range p.Rows {
 		if r.Renewal != "" {
 			checks = append(checks, domain.CheckBinding(domain.BindingRenewing, domain.BindingRevoking),
-				domain.CheckStep(domain.StepStatus(r.RenewalStep), domain.StepRenewExpired))
+				domain.CheckStep(domain.StepStatus(r.RenewalStep), renewalCutStep(p.Reason)))
+			if !slices.Contains(renewalCuttable, domain.StepStatus(r.RenewalStep)) && domain.StepStatus(r.RenewalStep) != domain.StepCreateAdmitted {
+				checks = append(checks, fmt.Errorf("renewal %s at %s cannot be cut off", r.Renewal, domain.StepStatus(r.RenewalStep)))
+			}
 		}
 	}
 	if err := errors.Join(checks...); err != nil {
@@ -264,7 +280,7 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	// (ErrPreempted) and the next scan reads again — and then leaves that
 	// renewal to run. An approval decided later finds the row no longer
 	// the renewal's: stale.
-	cutHist, err := renewalsCut(ctx, tx, d, p, rows)
+	cutHist, admitted, err := renewalsCut(ctx, tx, d, p, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +330,20 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	if len(cutHist) > 0 && n != int64(len(rows)) {
 		return nil, fmt.Errorf("%d of %d bindings under renewal moved: %w", n, len(rows), domain.ErrPreempted)
 	}
+	// 1b. Renewals cut off in the batch set leave it, guarded as a
+	// withdrawal is (lock order operation → binding → waiting-set row):
+	// a round that claimed one first (batch_id set) wins, and this whole
+	// chunk rolls back — the renewal goes out with its batch.
+	if len(admitted) > 0 {
+		gone, err := execCount(ctx, tx, "DELETE FROM merge_batch_request WHERE batch_id IS NULL AND operation_id IN ("+
+			placeholders(len(admitted))+")", anySlice(admitted)...)
+		if err != nil {
+			return nil, fmt.Errorf("take renewals out of the waiting set: %w", err)
+		}
+		if gone != int64(len(admitted)) {
+			return nil, fmt.Errorf("%d of %d renewals were claimed by a batch round: %w", int64(len(admitted))-gone, len(admitted), ErrRenewalClaimed)
+		}
+	}
 
 	// 2. Which moved bindings still lack their revocation: this call's.
 	q, err := tx.QueryContext(ctx,
@@ -338,7 +368,7 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 			continue // owned by some other revocation: not this call's
 		}
 		mine = append(mine, RevocationCreated{OperationID: revID, GrantOperationID: r.GrantOperationID,
-			Subject: r.Subject, TargetKey: r.TargetKey, ExpiresAt: r.ExpiresAt, Batching: r.Batching})
+			Subject: r.Subject, TargetKey: r.TargetKey, ExpiresAt: r.ExpiresAt, Batching: r.Batching, Renewal: r.Renewal})
 	}
 	if err := errors.Join(q.Err(), q.Close()); err != nil {
 		return nil, fmt.Errorf("read moved bindings: %w", translate(err))
@@ -358,7 +388,7 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 		step, version := domain.StepRevokeStarted, 1
 		from, note := domain.BindingValidated, fmt.Sprintf("revocation of %s (%s)", m.GrantOperationID, p.Reason)
 		if r.Renewal != "" {
-			from, note = domain.BindingRenewing, note+fmt.Sprintf("; its renewal %s, not yet approved, is closed", r.Renewal)
+			from, note = domain.BindingRenewing, note+fmt.Sprintf("; its renewal %s, not yet in effect, is closed", r.Renewal)
 		}
 		hist = append(hist, operationStepRow{operationID: m.OperationID, toStep: int(domain.StepRevokeStarted),
 			fromBinding: from, toBinding: domain.BindingRevoking, actor: p.Actor, note: note})
@@ -403,41 +433,87 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	return mine, nil
 }
 
+// ErrRenewalClaimed: a renewal that a give-back or an operator's
+// revocation would have taken out of the batch set was claimed by a batch
+// round first; it goes out with that batch's MR. It wraps
+// domain.ErrPreempted (nothing was written).
+var ErrRenewalClaimed = fmt.Errorf("the renewal was claimed by a batch round: %w", domain.ErrPreempted)
+
+// renewalCutStep is the step a renewal cut off by a revocation for reason
+// ends at: RENEW_EXPIRED when its grant expired, RENEW_REVOKED when the
+// access was given back or revoked.
+func renewalCutStep(reason domain.RevokeReason) domain.StepStatus {
+	if reason == domain.RevokeExpired {
+		return domain.StepRenewExpired
+	}
+	return domain.StepRenewRevoked
+}
+
 // renewalsCut ends the renewals of rows (those naming one) at
-// RENEW_EXPIRED with nothing due and no lease, in one guarded UPDATE; any
-// renewal that moved since it was read fails the chunk (ErrPreempted).
-// It returns their history rows, written with the revocations'.
-func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]operationStepRow, error) {
+// renewalCutStep with no lease, in one guarded UPDATE per place: those
+// waiting for their approval (step in renewalCuttable, no MR) with
+// p.RenewalAction due at once, those in the batch set (CREATE_ADMITTED,
+// no batch) with nothing due. Any renewal that moved since it was read
+// fails the chunk (ErrPreempted). It returns their history rows, written
+// with the revocations', and the renewals to take out of the waiting set
+// once the bindings moved (the lock order).
+func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]operationStepRow, []string, error) {
+	toStep := renewalCutStep(p.Reason)
 	var (
-		keys []any
-		hist []operationStepRow
+		waitKeys, admKeys []any
+		admitted          []string
+		hist              []operationStepRow
 	)
 	for _, r := range rows {
 		if r.Renewal == "" {
 			continue
 		}
-		keys = append(keys, r.Renewal, r.RenewalVersion)
-		hist = append(hist, operationStepRow{operationID: r.Renewal, fromStep: r.RenewalStep, toStep: int(domain.StepRenewExpired),
-			actor: p.Actor, note: fmt.Sprintf("the grant %s expired before this renewal was approved: expiry wins, its revocation %s takes the row",
-				r.GrantOperationID, domain.RevocationID(r.GrantOperationID))})
+		why := fmt.Sprintf("the grant %s expired before this renewal took effect: expiry wins", r.GrantOperationID)
+		if p.Reason != domain.RevokeExpired {
+			why = fmt.Sprintf("the access of %s was %s while this renewal was still waiting: ending the access wins over extending it",
+				r.GrantOperationID, map[domain.RevokeReason]string{domain.RevokeGivenBack: "given back", domain.RevokeOperator: "revoked by an operator"}[p.Reason])
+		}
+		hist = append(hist, operationStepRow{operationID: r.Renewal, fromStep: r.RenewalStep, toStep: int(toStep),
+			actor: p.Actor, note: fmt.Sprintf("%s; its revocation %s takes the row", why, domain.RevocationID(r.GrantOperationID))})
+		if domain.StepStatus(r.RenewalStep) == domain.StepCreateAdmitted {
+			admKeys, admitted = append(admKeys, r.Renewal, r.RenewalVersion), append(admitted, r.Renewal)
+			continue
+		}
+		waitKeys = append(waitKeys, r.Renewal, r.RenewalVersion)
 	}
 	if len(hist) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	args := []any{int(domain.StepRenewExpired)}
-	for _, st := range renewalCuttable {
-		args = append(args, int(st))
+	if n := len(waitKeys) / 2; n > 0 {
+		set, args := " next_action = NULL, due_at = NULL,", []any{int(toStep)}
+		if p.RenewalAction != "" {
+			due, dueArg := d.NowAdd(0)
+			set, args = " next_action = ?, due_at = "+due+",", append(args, p.RenewalAction, dueArg)
+		}
+		for _, st := range renewalCuttable {
+			args = append(args, int(st))
+		}
+		err := execN(ctx, tx, int64(n),
+			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+set+
+				" attempts = 0, lease_owner = NULL, lease_expires_at = NULL, expedite_action = NULL"+
+				" WHERE step_status IN ("+placeholders(len(renewalCuttable))+") AND mr_iid IS NULL AND "+
+				d.keyTuplesIn(n, "operation_id", "version"),
+			append(args, waitKeys...)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("close renewals cut off while waiting for their approval: %w", err)
+		}
 	}
-	err := execN(ctx, tx, int64(len(hist)),
-		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+
-			" next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"+
-			" WHERE step_status IN ("+placeholders(len(renewalCuttable))+") AND mr_iid IS NULL AND "+
-			d.keyTuplesIn(len(hist), "operation_id", "version"),
-		append(args, keys...)...)
-	if err != nil {
-		return nil, fmt.Errorf("close renewals cut off by the expiry: %w", err)
+	if n := len(admKeys) / 2; n > 0 {
+		err := execN(ctx, tx, int64(n),
+			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+
+				" next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL, expedite_action = NULL"+
+				" WHERE step_status = ? AND batch_id IS NULL AND "+d.keyTuplesIn(n, "operation_id", "version"),
+			append([]any{int(toStep), int(domain.StepCreateAdmitted)}, admKeys...)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("close renewals cut off in the batch set: %w", err)
+		}
 	}
-	return hist, nil
+	return hist, admitted, nil
 }
 
 func anySlice(ss []string) []any {

@@ -84,6 +84,12 @@ type WithdrawResult struct {
 	// Binding is the binding as found, before any write (zero when the
 	// operation has none any more).
 	Binding Binding
+	// View is Binding's status in the grant's vocabulary
+	// (domain.OperationKind.GrantView): for a renewal, whose binding
+	// shows RENEWING throughout, where the renewal itself stands
+	// (APPROVAL_SENT, MR_CREATED, MERGING, …); for a grant, Binding's
+	// status.
+	View domain.BindingStatus
 	// Step is the operation's step as found.
 	Step int
 	// BatchID is the claiming batch for WithdrawClaimed (0 when the claim
@@ -123,6 +129,14 @@ type WithdrawResult struct {
 //     a batch id) is WithdrawClaimed;
 //  6. anything else: WithdrawRefused.
 //
+// A renewal (docs/workflow.md, "Renewal") is withdrawn from the same
+// places, read in the grant's vocabulary (its binding shows RENEWING
+// throughout: domain.OperationKind.GrantView). Where a grant's binding
+// would move to CLOSED, the renewal's goes back to the grant it renews —
+// VALIDATED, owned by the grant, its expiry never touched
+// (domain.OperationKind.EndsWithoutEffect), so the access in effect is
+// exactly what it was and the grant's entry on main stays as it is.
+//
 // Every write is checked against the transition table (I7).
 func (s *Store) OperationWithdraw(ctx context.Context, p WithdrawParams) (WithdrawResult, error) {
 	if p.OperationID == "" || p.Action == "" {
@@ -146,10 +160,12 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 		subject, target string
 		step            int
 		batchID         sql.NullInt64
+		kind            domain.OperationKind
+		grantOp         string
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT subject, target_key, step_status, batch_id FROM operation WHERE operation_id = ?"+d.forUpdate(),
-		p.OperationID).Scan(&subject, &target, &step, &batchID)
+		"SELECT subject, target_key, step_status, batch_id, "+kindOf("")+", COALESCE(grant_operation_id, '') FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &batchID, &kind, &grantOp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WithdrawResult{}, fmt.Errorf("operation %s: %w", p.OperationID, domain.ErrNotFound)
 	}
@@ -168,17 +184,19 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 		return res, nil // an old request: its binding belongs to a newer one
 	}
 	res.Binding = b
+	view := kind.GrantView(b.Status, domain.StepStatus(step))
+	res.View = view
 	switch st := domain.StepStatus(step); {
 	case st == domain.StepCloseRequesterWithdrawn, st == domain.StepCloseFailed && withdrawnBefore(ctx, tx, p.OperationID):
 		res.Outcome = WithdrawAlready
 		return res, nil
 	}
 
-	w := withdrawWrite{op: p.OperationID, fromStep: step, b: b, actor: p.Actor, note: p.Note}
+	w := withdrawWrite{op: p.OperationID, fromStep: step, b: b, kind: kind, grant: grantOp, actor: p.Actor, note: p.Note}
 	switch {
-	case b.Status == domain.BindingApprovalSending || b.Status == domain.BindingApprovalSent:
+	case view == domain.BindingApprovalSending || view == domain.BindingApprovalSent:
 		res.Place, w.to, w.action = WithdrawFromApproval, domain.BindingClosed, p.Action
-	case b.Status == domain.BindingMRCreating && domain.StepStatus(step) == domain.StepCreateAdmitted:
+	case view == domain.BindingMRCreating && domain.StepStatus(step) == domain.StepCreateAdmitted:
 		gone, err := execCount(ctx, tx,
 			"DELETE FROM merge_batch_request WHERE operation_id = ? AND batch_id IS NULL", p.OperationID)
 		if err != nil {
@@ -189,7 +207,7 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 			return res, nil
 		}
 		res.Place, w.to = WithdrawFromBatchSet, domain.BindingClosed
-	case b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated:
+	case view == domain.BindingMRCreating || view == domain.BindingMRCreated:
 		var rowBatch sql.NullInt64
 		err := tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", p.OperationID).Scan(&rowBatch)
 		switch {
@@ -243,12 +261,16 @@ func claimInTx(ctx context.Context, tx *sql.Tx, d Dialect, operationID, owner st
 }
 
 // withdrawWrite is the state write of a withdrawal: step
-// CLOSE_REQUESTER_WITHDRAWN, the binding to `to` (unchanged when equal),
-// action due at once or, "", nothing due; one step-history row.
+// CLOSE_REQUESTER_WITHDRAWN, the binding to `to` in the grant's vocabulary
+// (mapped per kind: a renewal's CLOSED is its grant's VALIDATED, the row
+// handed back; unchanged when equal), action due at once or, "", nothing
+// due; one step-history row.
 type withdrawWrite struct {
 	op          string
 	fromStep    int
 	b           Binding
+	kind        domain.OperationKind
+	grant       string
 	to          domain.BindingStatus
 	action      string
 	actor, note string
@@ -260,19 +282,19 @@ func (w withdrawWrite) write(ctx context.Context, tx *sql.Tx, d Dialect, s *Stor
 		return nil, err
 	}
 	var flip *Flip
-	if w.to != w.b.Status {
-		if err := domain.CheckBinding(w.b.Status, w.to); err != nil {
+	restore := w.kind.EndsWithoutEffect(w.to)
+	to := w.kind.Binding(w.to)
+	if to != w.b.Status {
+		if err := domain.CheckBinding(w.b.Status, to); err != nil {
 			return nil, err
 		}
-		if err := execOne(ctx, tx,
-			"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
-			string(w.to), w.b.ID, string(w.b.Status), w.b.Version); err != nil {
+		if err := bindingMove(ctx, tx, d, w.b, to, restore, w.grant); err != nil {
 			return nil, fmt.Errorf("move binding: %w", err)
 		}
 		flip = &Flip{
 			OperationID: w.op, Subject: w.b.Subject, TargetKey: w.b.TargetKey,
-			From: w.b.Status, To: w.to, BindingVersion: w.b.Version + 1,
-			FromStep: w.fromStep, ToStep: toStep,
+			From: w.b.Status, To: to, BindingVersion: w.b.Version + 1,
+			FromStep: w.fromStep, ToStep: toStep, EndedWithoutEffect: restore,
 		}
 	}
 	if err := execOne(ctx, tx,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/approval"
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
@@ -217,8 +218,11 @@ func TestRenewalInABatchRound(t *testing.T) {
 
 // TestRenewalUndecidedAtExpiryIsCutOff: the grant expires while its
 // renewal still waits for the approval. Expiry wins: the scan revokes
-// the grant and closes the renewal (RENEW_EXPIRED); the removal is merged
-// and deployed; the approval decided afterwards changes nothing.
+// the grant and closes the renewal (RENEW_EXPIRED) with its withdraw
+// action due, which withdraws the approval in the approval system —
+// once, durably (an engine step), so nobody is left asked to decide it;
+// the removal is merged and deployed; an approval callback arriving
+// afterwards changes nothing.
 func TestRenewalUndecidedAtExpiryIsCutOff(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
@@ -232,17 +236,33 @@ func TestRenewalUndecidedAtExpiryIsCutOff(t *testing.T) {
 		o, err := st.OperationGet(t.Context(), "r3")
 		require.NoError(t, err)
 		require.Equal(t, domain.StepRenewExpired, domain.StepStatus(o.Step))
-		require.Empty(t, o.NextAction, "nothing due on a cut renewal")
+		require.Equal(t, workflow.ActionWithdraw, o.NextAction, "the approval's withdrawal is an engine step")
+		require.False(t, o.DueAt.IsZero())
 		rev := domain.RevocationID("g3")
 		w.until(rev, "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
 		w.revokedOnce("g3")
 		_, ok := w.entryOf(tSingle, "cleo")
 		require.False(t, ok)
-		w.decide("r3", "approve")
-		time.Sleep(0) // the callback is synchronous in the simulator's delivery
+		w.until("r3", "approval withdrawn", func(o store.Operation, _ store.Binding) bool {
+			return domain.StepStatus(o.Step) == domain.StepRenewExpired && o.NextAction == "" && o.LeaseOwner == ""
+		})
+		as := w.approvalsOf("r3")
+		require.Len(t, as, 1)
+		require.Equal(t, approval.Withdrawn, as[0].Status, "withdrawn in the approval system")
+		require.Equal(t, 1, w.withdrawCalls(as[0].ApprovalID), "withdrawn once")
+		code := w.simJSON(http.MethodPost, "/approval/_control/approvals/"+as[0].ApprovalID+"/approve", map[string]any{}, nil)
+		require.Equal(t, http.StatusConflict, code, "a withdrawn approval can no longer be decided")
+		// A callback that was on its way before the withdrawal: stale.
+		w.postCallback("/callbacks/approval", map[string]any{"requestId": "late-r3", "approvalId": as[0].ApprovalID,
+			"operationId": "r3", "result": "APPROVED", "ext": map[string]any{}})
+		rec, found, err := st.ApprovalCallbackLatest(t.Context(), "r3")
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, store.InboxStale, rec.Disposition)
 		o, err = st.OperationGet(t.Context(), "r3")
 		require.NoError(t, err)
 		require.Equal(t, domain.StepRenewExpired, domain.StepStatus(o.Step), "a late approval moves nothing")
+		require.Empty(t, w.mrsOf("r3"))
 		w.filesExact("g3", "r3")
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/approval"
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/filecheck"
@@ -29,12 +30,38 @@ type revokeWorld struct {
 	created   map[domain.RevokeReason]int
 	createdBy map[string]int // revocations created, per operationId
 	renewals  map[string]int // renewals ended, per "operationId outcome" (I9)
+	withdraws map[string]int // withdraw calls to the approval system, per approval id
+}
+
+// countingApproval counts the withdraw calls that leave the adapter.
+type countingApproval struct {
+	approval.Service
+	w *revokeWorld
+}
+
+func (c countingApproval) Withdraw(ctx context.Context, id, comment string) (approval.Approval, error) {
+	c.w.rmu.Lock()
+	c.w.withdraws[id]++
+	c.w.rmu.Unlock()
+	return c.Service.Withdraw(ctx, id, comment)
+}
+
+// withdrawCalls is how often the approval id was withdrawn through the
+// adapter.
+func (w *revokeWorld) withdrawCalls(id string) int {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	return w.withdraws[id]
 }
 
 func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) gitlab.GitLab) *revokeWorld {
 	t.Helper()
-	w := &revokeWorld{revoked: map[string]int{}, created: map[domain.RevokeReason]int{}, createdBy: map[string]int{}, renewals: map[string]int{}}
+	w := &revokeWorld{revoked: map[string]int{}, created: map[domain.RevokeReason]int{}, createdBy: map[string]int{},
+		renewals: map[string]int{}, withdraws: map[string]int{}}
 	hooks := func(d *workflow.Deps) {
+		if d.Approval != nil {
+			d.Approval = countingApproval{Service: d.Approval, w: w}
+		}
 		d.OnRevoked = func(_ context.Context, f store.Flip) {
 			w.rmu.Lock()
 			w.revoked[f.OperationID]++

@@ -25,6 +25,10 @@ type ExpiryResult struct {
 	Revoked int `json:"revoked"`
 	// Chunks is how many chunks (transactions) the scan used.
 	Chunks int `json:"chunks"`
+	// Lapsed is how many renewals stopped on a failure this scan withdrew
+	// because their grant had expired (the grant itself is revoked by the
+	// scan after the renewal's MR is closed).
+	Lapsed int `json:"lapsed"`
 }
 
 // ExpiryActor is the step-history actor of the scan's revocations.
@@ -70,23 +74,7 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 			return res, err
 		}
 		if len(cands) == 0 {
-			// Then grants that expired while their renewal still waits for
-			// its approval: expiry wins (docs/workflow.md, "Renewal").
-			cands, err = x.d.Store.RevocationCandidatesRenewing(ctx, size)
-			if err != nil || len(cands) == 0 {
-				return res, err
-			}
-			res.Scanned += len(cands)
-			res.Chunks++
-			created, err := x.d.createRevocations(ctx, cands, domain.RevokeExpired, "expired", ExpiryActor)
-			res.Revoked += len(created)
-			for _, c := range created {
-				wake = wake || !c.Batching
-			}
-			if err != nil && !errors.Is(err, domain.ErrPreempted) {
-				return res, err
-			}
-			return res, nil
+			break
 		}
 		res.Scanned += len(cands)
 		res.Chunks++
@@ -100,6 +88,40 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 		}
 		cursor = next
 	}
+	// Then grants that expired while their renewal still waits for its
+	// approval: expiry wins (docs/workflow.md, "Renewal"); the cut
+	// renewal's withdraw action withdraws its approval upstream.
+	cands, err := x.d.Store.RevocationCandidatesRenewing(ctx, size)
+	if err != nil {
+		return res, err
+	}
+	if len(cands) > 0 {
+		res.Scanned += len(cands)
+		res.Chunks++
+		created, err := x.d.createRevocations(ctx, cands, domain.RevokeExpired, "expired", ExpiryActor)
+		res.Revoked += len(created)
+		wake = wake || len(created) > 0
+		if err != nil && !errors.Is(err, domain.ErrPreempted) {
+			return res, err
+		}
+	}
+	// Last, renewals that stopped on a failure past their grant's expiry:
+	// withdrawn (RENEW_EXPIRED, the withdraw action closes their MR; merged
+	// wins), after which their grant is VALIDATED and expired again and a
+	// later scan revokes it. Without this the access would stay granted
+	// until an operator looked at the failed renewal.
+	lapsed, err := x.d.Store.RenewalLapsedCandidates(ctx, size)
+	if err != nil || len(lapsed) == 0 {
+		return res, err
+	}
+	res.Chunks++
+	switch err := x.d.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: ActionWithdraw, Actor: ExpiryActor, Rows: lapsed}); {
+	case err == nil:
+		res.Lapsed, wake = len(lapsed), true
+	case !errors.Is(err, domain.ErrPreempted):
+		return res, err
+	}
+	return res, nil
 }
 
 // createRevocations creates the revocations of cands for reason, each
@@ -115,14 +137,14 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 		rows[i] = store.RevocationRow{RevocationCandidate: c, Batching: ok && t.Batching}
 	}
 	created, err := d.Store.RevocationCreate(ctx, store.RevocationCreateParams{
-		Reason: reason, Text: text, Actor: actor, SingleAction: ActionCreateMR, Rows: rows,
+		Reason: reason, Text: text, Actor: actor, SingleAction: ActionCreateMR, RenewalAction: ActionWithdraw, Rows: rows,
 	})
 	if d.OnRevocation != nil {
 		for _, c := range created {
 			d.OnRevocation(ctx, c, reason)
 		}
 	}
-	d.renewalsCut(ctx, cands, created)
+	d.renewalsCut(ctx, cands, created, reason)
 	return created, err
 }
 
@@ -199,13 +221,10 @@ func (d Deps) Revoke(ctx context.Context, grantOperationID string, reason domain
 		if r, ok, err := existing(); ok || err != nil {
 			return r, err
 		}
-		// A grant whose renewal owns the row is known, not missing: its
-		// access cannot be given back while the renewal runs (the
-		// renewal decides first; see docs/workflow.md, "Renewal").
-		if op, gerr := d.Store.OperationGet(ctx, grantOperationID); gerr == nil {
-			if b, berr := d.Store.BindingGet(ctx, op.Subject, op.TargetKey); berr == nil && b.Status == domain.BindingRenewing {
-				return RevokeResult{}, fmt.Errorf("%s is being renewed by %s: %w", grantOperationID, b.OperationID, ErrNotInEffect)
-			}
+		// A grant whose renewal owns the row is known, not missing: ending
+		// the access wins over extending it (revokeRenewing).
+		if r, handled, rerr := d.revokeRenewing(ctx, grantOperationID, reason, text, actor); handled {
+			return r, rerr
 		}
 		return RevokeResult{}, err
 	}
@@ -228,4 +247,116 @@ func (d Deps) Revoke(ctx context.Context, grantOperationID string, reason domain
 		return r, err
 	}
 	return RevokeResult{}, fmt.Errorf("%s changed while revoking it: %w", grantOperationID, ErrNotInEffect)
+}
+
+// RenewalUnderWayError is Revoke's refusal to end an access whose renewal
+// is past the point where it can be withdrawn: claimed into a batch, its
+// MR open or being merged, or stopped on a failure. Nothing was written;
+// Advice says what the owner can do instead.
+type RenewalUnderWayError struct {
+	Grant, Renewal string
+	// Where the renewal is, in the grant's vocabulary (MR_CREATED,
+	// MERGING, HANDLE_FAILED, …).
+	View domain.BindingStatus
+	// Advice is a sentence for the owner.
+	Advice string
+}
+
+// Error describes the refusal.
+func (e *RenewalUnderWayError) Error() string {
+	return fmt.Sprintf("%s: its renewal %s is under way (%s): %s", e.Grant, e.Renewal, e.View, e.Advice)
+}
+
+// revokeAttempts bounds revokeRenewing's re-reads: each lost race means
+// the renewal moved (its approval arrived, a round claimed it), and the
+// next read decides on its new place; a renewal cannot keep moving
+// between withdrawable places for long.
+const revokeAttempts = 4
+
+// revokeRenewing ends the access of grant while its renewal owns the
+// binding (RENEWING): ending the access wins over extending it. A renewal
+// that can still be withdrawn without touching GitLab — waiting for its
+// approval (no MR) or in the batch set (not claimed) — is cut off in the
+// very transaction that creates the grant's revocation
+// (store.RevocationCreate: the renewal RENEW_REVOKED, taken out of the
+// batch set, the binding RENEWING → REVOKING; its approval withdrawn
+// upstream by its withdraw action). One consistent state whoever races:
+// the renewal's approval callback moves its step and version, the guarded
+// cut misses, nothing is written, and the next read decides again. A
+// renewal past that point is a *RenewalUnderWayError saying what to do:
+// its MR is being built, checked or merged — ending the access there would
+// race a merge that puts the renewal's entry on main, which the grant's
+// removal would not remove (it removes only the grant's entry).
+//
+// handled is false when grant's row is not RENEWING under a renewal of
+// grant (the caller answers as before).
+func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.RevokeReason, text, actor string) (RevokeResult, bool, error) {
+	g, err := d.Store.OperationGet(ctx, grant)
+	if err != nil {
+		return RevokeResult{}, false, nil
+	}
+	for range revokeAttempts {
+		b, err := d.Store.BindingGet(ctx, g.Subject, g.TargetKey)
+		if err != nil || b.Status != domain.BindingRenewing {
+			if err == nil && b.OperationID == domain.RevocationID(grant) {
+				// The previous attempt, or a racing scan, revoked it.
+				return RevokeResult{OperationID: b.OperationID, Binding: b.Status}, true, nil
+			}
+			if errors.Is(err, domain.ErrNotFound) || err == nil {
+				return RevokeResult{}, false, nil
+			}
+			return RevokeResult{}, true, err
+		}
+		r, err := d.Store.OperationGet(ctx, b.OperationID)
+		if err != nil {
+			return RevokeResult{}, true, err
+		}
+		if r.Kind != domain.OperationRenew || r.GrantOperationID != grant {
+			return RevokeResult{}, true, fmt.Errorf("%s is being renewed through %s: %w", grant, r.OperationID, ErrNotInEffect)
+		}
+		step := domain.StepStatus(r.Step)
+		waiting := (step == domain.StepCreateApprovalSubmitting || step == domain.StepCreateApprovalSubmitted) && r.MRIID == 0
+		inSet := step == domain.StepCreateAdmitted && r.BatchID == 0
+		if !waiting && !inSet {
+			return RevokeResult{}, true, renewalUnderWay(g, r, b, false)
+		}
+		c := store.RevocationCandidate{
+			BindingID: b.ID, BindingVersion: b.Version, Subject: b.Subject, TargetKey: b.TargetKey,
+			GrantOperationID: grant, ProjectID: r.ProjectID, ExpiresAt: b.ExpiresAt,
+			Renewal: r.OperationID, RenewalStep: r.Step, RenewalVersion: r.Version,
+		}
+		created, err := d.createRevocations(ctx, []store.RevocationCandidate{c}, reason, text, actor)
+		switch {
+		case err == nil && len(created) == 1:
+			return RevokeResult{OperationID: created[0].OperationID, Created: true, Binding: domain.BindingRevoking}, true, nil
+		case errors.Is(err, store.ErrRenewalClaimed):
+			return RevokeResult{}, true, renewalUnderWay(g, r, b, true)
+		case err != nil && !errors.Is(err, domain.ErrPreempted):
+			return RevokeResult{}, true, err
+		}
+		// Lost a race (the approval arrived, a round claimed it, the scan
+		// revoked it): read again.
+	}
+	return RevokeResult{}, true, fmt.Errorf("%s: its renewal kept moving while the access was being given back: %w", grant, domain.ErrPreempted)
+}
+
+// renewalUnderWay is the refusal for renewal r of grant g, by where it
+// is; claimed: a batch round took it out of the batch set first.
+func renewalUnderWay(g, r store.Operation, b store.Binding, claimed bool) error {
+	view := r.Kind.GrantView(b.Status, domain.StepStatus(r.Step))
+	e := &RenewalUnderWayError{Grant: g.OperationID, Renewal: r.OperationID, View: view}
+	ownMR := !claimed && r.BatchID == 0 && domain.StepStatus(r.Step) != domain.StepCreateAdmitted
+	switch {
+	case view == domain.BindingCreateFailed || view == domain.BindingHandleFailed || domain.StepStatus(r.Step).Stopped():
+		e.Advice = fmt.Sprintf("the renewal %s stopped on a failure and waits for an operator; ask an operator to revoke the access "+
+			"once it is decided — in any case the access ends at its expiry, which the renewal no longer extends once it has passed", r.OperationID)
+	case ownMR && (view == domain.BindingMRCreating || view == domain.BindingMRCreated ||
+		view == domain.BindingApprovalSending || view == domain.BindingApprovalSent):
+		e.Advice = fmt.Sprintf("the renewal %s has its own merge request under way; withdraw the renewal first (POST /api/requests/%s/withdraw), "+
+			"then give the access back", r.OperationID, r.OperationID)
+	default:
+		e.Advice = fmt.Sprintf("the renewal %s is being merged (claimed into a batch, or its merge request is merging); wait until it is in effect, "+
+			"then give the access back (POST /api/requests/%s/revoke)", r.OperationID, r.OperationID)
+	}
+	return e
 }

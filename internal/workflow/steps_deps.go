@@ -232,15 +232,22 @@ func RegisterSteps(e *Engine, d Deps) {
 	})
 }
 
-// renewalsCut reports the renewals cut off by the expiry (RENEW_EXPIRED)
-// in the revocations created: a candidate read with its renewal
-// (store.RevocationCandidatesRenewing) whose revocation this call
-// created had its renewal closed in the same transaction. A revocation
-// another caller created first is not in created, so each cut is counted
-// once, by the transaction that made it.
-func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate, created []store.RevocationCreated) {
+// renewalsCut reports the renewals cut off in the revocations created: a
+// candidate read with its renewal (store.RevocationCandidatesRenewing, or
+// a give-back's while the renewal waited) whose revocation this call
+// created had its renewal closed in the same transaction — EXPIRED for
+// the expiry's cut (RENEW_EXPIRED), CLOSED for a give-back's or an
+// operator's (RENEW_REVOKED: ended without effect; the access is being
+// removed for another reason than its expiry). A revocation another
+// caller created first is not in created, so each cut is counted once, by
+// the transaction that made it.
+func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate, created []store.RevocationCreated, reason domain.RevokeReason) {
 	if d.OnRenewalEnded == nil || len(created) == 0 {
 		return
+	}
+	outcome := domain.RenewalExpired
+	if reason != domain.RevokeExpired {
+		outcome = domain.RenewalClosed
 	}
 	renewal := map[string]string{}
 	for _, c := range cands {
@@ -250,7 +257,7 @@ func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate
 	}
 	for _, c := range created {
 		if r, ok := renewal[c.GrantOperationID]; ok {
-			d.OnRenewalEnded(ctx, r, domain.RenewalExpired)
+			d.OnRenewalEnded(ctx, r, outcome)
 		}
 	}
 }

@@ -30,19 +30,42 @@ import (
 const noneYet = "nothing to withdraw found yet"
 
 // withdraw is the withdraw action. Where the request waited is read from
-// its binding: still MR_CREATING or MR_CREATED (owned by it) — its
-// single-request MR is open, close it and then write the binding; anything
-// else (CLOSED already, or re-applied by a newer request) — it waited for
-// its approval: withdraw that, and on the legacy flow close its MR too.
+// its binding: still MR_CREATING or MR_CREATED (owned by it; a renewal's
+// still RENEWING) — its single-request MR is open, close it and then write
+// the binding; anything else (CLOSED already, a renewal's row back with
+// its grant or taken by a revocation, or re-applied by a newer request) —
+// it waited for its approval: withdraw that, and on the legacy flow close
+// its MR too.
+//
+// The same action is the upstream half of a renewal's cut-off
+// (RENEW_EXPIRED, RENEW_REVOKED: docs/workflow.md, "Renewal"): it keeps
+// that step as the marker of why the renewal ended, rather than writing
+// the requester's CLOSE_REQUESTER_WITHDRAWN, and such an end is not
+// counted as a requester's withdrawal.
 func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 	op := w.Operation
 	b, err := d.Store.BindingGetByOperation(ctx, op.OperationID)
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return d.retryOr(err, "read binding")
 	}
-	mrPlace := err == nil && (b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated)
+	mrPlace := err == nil && (b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated ||
+		op.Kind == domain.OperationRenew && b.Status == domain.BindingRenewing)
+	endStep := domain.StepCloseRequesterWithdrawn
+	if st := domain.StepStatus(op.Step); st == domain.StepRenewExpired || st == domain.StepRenewRevoked {
+		endStep = st
+	}
 	waited := strings.HasPrefix(op.LastError, noneYet)
 	var notes []string
+	if mrPlace && endStep != domain.StepCloseRequesterWithdrawn && op.ApprovalID != "" {
+		// A stopped renewal withdrawn by the expiry scan may still have an
+		// undecided approval upstream (it stopped submitting it): withdraw
+		// that too, so nobody is asked to decide on it any more.
+		note, _, done := d.withdrawApproval(ctx, op, true)
+		if done != nil {
+			return done.out, done.err
+		}
+		notes = append(notes, note)
+	}
 	if !mrPlace {
 		note, out, done := d.withdrawApproval(ctx, op, waited)
 		if done != nil {
@@ -56,15 +79,17 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 			// The step does not change, so the engine writes no history
 			// row for this outcome: the log keeps what happened upstream.
 			d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
-			return Done("", Transition{Step: domain.StepCloseRequesterWithdrawn, Note: strings.Join(notes, "; ")}), nil
+			return Done("", Transition{Step: endStep, Note: strings.Join(notes, "; ")}), nil
 		}
 	}
 	mr, found, end := d.closeForWithdrawal(ctx, op, waited)
 	if end != nil {
 		return end.out, end.err
 	}
-	t := Transition{Step: domain.StepCloseRequesterWithdrawn}
+	t := Transition{Step: endStep}
 	if mrPlace {
+		// A renewal's CLOSED is mapped at the store edge: the row goes back
+		// to the grant it renews, VALIDATED with the grant's expiry.
 		t.Binding = domain.BindingClosed
 	}
 	switch {
@@ -97,7 +122,7 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 	t.Note = strings.Join(notes, "; ")
 	d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", t.Note)
 	out := Done("", t)
-	if mrPlace {
+	if mrPlace && endStep == domain.StepCloseRequesterWithdrawn {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
 	}
 	return out, nil
@@ -190,10 +215,10 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 }
 
 // withdrawnHook counts a withdrawal once, after the commit that flipped
-// its binding to CLOSED.
+// its binding to CLOSED (a renewal's: back to its grant).
 func (d Deps) withdrawnHook(place store.WithdrawPlace) FlipHook {
 	return func(ctx context.Context, f store.Flip) {
-		if d.OnWithdrawn != nil && f.To == domain.BindingClosed {
+		if d.OnWithdrawn != nil && (f.To == domain.BindingClosed || f.EndedWithoutEffect) {
 			d.OnWithdrawn(ctx, place)
 		}
 	}
@@ -272,8 +297,11 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 		return WithdrawAnswer{}, err
 	}
 	step := domain.StepStatus(ans.Operation.Step)
+	// A renewal's binding shows RENEWING until it is in effect: read in
+	// the grant's vocabulary, its merge is MERGED as a grant's.
+	view := ans.Operation.Kind.GrantView(ans.Binding.Status, step)
 	ans.Merged = (res.Outcome == store.WithdrawApplied || res.Outcome == store.WithdrawAlready) &&
-		step != domain.StepCloseRequesterWithdrawn && (ans.Binding.Status == domain.BindingMerged || ans.Binding.Status == domain.BindingValidated)
+		step != domain.StepCloseRequesterWithdrawn && (view == domain.BindingMerged || view == domain.BindingValidated)
 	ans.Pending = ans.Operation.NextAction == ActionWithdraw && (!ans.Operation.DueAt.IsZero() || ans.Operation.LeaseOwner != "")
 	ans.Stopped = ans.Operation.NextAction == ActionWithdraw && !ans.Pending
 	return ans, nil

@@ -72,7 +72,8 @@ const stepWords: Record<string, string> = {
   REVOKE_CALLED_BACK: 'Access removed and deployed',
   REVOKE_RECONCILED: 'Access removed (the deployment was confirmed by a check)',
   REVOKE_ABSENT: 'Access removed; there was nothing left to remove',
-  RENEW_EXPIRED: 'Closed: the access expired before the renewal was approved',
+  RENEW_EXPIRED: 'Closed: the access expired before the renewal took effect',
+  RENEW_REVOKED: 'Closed: the access was given back or revoked before the renewal took effect',
 };
 
 /** statusWord is a binding state in words; a state this release does not

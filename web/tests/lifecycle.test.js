@@ -354,12 +354,15 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await page.goto(`/requests/${id}`);
     await page.locator('[data-testid=renewal-link]').waitFor();
     assert.equal(await page.locator('[data-testid=renew]').count(), 0);
-    assert.equal(await page.locator('[data-testid=give-back]').count(), 0, 'giving back is refused while a renewal runs');
+    assert.equal(await page.locator('[data-testid=give-back]').count(), 1, 'giving back ends the access while a renewal runs');
     await page.locator('[data-testid=renewal-link]').click();
     await page.waitForURL(`**/requests/${renewal}`);
     await page.locator('[data-testid=renews-link]').waitFor();
     assert.match(await page.locator('h1').innerText(), /^Renewing access to /);
-    assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'a renewal cannot be withdrawn');
+    const wr = page.locator('[data-testid=withdraw]');
+    await wr.getByRole('button', { name: 'Withdraw' }).click();
+    assert.match(await wr.innerText(), /Withdraw your renewal for Billing dashboard\? Your access stays as it is/);
+    await wr.getByRole('button', { name: 'Cancel' }).click();
 
     // Approved, merged and deployed: the renewal is the access in effect,
     // until its own, later expiry; the grant's page says the renewal is
@@ -424,6 +427,69 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await page.locator('[data-testid=renew-from]').waitFor();
     assert.match(await page.locator('[data-testid=renew-from]').innerText(), /^You can renew it from .* UTC, before it ends\.$/);
     assert.equal(await page.locator('[data-testid=renew]').count(), 0);
+    await page.context().close();
+  });
+
+  it('bob withdraws a renewal and his access stays as it was; giving the access back while a renewal waits ends both', async () => {
+    // A one-day grant: its renewal window is open from the start.
+    const id = 'web-renew-limits-1';
+    const target = 'payments-db-readonly';
+    const post = (opId, body) =>
+      fetch(`${server.base}/api/requests`, {
+        method: 'POST',
+        headers: { 'X-Auth-Request-User': 'bob', 'Idempotency-Key': opId, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ targetKey: target, reason: 'quarterly audit', days: 1, ...body }),
+      });
+    assert.equal((await post(id)).status, 202);
+    await control(server, `/approval/_control/approvals/${(await approvalOf(server, id)).approvalId}/approve`);
+    const granted = await statusIs(server, 'bob', id, 'VALIDATED');
+    const renewal = 'web-renew-limits-r1';
+    assert.equal((await post(renewal)).status, 202);
+    await approvalOf(server, renewal);
+
+    const page = await newPage(chrome.browser, server.base, 'bob');
+    const posts = [];
+    page.on('request', (r) => r.method() === 'POST' && posts.push(new URL(r.url()).pathname));
+    await page.goto(`/requests/${renewal}`);
+    const detail = page.locator('[data-testid=request-detail]');
+    await page.locator('[data-testid=renews-link]').waitFor();
+    const withdraw = page.locator('[data-testid=withdraw]');
+    await withdraw.getByRole('button', { name: 'Withdraw' }).click();
+    assert.match(await withdraw.innerText(), /Withdraw your renewal for .*\? Your access stays as it is and still ends when it was going to/);
+    assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
+    await withdraw.getByRole('button', { name: 'Yes, withdraw' }).click();
+    const done = page.locator('[data-testid=done]');
+    await done.waitFor();
+    assert.equal(await done.innerText(), 'Withdrawn: your access stays as it was, until it ends as before.');
+    assert.deepEqual(posts, [`/api/requests/${renewal}/withdraw`], 'exactly one POST');
+    await detail.locator('.status', { hasText: 'Closed' }).waitFor();
+    assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'nothing left to withdraw');
+    await approvalOf(server, renewal, 'WITHDRAWN');
+    // The access is exactly as it was: in effect, the same expiry.
+    const after = await statusIs(server, 'bob', id, 'VALIDATED');
+    assert.equal(after.expiresAt, granted.expiresAt);
+    assert.equal(after.renewal, undefined);
+
+    // A second renewal waits for its approval; the access is given back
+    // from the grant's page: the renewal is closed with it.
+    const second = 'web-renew-limits-r2';
+    assert.equal((await post(second)).status, 202);
+    await approvalOf(server, second);
+    await page.goto(`/requests/${id}`);
+    await page.locator('[data-testid=renewal-link]').waitFor();
+    const giveBack = page.locator('[data-testid=give-back]');
+    await giveBack.getByRole('button', { name: 'Give back access' }).click();
+    assert.match(await giveBack.innerText(), /Give back your access to .* now and drop its renewal\?/);
+    await giveBack.getByRole('button', { name: 'Yes, give back access' }).click();
+    await done.waitFor();
+    assert.match(await done.innerText(), /^Your access is being given back/);
+    await statusIs(server, 'bob', id, 'REVOKED');
+    const cut = await statusIs(server, 'bob', second, 'CLOSED');
+    assert.equal(cut.step.name, 'RENEW_REVOKED');
+    await approvalOf(server, second, 'WITHDRAWN');
+    await page.goto(`/requests/${second}`);
+    await detail.locator('.status', { hasText: 'Closed' }).waitFor();
+    assert.match(await detail.innerText(), /Closed: the access was given back or revoked before the renewal took effect/);
     await page.context().close();
   });
 

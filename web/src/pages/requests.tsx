@@ -102,11 +102,24 @@ function ApproveHere({ status }: { status: string }) {
  * The server decides: a claim that came first answers 409, shown in
  * words. */
 function withdrawable(x: RequestView): boolean {
-  // A renewal cannot be withdrawn (the server answers 409): offering it
-  // would only show a refusal.
-  if (x.kind === 'REVOKE' || x.kind === 'RENEW' || x.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return false;
+  // A renewal reads as its own progress (APPROVAL_SENT, MR_CREATED, …),
+  // so it is withdrawable from the same places; withdrawn, the access it
+  // would extend stays as it is.
+  if (x.kind === 'REVOKE' || x.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return false;
   if (x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT') return true;
   return (x.status === 'MR_CREATING' || x.status === 'MR_CREATED') && !x.batchId;
+}
+
+/** renewUnderWayWords is the server's refusal to give back an access
+ * whose renewal is too far along (409 REQUEST_IN_PROGRESS), in words. */
+function renewUnderWayWords(message: string): string {
+  if (message.includes('/withdraw')) {
+    return 'Its renewal already has its own change under way. Withdraw the renewal first (on its page, linked above), then give the access back here.';
+  }
+  if (message.includes('stopped on a failure')) {
+    return 'Its renewal stopped on a failure and waits for an operator. Ask an operator to revoke the access; it ends at its expiry in any case.';
+  }
+  return 'Its renewal is being merged and can no longer be stopped. Once it is in effect, give the access back on the renewal’s page.';
 }
 
 /** Renew offers renewing an access in effect once its renewal window
@@ -151,10 +164,13 @@ function Actions({ x }: { x: RequestView }) {
   const [done, setDone] = useState('');
   const title = x.targetTitle || x.targetKey;
   const path = `/api/requests/${encodeURIComponent(x.operationId)}`;
-  // A grant with a renewal (in flight or in effect) is acted on through
-  // the renewal: the renewal owns the access, and the server refuses
-  // giving the grant back meanwhile.
-  const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE' && !x.renewal;
+  // A grant whose renewal is in effect is acted on through the renewal
+  // (it owns the access). While the renewal is under way the access can
+  // still be given back here: ending it wins over extending it — the
+  // server closes a renewal still waiting, and says what to do when the
+  // renewal is too far along.
+  const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE' && (!x.renewal || x.renewal.status !== 'VALIDATED');
+  const renewing = !!x.renewal && x.renewal.status !== 'VALIDATED';
   const withdraw = withdrawable(x);
   if (carried(x) && x.renewal) {
     // Renewed: this request no longer carries the access, so nothing is
@@ -170,6 +186,7 @@ function Actions({ x }: { x: RequestView }) {
       </div>
     );
   }
+  const isRenewal = x.kind === 'RENEW';
   if (!giveBack && !withdraw) return <Done>{done}</Done>;
   return (
     <div class="card actions" data-testid="request-actions">
@@ -177,34 +194,62 @@ function Actions({ x }: { x: RequestView }) {
       {giveBack && x.renewFrom && <Renew x={x} />}
       {giveBack && (
         <>
-          <p>No longer need it? Give the access back: it is removed from the access file by a change like the one that granted it, with no approval needed.</p>
+          <p>
+            No longer need it? Give the access back: it is removed from the access file by a change like the one that granted it, with no
+            approval needed.{renewing && ' Its renewal under way is closed with it.'}
+          </p>
           <Confirmed
             testid="give-back"
             label="Give back access"
-            question={`Give back your access to ${title} now? It ends once the removal is deployed; you can ask again later.`}
+            question={
+              renewing
+                ? `Give back your access to ${title} now and drop its renewal? It ends once the removal is deployed; you can ask again later.`
+                : `Give back your access to ${title} now? It ends once the removal is deployed; you can ask again later.`
+            }
             onDone={setDone}
             run={async () => {
-              const res = await call<{ created: boolean }>('POST', `${path}/revoke`);
-              return res.data.created
-                ? 'Your access is being given back: it is being removed from the access file and ends once that change is deployed.'
-                : 'Your access was already being removed; nothing was sent twice.';
+              try {
+                const res = await call<{ created: boolean }>('POST', `${path}/revoke`);
+                return res.data.created
+                  ? 'Your access is being given back: it is being removed from the access file and ends once that change is deployed.'
+                  : 'Your access was already being removed; nothing was sent twice.';
+              } catch (e) {
+                // The renewal is too far along: say what to do in words,
+                // not with the API paths the message names.
+                if (e instanceof ApiError && e.code === 'REQUEST_IN_PROGRESS' && renewing) {
+                  throw new ApiError(renewUnderWayWords(e.message), e.code, e.status);
+                }
+                throw e;
+              }
             }}
           />
         </>
       )}
       {withdraw && (
         <>
-          <p>Changed your mind? You can withdraw this request while it has not taken effect.</p>
+          <p>
+            {isRenewal
+              ? 'Changed your mind? You can withdraw this renewal while it has not taken effect; the access it renews stays exactly as it is.'
+              : 'Changed your mind? You can withdraw this request while it has not taken effect.'}
+          </p>
           <Confirmed
             testid="withdraw"
             label="Withdraw"
-            question={`Withdraw your request for ${title}? It will not take effect; you can ask again later.`}
+            question={
+              isRenewal
+                ? `Withdraw your renewal for ${title}? Your access stays as it is and still ends when it was going to; you can renew again later.`
+                : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
+            }
             onDone={setDone}
             run={async () => {
               try {
                 const res = await call<RequestView>('POST', `${path}/withdraw`);
                 if (res.code === 'ACCEPTED') return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
-                if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return 'Withdrawn: nothing of this request takes effect.';
+                if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') {
+                  return isRenewal
+                    ? 'Withdrawn: your access stays as it was, until it ends as before.'
+                    : 'Withdrawn: nothing of this request takes effect.';
+                }
                 return `It had already ended: ${statusWord(res.data.status).toLowerCase()}.`;
               } catch (e) {
                 // The merge won the race: say what to do in words, not
