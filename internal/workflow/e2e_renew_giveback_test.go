@@ -177,8 +177,9 @@ func TestGiveBackWhileARenewalsMRIsOpen(t *testing.T) {
 	})
 }
 
-// TestGiveBackRacingTheRenewalsApproval races, for several grants at
-// once, the owner's give-back against the approval callback of the
+// TestGiveBackRacingTheRenewalsApproval races, for two grants at once
+// (each on a file of its own: removals and renewals of one file would
+// only add rebases between their single-request MRs), the owner's give-back against the approval callback of the
 // grant's renewal (goroutines; both databases). Each grant ends in one of
 // two consistent states: the give-back won — the renewal RENEW_REVOKED,
 // the approval's callback stale, the grant's entry removed — or the
@@ -189,13 +190,14 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
-		const n = 3
+		targets := []string{tSingle, tOther}
+		n := len(targets)
 		var grants, renewals, subjects []string
 		for i := range n {
 			g, r, s := fmt.Sprintf("gr%d", i), fmt.Sprintf("rr%d", i), fmt.Sprintf("racer%d", i)
-			w.granted(g, s, tSingle)
+			w.granted(g, s, targets[i])
 			w.expireIn(g, 2*time.Hour)
-			w.mustRenew(r, s, tSingle, g)
+			w.mustRenew(r, s, targets[i], g)
 			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
 			grants, renewals, subjects = append(grants, g), append(renewals, r), append(subjects, s)
 		}
@@ -224,7 +226,7 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 			switch {
 			case errs[i] == nil:
 				won++
-				w.revokedWithRenewalCut(grants[i], renewals[i], domain.StepRenewRevoked, subjects[i], tSingle)
+				w.revokedWithRenewalCut(grants[i], renewals[i], domain.StepRenewRevoked, subjects[i], targets[i])
 			case errors.As(errs[i], &under):
 				_, err := st.OperationGet(t.Context(), domain.RevocationID(grants[i]))
 				require.ErrorIs(t, err, domain.ErrNotFound, "%s: refused, nothing written", grants[i])
@@ -238,7 +240,7 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 			default:
 				t.Fatalf("%s: %v", grants[i], errs[i])
 			}
-			_, ok := w.entryOf(tSingle, subjects[i])
+			_, ok := w.entryOf(targets[i], subjects[i])
 			require.False(t, ok, "%s: removed in the end", grants[i])
 		}
 		w.filesExact(append(grants, renewals...)...)

@@ -347,6 +347,9 @@ func renewalUnderWay(g, r store.Operation, b store.Binding, claimed bool) error 
 	e := &RenewalUnderWayError{Grant: g.OperationID, Renewal: r.OperationID, View: view}
 	ownMR := !claimed && r.BatchID == 0 && domain.StepStatus(r.Step) != domain.StepCreateAdmitted
 	switch {
+	case domain.StepStatus(r.Step) == domain.StepRenewExpired:
+		e.Advice = fmt.Sprintf("the access has expired and its renewal %s is being closed; the access is removed by the expiry scan once that is done, "+
+			"so there is nothing to give back", r.OperationID)
 	case view == domain.BindingCreateFailed || view == domain.BindingHandleFailed || domain.StepStatus(r.Step).Stopped():
 		e.Advice = fmt.Sprintf("the renewal %s stopped on a failure and waits for an operator; ask an operator to revoke the access "+
 			"once it is decided — in any case the access ends at its expiry, which the renewal no longer extends once it has passed", r.OperationID)
