@@ -36,6 +36,23 @@ func (w *revokeWorld) renewalEndedOnce(id string, outcome domain.RenewalOutcome)
 	}
 }
 
+// deliveredTimes waits until the approval system's log shows the
+// callback with requestID delivered n times: answered 2xx by the server,
+// so its inbox row was written before. The wait is on that state, not on
+// a time; the bound only keeps a lost delivery from hanging the test.
+func (w *revokeWorld) deliveredTimes(requestID string, n int) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool {
+		got := 0
+		for _, d := range w.approvalDeliveries() {
+			if d.State == "delivered" && strings.Contains(d.Body, requestID) {
+				got++
+			}
+		}
+		return got >= n
+	}, 2*time.Minute, 20*time.Millisecond, "the callback %s delivered %d times", requestID, n)
+}
+
 // TestRenewalOutcomesAreCountedOnce: each way a renewal ends is reported
 // once, after the commit that ended it, by the call that moved it — in
 // effect (the deploy callback; a duplicate callback and a reconciliation
@@ -78,9 +95,8 @@ func TestRenewalOutcomesAreCountedOnce(t *testing.T) {
 		as := w.approvalsOf("mr2")
 		require.Len(t, as, 1)
 		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/approval/_control/approvals/"+as[0].ApprovalID+"/redeliver", map[string]any{}, nil))
-		require.Eventually(t, func() bool {
-			return inboxOf(t, st, "mr2")[as[0].CallbackRequestID].Duplicates == 1
-		}, 10*time.Second, 10*time.Millisecond, "the redelivery arrived, as a duplicate")
+		w.deliveredTimes(as[0].CallbackRequestID, 2) // the decision and its redelivery
+		require.Equal(t, 1, inboxOf(t, st, "mr2")[as[0].CallbackRequestID].Duplicates, "the redelivery was a duplicate")
 		w.renewalEndedOnce("mr2", domain.RenewalRejected)
 		w.filesExact("mg1", "mr1", "mg2", "mr2")
 
@@ -117,9 +133,8 @@ func TestRenewalOutcomesAreCountedOnce(t *testing.T) {
 		require.True(t, polled, "the poll applied the decision")
 		a := w.approvalsOf("mr4")[0]
 		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/approval/_control/approvals/"+a.ApprovalID+"/redeliver", map[string]any{}, nil))
-		require.Eventually(t, func() bool {
-			return inboxOf(t, st, "mr4")[a.CallbackRequestID].Duplicates == 1
-		}, 10*time.Second, 10*time.Millisecond, "the redelivery arrived, as a duplicate")
+		w.deliveredTimes(a.CallbackRequestID, 1) // the first was dropped
+		require.Equal(t, 1, inboxOf(t, st, "mr4")[a.CallbackRequestID].Duplicates, "the redelivery was a duplicate")
 		w.renewalEndedOnce("mr4", domain.RenewalRejected)
 		w.filesExact("mg1", "mr1", "mg2", "mr2", "mg3", "mr3", "mg4", "mr4")
 
