@@ -218,6 +218,7 @@ func (s *Server) handleApprovalCallback() http.Handler {
 		}
 		inserted, err := s.deps.Business.Callbacks.ApprovalCallbackInsert(r.Context(), store.ApprovalCallbackParams{
 			DeliveryKey: cb.DeliveryKey, OperationID: cb.OperationID, ApprovalID: cb.ApprovalID, Result: cb.Result,
+			MRID: cb.MRID,
 		})
 		if err != nil {
 			return callbackAnswer{}, domain.Internal("record approval callback", err)

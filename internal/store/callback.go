@@ -23,7 +23,20 @@ type ApprovalCallbackParams struct {
 	Result string
 	// Source is InboxSourceCallback ("" means it) or InboxSourcePoll.
 	Source string
+	// MRID is the ext.mrId a callback claimed ("" for none), kept so that
+	// a replay is checked against the claim (ApprovalCallbackRecord.MRID).
+	// Ignored for InboxSourcePoll: a polled decision claims nothing.
+	MRID string
 }
+
+// maxClaimedMRID bounds the ext.mrId the inbox keeps. A longer claim is
+// no MR number (an int64 has 19 digits); it is kept as claimTooLong, which
+// no replay parses, rather than cut: a cut claim could parse as another
+// number than the whole one did.
+const (
+	maxClaimedMRID = 64
+	claimTooLong   = "(too long)"
+)
 
 // Where an inbox row came from.
 const (
@@ -43,9 +56,17 @@ func (s *Store) ApprovalCallbackInsert(ctx context.Context, p ApprovalCallbackPa
 	if source == "" {
 		source = InboxSourceCallback
 	}
+	var mrID any // NULL for a polled decision
+	if source != InboxSourcePoll {
+		m := p.MRID
+		if len(m) > maxClaimedMRID {
+			m = claimTooLong
+		}
+		mrID = m
+	}
 	inserted, err = insertOnce(ctx, s.db,
-		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result, source) VALUES (?, ?, ?, ?, ?)",
-		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result, clipRunes(source, 16))
+		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result, source, mr_id) VALUES (?, ?, ?, ?, ?, ?)",
+		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result, clipRunes(source, 16), mrID)
 	if err != nil {
 		return false, fmt.Errorf("record approval callback %q: %w", p.DeliveryKey, err)
 	}

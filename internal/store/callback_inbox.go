@@ -24,6 +24,12 @@ type ApprovalCallbackRecord struct {
 	// Duplicates counts the deliveries (or polls) of the same key after
 	// the first.
 	Duplicates int
+	// MRID is the ext.mrId the delivery claimed ("" for none), and
+	// MRIDRecorded whether the row keeps it: a row recorded before the
+	// inbox kept the claim (migration 00015), or found by polling, has
+	// none, and its replay names the request's own MR.
+	MRID         string
+	MRIDRecorded bool
 }
 
 // Dispositions of an inbox row: what the workflow did with the decision
@@ -57,13 +63,17 @@ const (
 )
 
 // approvalCallbackColumns are the columns scanApprovalCallback reads.
-const approvalCallbackColumns = "delivery_key, operation_id, approval_id, result, received_at, source, disposition, reason, duplicates"
+const approvalCallbackColumns = "delivery_key, operation_id, approval_id, result, received_at, source, disposition, reason, duplicates, mr_id"
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanApprovalCallback(row scanner) (ApprovalCallbackRecord, error) {
-	var r ApprovalCallbackRecord
-	err := row.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt, &r.Source, &r.Disposition, &r.Reason, &r.Duplicates)
+	var (
+		r    ApprovalCallbackRecord
+		mrID sql.NullString
+	)
+	err := row.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt, &r.Source, &r.Disposition, &r.Reason, &r.Duplicates, &mrID)
+	r.MRID, r.MRIDRecorded = mrID.String, mrID.Valid
 	return r, err
 }
 

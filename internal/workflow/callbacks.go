@@ -123,7 +123,19 @@ func (d Deps) replayApproval(ctx context.Context, operationID string) (CallbackR
 		return 0, "", err
 	}
 	ev := ApprovalEvent{DeliveryKey: rec.DeliveryKey, ApprovalID: rec.ApprovalID, OperationID: operationID, Result: rec.Result}
-	if op.MRIID != 0 {
+	switch {
+	case rec.MRIDRecorded:
+		// The claim the delivery made is checked again, as on its first
+		// run: replaying it with the request's own MR let a callback
+		// naming another MR through when its replay ran before (or
+		// instead of) that first check — a process dying between
+		// recording and applying, or the SENT hook or the reconciler's
+		// inbox pass racing the HTTP handler (seen in
+		// TestApprovalCallbackAttacks; TestReplayKeepsTheClaimedMR).
+		ev.MRID = rec.MRID
+	case op.MRIID != 0:
+		// A polled decision claims no MR, and a row recorded before the
+		// inbox kept claims has none to check: the request's own MR.
 		ev.MRID = strconv.FormatInt(op.MRIID, 10)
 	}
 	return d.applyApproval(ctx, ev)

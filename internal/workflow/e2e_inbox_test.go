@@ -2,6 +2,8 @@ package workflow_test
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,8 +40,11 @@ func TestRecordedDecisionIsNotLost(t *testing.T) {
 		// Recorded while waiting, sink failed: the operator replays it.
 		w.submit("op-inbox-2", "wes", tOther, false)
 		o, _ := w.until("op-inbox-2", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		// A legacy request's callback names its MR (ext.mrId), as the
+		// HTTP layer records it; one without is refused (the attacks test).
 		_, err = st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
-			DeliveryKey: "inbox-2", OperationID: "op-inbox-2", ApprovalID: o.ApprovalID, Result: "REJECTED"})
+			DeliveryKey: "inbox-2", OperationID: "op-inbox-2", ApprovalID: o.ApprovalID, Result: "REJECTED",
+			MRID: strconv.FormatInt(o.MRIID, 10)})
 		require.NoError(t, err)
 		res, err := w.cbs.ReplayApproval(ctx, "op-inbox-2")
 		require.NoError(t, err)
@@ -113,5 +118,59 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 		n, err = r.ReplayApprovalInbox(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "applied once")
+	})
+}
+
+// TestReplayKeepsTheClaimedMR performs the attack a replay used to let
+// through: the right approvalId with an ext.mrId naming another MR, on a
+// legacy request (the MR first), recorded in the callback inbox and not
+// yet checked — the process died between recording and applying it, or a
+// replay (the SENT hook, poll_approval, the reconciler's inbox pass) ran
+// before the HTTP handler's own check. The replay used the request's own
+// MR as the claim, so the forged decision passed the guard and the request
+// went on to VALIDATED (seen once in TestApprovalCallbackAttacks under
+// load). Now the inbox keeps the claim and the replay checks it: refused,
+// recorded as refused, never replayed again; a delivery with no ext.mrId
+// on a legacy request is refused the same way; the real rejection still
+// closes the MR, and nothing reaches main.
+func TestReplayKeepsTheClaimedMR(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st, withConfig(map[string]any{"approval.verifyDecisions": false}))
+		ctx := t.Context()
+		const op = "op-replay-claim"
+		w.submit(op, "rcl", tSingle, false)
+		o, _ := w.until(op, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		require.NotZero(t, o.MRIID, "legacy flow: the MR comes first")
+		r := workflow.NewReconciler(e2eDeps(st, w.cfg.Load, http.DefaultTransport, nil))
+
+		for _, forged := range []struct{ key, mrID, reason string }{
+			{"forged-other-mr", strconv.FormatInt(o.MRIID+100, 10), "is not this request's MR"},
+			{"forged-no-mr", "", "legacy flow with MR"},
+			{"forged-long-mr", strings.Repeat("0", 70) + strconv.FormatInt(o.MRIID, 10), "is not an MR number"},
+		} {
+			_, err := st.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
+				DeliveryKey: forged.key, OperationID: op, ApprovalID: o.ApprovalID, Result: "APPROVED", MRID: forged.mrID})
+			require.NoError(t, err)
+			res, err := w.cbs.ReplayApproval(ctx, op)
+			require.NoError(t, err)
+			require.Equal(t, workflow.CallbackStale, res, forged.key)
+			row := inboxOf(t, st, op)[forged.key]
+			require.Equal(t, store.InboxRejectedByGuard, row.Disposition, row.Reason)
+			require.Contains(t, row.Reason, forged.reason)
+			// The reconciler's pass leaves a refused row alone.
+			n, err := r.ReplayApprovalInbox(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, forged.key)
+			_, b := mustState(t, st, op)
+			require.Equal(t, domain.BindingApprovalSent, b.Status, "%s moved nothing", forged.key)
+		}
+
+		// The real decision still applies.
+		w.decide(op, "reject")
+		w.until(op, "MR closed", at(domain.StepCloseMRClosed, domain.BindingRejected))
+		require.Equal(t, "closed", w.mrsOf(op)[0]["state"])
+		require.Zero(t, w.validations(op))
+		w.filesExact()
 	})
 }
