@@ -26,7 +26,7 @@ type ApprovalCallbackRecord struct {
 	Duplicates int
 	// MRID is the ext.mrId the delivery claimed ("" for none), and
 	// MRIDRecorded whether the row keeps it: a row recorded before the
-	// inbox kept the claim (migration 00015), or found by polling, has
+	// inbox kept the claim (migration 00014), or found by polling, has
 	// none, and its replay names the request's own MR.
 	MRID         string
 	MRIDRecorded bool
