@@ -456,7 +456,7 @@ func (e *Engine) execute(it store.WorkItem) {
 	} else if out.kind == 0 {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, "step returned no outcome"), true
 	}
-	res, err := e.o.Store.WorkComplete(wctx, e.params(it, out, safety))
+	res, err := e.complete(wctx, deadline, e.params(it, out, safety))
 	if errors.Is(err, domain.ErrIllegalTransition) && !safety {
 		// The step asked for a move the table refuses: a bug in the step.
 		// Its declared failure is written instead.
@@ -482,6 +482,45 @@ func (e *Engine) execute(it store.WorkItem) {
 		return
 	}
 	e.committed(wctx, it, out.kind, res, safety, out.reason, out.hooks)
+}
+
+// Pauses between writes of one outcome that the database answered busy.
+const (
+	completeBusyPause    = 50 * time.Millisecond
+	completeBusyPauseMax = time.Second
+)
+
+// complete writes a run's outcome (store.WorkComplete), again while the
+// database answers busy (ErrBusy: SQLite's write lock still held after its
+// busy_timeout, a MariaDB lock wait timeout, a cut connection) and the
+// lease's deadline has not passed. Dropping the write instead, as before,
+// left the row leased until the lease expired and then ran the step again:
+// a step that had done its work ran twice (safe — steps look before they
+// write — but seen as TestTwoEnginesRunEachOperationExactlyOnce failing
+// under a load of 20, where 200 commits of two engines queue for SQLite's
+// one write lock), and the request waited a whole lease for nothing. The
+// write is guarded by the lease, so a retry after a commit that did land
+// but answered an error finds the lease gone (ErrPreempted: the outcome is
+// dropped, as it would have been), and past the deadline another instance
+// may hold the row: the last error is returned, as before.
+func (e *Engine) complete(ctx context.Context, deadline time.Time, p store.WorkCompleteParams) (store.WorkResult, error) {
+	pause := completeBusyPause
+	for {
+		res, err := e.o.Store.WorkComplete(ctx, p)
+		if !errors.Is(err, domain.ErrBusy) || time.Now().Add(pause).After(deadline) {
+			return res, err
+		}
+		e.log.Warn("workflow: recording the outcome found the database busy; writing it again",
+			"operation", p.OperationID, "pause", pause, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, err
+		case <-t.C:
+		}
+		pause = min(2*pause, completeBusyPauseMax)
+	}
 }
 
 // exhausted is the outcome of a run whose retries ran out (reason says
