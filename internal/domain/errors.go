@@ -16,12 +16,17 @@ type Code string
 // Error codes of docs/api.md, "User endpoints". Each maps to exactly one HTTP status in
 // httpapi's table; a code not listed there is a 500.
 const (
-	CodeOK               Code = "OK"
-	CodeAccepted         Code = "ACCEPTED"
-	CodeDuplicateSubmit  Code = "DUPLICATE_SUBMIT"
-	CodeInvalidArgument  Code = "INVALID_ARGUMENT"
-	CodeUnauthenticated  Code = "UNAUTHENTICATED"
-	CodeAccessDenied     Code = "ACCESS_DENIED"
+	CodeOK              Code = "OK"
+	CodeAccepted        Code = "ACCEPTED"
+	CodeDuplicateSubmit Code = "DUPLICATE_SUBMIT"
+	CodeInvalidArgument Code = "INVALID_ARGUMENT"
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	CodeAccessDenied    Code = "ACCESS_DENIED"
+	// CodeUnknownAccount: the login worked, but what it names is no
+	// account of the identity directory (or, with no directory, not an
+	// account name), so changeflow will not act for it; the message says
+	// who to ask.
+	CodeUnknownAccount   Code = "UNKNOWN_ACCOUNT"
 	CodeTargetNotOpen    Code = "TARGET_NOT_OPEN"
 	CodeNotFound         Code = "NOT_FOUND"
 	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"

@@ -38,6 +38,30 @@ type Authorization struct {
 // unauthenticatedMessage is the 401's user message.
 const unauthenticatedMessage = "Please log in."
 
+// unknownAccountMessage is UNKNOWN_ACCOUNT's user message: the login
+// worked, so "please log in" would send them round in circles; what helps
+// is knowing who can add them.
+const unknownAccountMessage = "You are signed in, but changeflow does not know your account, so it cannot act for you. " +
+	"Ask the team that runs changeflow to add you to its directory of people."
+
+// unknownAccountData is UNKNOWN_ACCOUNT's data: the name the login gave,
+// so the page can say which sign-in is not known (the caller's own value,
+// nothing of anyone else's).
+type unknownAccountData struct {
+	Account string `json:"account"`
+}
+
+// unknownAccount is the refusal of an identity the directory does not
+// know; the log gets what an operator needs to add the person or find a
+// misconfigured claim (the source, the raw value, the account it read).
+func unknownAccount(pattern string, id identity.Identity) *domain.Error {
+	e := domain.Errorf(domain.CodeUnknownAccount, unknownAccountMessage,
+		"route %s: login %q (source %s) resolves to %q, which is not an account of the identity directory (identity.directoryFile)",
+		pattern, id.Raw, id.Source, id.Account)
+	e.Data = unknownAccountData{Account: id.Account}
+	return e
+}
+
 // errNoLogin is the log detail of a request that carried no credentials.
 var errNoLogin = errors.New("no login identity")
 
@@ -48,6 +72,14 @@ var errNoLogin = errors.New("no login identity")
 // 401/403, not 400.
 //
 //   - No identity, or the login layer failed → 401 UNAUTHENTICATED.
+//   - A login that names no account of the identity directory (an
+//     untrusted identity: a token's claim or a header value the directory
+//     does not know; with no directory configured, a value that is not an
+//     account name) → 403 UNKNOWN_ACCOUNT, on every route that needs a
+//     login or rules, before the permission service is asked. Such a
+//     caller used to act as the unknown name ("it can act only as
+//     itself"), which let a sign-in nobody set up submit requests that
+//     went all the way to a merged binding.
 //   - A route that needs only a login passes.
 //   - A route with rules: its rule codes are authz.routes.<rules>.rules,
 //     read per request; missing or empty, the permission service failing,
@@ -66,6 +98,10 @@ func (s *Server) authorize(rt route, next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="changeflow"`)
 			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeUnauthenticated, unauthenticatedMessage,
 				"route %s: %v (source %q)", rt.pattern, cause, res.Identity.Source))
+			return
+		}
+		if !res.Identity.Trusted {
+			writeError(w, r, s.deps.Logger, unknownAccount(rt.pattern, res.Identity))
 			return
 		}
 		if rt.rules == "" {

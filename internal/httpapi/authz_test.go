@@ -290,10 +290,23 @@ func TestAuthorizationOfAnOpsReadRoute(t *testing.T) {
 		{"two user headers, adam then alice", caller{users: []string{"adam", "alice"}}, 401, ""},
 		{"unknown user beside adam's email", caller{user: "E55555", email: "adam@corp.example"}, 401, ""},
 	}
+	// The 403s of logins the directory does not know are UNKNOWN_ACCOUNT
+	// (refused before the permission service is asked); the others are a
+	// known account without the rule.
+	unknown := map[string]string{
+		"unknown employee ID":                      "E99999",
+		"opaque sub with preferred_username adam":  "opaque-9f8e7d",
+		"opaque sub with adam's email, unverified": "opaque-9f8e7d",
+		"adam's employee ID as sub":                "E10001",
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, env, _ := w.do(t, "GET", pathOpsRead, tt.c, "")
-			wantStatus(t, rec, env, tt.status)
+			if acct, ok := unknown[tt.name]; ok {
+				wantUnknownAccount(t, rec, env, acct)
+			} else {
+				wantStatus(t, rec, env, tt.status)
+			}
 			if tt.status == 200 {
 				data := env.Data.(map[string]any)
 				if data["account"] != tt.who || data["trusted"] != true {
@@ -468,23 +481,35 @@ func TestLoginOnlyRoutes(t *testing.T) {
 	}
 
 	t.Run("a token with an opaque sub and preferred_username adam is not adam on a user route", func(t *testing.T) {
-		// User routes serve the caller's own records, keyed by the resolved
-		// account: this caller sees opaque-9f8e7d's (none), never adam's.
+		// The account is opaque-9f8e7d, never adam — and since the
+		// directory does not know it, the route is refused before its
+		// handler runs (it used to serve opaque-9f8e7d's own records).
 		tok := w.mint(t, simoidc.TokenRequest{Sub: "opaque-9f8e7d", Claims: map[string]any{"preferred_username": "adam"}})
 		rec, env, _ := w.do(t, "POST", pathUser, caller{bearer: tok}, `{}`)
-		wantStatus(t, rec, env, 200)
-		if d := env.Data.(map[string]any); d["account"] != "opaque-9f8e7d" || d["trusted"] != false {
-			t.Fatalf("got %v", d)
-		}
+		wantUnknownAccount(t, rec, env, "opaque-9f8e7d")
 	})
 
-	t.Run("an unknown bare ID is let in but untrusted", func(t *testing.T) {
+	t.Run("an unknown bare ID is refused as an unknown account", func(t *testing.T) {
 		rec, env, _ := w.do(t, "POST", pathUser, caller{user: "E99999"}, `{}`)
-		wantStatus(t, rec, env, 200)
-		if d := env.Data.(map[string]any); d["account"] != "E99999" || d["trusted"] != false {
-			t.Fatalf("got %v", d)
-		}
+		wantUnknownAccount(t, rec, env, "E99999")
 	})
+}
+
+// wantUnknownAccount: the answer is 403 UNKNOWN_ACCOUNT naming account,
+// with a message that says who to ask, and no handler ran (the echo
+// handler's data would carry "trusted").
+func wantUnknownAccount(t *testing.T, rec *httptest.ResponseRecorder, env Envelope, account string) {
+	t.Helper()
+	if rec.Code != 403 || env.Code != domain.CodeUnknownAccount {
+		t.Fatalf("got %d %s, want 403 UNKNOWN_ACCOUNT: %s", rec.Code, env.Code, rec.Body.String())
+	}
+	if env.Message != unknownAccountMessage || !strings.Contains(env.Message, "Ask the team that runs changeflow") {
+		t.Fatalf("message %q", env.Message)
+	}
+	d, _ := env.Data.(map[string]any)
+	if len(d) != 1 || d["account"] != account {
+		t.Fatalf("data %v, want only the account %q", env.Data, account)
+	}
 }
 
 func TestDeniedRequestsSkipAPIMetrics(t *testing.T) {

@@ -28,6 +28,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeInvalidArgument:     http.StatusBadRequest,
 	domain.CodeUnauthenticated:     http.StatusUnauthorized,
 	domain.CodeAccessDenied:        http.StatusForbidden,
+	domain.CodeUnknownAccount:      http.StatusForbidden,
 	domain.CodeTargetNotOpen:       http.StatusForbidden,
 	domain.CodeNotFound:            http.StatusNotFound,
 	domain.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,

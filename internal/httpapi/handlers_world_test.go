@@ -22,6 +22,7 @@ import (
 	"changeflow/internal/metrics"
 	"changeflow/internal/permission"
 	simgl "changeflow/internal/sim/gitlab"
+	simoidc "changeflow/internal/sim/oidc"
 	simperm "changeflow/internal/sim/permission"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
@@ -85,6 +86,9 @@ type bizWorld struct {
 	glURL   string
 	overlay map[string]any
 	sink    *recordingSink
+	// oidc is the OIDC issuer's simulator when withOIDC wired one: bearer
+	// tokens it mints log in (w.mint).
+	oidc *simoidc.Server
 }
 
 type worldOpt func(*bizWorld, *Deps)
@@ -92,6 +96,34 @@ type worldOpt func(*bizWorld, *Deps)
 // withOverlay sets configuration items over the world's defaults.
 func withOverlay(kv map[string]any) worldOpt {
 	return func(w *bizWorld, _ *Deps) { maps.Copy(w.overlay, kv) }
+}
+
+// withOIDC wires an OIDC issuer (the simulator) into the world's
+// resolver, so requests can log in with a bearer token as well as with
+// the proxy header; tokens use the real clock.
+func withOIDC() worldOpt {
+	return func(w *bizWorld, _ *Deps) {
+		is, err := simoidc.New(simoidc.Options{})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/oidc/", http.StripPrefix("/oidc", is))
+		ts := httptest.NewServer(mux)
+		w.t.Cleanup(ts.Close)
+		is.SetIssuer(ts.URL + "/oidc")
+		w.oidc = is
+	}
+}
+
+// mint is a bearer token of the world's issuer (withOIDC) for req.
+func (w *bizWorld) mint(req simoidc.TokenRequest) string {
+	w.t.Helper()
+	tok, err := w.oidc.Mint(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return "Bearer " + tok.Token
 }
 
 // withSink wires a callback sink.
@@ -153,7 +185,13 @@ func newBizWorld(t testing.TB, st *store.Store, opts ...worldOpt) *bizWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolver := identity.NewResolver(identity.Options{Directory: dir, TrustedProxies: identity.LoopbackPrefixes})
+	idOpts := identity.Options{Directory: dir, TrustedProxies: identity.LoopbackPrefixes}
+	if w.oidc != nil {
+		idOpts.OIDC = identity.NewOIDC(identity.OIDCOptions{Issuer: w.oidc.Issuer(),
+			Policy:   func() identity.OIDCPolicy { return identity.PolicyFromConfig(w.cfg.Current()) },
+			Settings: func() identity.DependencySettings { return identity.SettingsFromConfig(w.cfg.Current(), "oidc") }})
+	}
+	resolver := identity.NewResolver(idOpts)
 	perms := permission.New(permission.Options{Settings: func() permission.Settings { return permission.SettingsFromConfig(w.cfg.Current()) }})
 	w.gl = gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Current()) }})
 

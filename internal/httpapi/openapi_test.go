@@ -113,6 +113,9 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 			if !has("401") {
 				t.Errorf("%s needs a login; the document has no 401", p)
 			}
+			if !has("403") {
+				t.Errorf("%s refuses a login the directory does not know (403 UNKNOWN_ACCOUNT); the document has no 403", p)
+			}
 		case callbackScheme[p] != "":
 			if !slices.Equal(schemes, []string{callbackScheme[p]}) {
 				t.Errorf("%s is authenticated by %s; the document's security is %v", p, callbackScheme[p], schemes)
@@ -488,7 +491,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
-		validatedFixture(t, st, "oa-in-effect", "carol")
+		validatedFixture(t, st, "oa-in-effect", "adam")
 		validatedFixture(t, st, "oa-ops-revoke", "dave")
 		if _, err := st.BatchAdmit(ctx, "oa-waiting", 1); err != nil {
 			t.Fatal(err)
@@ -555,6 +558,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /api/targets", 401, req{method: "GET", path: "/api/targets"})
 		call("GET /api/targets/{key}/preview", 200, req{method: "GET", path: "/api/targets/" + tOpen + "/preview?days=2", user: "alice"})
 		call("GET /api/targets/{key}/preview", 401, req{method: "GET", path: "/api/targets/" + tOpen + "/preview"})
+		call("GET /api/targets/{key}/preview", 404, req{method: "GET", path: "/api/targets/nope/preview", user: "alice"})
 		call("GET /api/stats", 200, req{method: "GET", path: "/api/stats", user: "alice"})
 		call("GET /api/stats", 401, req{method: "GET", path: "/api/stats"})
 
@@ -581,8 +585,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/requests/{operationId}", 200, req{method: "GET", path: "/ops/requests/oa-stopped", user: "olivia"})
 		call("GET /ops/requests/{operationId}", 403, req{method: "GET", path: "/ops/requests/oa-1", user: "alice"})
 		call("GET /ops/requests/{operationId}", 404, req{method: "GET", path: "/ops/requests/nope", user: "olivia"})
-		call("POST /api/requests/{operationId}/revoke", 202, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "carol"})
-		call("POST /api/requests/{operationId}/revoke", 200, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "carol"})
+		call("POST /api/requests/{operationId}/revoke", 202, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "adam"})
+		call("POST /api/requests/{operationId}/revoke", 200, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "adam"})
 		call("POST /api/requests/{operationId}/revoke", 404, req{method: "POST", path: "/api/requests/oa-in-effect/revoke", user: "bob"})
 		call("POST /api/requests/{operationId}/revoke", 401, req{method: "POST", path: "/api/requests/oa-in-effect/revoke"})
 		call("POST /ops/requests/{operationId}/revoke", 400, req{method: "POST", path: "/ops/requests/oa-ops-revoke/revoke", user: "olivia", body: `{}`})

@@ -43,7 +43,7 @@ func TestRevokeEndpoints(t *testing.T) {
 		ctx := t.Context()
 		validatedFixture(t, st, "g-alice", "alice")
 		validatedFixture(t, st, "g-bob", "bob")
-		stoppedFixture(t, st, "g-failed", "carol")
+		stoppedFixture(t, st, "g-failed", "adam")
 
 		t.Run("give back: the owner only, 202 then 200 with the same revocation", func(t *testing.T) {
 			w.do(req{method: "POST", path: "/api/requests/g-alice/revoke"}).want(t, 401, "UNAUTHENTICATED")
@@ -112,7 +112,7 @@ func TestRevokeEndpoints(t *testing.T) {
 			}
 		})
 		t.Run("give back of a request not in effect: 409 with what to do", func(t *testing.T) {
-			r := w.do(req{method: "POST", path: "/api/requests/g-failed/revoke", user: "carol"})
+			r := w.do(req{method: "POST", path: "/api/requests/g-failed/revoke", user: "adam"})
 			r.want(t, 409, "NOT_IN_EFFECT")
 			if r.env.Message == "" || r.env.Message == domain.GenericMessage {
 				t.Fatalf("message %q", r.env.Message)

@@ -55,14 +55,25 @@ type previewEntry struct {
 }
 
 // handlePreview is GET /api/targets/{key}/preview[?days=N]: a read-only
-// preview of the change a request would make. It is advisory, so on any
-// failure — unknown target, bad days, GitLab down or slow, no project
+// preview of the change a request would make. A target that is not
+// configured is 404 NOT_FOUND, as everywhere else in the API: it is not a
+// failure to make a preview but a wrong address, and "{}" for it let a
+// client mistake a typo for GitLab being down. Otherwise it is advisory,
+// so on any failure — bad days, GitLab down or slow, no project
 // configured, a binding file that does not parse — it answers 200 OK with
 // empty data ({}) and logs why (R-ERR-4): a preview never blocks a user
 // from submitting, and the submission itself validates properly.
 func (s *Server) handlePreview() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := identity.FromContext(r.Context())
+		key := r.PathValue("key")
+		if cfg := s.deps.Business.Config; cfg != nil {
+			if _, ok := cfg.Current().Target(key); !ok {
+				writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeNotFound, "There is no target with this name.",
+					"preview: target %q is not configured", key))
+				return
+			}
+		}
 		// The whole file only for operators who ask for it: the permission
 		// check costs a round trip, so callers who do not ask do not pay it.
 		// A caller without the rules gets their own view, not a 403 — a
@@ -72,9 +83,9 @@ func (s *Server) handlePreview() http.Handler {
 			_, err := s.checkRules(r.Context(), config.RouteOpsRequestGet, res.Identity.Account)
 			full = err == nil
 		}
-		data, err := s.preview(r.Context(), r.PathValue("key"), r.URL.Query().Get("days"), res.Identity.Account, full)
+		data, err := s.preview(r.Context(), key, r.URL.Query().Get("days"), res.Identity.Account, full)
 		if err != nil {
-			s.deps.Logger.Warn("preview degraded to empty data", "target", r.PathValue("key"), "subject", res.Identity.Account, "err", err)
+			s.deps.Logger.Warn("preview degraded to empty data", "target", key, "subject", res.Identity.Account, "err", err)
 			respond(w, s.deps.Logger, domain.CodeOK, struct{}{})
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
@@ -109,7 +110,6 @@ func TestPreview(t *testing.T) {
 				"GitLab unreachable": {path, map[string]any{"gitlab.baseURL": "http://127.0.0.1:1/gitlab/"}},
 				"GitLab token wrong": {path, map[string]any{"gitlab.tokens.committer": "nope"}},
 				"no project":         {path, map[string]any{"gitlab.projects": []any{}}},
-				"unknown target":     {"/api/targets/nope/preview", nil},
 				"days out of range":  {path + "?days=99", nil},
 			} {
 				t.Run(name, func(t *testing.T) {
@@ -125,6 +125,18 @@ func TestPreview(t *testing.T) {
 			if !strings.Contains(w.logs.String(), "preview degraded to empty data") {
 				t.Fatal("degradation not logged")
 			}
+		})
+		t.Run("the preview of a target that is not configured is 404, not an empty preview", func(t *testing.T) {
+			for _, p := range []string{"/api/targets/nope/preview", "/api/targets/nope/preview?days=1", "/api/targets/nope/preview?scope=file"} {
+				r := w.do(req{method: "GET", path: p, user: "alice"})
+				r.want(t, 404, "NOT_FOUND")
+				if r.env.Message == "" || r.env.Message == domain.GenericMessage || r.env.Data != nil {
+					t.Fatalf("%s: %s", p, r.raw)
+				}
+			}
+			// A target that exists still previews (the check reads the
+			// configuration, not GitLab).
+			w.do(req{method: "GET", path: path, user: "alice"}).want(t, 200, "OK")
 		})
 		t.Run("a file that does not parse degrades too", func(t *testing.T) {
 			if _, err := w.gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: "main", Message: "break",

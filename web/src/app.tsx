@@ -203,6 +203,10 @@ export function App() {
   // says how to become someone, instead of each page's own 401 beside a
   // welcome.
   const nobody = !me && meR.code === 'UNAUTHENTICATED';
+  // Signed in, but not as anyone of the directory: the server refuses
+  // every page, and /api/me says why and who to ask — its words stand in
+  // for the pages.
+  const unknown = !me && meR.code === 'UNKNOWN_ACCOUNT';
   let page;
   let p: Record<string, string> | null;
   if (path === CALLBACK_PATH) page = <LoginCallback />;
@@ -242,7 +246,15 @@ export function App() {
         <Login user={user} />
       </header>
       <main>
-        {nobody && path !== CALLBACK_PATH ? <Welcome picker={!!cfg.userPicker && isLocalRun()} oidc={!!cfg.oidc} /> : page}
+        {nobody && path !== CALLBACK_PATH ? (
+          <Welcome picker={!!cfg.userPicker && isLocalRun()} oidc={!!cfg.oidc} />
+        ) : unknown && path !== CALLBACK_PATH ? (
+          <p class="note error welcome" role="alert" data-testid="unknown-account">
+            {meR.error}
+          </p>
+        ) : (
+          page
+        )}
       </main>
       <SimulatorLinks />
     </div>

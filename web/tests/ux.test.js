@@ -247,6 +247,23 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
     }
   });
 
+  it('a sign-in the directory does not know sees who to ask, and no page', async () => {
+    // carol is nobody of the local directory: /api/me answers 403
+    // UNKNOWN_ACCOUNT and the app shows its words instead of the pages.
+    const page = await newPage(chrome.browser, server.base, 'carol');
+    const me = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/me');
+    await page.goto('/');
+    const answer = await me;
+    assert.equal(answer.status(), 403);
+    assert.equal((await answer.json()).code, 'UNKNOWN_ACCOUNT');
+    const banner = page.locator('[data-testid=unknown-account]');
+    await banner.waitFor();
+    assert.match(await banner.innerText(), /does not know your account.*Ask the team that runs changeflow/s);
+    assert.doesNotMatch(await page.locator('main').innerText(), /UNKNOWN_ACCOUNT|403/);
+    assert.equal(await page.locator('[data-testid=targets]').count(), 0, 'no targets page behind the banner');
+    await page.context().close();
+  });
+
   it('the Operations tab shows only for callers who hold an operations rule, and the API still refuses the others', async () => {
     for (const [account, shown] of [
       ['alice', false],
