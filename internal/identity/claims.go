@@ -101,7 +101,8 @@ var (
 // fallback, and resolving it to an unknown account would hide a
 // misconfiguration behind people who cannot do anything. A well-formed
 // value the directory does not know is that value as the account,
-// untrusted — it can act only as itself, and metrics skip it (R-ID-1);
+// untrusted — the HTTP edge refuses it (UNKNOWN_ACCOUNT) and metrics skip
+// it;
 // with no directory at all, an account-shaped value on FieldAccount is
 // trusted, since the issuer is then the only authority on accounts.
 func MapClaims(claims map[string]any, p OIDCPolicy, dir *Directory) (Identity, error) {

@@ -24,8 +24,10 @@ type Identity struct {
 	// no directory configured, when the login layer gave a
 	// canonical-account-shaped value). A verified token alone does not
 	// make an unknown employee ID or email trusted: it proves who signed
-	// in, not which canonical account that is. Metrics use only trusted
-	// identities and skip otherwise, rather than guessing.
+	// in, not which canonical account that is. The HTTP edge's
+	// authorization link refuses an untrusted identity (403
+	// UNKNOWN_ACCOUNT) on every route that needs a login, and metrics
+	// skip it rather than guessing.
 	Trusted bool
 }
 
