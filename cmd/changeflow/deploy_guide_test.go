@@ -73,6 +73,14 @@ func TestDeployGuide(t *testing.T) {
 		"CHANGEFLOW_PERMISSION_BASEURL="+sim.base+"/permission/",
 		"CHANGEFLOW_OIDC_ISSUER="+sim.base+"/oidc/",
 		"CHANGEFLOW_IDENTITY_DIRECTORYFILE="+dirFile,
+		// The example's placeholder secrets replaced, as the guide says,
+		// by the values the simulated world was given (startSim).
+		"CHANGEFLOW_GITLAB_TOKENS_COMMITTER="+procCommitterToken,
+		"CHANGEFLOW_GITLAB_TOKENS_APPROVER1="+procApprover1Token,
+		"CHANGEFLOW_GITLAB_TOKENS_APPROVER2="+procApprover2Token,
+		"CHANGEFLOW_CALLBACKS_TOKENS_APPROVAL="+procApprovalToken,
+		"CHANGEFLOW_CALLBACKS_TOKENS_DEPLOY="+procDeployToken,
+		"CHANGEFLOW_CALLBACKS_TOKENS_GITLAB="+procWebhookToken,
 	)
 
 	// changeflow migrate, as the guide's upgrade procedure runs it.

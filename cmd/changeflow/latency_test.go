@@ -138,18 +138,18 @@ gitlab:
   baseURL: %[3]s/gitlab/
   projects: [1]
   tokens:
-    committer: local-committer-token
-    approver1: local-approver-1-token
-    approver2: local-approver-2-token
+    committer: %[4]s
+    approver1: %[5]s
+    approver2: %[6]s
 approval:
   baseURL: %[3]s/approval/
 permission:
   baseURL: %[3]s/permission/
 callbacks:
   tokens:
-    approval: local-callback-token
-    deploy: local-callback-token
-    gitlab: local-webhook-token
+    approval: %[7]s
+    deploy: %[8]s
+    gitlab: %[9]s
 identity:
   trustedProxies: [127.0.0.1/32]
 workflow:
@@ -160,7 +160,8 @@ ratelimit:
 targets:
   solo: {accessMode: OPEN, batching: false, maxDays: 30}
   grouped: {accessMode: OPEN, batching: true, maxDays: 30}
-`, driver, dsn, simURL)
+`, driver, dsn, simURL, procCommitterToken, procApprover1Token, procApprover2Token,
+		procApprovalToken, procDeployToken, procWebhookToken)
 }
 
 // submit asks for target as user i on instance i mod n.

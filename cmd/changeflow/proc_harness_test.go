@@ -198,7 +198,10 @@ func startSim(t *testing.T, dir string, callbackURLs []string) *simProc {
 	t.Helper()
 	dataDir := filepath.Join(dir, "sim-data")
 	p := startProc(t, dir, "sim", childEnv(), "sim", "--listen", "127.0.0.1:0",
-		"--callback-url", strings.Join(callbackURLs, ","), "--data-dir", dataDir)
+		"--callback-url", strings.Join(callbackURLs, ","), "--data-dir", dataDir,
+		"--callback-token", procApprovalToken, "--deploy-callback-token", procDeployToken, "--webhook-token", procWebhookToken,
+		"--gitlab-token", "committer="+procCommitterToken, "--gitlab-token", "approver1="+procApprover1Token,
+		"--gitlab-token", "approver2="+procApprover2Token)
 	re := regexp.MustCompile(`simulators on (http://\S+)`)
 	waitFor(t, 30*time.Second, "the simulators' address line", func() bool {
 		if p.exited() {
@@ -577,9 +580,9 @@ gitlab:
   baseURL: %[3]s/gitlab/
   projects: [1]
   tokens:
-    committer: local-committer-token
-    approver1: local-approver-1-token
-    approver2: local-approver-2-token
+    committer: %[5]s
+    approver1: %[6]s
+    approver2: %[7]s
 approval:
   baseURL: %[3]s/approval/
   backoffMs: 20
@@ -587,16 +590,29 @@ permission:
   baseURL: %[3]s/permission/
 callbacks:
   tokens:
-    approval: local-callback-token
-    deploy: local-callback-token
-    gitlab: local-webhook-token
+    approval: %[8]s
+    deploy: %[9]s
+    gitlab: %[10]s
 identity:
   trustedProxies: [127.0.0.1/32]
 polling:
   pipeline: {shortInterval: 50ms, shortAttempts: 40, longInterval: 200ms, timeout: 60s}
   rebase: {shortInterval: 50ms, shortAttempts: 40, longInterval: 200ms, timeout: 60s}
-%s`, driver, dsn, simURL, extra)
+%[4]s`, driver, dsn, simURL, extra, procCommitterToken, procApprover1Token, procApprover2Token,
+		procApprovalToken, procDeployToken, procWebhookToken)
 }
+
+// The process tests' secrets, which startSim gives the simulators: serve
+// outside --local refuses the simulators' well-known tokens, short ones
+// and shared ones, so these are long and distinct.
+const (
+	procCommitterToken = "proc-test-committer-5f0c2b9e7a1d4c38"
+	procApprover1Token = "proc-test-approver1-9d3e6a0b4c7f2e15"
+	procApprover2Token = "proc-test-approver2-2a8c5e1f9b3d6a70"
+	procApprovalToken  = "proc-test-approval-callback-7e4b1c9a0d2f5e83"
+	procDeployToken    = "proc-test-deploy-callback-3c6f9a2e5b8d1f47"
+	procWebhookToken   = "proc-test-gitlab-webhook-8b1d4f7a0c3e6b92"
+)
 
 // countSQL runs a COUNT query on the test's store. A database that is
 // failing over is waited for (up to 30 s), as the instances wait for it:

@@ -22,9 +22,11 @@ Usage:
                                                  run the service (--listen: server.listen,
                                                  --sim-listen: sim.listen of the embedded simulators)
   changeflow migrate [--config FILE] [--local]   apply database migrations and exit
-  changeflow sim     [--listen ADDR] [--callback-url URL]...
+  changeflow sim     [--listen ADDR] [--callback-url URL]... [--callback-token T] [--deploy-callback-token T]
+                     [--webhook-token T] [--gitlab-token NAME=T]...
                                                  run only the simulators of GitLab, the approval
-                                                 system, deployment, permissions and OIDC
+                                                 system, deployment, permissions and OIDC (tokens:
+                                                 the well-known local ones unless given)
   changeflow healthcheck [--config FILE] [--url URL] [--live]
                                                  exit 0 when the instance on server.listen is ready
                                                  (GET /readyz; --live: /healthz); for images without a shell
@@ -79,6 +81,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // commonFlags are the flags every command that needs configuration takes;
 // serve adds the two listen addresses.
 type commonFlags struct {
+	// command is the subcommand the flags were parsed for.
+	command    string
 	configFile string
 	local      bool
 	// listen and simListen are --listen and --sim-listen ("" = not given):
@@ -90,7 +94,7 @@ type commonFlags struct {
 }
 
 func parseCommon(name string, args []string, stderr io.Writer) (commonFlags, error) {
-	var f commonFlags
+	f := commonFlags{command: name}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.configFile, "config", "", "configuration file (YAML)")

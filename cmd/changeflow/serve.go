@@ -324,11 +324,22 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 	if file == "" {
 		file = getenv("CHANGEFLOW_CONFIG")
 	}
-	cfg, err := config.Load(ctx, config.Options{File: file, Getenv: getenv, Logger: logger, Overlay: flags.overlay()})
+	// Outside the local profile a weak token is refused (it falls back to
+	// unset, and serve will not start on it); the local profile runs on the
+	// simulators' published tokens by design.
+	cfg, err := config.Load(ctx, config.Options{File: file, Getenv: getenv, Logger: logger, Overlay: flags.overlay(),
+		RefuseWeakSecrets: !flags.local})
 	if err != nil {
 		return nil, fmt.Errorf("load configuration: %w", err)
 	}
 	env := &environment{logger: logger, cfg: cfg}
+	// Before the database is opened, so the refusal is the whole answer.
+	if flags.command == "serve" && !flags.local {
+		if err := refuseWeakSecrets(cfg.Current()); err != nil {
+			env.close()
+			return nil, err
+		}
+	}
 	lv, _ := cfg.Current().LogLevel()
 	level.Set(lv)
 	cfg.Subscribe(func(_, s *config.Snapshot) {
@@ -346,6 +357,25 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 	}
 	env.store = st
 	return env, nil
+}
+
+// errWeakSecrets marks a start refused because of weak tokens.
+var errWeakSecrets = errors.New("refusing to start on unsafe secrets")
+
+// refuseWeakSecrets is the start-up half of the token rules (the reload
+// half is the configuration's fallback): outside --local the service does
+// not start while a token is a simulator's well-known value, too short, or
+// shared with another token, and says which item and how to fix it.
+func refuseWeakSecrets(snap *config.Snapshot) error {
+	refused := snap.RefusedSecrets()
+	if len(refused) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, r := range refused {
+		fmt.Fprintf(&b, "\n  %s %s; %s", r.Key, r.Problem, r.Fix)
+	}
+	return fmt.Errorf("%w (outside --local every token must be a secret of its own):%s", errWeakSecrets, b.String())
 }
 
 // newResolver builds the one identity resolver (R-ID-1): the directory

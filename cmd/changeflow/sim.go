@@ -10,14 +10,40 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/sim"
+	simgitlab "changeflow/internal/sim/gitlab"
+	"changeflow/internal/sim/simtoken"
 )
 
 // Tokens of the local world (README.md, "The local run"); the local profile's
 // callbacks.tokens.* use the same values.
 const (
-	localCallbackToken = "local-callback-token"
-	localWebhookToken  = "local-webhook-token"
+	localCallbackToken = simtoken.Callback
+	localWebhookToken  = simtoken.Webhook
 )
+
+// botTokens is the repeatable --gitlab-token NAME=TOKEN flag: the
+// simulated GitLab's token for changeflow's bot NAME (committer,
+// approver1, approver2, as in gitlab.tokens.<name>).
+type botTokens struct{ t simgitlab.BotTokens }
+
+func (b *botTokens) String() string { return "" }
+func (b *botTokens) Set(v string) error {
+	name, tok, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(tok) == "" {
+		return fmt.Errorf("want NAME=TOKEN, e.g. committer=$(%s)", config.GenerateHint)
+	}
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "committer":
+		b.t.Committer = strings.TrimSpace(tok)
+	case "approver1":
+		b.t.Approver1 = strings.TrimSpace(tok)
+	case "approver2":
+		b.t.Approver2 = strings.TrimSpace(tok)
+	default:
+		return fmt.Errorf("unknown bot %q (committer, approver1, approver2)", name)
+	}
+	return nil
+}
 
 // urlList is a repeatable flag.
 type urlList []string
@@ -44,6 +70,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	callbackToken := fs.String("callback-token", localCallbackToken, "X-Callback-Token sent with approval callbacks (and deploy callbacks unless --deploy-callback-token)")
 	deployToken := fs.String("deploy-callback-token", "", "X-Callback-Token sent with deploy callbacks (default: --callback-token)")
 	webhookToken := fs.String("webhook-token", localWebhookToken, "X-Gitlab-Token sent with GitLab webhooks")
+	var bots botTokens
+	fs.Var(&bots, "gitlab-token", "NAME=TOKEN: the simulated GitLab's token of changeflow's bot NAME (committer, approver1, approver2; repeatable) instead of its well-known one")
 	dataDir := fs.String("data-dir", "", "directory for the simulated GitLab's repositories (default: a temporary one)")
 	var redirects urlList
 	fs.Var(&redirects, "redirect-uri", "a redirect URI the OIDC simulator accepts (repeatable; default: each --callback-url + /login/callback)")
@@ -57,7 +85,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	s, err := sim.New(sim.Config{
 		Listen: *listen, CallbackURLs: callbacks, RedirectURIs: redirects,
 		CallbackToken: *callbackToken, DeployCallbackToken: *deployToken, WebhookToken: *webhookToken,
-		DataDir: *dataDir, Logger: logger,
+		BotTokens: bots.t, DataDir: *dataDir, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -85,7 +113,11 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 		RedirectURIs:  sim.AppRedirectURIs(nonEmpty(selfURL, snap.Endpoints().PublicURL)...),
 		CallbackToken: callbackToken, DeployCallbackToken: deployToken,
 		WebhookToken: webhookToken,
-		Logger:       logger.With("component", "sim"),
+		// The bots' tokens are the configured ones: the local profile's are
+		// the well-known values, a configuration of its own keeps its own.
+		BotTokens: simgitlab.BotTokens{Committer: gitlabToken(snap, "committer"),
+			Approver1: gitlabToken(snap, "approver1"), Approver2: gitlabToken(snap, "approver2")},
+		Logger: logger.With("component", "sim"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build simulators: %w", err)
@@ -95,6 +127,11 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 		return nil, busyPortError(err, snap.Endpoints().SimListen, "--sim-listen", config.KeySimListen)
 	}
 	return s, nil
+}
+
+func gitlabToken(snap *config.Snapshot, name string) string {
+	t, _, _ := snap.GitLabToken(name)
+	return t
 }
 
 // nonEmpty returns the non-empty values among vs.

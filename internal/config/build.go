@@ -15,6 +15,9 @@ import (
 type builder struct {
 	items []item
 	km    *keymap
+	// refuseWeak makes every weak token fall back (refuseWeakSecrets);
+	// Options.RefuseWeakSecrets sets it, outside the local profile.
+	refuseWeak bool
 }
 
 func newBuilder(instanceID string) *builder {
@@ -123,6 +126,9 @@ func (b *builder) build(m merged, now time.Time) (*Snapshot, error) {
 		if _, ok := s.res[key]; !ok {
 			put(key, raw{}, resolveToken(raw{}, "reject every callback"))
 		}
+	}
+	if b.refuseWeak {
+		b.refuseWeakSecrets(s)
 	}
 	b.buildTargets(s, m, put)
 	s.unknown = append([]string(nil), m.unknown...)

@@ -256,9 +256,11 @@ func familyDocs() []familyDoc {
 		{key: "authz.routes.<route>.rules", typ: "list of rule codes", def: "ops routes: ops.read/ops.write + admin; others: none",
 			fallback: "missing/empty → empty = deny; blank entries dropped", why: "missing rules must never mean unauthorized access (seed §3.3)"},
 		{key: "gitlab.tokens.<name>", typ: "string (secret, masked)", def: "none",
-			fallback: "missing/empty → no token (the adapter reports it unset)", why: "a blank token would call GitLab anonymously", restart: true},
+			fallback: "missing/empty → no token (the adapter reports it unset); outside --local a simulator's well-known token, one shorter than 20 bytes, or one another token shares → refused: serve does not start, a reload leaves it unset",
+			why:      "a blank token would call GitLab anonymously; a published or shared one lets someone else act as the bot (GitLab's classic tokens are 26 bytes, so the minimum is lower than a callback's)", restart: true},
 		{key: "callbacks.tokens.<name>", typ: "string (secret, masked); names approval, deploy, gitlab", def: "none",
-			fallback: "missing/empty → reject every callback", why: "an unauthenticated callback could approve or validate anything"},
+			fallback: "missing/empty → reject every callback; outside --local a simulator's well-known token, one shorter than 32 bytes, or one another token shares → refused: serve does not start, a reload rejects that kind's callbacks",
+			why:      "an unauthenticated callback could approve or validate anything; a shared secret lets one system speak as another (openssl rand -hex 32 makes one)"},
 		{key: "http.timeout.<dependency>", typ: "duration (bare integer = seconds)", def: "gitlab 10s, approval 5s, permission 2s, oidc 5s; others 10s",
 			fallback: "missing/empty/malformed → the dependency's default; < 1ms → 1ms", why: "every outbound call has a deadline (R-EXT-1); 0 would mean none"},
 	}

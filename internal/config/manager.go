@@ -38,6 +38,12 @@ type Options struct {
 	Pid      func() int
 	// Now stamps LoadedAt; nil means time.Now.
 	Now func() time.Time
+	// RefuseWeakSecrets refuses (falls back to unset) every token that is
+	// one of the simulators' well-known values, shorter than its minimum,
+	// or the same as another token, and lists it in
+	// Snapshot.RefusedSecrets. serve sets it outside --local and refuses to
+	// start on such a snapshot; on reload the refusal is the fallback.
+	RefuseWeakSecrets bool
 	// Debounce is how long Watch waits after the last file or etcd event
 	// before reloading, so an editor's burst of writes is read once; 0
 	// means 200ms.
@@ -83,6 +89,7 @@ func Load(ctx context.Context, opts Options) (*Manager, error) {
 		b:       newBuilder(instanceID(opts)),
 		trigger: make(chan struct{}, 1),
 	}
+	m.b.refuseWeak = opts.RefuseWeakSecrets
 	base, err := m.readBase(true)
 	if err != nil {
 		return nil, fmt.Errorf("load configuration: %w", err)

@@ -52,6 +52,7 @@ type Snapshot struct {
 	httpTO     map[string]time.Duration
 	unknown    []string
 	restartKey map[string]bool
+	refused    []RefusedSecret // sorted by key (refuseWeakSecrets)
 }
 
 // Version increments with each reload that changed the effective input;

@@ -55,6 +55,10 @@ type Config struct {
 	// WebhookToken as X-Gitlab-Token on GitLab webhooks. Two systems, two
 	// secrets: changeflow's callbacks.tokens.approval and .deploy.
 	CallbackToken, DeployCallbackToken, WebhookToken string
+	// BotTokens replace the simulated GitLab's well-known tokens of
+	// changeflow's bots, for a changeflow that runs outside --local (which
+	// refuses the well-known ones); zero keeps them.
+	BotTokens gitlab.BotTokens
 	// DataDir holds GitLab's repositories ("" → a temporary directory).
 	DataDir string
 	Logger  *slog.Logger
@@ -142,7 +146,7 @@ func New(cfg Config) (_ *Sim, err error) {
 	}
 
 	glOpts := gitlab.Options{
-		DataDir: cfg.DataDir, Deliver: s.Webhooks, WebhookToken: cfg.WebhookToken,
+		DataDir: cfg.DataDir, Deliver: s.Webhooks, WebhookToken: cfg.WebhookToken, BotTokens: cfg.BotTokens,
 		Logger: cfg.Logger, ExternalURL: cfg.PublicURL + "/gitlab",
 	}
 	if cfg.GitLab != nil {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"changeflow/internal/sim/simtoken"
 )
 
 // controlRoutes is the simulator's control API (docs/simulators.md).
@@ -280,7 +282,7 @@ func (s *Server) ctlConflict(w http.ResponseWriter, r *http.Request) {
 		changes = append(changes, fileChange{Path: f.Path, Content: []byte(content)})
 		paths = append(paths, f.Path)
 	}
-	maint := s.world().byToken["local-maintainer-token"]
+	maint := s.world().byToken[simtoken.Maintainer]
 	sha, err := p.repo.writeCommit(ctx, target, changes, "Conflicting change from outside (simulator)", maint.sig(now), maint.sig(now))
 	if err == nil {
 		err = p.repo.updateRef(ctx, m.TargetBranch, sha, target)
@@ -302,7 +304,7 @@ func (s *Server) ctlOutsideMerge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.mu.Unlock()
-	maint := s.world().byToken["local-maintainer-token"]
+	maint := s.world().byToken[simtoken.Maintainer]
 	if err := s.doMerge(r.Context(), p, m, maint, "", false); err != nil {
 		writeError(w, http.StatusConflict, err.Error())
 		return

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"changeflow/internal/sim/simtoken"
 )
 
 // lockMR locks the {id} project and finds MR {iid}; the caller unlocks.
@@ -205,7 +207,7 @@ func (s *Server) handleUpdateMR(w http.ResponseWriter, r *http.Request) {
 	switch ev := in.get("state_event"); ev {
 	case "close":
 		if m.State == stateOpened && s.takeCloseRace() {
-			maint := s.world().byToken["local-maintainer-token"]
+			maint := s.world().byToken[simtoken.Maintainer]
 			if err := s.doMerge(ctx, p, m, maint, "", false); err != nil {
 				s.log.Warn("close/merge race: outside merge failed", "mr", m.IID, "err", err)
 			}

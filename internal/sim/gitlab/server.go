@@ -32,11 +32,14 @@ type MergeEvent struct {
 // Options configures a Server. Durations: zero means the default, a
 // negative value means "immediately".
 type Options struct {
-	DataDir      string       // where bare repos live; "" → a temp dir removed on Close
-	Deliver      Deliverer    // webhook sender; nil → no webhooks
-	WebhookToken string       // X-Gitlab-Token value
-	Logger       *slog.Logger // nil → discard
-	Now          func() time.Time
+	DataDir      string    // where bare repos live; "" → a temp dir removed on Close
+	Deliver      Deliverer // webhook sender; nil → no webhooks
+	WebhookToken string    // X-Gitlab-Token value
+	// BotTokens replace the well-known tokens of changeflow's bot
+	// accounts (BotTokens); zero keeps them.
+	BotTokens BotTokens
+	Logger    *slog.Logger // nil → discard
+	Now       func() time.Time
 
 	// ExternalURL is the simulator's public base, used in web_url fields
 	// (default "http://127.0.0.1:8090/gitlab").
@@ -182,7 +185,7 @@ func New(opts Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hooks = newQueue(s.ctx)
 	s.merges = newQueue(s.ctx)
-	w, err := newWorld(s.ctx, filepath.Join(s.dataDir, "world-0"), s.now())
+	w, err := newWorld(s.ctx, filepath.Join(s.dataDir, "world-0"), s.now(), opts.BotTokens)
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("gitlab sim: seed: %w", err)
@@ -251,7 +254,7 @@ func (s *Server) reset(ctx context.Context) error {
 	old := s.w
 	s.mu.Unlock()
 	s.sched.stop(false)
-	w, err := newWorld(ctx, filepath.Join(s.dataDir, "world-"+strconv.Itoa(gen)), s.now())
+	w, err := newWorld(ctx, filepath.Join(s.dataDir, "world-"+strconv.Itoa(gen)), s.now(), s.opts.BotTokens)
 	if err != nil {
 		return err
 	}

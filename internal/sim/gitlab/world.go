@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"changeflow/internal/sim/simtoken"
 )
 
 // role is what a user may do in every project of the simulated world.
@@ -46,11 +48,11 @@ func (u *user) hasApprovePermission() bool { return u.Role >= roleDeveloper }
 // exercises the 403 and 401 permission paths.
 func seedUsers() []*user {
 	return []*user{
-		{ID: 1, Username: "maintainer", Name: "Maintainer", Token: "local-maintainer-token", Role: roleMaintainer},
-		{ID: 2, Username: "changeflow-bot", Name: "changeflow bot", Token: "local-committer-token", Role: roleDeveloper},
-		{ID: 3, Username: "approver-1", Name: "Approver One", Token: "local-approver-1-token", Role: roleDeveloper},
-		{ID: 4, Username: "approver-2", Name: "Approver Two", Token: "local-approver-2-token", Role: roleDeveloper},
-		{ID: 5, Username: "observer", Name: "Observer", Token: "local-observer-token", Role: roleReporter},
+		{ID: 1, Username: "maintainer", Name: "Maintainer", Token: simtoken.Maintainer, Role: roleMaintainer},
+		{ID: 2, Username: "changeflow-bot", Name: "changeflow bot", Token: simtoken.Committer, Role: roleDeveloper},
+		{ID: 3, Username: "approver-1", Name: "Approver One", Token: simtoken.Approver1, Role: roleDeveloper},
+		{ID: 4, Username: "approver-2", Name: "Approver Two", Token: simtoken.Approver2, Role: roleDeveloper},
+		{ID: 5, Username: "observer", Name: "Observer", Token: simtoken.Observer, Role: roleReporter},
 	}
 }
 
@@ -99,9 +101,17 @@ type world struct {
 	nextPipeID int64
 }
 
+// BotTokens replace the well-known tokens of changeflow's three bot
+// accounts (changeflow-bot, approver-1, approver-2); "" keeps the
+// well-known one. A changeflow outside --local refuses the well-known
+// tokens, so a world it talks to is given tokens of its own.
+type BotTokens struct {
+	Committer, Approver1, Approver2 string
+}
+
 // newWorld creates the seeded world in dir: project config/bindings (id 1)
 // with an initial commit on main holding bindings/README.md.
-func newWorld(ctx context.Context, dir string, now time.Time) (*world, error) {
+func newWorld(ctx context.Context, dir string, now time.Time, bots BotTokens) (*world, error) {
 	w := &world{
 		dir:      dir,
 		users:    seedUsers(),
@@ -109,7 +119,11 @@ func newWorld(ctx context.Context, dir string, now time.Time) (*world, error) {
 		projects: map[int64]*project{},
 		byPath:   map[string]*project{},
 	}
+	override := map[string]string{simtoken.Committer: bots.Committer, simtoken.Approver1: bots.Approver1, simtoken.Approver2: bots.Approver2}
 	for _, u := range w.users {
+		if tok := override[u.Token]; tok != "" {
+			u.Token = tok
+		}
 		w.byToken[u.Token] = u
 	}
 	r, err := initRepo(ctx, filepath.Join(dir, "config", "bindings.git"))
@@ -117,7 +131,7 @@ func newWorld(ctx context.Context, dir string, now time.Time) (*world, error) {
 		return nil, err
 	}
 	p := &project{ID: 1, Path: "config/bindings", Name: "bindings", DefaultBranch: "main", repo: r, pipelines: map[int64]*pipeline{}}
-	m := w.byToken["local-maintainer-token"]
+	m := w.byToken[simtoken.Maintainer]
 	readme := "# bindings\n\nOne YAML file per target: a sorted list of {subject, expiresAt, operationId}.\n"
 	sha, err := r.writeCommit(ctx, "", []fileChange{{Path: "bindings/README.md", Content: []byte(readme)}}, "Initial commit", m.sig(now), m.sig(now))
 	if err != nil {
