@@ -173,6 +173,8 @@ func itemTable(instanceID string) []item {
 			"a comment line this often keeps proxies from closing an idle stream and finds dead connections; below 1s it would be most of the traffic"),
 		intItem(KeyEventsMaxStreams, 1000, 1, 100000, hot,
 			"open streams per instance; one more is refused with 503 RETRY_LATER (the web app then polls): each stream holds a connection and a goroutine"),
+		intItem(KeyEventsMaxStreamsPerCaller, 5, 1, 1000, hot,
+			"open streams per caller (their account; a caller without one by client address) on an instance; one more is refused with 429 RATE_LIMITED and Retry-After (the web app then polls) and a stream's slot is freed when it ends (client gone, shutdown): without it one person opening a thousand streams took every slot of events.maxStreams and everyone else got 503; a person watches a few requests in a few tabs, so 5 is room for that, not for a flood"),
 
 		// Idempotency (R-IDEM-1).
 		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
@@ -238,7 +240,7 @@ type familyDoc struct {
 // as items.
 func familyDocs() []familyDoc {
 	return []familyDoc{
-		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; preview: 30; stats: 60; callbacks: 600 (per source address); adminCheck: 30; others: none",
+		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; preview: 30; stats: 60; callbacks: 600 (per source address); adminCheck: 30; events: 30; others: none",
 			fallback: "missing/empty/≤ 0/non-numeric → 0 = no limiting", why: "a broken threshold must not block legitimate traffic (seed §3.3)"},
 		{key: "targets.<key>.title", typ: "string", def: "the target key", fallback: "missing/empty → the key", why: "display only"},
 		{key: "targets.<key>.file", typ: "repo-relative path", def: "bindings/<key>.yaml",
@@ -276,7 +278,7 @@ func familyDocs() []familyDoc {
 // permission service; a 429 on a callback is retried by its sender, and
 // polling stays the workflow's fallback.
 func defaultBuckets() map[string]any {
-	return map[string]any{BucketApply: 10, BucketPreview: 30, BucketStats: 60, BucketCallbacks: 600, BucketAdminCheck: 30}
+	return map[string]any{BucketApply: 10, BucketPreview: 30, BucketStats: 60, BucketCallbacks: 600, BucketAdminCheck: 30, BucketEvents: 30}
 }
 
 func defaultRoutes() map[string]any {

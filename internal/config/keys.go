@@ -100,6 +100,9 @@ const (
 	KeyEventsPollInterval = "events.pollInterval"
 	KeyEventsHeartbeat    = "events.heartbeat"
 	KeyEventsMaxStreams   = "events.maxStreams"
+	// KeyEventsMaxStreamsPerCaller bounds one caller's open streams on an
+	// instance, so one person cannot take every stream of events.maxStreams.
+	KeyEventsMaxStreamsPerCaller = "events.maxStreamsPerCaller"
 
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
@@ -144,6 +147,10 @@ const (
 	// operationId that is not the caller's (or does not exist): each such
 	// call asks the permission service whether the caller is an admin.
 	BucketAdminCheck = "adminCheck"
+	// BucketEvents limits opening GET /api/requests/{operationId}/events
+	// per caller: each opening reads the request and its history, and a
+	// client reconnecting in a loop would otherwise cost that every time.
+	BucketEvents = "events"
 
 	RouteOpsRequestGet       = "ops-request-get"
 	RouteOpsRequestRetrigger = "ops-request-retrigger"

@@ -134,11 +134,14 @@ type Events struct {
 	PollInterval time.Duration
 	Heartbeat    time.Duration
 	MaxStreams   int
+	// MaxStreamsPerCaller bounds one caller's open streams on an instance.
+	MaxStreamsPerCaller int
 }
 
 // Events returns events.*.
 func (s *Snapshot) Events() Events {
-	return Events{PollInterval: s.dur(KeyEventsPollInterval), Heartbeat: s.dur(KeyEventsHeartbeat), MaxStreams: s.num(KeyEventsMaxStreams)}
+	return Events{PollInterval: s.dur(KeyEventsPollInterval), Heartbeat: s.dur(KeyEventsHeartbeat), MaxStreams: s.num(KeyEventsMaxStreams),
+		MaxStreamsPerCaller: s.num(KeyEventsMaxStreamsPerCaller)}
 }
 
 // Expiry is expiry.*: the expiry scan's interval and chunk size, and the

@@ -29,8 +29,11 @@ type stepEventView struct {
 
 // handleRequestEvents is GET /api/requests/{operationId}/events: the
 // request's state changes as server-sent events (docs/api.md, "Live
-// status"). Authorization and its rate limit are the status read's
-// (readableRequest). The stream opens with a "request" event (the status
+// status"). Opening one spends the caller's "events" bucket (the route's
+// rate limit, before authorization); authorization and the admin check's
+// rate limit are the status read's (readableRequest); and a caller holds
+// at most events.maxStreamsPerCaller open streams on the instance (429
+// beyond), within events.maxStreams for everyone (503 beyond). The stream opens with a "request" event (the status
 // read's data); each later change sends one "step" event per new step
 // (id: the step's history id) and then a "request" event with the new
 // state. Last-Event-ID resumes: the steps after it are sent first. A
@@ -58,9 +61,21 @@ func (s *Server) handleRequestEvents() http.Handler {
 			return
 		}
 		op := read.Operation
-		sub, unsubscribe, err := feed.subscribe(op.OperationID)
+		// The caller is whose quota the stream spends: their account (the
+		// route needs a login), else their client address — the rate
+		// limiter's subject, so both limits count the same person.
+		caller := rateLimitKey("", r, feed.config())
+		sub, unsubscribe, err := feed.subscribe(op.OperationID, caller)
+		if errors.Is(err, errCallerFull) {
+			s.rl.countLimited(streamsPerCallerLabel)
+			w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfterSeconds))
+			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeRateLimited,
+				"You have too many live status pages open; close some, or this page will update itself a little later.",
+				"caller %s: %w", caller, err))
+			return
+		}
 		if err != nil {
-			w.Header().Set("Retry-After", "5")
+			w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfterSeconds))
 			writeError(w, r, s.deps.Logger, domain.Errorf(domain.CodeRetryLater,
 				"Live status is not available right now; the status can still be read.", "%w", err))
 			return
@@ -111,6 +126,21 @@ func (s *Server) handleRequestEvents() http.Handler {
 		}
 	})
 }
+
+// eventsOpenMessage is the 429 of the events bucket: a client opening
+// streams faster than a person reloads a page.
+const eventsOpenMessage = "Live status was opened too often; this page will update itself a little later."
+
+// streamRetryAfterSeconds is the Retry-After of a refused stream: a slot
+// frees when a stream ends, which the server notices at the client's
+// disconnect or the next heartbeat, so a few seconds, not the rate
+// window. The web app polls meanwhile and retries with its own back-off.
+const streamRetryAfterSeconds = 5
+
+// streamsPerCallerLabel is the changeflow_rate_limited_total label of a
+// stream refused by events.maxStreamsPerCaller (the opening rate is the
+// bucket "events").
+const streamsPerCallerLabel = "eventsPerCaller"
 
 // logStreamEnd logs why a stream ended early (a client that went away is
 // not worth a line).

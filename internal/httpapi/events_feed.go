@@ -22,6 +22,9 @@ type VersionReader interface {
 var (
 	errFeedFull   = errors.New("live status: every stream of this instance is taken (events.maxStreams)")
 	errFeedClosed = errors.New("live status: the instance is shutting down")
+	// errCallerFull: this caller already holds events.maxStreamsPerCaller
+	// streams on this instance.
+	errCallerFull = errors.New("live status: the caller holds every stream allowed to one caller (events.maxStreamsPerCaller)")
 )
 
 // EventFeed tells this instance's open event streams (events.go) when
@@ -45,6 +48,9 @@ type EventFeed struct {
 	mu      sync.Mutex
 	watched map[string]*watchedRequest
 	streams int
+	// callers counts each caller's open streams (a key with no stream is
+	// deleted, so the map holds only callers with a stream open).
+	callers map[string]int
 	running bool
 	closed  bool
 	// done is closed by Close: every stream ends, the poller stops.
@@ -78,7 +84,7 @@ func NewEventFeed(st VersionReader, cfg func() *config.Snapshot, logger *slog.Lo
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &EventFeed{store: st, config: cfg, log: logger, watched: map[string]*watchedRequest{}, done: make(chan struct{})}
+	return &EventFeed{store: st, config: cfg, log: logger, watched: map[string]*watchedRequest{}, callers: map[string]int{}, done: make(chan struct{})}
 }
 
 // Close ends every stream (each handler returns, its connection goes idle,
@@ -93,6 +99,13 @@ func (f *EventFeed) Close() {
 	}
 }
 
+// callerStreams is how many streams caller holds open (tests).
+func (f *EventFeed) callerStreams(caller string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.callers[caller]
+}
+
 // Polls is how many version reads the poller issued so far.
 func (f *EventFeed) Polls() int64 {
 	f.mu.Lock()
@@ -100,19 +113,30 @@ func (f *EventFeed) Polls() int64 {
 	return f.polls
 }
 
-// subscribe registers a stream watching operationID; the returned func
-// ends the subscription. It refuses beyond events.maxStreams and after
-// Close. Subscribe before reading the request's state: a change after
-// that read is then signalled (the first poll of a request signals its
-// subscribers once, because the feed has not seen it yet).
-func (f *EventFeed) subscribe(operationID string) (*feedSub, func(), error) {
-	limit := f.config().Events().MaxStreams
+// subscribe registers a stream of caller watching operationID; the
+// returned func ends the subscription. It refuses after Close, beyond
+// events.maxStreams on this instance and beyond
+// events.maxStreamsPerCaller for caller. Both counts are taken and given
+// back under the feed's one lock, together with the subscription itself,
+// so concurrent openings cannot overshoot a bound and a stream that ends
+// — its client gone, or Close at shutdown — frees its slot exactly once.
+// The per-caller count is per instance: behind a load balancer a caller
+// may hold that many on each, which the global bound of each still caps.
+// Subscribe before reading the request's state: a change after that read
+// is then signalled (the first poll of a request signals its subscribers
+// once, because the feed has not seen it yet).
+func (f *EventFeed) subscribe(operationID, caller string) (*feedSub, func(), error) {
+	ev := f.config().Events()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.closed:
 		return nil, nil, errFeedClosed
-	case f.streams >= limit:
+	case f.callers[caller] >= ev.MaxStreamsPerCaller:
+		// Checked before the global bound: a caller at their own limit
+		// is told so (429, their doing) even when the instance is full.
+		return nil, nil, errCallerFull
+	case f.streams >= ev.MaxStreams:
 		return nil, nil, errFeedFull
 	}
 	s := &feedSub{changed: make(chan struct{}, 1)}
@@ -123,6 +147,7 @@ func (f *EventFeed) subscribe(operationID string) (*feedSub, func(), error) {
 	}
 	w.subs[s] = struct{}{}
 	f.streams++
+	f.callers[caller]++
 	if !f.running {
 		f.running = true
 		go f.poll()
@@ -137,6 +162,9 @@ func (f *EventFeed) subscribe(operationID string) (*feedSub, func(), error) {
 				delete(f.watched, operationID)
 			}
 			f.streams--
+			if f.callers[caller]--; f.callers[caller] <= 0 {
+				delete(f.callers, caller)
+			}
 		})
 	}, nil
 }

@@ -49,8 +49,11 @@ func (s *Server) routes() {
 			rateLimit: &RateLimitSpec{Bucket: config.BucketApply, Message: submitMessage}},
 		{pattern: "GET /api/requests/{operationId}", handler: s.handleRequestGet(), metrics: true, login: true},
 		// The status read as a stream (events.go): the same authorization
-		// and rate limit, inside the handler (readableRequest).
-		{pattern: "GET /api/requests/{operationId}/events", handler: s.handleRequestEvents(), metrics: true, login: true},
+		// and admin-check rate limit, inside the handler (readableRequest);
+		// opening one spends the events bucket, and the handler bounds the
+		// caller's open streams (events.maxStreamsPerCaller).
+		{pattern: "GET /api/requests/{operationId}/events", handler: s.handleRequestEvents(), metrics: true, login: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketEvents, Message: eventsOpenMessage}},
 		// Give access back (revoke.go): the owner only.
 		{pattern: "POST /api/requests/{operationId}/revoke", handler: s.handleRequestRevoke(), metrics: true, login: true},
 		{pattern: "GET /api/requests", handler: s.handleRequestList(), metrics: true, login: true},
