@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
+	"changeflow/internal/doctor"
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
@@ -41,6 +43,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer env.close()
 	logger, cfg, st := env.logger, env.cfg, env.store
+	// What the configuration alone says about the deployment (a loopback
+	// trusted for login headers, a callback kind without a token) is
+	// logged at start and after each reload that changes it; the GitLab
+	// half needs calls and is `changeflow doctor` / GET /ops/checks.
+	warnDeployment(cfg.Current(), flags.local, logger)
+	cfg.Subscribe(func(old, cur *config.Snapshot) {
+		if !slices.Equal(doctor.LoopbackTrusted(old), doctor.LoopbackTrusted(cur)) {
+			warnDeployment(cur, flags.local, logger)
+		}
+	})
 
 	// Both ports are taken before anything else happens, so a busy port
 	// ends the program at once with an error that says which setting to
@@ -357,6 +369,16 @@ func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, s
 	}
 	env.store = st
 	return env, nil
+}
+
+// warnDeployment logs each configuration finding that is not ok, at
+// WARN, naming its item and what to change.
+func warnDeployment(snap *config.Snapshot, local bool, logger *slog.Logger) {
+	for _, f := range doctor.ConfigFindings(snap, local) {
+		if f.Status != doctor.StatusOK {
+			logger.Warn("deployment check: "+f.Detail, "check", f.ID, "key", f.Subject, "status", string(f.Status), "fix", f.Fix)
+		}
+	}
 }
 
 // errWeakSecrets marks a start refused because of weak tokens.
