@@ -64,7 +64,9 @@ func TestLocalJourneyReachesValidated(t *testing.T) {
 	}
 	file := filepath.Join(dir, "changeflow.yaml")
 	writeConfig(t, file, cfg)
-	in := startServe(t, file, nil)
+	// --local: the local profile runs on the simulators' published tokens,
+	// which serve refuses under any other profile.
+	in := startServe(t, file, nil, "--local")
 
 	call := func(method, path, body string) (int, map[string]any) {
 		t.Helper()

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { launchBrowser, newPage, repoRoot, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
+import { launchBrowser, newPage, repoRoot, skipReason, sqlite, sqliteSkipReason, startServer, testTokens } from './harness.js';
 
 const skip = skipReason();
 const noSqlite = skip ? '' : sqliteSkipReason();
@@ -493,7 +493,7 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     const srv = roomy;
     const forged = await fetch(`${srv.base}/callbacks/deploy`, {
       method: 'POST',
-      headers: { 'X-Callback-Token': 'test-callback-token', 'Content-Type': 'application/json' },
+      headers: { 'X-Callback-Token': testTokens.deploy, 'Content-Type': 'application/json' },
       body: JSON.stringify({ requestId: 'web-forged-deploy-1', project: 1, mrIid: 99999, status: 'SUCCESS' }),
     });
     assert.equal(forged.status, 200);

@@ -44,6 +44,18 @@ export function freePort() {
 /** The local profile's configuration, on free ports and a temp database.
  * production: no embedded simulators and no loopback trust — the shape
  * of a production configuration (docs/deploy.md), served on loopback. */
+/** testTokens are the servers' secrets: long and distinct, since serve
+ * without --local refuses the simulators' published tokens, short ones
+ * and shared ones; the embedded simulators use the configured values. */
+export const testTokens = {
+  committer: 'web-test-committer-4f1c9e2b7a0d3e58',
+  approver1: 'web-test-approver1-8a2d5f0c3b6e9a14',
+  approver2: 'web-test-approver2-1e7b4c9a2f5d8b03',
+  approval: 'web-test-approval-callback-6d3a0f8c1e4b7d92',
+  deploy: 'web-test-deploy-callback-2b9e6c3f0a7d4e15',
+  gitlab: 'web-test-gitlab-webhook-9c4f1a8e5b2d7c60',
+};
+
 function configYAML(dir, applyLimit, simPort, port, production = false, extra = '') {
   const sim = `http://127.0.0.1:${simPort}`;
   const yaml = `
@@ -61,9 +73,9 @@ gitlab:
   baseURL: ${sim}/gitlab/
   projects: [1]
   tokens:
-    committer: local-committer-token
-    approver1: local-approver-1-token
-    approver2: local-approver-2-token
+    committer: ${testTokens.committer}
+    approver1: ${testTokens.approver1}
+    approver2: ${testTokens.approver2}
 approval:
   baseURL: ${sim}/approval/
 permission:
@@ -72,9 +84,9 @@ oidc:
   issuer: ${sim}/oidc/
 callbacks:
   tokens:
-    approval: test-callback-token
-    deploy: test-callback-token
-    gitlab: test-webhook-token
+    approval: ${testTokens.approval}
+    deploy: ${testTokens.deploy}
+    gitlab: ${testTokens.gitlab}
 identity:
   directoryFile: ${join(dir, 'directory.yaml')}
   trustedProxies: [127.0.0.1/32, "::1/128"]
