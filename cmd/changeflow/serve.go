@@ -152,7 +152,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		OnRevocation: func(_ context.Context, _ store.RevocationCreated, reason domain.RevokeReason) {
 			m.RevocationCreated(string(reason))
 		},
-		OnRenewalEnded: func(_ context.Context, _ string, o domain.RenewalOutcome) { m.RenewalEnded(string(o)) },
+		OnRenewalEnded:  func(_ context.Context, _ string, o domain.RenewalOutcome) { m.RenewalEnded(string(o)) },
+		OnSecurityEvent: func(_ context.Context, kind string) { m.SecurityEvent(kind) },
 		// The lag is read from the row the flip wrote: both ends are
 		// database times (expiresAt, and updated_at at the flip).
 		OnRevoked: func(ctx context.Context, f store.Flip) {

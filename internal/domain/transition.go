@@ -133,7 +133,10 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepCreateApprovalFailed:  join(createRetrigger, renewLapsed),
 	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue, withdrawnBy, renewLapsed),
 
-	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged}, handleFailures, calledBack, batchRequeue),
+	// HANDLE_STARTED → HANDLE_REBASING: the head check before the
+	// approval found the MR's head not what changeflow writes (regenerate)
+	// or not changeflow's at all (rebuild on a fresh branch).
+	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged, StepHandleRebasing}, handleFailures, calledBack, batchRequeue),
 	StepHandleApproved: join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
 	// HANDLE_REBASING → REVOKE_ABSENT: regenerating a removal whose entry
 	// is gone from the target's head (the binding move REVOKING → REVOKED

@@ -50,6 +50,10 @@ type Client struct {
 
 	mu      sync.Mutex
 	clients map[clientKey]*gl.Client
+	// users caches CurrentUser per base URL and token: a token's account
+	// does not change, and the head check asks for it before every
+	// approval and merge. A new token (a reload) is a new key.
+	users map[clientKey]User
 }
 
 type clientKey struct{ base, token string }
@@ -75,7 +79,7 @@ func New(opts Options) *Client {
 	}
 	return &Client{
 		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger, guard: newGuard(opts.BreakerName),
-		clients: map[clientKey]*gl.Client{},
+		clients: map[clientKey]*gl.Client{}, users: map[clientKey]User{},
 	}
 }
 
@@ -224,7 +228,77 @@ func (c *Client) GetCommit(ctx context.Context, project, sha string) (Commit, er
 }
 
 func toCommit(cm *gl.Commit) Commit {
-	return Commit{ID: cm.ID, Title: cm.Title, Message: cm.Message, ParentIDs: cm.ParentIDs}
+	return Commit{ID: cm.ID, Title: cm.Title, Message: cm.Message, ParentIDs: cm.ParentIDs,
+		AuthorName: cm.AuthorName, AuthorEmail: cm.AuthorEmail}
+}
+
+// CurrentUser implements GitLab; an answer is cached per token.
+func (c *Client) CurrentUser(ctx context.Context, bot Bot) (User, error) {
+	s := c.settings()
+	key := clientKey{s.apiBase(), s.Tokens.token(bot)}
+	c.mu.Lock()
+	cached, ok := c.users[key]
+	c.mu.Unlock()
+	if ok {
+		return cached, nil
+	}
+	var out User
+	err := c.call(ctx, "CurrentUser", bot, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		u, resp, err := cl.Users.CurrentUser(gl.WithContext(ctx))
+		if err == nil && u != nil {
+			out = User{ID: u.ID, Username: u.Username, Email: u.Email}
+		}
+		return resp, err
+	})
+	if err == nil && out.Username != "" {
+		c.mu.Lock()
+		c.users[key] = out
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+// MergeBase implements GitLab.
+func (c *Client) MergeBase(ctx context.Context, project, a, b string) (Commit, error) {
+	var out Commit
+	err := c.call(ctx, "MergeBase", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		cm, resp, err := cl.Repositories.MergeBase(project, &gl.MergeBaseOptions{Ref: &[]string{a, b}}, gl.WithContext(ctx))
+		if err == nil && cm != nil {
+			out = toCommit(cm)
+		}
+		return resp, err
+	})
+	return out, err
+}
+
+// Compare implements GitLab. straight=true: from..to exactly, so the
+// caller chooses the base (the merge base it read) instead of GitLab
+// computing another one in between.
+func (c *Client) Compare(ctx context.Context, project, from, to string) (Comparison, error) {
+	var out Comparison
+	err := c.call(ctx, "Compare", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		cmp, resp, err := cl.Repositories.Compare(project, &gl.CompareOptions{From: gl.Ptr(from), To: gl.Ptr(to), Straight: gl.Ptr(true)}, gl.WithContext(ctx))
+		if err != nil || cmp == nil {
+			return resp, err
+		}
+		out = Comparison{Timeout: cmp.CompareTimeout}
+		for _, cm := range cmp.Commits {
+			if cm != nil {
+				out.Commits = append(out.Commits, toCommit(cm))
+			}
+		}
+		for _, d := range cmp.Diffs {
+			if d == nil {
+				continue
+			}
+			out.Paths = append(out.Paths, d.NewPath)
+			if d.OldPath != d.NewPath && d.OldPath != "" {
+				out.Paths = append(out.Paths, d.OldPath)
+			}
+		}
+		return resp, nil
+	})
+	return out, err
 }
 
 // GetFile implements GitLab.
@@ -515,7 +589,15 @@ func fromBasicMR(m *gl.BasicMergeRequest) MR {
 		SourceBranch: m.SourceBranch, TargetBranch: m.TargetBranch, State: m.State,
 		DetailedMergeStatus: m.DetailedMergeStatus, HasConflicts: m.HasConflicts,
 		SHA: m.SHA, MergeCommitSHA: m.MergeCommitSHA, WebURL: m.WebURL,
+		AuthorUsername: authorUsername(m.Author),
 	}
+}
+
+func authorUsername(u *gl.BasicUser) string {
+	if u == nil {
+		return ""
+	}
+	return u.Username
 }
 
 func fromMR(m *gl.MergeRequest) MR {

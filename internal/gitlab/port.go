@@ -102,6 +102,36 @@ type GitLab interface {
 	// Rebase asks for an asynchronous rebase (202); poll GetMR's
 	// RebaseInProgress and MergeError for the result.
 	Rebase(ctx context.Context, project string, iid int64) error
+	// CurrentUser reads the account bot's token belongs to (GET /user):
+	// who the workflow's commits and MRs are by.
+	CurrentUser(ctx context.Context, bot Bot) (User, error)
+	// MergeBase reads the best common ancestor of two refs (branch names
+	// or shas; GET …/repository/merge_base?refs[]=a&refs[]=b).
+	MergeBase(ctx context.Context, project, a, b string) (Commit, error)
+	// Compare reads what to has that from has not (GET
+	// …/repository/compare, straight): the commits from..to, oldest
+	// first, with their authors, and the paths the diff touches.
+	Compare(ctx context.Context, project, from, to string) (Comparison, error)
+}
+
+// User is a GitLab account as GET /user answers for its own token.
+type User struct {
+	ID       int64
+	Username string
+	// Email is the account's primary email: the author email of the
+	// commits GitLab makes for it through the commits API.
+	Email string
+}
+
+// Comparison is what Compare answers.
+type Comparison struct {
+	Commits []Commit
+	// Paths are every path the diff touches (old and new path of a
+	// rename both), in GitLab's order.
+	Paths []string
+	// Timeout: GitLab cut the comparison short (compare_timeout); the
+	// lists are incomplete and prove nothing.
+	Timeout bool
 }
 
 // CheckItemsAPI is the part of GitLab the client library cannot express:
@@ -180,6 +210,10 @@ type Commit struct {
 	Title     string
 	Message   string
 	ParentIDs []string
+	// AuthorName and AuthorEmail are the commit's author as Git records
+	// it (filled by GetCommit and Compare).
+	AuthorName  string
+	AuthorEmail string
 }
 
 // File is a file's text and the last commit that changed it.
@@ -216,6 +250,8 @@ type MR struct {
 	MergeCommitSHA      string
 	WebURL              string
 	HeadPipeline        *Pipeline
+	// AuthorUsername is the account that opened the MR.
+	AuthorUsername string
 }
 
 // Pipeline is a pipeline's id, status and commit.

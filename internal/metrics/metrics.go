@@ -37,6 +37,7 @@ type Metrics struct {
 	revocations   *prometheus.CounterVec
 	revokeLag     *prometheus.HistogramVec
 	renewals      *prometheus.CounterVec
+	security      *prometheus.CounterVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -103,13 +104,19 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Name: "changeflow_renewals_total",
 		Help: "Renewals ended, by outcome (IN_EFFECT, REJECTED, CLOSED, EXPIRED), counted once per flip after commit (I9).",
 	}, []string{"outcome"})
+	// kind is one of securityKinds (workflow.SecurityEventKinds, a closed
+	// set validated in the recorder).
+	m.security = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_security_events_total",
+		Help: "Security events: content on changeflow's branches it did not write (foreign_head, foreign_branch, foreign_mr), counted once per event recorded.",
+	}, []string{"kind"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
 		Help:        "Build information; the value is always 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, m.security, info)
 	return m
 }
 
@@ -224,6 +231,20 @@ func (m *Metrics) RenewalEnded(outcome string) {
 	})
 }
 
+// securityKinds is the closed label set of the security series (the
+// kinds of workflow.SecurityEventKinds; metrics imports no workflow).
+var securityKinds = map[string]bool{"foreign_head": true, "foreign_branch": true, "foreign_mr": true}
+
+// SecurityEvent counts one security event of kind, once per event
+// recorded; any other kind is dropped (closed set).
+func (m *Metrics) SecurityEvent(kind string) {
+	m.guard("security_events", func() {
+		if securityKinds[kind] {
+			m.security.WithLabelValues(kind).Inc()
+		}
+	})
+}
+
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
 // exists for the tests that prove R-MET-1 across whole servers — metrics
@@ -233,7 +254,7 @@ func (m *Metrics) Sabotage() {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	}
 	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn, m.revocations = broken(), broken(), broken(), broken(), broken(), broken()
-	m.renewals = broken()
+	m.renewals, m.security = broken(), broken()
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	m.revokeLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 }

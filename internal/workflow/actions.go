@@ -35,6 +35,11 @@ const (
 	// (withdraw.go): withdraw the approval, close the single-request MR
 	// ("merged wins"), then write the withdrawn state.
 	ActionWithdraw = "withdraw"
+	// ActionRebuild builds a single request again from a fresh read on a
+	// fresh branch of changeflow's own, with a new MR, after its MR's head
+	// turned out to hold content changeflow did not write (the old MR is
+	// closed first), then hands over to regenerate's pipeline poll.
+	ActionRebuild = "rebuild"
 )
 
 // EntryState is a new request's first state and first action.

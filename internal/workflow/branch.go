@@ -4,7 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"strings"
+
+	"changeflow/internal/store"
 )
 
 // BranchPrefix starts every branch the workflow creates.
@@ -49,4 +52,61 @@ func Trailer(operationID string) string { return TrailerOperation + ": " + opera
 // operationID's trailer.
 func HasTrailer(text, operationID string) bool {
 	return slices.Contains(Trailers(text), operationID)
+}
+
+// maxBranchAttempts bounds the branches one request (or batch) is built
+// on: its deterministic branch, then a fresh one after each foreign head,
+// foreign branch or foreign MR. Someone who pre-creates the next names
+// cannot make changeflow loop: past the bound the request stops for a
+// person with the reason (docs/workflow.md, "The head check").
+const maxBranchAttempts = 5
+
+// freshPrefix starts a fresh branch: changeflow/r<n>/<name>, where name
+// is the deterministic branch without "changeflow/". It is a namespace of
+// its own, so it can never be an operationId's or a batch's deterministic
+// branch, nor a directory of one (Git cannot hold refs a/b and a/b/c).
+const freshPrefix = "changeflow/r"
+
+// FreshBranchName is the n-th branch (n ≥ 2) of what is built on
+// deterministic first (BranchName, BatchBranchName); n ≤ 1 is first
+// itself. Being derived from the attempt number, which is recorded on the
+// row before the branch is used, a crash or a lost answer finds the same
+// name again.
+func FreshBranchName(first string, n int) string {
+	if n <= 1 {
+		return first
+	}
+	return freshPrefix + strconv.Itoa(n) + "/" + strings.TrimPrefix(first, "changeflow/")
+}
+
+// branchAttempt is which attempt branch is of first (1: first itself);
+// ok is false when branch is neither first nor one of its fresh branches.
+func branchAttempt(branch, first string) (n int, ok bool) {
+	if branch == first {
+		return 1, true
+	}
+	rest, found := strings.CutPrefix(branch, freshPrefix)
+	if !found {
+		return 0, false
+	}
+	num, name, found := strings.Cut(rest, "/")
+	if !found || "changeflow/"+name != first {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 2 || strconv.Itoa(n) != num {
+		return 0, false
+	}
+	return n, true
+}
+
+// singleBranch is the branch a request's single-request MR is built on:
+// the fresh branch recorded on the row after a foreign head, else the
+// deterministic one.
+func singleBranch(op store.Operation) string {
+	first := BranchName(op.OperationID)
+	if _, ok := branchAttempt(op.Branch, first); ok {
+		return op.Branch
+	}
+	return first
 }

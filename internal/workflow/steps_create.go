@@ -37,14 +37,26 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 	if err != nil {
 		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
 	}
-	branch := BranchName(op.OperationID)
+	branch := singleBranch(op)
 	gl := d.GitLab
+	// A branch or MR changeflow did not create is never built on or
+	// adopted: the request moves to a fresh branch of its own (bounded).
+	stop := func(why string) (Outcome, error) {
+		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, outOfBranches(why)), nil
+	}
 
 	mr, found, err := gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
 	if err != nil {
 		return d.retryOr(err, "look up MR")
 	}
 	if found {
+		bot, err := d.committer(ctx)
+		if err != nil {
+			return d.retryOr(err, "read the committer bot's account")
+		}
+		if mr.AuthorUsername != bot.Username {
+			return d.abandonBranch(ctx, w, branch, foreignMR(op.OperationID, mr), stop)
+		}
 		if mr.State == gitlab.MRStateClosed {
 			return Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
 				fmt.Sprintf("MR !%d of branch %s was closed outside changeflow", mr.IID, branch)), nil
@@ -59,6 +71,19 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 	at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
 	if err != nil {
 		return d.retryOr(err, "look up branch")
+	}
+	if at.BranchExists {
+		// An existing branch is a run whose answer was lost — or someone
+		// else's, made in advance: built on only if every commit on it is
+		// the committer bot's.
+		own, why, err := d.branchIsOwn(ctx, project, branch)
+		if err != nil {
+			return d.retryOr(err, "check branch")
+		}
+		if !own {
+			return d.abandonBranch(ctx, w, branch, SecurityEvent{Kind: SecurityForeignBranch, Resource: op.OperationID,
+				Branch: branch, SHA: at.SHA, Why: why}, stop)
+		}
 	}
 	file, exists, err := d.readBindingFile(ctx, project, target.File, at.SHA)
 	if errors.Is(err, bindingfile.ErrInvalid) {

@@ -69,6 +69,10 @@ type Deps struct {
 	// call's transaction moved it there (I9): the renewal metric. May be
 	// nil.
 	OnRenewalEnded func(ctx context.Context, operationID string, outcome domain.RenewalOutcome)
+	// OnSecurityEvent runs once per security event recorded (a foreign
+	// head, branch or MR; kind is one of SecurityEventKinds), after its
+	// audit record: the security metric. May be nil.
+	OnSecurityEvent func(ctx context.Context, kind string)
 }
 
 // renewalFlipped reports the end of a renewal that flip f records, if it
@@ -221,6 +225,7 @@ func RegisterSteps(e *Engine, d Deps) {
 	e.Register(ActionCloseMR, StepFunc{Decl: closeDecl, Fn: d.closeMR})
 	e.Register(ActionRegenerate, StepFunc{Decl: mergeDecl, Fn: d.regenerate})
 	e.Register(ActionWithdraw, StepFunc{Decl: withdrawDecl, Fn: d.withdraw})
+	e.Register(ActionRebuild, StepFunc{Decl: mergeDecl, Fn: d.rebuild})
 	// A step's own binding move that ends a renewal without effect (a
 	// polled rejection, its MR closed, a withdrawal); a renewal taking
 	// effect is never a step's own move but its confirmation's, counted

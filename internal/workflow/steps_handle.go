@@ -123,6 +123,11 @@ func (d Deps) approve(ctx context.Context, w Work) (Outcome, error) {
 	if end != nil {
 		return end.out, end.err
 	}
+	// Only a head changeflow verified is approved, at that sha: a push
+	// after the check is a 409 below, and the next run checks again.
+	if end := h.verifyHead(ctx, mr); end != nil {
+		return end.out, end.err
+	}
 	settings := gitlab.LoopSettingsFromConfig(d.Config())
 	for _, bot := range []gitlab.Bot{gitlab.Approver1, gitlab.Approver2} {
 		err := gitlab.ApproveAsBot(ctx, d.GitLab, d.Approver, settings, bot, h.project, mr.IID, mr.SHA, d.logger())
@@ -163,6 +168,11 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 		return PollAgain(d.Config().Polling(config.PollingRebase), w, Transition{},
 			Failure{Step: domain.StepHandleMergeUnknown},
 			fmt.Sprintf("MR !%d stayed %q", mr.IID, mr.DetailedMergeStatus)), nil
+	}
+	// Checked again before the merge: a rebase or a push may have moved
+	// the head since the approval. The merge is pinned to the head checked.
+	if end := h.verifyHead(ctx, mr); end != nil {
+		return end.out, end.err
 	}
 	got, err := d.GitLab.Merge(ctx, h.project, mr.IID, mr.SHA)
 	switch {
@@ -244,7 +254,7 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 	n := 0
 	for _, s := range hist {
 		switch {
-		case strings.HasPrefix(s.Note, retriggerNote), strings.HasPrefix(s.Note, regeneratedNote):
+		case strings.HasPrefix(s.Note, retriggerNote), strings.HasPrefix(s.Note, regeneratedNote), strings.HasPrefix(s.Note, rebuiltNote):
 			n = 0
 		case domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep:
 			n++
@@ -279,7 +289,7 @@ func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
 		// person for a file changeflow writes itself — within a bound. A
 		// batch MR (another branch) keeps its path: its members are
 		// re-admitted when the batch settles.
-		if mr.SourceBranch == BranchName(w.Operation.OperationID) {
+		if mr.SourceBranch == singleBranch(w.Operation) {
 			n, err := d.regenerations(ctx, w.Operation.OperationID)
 			if err != nil {
 				return Outcome{}, err

@@ -187,7 +187,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 	}
 	iid := op.MRIID
 	if iid == 0 {
-		mr, ok, err := d.GitLab.FindMRBySourceBranch(ctx, project, BranchName(op.OperationID), gitlab.StateAll)
+		mr, ok, err := d.GitLab.FindMRBySourceBranch(ctx, project, singleBranch(op), gitlab.StateAll)
 		switch {
 		case err != nil:
 			out, err := d.retryOr(err, "look up the MR")

@@ -28,6 +28,8 @@ func (s *Server) apiRoutes() http.Handler {
 	handle("DELETE", pr+"/repository/branches/{branch}", s.handleDeleteBranch)
 	handle("POST", pr+"/repository/commits", s.handleCreateCommit)
 	handle("GET", pr+"/repository/commits/{sha}", s.handleGetCommit)
+	handle("GET", pr+"/repository/compare", s.handleCompare)
+	handle("GET", pr+"/repository/merge_base", s.handleMergeBase)
 	handle("GET", pr+"/repository/files/{file}", s.handleGetFile)
 	handle("GET", pr+"/repository/files/{file}/raw", s.handleGetRawFile)
 	handle("GET", pr+"/merge_requests", s.handleListMRs)
@@ -70,7 +72,7 @@ func caller(r *http.Request) *user {
 }
 
 func (s *Server) handleCurrentUser(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.userJSON(caller(r)))
+	writeJSON(w, http.StatusOK, s.currentUserJSON(caller(r)))
 }
 
 // lockProject finds the {id} project and locks it; the caller unlocks. A

@@ -53,6 +53,9 @@ func seedUsers() []*user {
 		{ID: 3, Username: "approver-1", Name: "Approver One", Token: simtoken.Approver1, Role: roleDeveloper},
 		{ID: 4, Username: "approver-2", Name: "Approver Two", Token: simtoken.Approver2, Role: roleDeveloper},
 		{ID: 5, Username: "observer", Name: "Observer", Token: simtoken.Observer, Role: roleReporter},
+		// A person with push rights to the config repository: the actor
+		// changeflow's foreign-head checks defend against (docs/security.md).
+		{ID: 6, Username: "developer", Name: "Dev Eloper", Token: simtoken.Developer, Role: roleDeveloper},
 	}
 }
 

@@ -17,6 +17,9 @@ const (
 	Approver1  = "local-approver-1-token"
 	Approver2  = "local-approver-2-token"
 	Observer   = "local-observer-token"
+	// Developer is a person with push rights, not a bot: the foreign-head
+	// attacks' account (docs/simulators.md).
+	Developer = "local-developer-token"
 )
 
 // The shared secrets of the local world's callbacks: the approval system's
@@ -31,7 +34,7 @@ const (
 // later must be added here: the simulators' tests check that every token
 // they accept is in this list.
 func All() []string {
-	return []string{Maintainer, Committer, Approver1, Approver2, Observer, Callback, Webhook}
+	return []string{Maintainer, Committer, Approver1, Approver2, Observer, Developer, Callback, Webhook}
 }
 
 // IsWellKnown reports whether tok is one of the simulators' published

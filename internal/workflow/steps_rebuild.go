@@ -1,0 +1,326 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// rebuiltNote starts the step-history note of a request rebuilt on a
+// fresh branch after a foreign head; merge restarts its rebase count
+// after one (a new MR).
+const rebuiltNote = "rebuilt "
+
+// verifyHead is the head check before the bots approve or merge mr (R:
+// only what changeflow wrote; verify.go). nil: verified, approve or merge
+// at mr.SHA. Otherwise the step ends with the answer:
+//
+//   - the check could not be made (GitLab failing): retry, as any read;
+//   - rebuild (only the bot's commits, not byte-exact): a single request
+//     is regenerated on the target's head from a fresh read — within
+//     workflow.maxRegenerations; past it, a head that keeps coming out
+//     wrong is treated as foreign, so nothing loops; a batch fails and is
+//     settled, its members wait for the next round;
+//   - foreign: a security event, then a single request is rebuilt on a
+//     fresh branch of its own (rebuild, the old MR closed there) and a
+//     batch fails and is settled (its MR closed, merged wins), its
+//     members building a new batch on a new branch.
+func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
+	d, op := h.d, h.w.Operation
+	batch := op.BatchID != 0 && mr.SourceBranch != singleBranch(op)
+	want := d.singleWant(h.project, op)
+	if batch {
+		want = d.batchWant(h.project, op.BatchID)
+	}
+	v, err := d.checkHead(ctx, h.project, mr.TargetBranch, mr.SHA, want)
+	if errors.Is(err, errTargetGone) {
+		return &stepEnd{out: Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+			fmt.Sprintf("cannot check MR !%d: %v", mr.IID, err))}
+	}
+	if err != nil {
+		out, err := d.retryOr(err, "check the MR's head")
+		return &stepEnd{out, err}
+	}
+	if v.Kind == headVerified {
+		return nil
+	}
+	if v.Kind == headRebuild && batch {
+		return &stepEnd{out: Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+			fmt.Sprintf("MR !%d at %s: %s; its requests go to the next batch, built from a fresh read", mr.IID, short(mr.SHA), v.Why))}
+	}
+	if v.Kind == headRebuild {
+		n, err := d.regenerations(ctx, op.OperationID)
+		if err != nil {
+			return &stepEnd{err: err}
+		}
+		if n < d.Config().Workflow().MaxRegenerations {
+			return &stepEnd{out: Done(ActionRegenerate, Transition{
+				Note: fmt.Sprintf("MR !%d at %s: %s; regenerating on %s", mr.IID, short(mr.SHA), v.Why, mr.TargetBranch)})}
+		}
+		v = headVerdict{headForeign, v.Why + fmt.Sprintf(" (still, after %d regenerations)", n)}
+	}
+	resource := op.OperationID
+	if batch {
+		resource = batchResource(op.BatchID)
+	}
+	if err := d.securityEvent(ctx, SecurityEvent{Kind: SecurityForeignHead, Resource: resource,
+		MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA, Why: v.Why}); err != nil {
+		return &stepEnd{err: err}
+	}
+	why := fmt.Sprintf("MR !%d has content changeflow did not write at %s (%s)", mr.IID, short(mr.SHA), v.Why)
+	if batch {
+		return &stepEnd{out: Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+			why+"; not approved or merged: the MR is closed and its requests go to the next batch on a new branch")}
+	}
+	next, ok := nextBranch(op)
+	if !ok {
+		out, err := h.giveUpBranches(ctx, mr, why)
+		return &stepEnd{out, err}
+	}
+	return &stepEnd{out: Done(ActionRebuild, Transition{Fields: store.WorkFields{Branch: next},
+		Note: why + "; not approved or merged: the MR is closed and the request rebuilt on " + next})}
+}
+
+// batchResource is a batch's resource name in the audit log.
+func batchResource(id int64) string { return fmt.Sprintf("batch-%d", id) }
+
+// nextBranch is the fresh branch after op's current one; false past
+// maxBranchAttempts.
+func nextBranch(op store.Operation) (string, bool) {
+	first := BranchName(op.OperationID)
+	n, _ := branchAttempt(singleBranch(op), first)
+	if n+1 > maxBranchAttempts {
+		return "", false
+	}
+	return FreshBranchName(first, n+1), true
+}
+
+// giveUpBranches stops a request in handling whose branches ran out
+// (every fresh name taken, or every MR on them pushed to): its current MR
+// is closed (merged wins: the merge is followed) and a person looks at who
+// writes to the changeflow/ branches.
+func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (Outcome, error) {
+	if mr.IID != 0 && (mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked) {
+		got, err := h.d.GitLab.CloseMR(ctx, h.project, mr.IID)
+		if err != nil {
+			return h.d.retryOr(err, "close MR")
+		}
+		if got.State == gitlab.MRStateMerged {
+			return h.merged(ctx, got)
+		}
+	}
+	return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, outOfBranches(why)), nil
+}
+
+// rebuild is rebuild: a single request whose MR had a foreign head (or
+// whose branch or MR turned out not to be changeflow's) is built again
+// from a fresh read on the fresh branch recorded on its row, with a new
+// MR; then the new head's pipeline (regenerate's second half), approve —
+// which checks the head again — and merge. It reads before it writes, so
+// any number of runs make one branch, one commit and one MR:
+//
+//  1. the MR on the row (the old one): merged → merged wins; open → close
+//     it (an answer "merged" → merged wins);
+//  2. the target's head T and the binding file at T; the request's edit
+//     (a removal with nothing left to remove ends REVOKE_ABSENT);
+//  3. an MR on the fresh branch: the committer bot's and open → adopt it
+//     (a run whose answer was lost); anyone else's → security event
+//     foreign_mr and the next fresh branch; closed or merged by someone
+//     → the next fresh branch;
+//  4. the fresh branch: missing → commit on T (creating it); only the
+//     bot's commits → already the edit on T, or overwritten by it (force);
+//     anyone else's → security event foreign_branch and the next fresh
+//     branch;
+//  5. CreateMR; the MR, its URL and the branch are written with
+//     HANDLE_PIPELINE_RUNNING and regenerate polls the new pipeline.
+//
+// The branches are bounded (maxBranchAttempts): past the last, the
+// request stops for a person with the reason.
+func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
+	h, err := d.handle(w)
+	if err != nil {
+		return Outcome{}, err
+	}
+	op := w.Operation
+	branch := singleBranch(op)
+	old, err := d.GitLab.GetMR(ctx, h.project, op.MRIID)
+	if err != nil {
+		return d.retryOr(err, "read MR")
+	}
+	if old.SourceBranch == branch {
+		// The rebuilt MR is the row's already (a retrigger): its pipeline.
+		return Done(ActionRegenerate, Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"}), nil
+	}
+	switch old.State {
+	case gitlab.MRStateMerged:
+		return h.merged(ctx, old)
+	case gitlab.MRStateOpened, gitlab.MRStateLocked:
+		got, err := d.GitLab.CloseMR(ctx, h.project, old.IID)
+		if err != nil {
+			return d.retryOr(err, "close MR")
+		}
+		if got.State == gitlab.MRStateMerged {
+			return h.merged(ctx, got)
+		}
+	}
+	if h.step != domain.StepHandleRebasing {
+		if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing,
+			Note: fmt.Sprintf("MR !%d closed; rebuilding on %s", old.IID, branch)}); err != nil {
+			return Outcome{}, err
+		}
+	}
+
+	target, ok := d.Config().Target(op.TargetKey)
+	if !ok {
+		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "cannot rebuild: target "+op.TargetKey+" is no longer configured"), nil
+	}
+	targetBranch := d.targetBranch()
+	base, err := d.GitLab.GetBranch(ctx, h.project, targetBranch)
+	if err != nil {
+		return d.retryOr(err, "read target branch")
+	}
+	file, exists, err := d.readBindingFile(ctx, h.project, target.File, base.CommitID)
+	if errors.Is(err, bindingfile.ErrInvalid) {
+		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+			fmt.Sprintf("cannot rebuild: binding file %s on %s@%s: %v", target.File, targetBranch, short(base.CommitID), err)), nil
+	}
+	if err != nil {
+		return d.retryOr(err, "read binding file")
+	}
+	want := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID}).Marshal()
+	message, title, description := commitMessage(op), commitMessage(op), mrDescription(op)
+	if op.Kind == domain.OperationRevoke {
+		next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
+		if !removed {
+			return d.regenerateNothingToRemove(ctx, h.project, old, target.File, base.CommitID, op)
+		}
+		want, message, title, description = next.Marshal(), removalMessage(op), removalMessage(op), removalDescription(op)
+	}
+
+	mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, h.project, branch, gitlab.StateAll)
+	if err != nil {
+		return d.retryOr(err, "look up MR")
+	}
+	stop := func(why string) (Outcome, error) { return h.giveUpBranches(ctx, gitlab.MR{}, why) }
+	if found {
+		bot, err := d.committer(ctx)
+		if err != nil {
+			return d.retryOr(err, "read the committer bot's account")
+		}
+		if mr.AuthorUsername != bot.Username {
+			return d.abandonBranch(ctx, w, branch, foreignMR(op.OperationID, mr), stop)
+		}
+		if mr.State != gitlab.MRStateOpened {
+			return d.abandonBranch(ctx, w, branch, SecurityEvent{}, stop)
+		}
+	} else {
+		head, done, err := d.regeneratedOn(ctx, h.project, branch, base.CommitID, target.File, op.OperationID, want)
+		if err != nil {
+			return d.retryOr(err, "read branch")
+		}
+		if head != "" && !done {
+			own, why, err := d.branchIsOwn(ctx, h.project, branch)
+			if err != nil {
+				return d.retryOr(err, "check branch")
+			}
+			if !own {
+				return d.abandonBranch(ctx, w, branch, SecurityEvent{Kind: SecurityForeignBranch, Resource: op.OperationID, Branch: branch, SHA: head, Why: why}, stop)
+			}
+		}
+		if !done {
+			action := gitlab.ActionUpdate
+			if !exists {
+				action = gitlab.ActionCreate
+			}
+			at := pin{SHA: base.CommitID, BranchExists: head != ""}
+			_, err := d.GitLab.CreateCommit(ctx, h.project, at.commit(branch,
+				commitTrailers(message+"\n\nRebuilt on "+targetBranch+"@"+short(base.CommitID)+" after a head changeflow did not write.", op.OperationID),
+				[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
+			if gitlab.IsStaleWrite(err) {
+				return RetryAfter(0, "rebuild commit refused, reading again: "+err.Error()), nil
+			}
+			if err != nil {
+				return d.retryOr(err, "rebuild commit")
+			}
+		}
+		mr, err = d.GitLab.CreateMR(ctx, h.project, gitlab.CreateMRRequest{
+			SourceBranch: branch, TargetBranch: targetBranch, Title: title, Description: description,
+		})
+		if gitlab.IsConflict(err) {
+			return RetryAfter(0, "MR exists already: "+err.Error()), nil
+		}
+		if err != nil {
+			return d.retryOr(err, "open MR")
+		}
+	}
+	return Done(ActionRegenerate, Transition{Step: domain.StepHandlePipelineRunning,
+		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
+		Note:   fmt.Sprintf("%son %s as MR !%d (MR !%d closed)", rebuiltNote, branch, mr.IID, old.IID)}), nil
+}
+
+// abandonBranch gives up branch for the request's next fresh branch,
+// recording ev first when it is a security event (Kind set): the next
+// branch is written on the row before anything is built on it, so a crash
+// or a lost answer finds the same name again. Past the bound, stop ends
+// the request for a person.
+func (d Deps) abandonBranch(ctx context.Context, w Work, branch string, ev SecurityEvent, stop func(why string) (Outcome, error)) (Outcome, error) {
+	if ev.Kind != "" {
+		if err := d.securityEvent(ctx, ev); err != nil {
+			return Outcome{}, err
+		}
+	}
+	op := w.Operation
+	op.Branch = branch
+	why := ev.Why
+	if why == "" {
+		why = "the MR on " + branch + " was closed or merged outside changeflow"
+	}
+	next, ok := nextBranch(op)
+	if !ok {
+		return stop(why)
+	}
+	if err := w.Progress(ctx, Transition{Fields: store.WorkFields{Branch: next}, Note: why + "; building on " + next}); err != nil {
+		return Outcome{}, err
+	}
+	return RetryAfter(0, why+"; building on "+next), nil
+}
+
+// outOfBranches is the reason a request stops with when its branches ran
+// out.
+func outOfBranches(why string) string {
+	return fmt.Sprintf("%s; stopped after %d branches: someone else writes to changeflow's branches (changeflow/*) — "+
+		"a maintainer should protect changeflow/* for the committer bot only and remove the branches and MRs changeflow did not create, then retry", why, maxBranchAttempts)
+}
+
+// foreignMR is the security event of an MR on resource's branch that the
+// committer bot did not open.
+func foreignMR(resource string, mr gitlab.MR) SecurityEvent {
+	return SecurityEvent{Kind: SecurityForeignMR, Resource: resource, MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA,
+		Why: fmt.Sprintf("MR !%d on %s was opened by %s, not the committer bot", mr.IID, mr.SourceBranch, mr.AuthorUsername)}
+}
+
+// batchWant is a batch's edit from base: every member's binding file with
+// the members' entries, exactly as the batch commit builds it
+// (batchFiles).
+func (d Deps) batchWant(project string, batchID int64) wantFunc {
+	return func(ctx context.Context, base string) (map[string][]byte, error) {
+		ops, err := d.Store.BatchMemberOperations(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		actions, err := d.batchFiles(ctx, project, base, remainingMembers(ops))
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string][]byte, len(actions))
+		for _, a := range actions {
+			out[a.Path] = []byte(a.Content)
+		}
+		return out, nil
+	}
+}
