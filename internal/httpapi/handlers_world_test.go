@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ import (
 	simperm "changeflow/internal/sim/permission"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Tokens and targets of the business test world.
@@ -89,6 +92,15 @@ type bizWorld struct {
 	// oidc is the OIDC issuer's simulator when withOIDC wired one: bearer
 	// tokens it mints log in (w.mint).
 	oidc *simoidc.Server
+	// people are accounts added to the local directory for this world
+	// (withPeople): a login the directory does not know is refused.
+	people []string
+}
+
+// withPeople adds accounts to the world's identity directory, for tests
+// that need callers beyond the local run's four.
+func withPeople(accounts ...string) worldOpt {
+	return func(w *bizWorld, _ *Deps) { w.people = append(w.people, accounts...) }
 }
 
 type worldOpt func(*bizWorld, *Deps)
@@ -181,9 +193,20 @@ func newBizWorld(t testing.TB, st *store.Store, opts ...worldOpt) *bizWorld {
 	}
 	w.load(nil)
 
-	dir, err := identity.OpenDirectory(filepath.Join("..", "..", "cmd", "changeflow", "local", "directory.yaml"), identity.FileDirectoryOptions{})
+	var entries []identity.Entry
+	raw, err := os.ReadFile(filepath.Join("..", "..", "cmd", "changeflow", "local", "directory.yaml"))
+	if err == nil {
+		err = yaml.Unmarshal(raw, &entries)
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range w.people {
+		entries = append(entries, identity.Entry{Account: p})
+	}
+	dir, problems := identity.NewDirectory(entries)
+	if len(problems) > 0 {
+		t.Fatalf("test directory: %v", problems)
 	}
 	idOpts := identity.Options{Directory: dir, TrustedProxies: identity.LoopbackPrefixes}
 	if w.oidc != nil {

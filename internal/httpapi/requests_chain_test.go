@@ -95,7 +95,7 @@ func (c chainWorld) wantCarried(id, carrier string, until time.Time) {
 // back is a 409 that names the request to give back instead.
 func TestOldGrantAfterItsRenewalWasRenewed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newBizWorld(t, st, withRevoker())
+		w := newBizWorld(t, st, withRevoker(), withPeople("rita"))
 		c := chainWorld{t: t, w: w, st: st, subject: "rita"}
 		soon := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
 		later := soon.Add(time.Hour)
@@ -185,7 +185,7 @@ func TestOldGrantAfterItsRenewalWasRenewed(t *testing.T) {
 // the removal to follow, not "In effect".
 func TestOldGrantAfterItsRenewalExpired(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newBizWorld(t, st, withRevoker())
+		w := newBizWorld(t, st, withRevoker(), withPeople("ezra"))
 		c := chainWorld{t: t, w: w, st: st, subject: "ezra"}
 		seedGrant(t, st, "exp-g", c.subject, 30, time.Now().Add(2*time.Hour).UTC().Truncate(time.Second))
 		c.renew("exp-r1", "exp-g")
@@ -239,11 +239,16 @@ func seedChain(t *testing.T, st *store.Store, subject, prefix string, n int, unt
 func TestRenewalChainReadCostsOneStatementPerLink(t *testing.T) {
 	for _, driver := range storetest.Drivers() {
 		t.Run(driver, func(t *testing.T) {
-			sw := newStatusReadWorld(t, driver)
+			depths := []int{1, 2, 8, maxChainLinks, maxChainLinks + 8}
+			var people []string
+			for _, d := range depths {
+				people = append(people, fmt.Sprintf("depth-%d", d))
+			}
+			sw := newStatusReadWorld(t, driver, withPeople(people...))
 			st := sw.w.st
 			until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 			cost := map[int]int64{}
-			for _, d := range []int{1, 2, 8, maxChainLinks, maxChainLinks + 8} {
+			for _, d := range depths {
 				subject := fmt.Sprintf("depth-%d", d)
 				seedChain(t, st, subject, subject, d, until)
 				read := func() {
@@ -280,7 +285,7 @@ func TestRenewalChainReadCostsOneStatementPerLink(t *testing.T) {
 // the end by following the link.
 func TestRenewalChainIsReadToItsBound(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newBizWorld(t, st)
+		w := newBizWorld(t, st, withPeople("lena"))
 		c := chainWorld{t: t, w: w, st: st, subject: "lena"}
 		until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 		const n = maxChainLinks + 5

@@ -22,7 +22,7 @@ type statusReadWorld struct {
 	counter *store.StmtCount
 }
 
-func newStatusReadWorld(tb testing.TB, driver string) statusReadWorld {
+func newStatusReadWorld(tb testing.TB, driver string, opts ...worldOpt) statusReadWorld {
 	tb.Helper()
 	st, counter, err := store.OpenCounting(tb.Context(), driver, storetest.NewDatabase(tb, driver))
 	if err != nil {
@@ -33,7 +33,7 @@ func newStatusReadWorld(tb testing.TB, driver string) statusReadWorld {
 		tb.Fatal(err)
 	}
 	quiet := func(_ *bizWorld, d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil)) }
-	w := newBizWorld(tb, st, quiet)
+	w := newBizWorld(tb, st, append([]worldOpt{quiet}, opts...)...)
 	w.do(req{method: "POST", path: "/api/requests", user: "alice", body: submitBodyFor(tOpen, "bench", ""),
 		header: map[string]string{"Idempotency-Key": "bench-1"}}).want(tb, http.StatusAccepted, "ACCEPTED")
 	return statusReadWorld{w: w, counter: counter}
