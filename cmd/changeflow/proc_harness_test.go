@@ -201,7 +201,11 @@ func startSim(t *testing.T, dir string, callbackURLs []string) *simProc {
 		"--callback-url", strings.Join(callbackURLs, ","), "--data-dir", dataDir,
 		"--callback-token", procApprovalToken, "--deploy-callback-token", procDeployToken, "--webhook-token", procWebhookToken,
 		"--gitlab-token", "committer="+procCommitterToken, "--gitlab-token", "approver1="+procApprover1Token,
-		"--gitlab-token", "approver2="+procApprover2Token)
+		"--gitlab-token", "approver2="+procApprover2Token,
+		// Unprotected, so a test can push to changeflow/ branches as a
+		// person would where GitLab is not set up; a test of the
+		// protection protects them through GitLab's API.
+		"--protect-changeflow=false")
 	re := regexp.MustCompile(`simulators on (http://\S+)`)
 	waitFor(t, 30*time.Second, "the simulators' address line", func() bool {
 		if p.exited() {

@@ -23,7 +23,7 @@ Usage:
                                                  --sim-listen: sim.listen of the embedded simulators)
   changeflow migrate [--config FILE] [--local]   apply database migrations and exit
   changeflow sim     [--listen ADDR] [--callback-url URL]... [--callback-token T] [--deploy-callback-token T]
-                     [--webhook-token T] [--gitlab-token NAME=T]...
+                     [--webhook-token T] [--gitlab-token NAME=T]... [--protect-changeflow=false]
                                                  run only the simulators of GitLab, the approval
                                                  system, deployment, permissions and OIDC (tokens:
                                                  the well-known local ones unless given)

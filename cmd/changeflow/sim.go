@@ -71,6 +71,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	deployToken := fs.String("deploy-callback-token", "", "X-Callback-Token sent with deploy callbacks (default: --callback-token)")
 	webhookToken := fs.String("webhook-token", localWebhookToken, "X-Gitlab-Token sent with GitLab webhooks")
 	var bots botTokens
+	protect := fs.Bool("protect-changeflow", true, "protect changeflow/* in the simulated GitLab for the committer bot alone, as docs/deploy.md configures GitLab (false: nothing protected)")
 	fs.Var(&bots, "gitlab-token", "NAME=TOKEN: the simulated GitLab's token of changeflow's bot NAME (committer, approver1, approver2; repeatable) instead of its well-known one")
 	dataDir := fs.String("data-dir", "", "directory for the simulated GitLab's repositories (default: a temporary one)")
 	var redirects urlList
@@ -85,7 +86,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	s, err := sim.New(sim.Config{
 		Listen: *listen, CallbackURLs: callbacks, RedirectURIs: redirects,
 		CallbackToken: *callbackToken, DeployCallbackToken: *deployToken, WebhookToken: *webhookToken,
-		BotTokens: bots.t, DataDir: *dataDir, Logger: logger,
+		BotTokens: bots.t, ProtectChangeflow: *protect, DataDir: *dataDir, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -117,7 +118,10 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 		// the well-known values, a configuration of its own keeps its own.
 		BotTokens: simgitlab.BotTokens{Committer: gitlabToken(snap, "committer"),
 			Approver1: gitlabToken(snap, "approver1"), Approver2: gitlabToken(snap, "approver2")},
-		Logger: logger.With("component", "sim"),
+		// The local run's GitLab is set up as docs/deploy.md says, so its
+		// deployment checks are green until someone removes the rule.
+		ProtectChangeflow: true,
+		Logger:            logger.With("component", "sim"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build simulators: %w", err)

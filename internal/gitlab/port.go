@@ -31,6 +31,9 @@ type Bots struct {
 	Committer string
 	Approver1 string
 	Approver2 string
+	// Doctor is the optional read-only token of the deployment checks
+	// (deployment.go).
+	Doctor string
 }
 
 // token returns bot's token ("" when unknown or not configured).
@@ -42,6 +45,8 @@ func (b Bots) token(bot Bot) string {
 		return b.Approver1
 	case Approver2:
 		return b.Approver2
+	case Doctor:
+		return b.Doctor
 	}
 	return ""
 }

@@ -14,7 +14,7 @@ type Settings struct {
 	// BaseURL is gitlab.baseURL, GitLab's root ("…/gitlab/"); /api/v4 is
 	// appended. "" fails every call with a *Error (Status 0).
 	BaseURL string
-	// Tokens are gitlab.tokens.{committer,approver1,approver2}.
+	// Tokens are gitlab.tokens.{committer,approver1,approver2,doctor}.
 	Tokens Bots
 	// Timeout is http.timeout.gitlab, the deadline of one call; ≤ 0 means 10s.
 	Timeout time.Duration
@@ -35,6 +35,7 @@ func SettingsFromConfig(s *config.Snapshot) Settings {
 			Committer: tok(string(Committer)),
 			Approver1: tok(string(Approver1)),
 			Approver2: tok(string(Approver2)),
+			Doctor:    tok(string(Doctor)),
 		},
 		Timeout:         o.Timeout,
 		BreakerFailures: o.BreakerFailures,

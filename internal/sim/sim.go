@@ -59,6 +59,10 @@ type Config struct {
 	// changeflow's bots, for a changeflow that runs outside --local (which
 	// refuses the well-known ones); zero keeps them.
 	BotTokens gitlab.BotTokens
+	// ProtectChangeflow protects changeflow/* in the simulated GitLab for
+	// changeflow's committer bot alone (the local run, so its deployment
+	// checks are green); off, no branch is protected.
+	ProtectChangeflow bool
 	// DataDir holds GitLab's repositories ("" → a temporary directory).
 	DataDir string
 	Logger  *slog.Logger
@@ -147,6 +151,7 @@ func New(cfg Config) (_ *Sim, err error) {
 
 	glOpts := gitlab.Options{
 		DataDir: cfg.DataDir, Deliver: s.Webhooks, WebhookToken: cfg.WebhookToken, BotTokens: cfg.BotTokens,
+		ProtectChangeflow: cfg.ProtectChangeflow, HookURLs: hookURLs(cfg.CallbackURLs),
 		Logger: cfg.Logger, ExternalURL: cfg.PublicURL + "/gitlab",
 	}
 	if cfg.GitLab != nil {
@@ -197,6 +202,16 @@ func New(cfg Config) (_ *Sim, err error) {
 	}
 	s.handler = s.guardControl(s.routes())
 	return s, nil
+}
+
+// hookURLs are the simulated GitLab's webhooks: one per changeflow base the
+// deliveries go to, at its webhook route.
+func hookURLs(bases []string) []string {
+	out := make([]string, 0, len(bases))
+	for _, b := range bases {
+		out = append(out, strings.TrimRight(b, "/")+gitlab.WebhookPath)
+	}
+	return out
 }
 
 // AppRedirectURIs are the web app's login callbacks (web/src/auth.ts,

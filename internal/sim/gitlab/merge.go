@@ -33,7 +33,7 @@ func (s *Server) handleMerge(w http.ResponseWriter, r *http.Request) {
 	}
 	defer p.mu.Unlock()
 	ctx := r.Context()
-	if !u.canMerge() {
+	if !p.canMergeInto(u, m.TargetBranch) {
 		writeError(w, http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}
@@ -146,7 +146,9 @@ func (s *Server) handleRebase(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.mu.Unlock()
-	if !u.canPush() || m.State != stateOpened {
+	// A rebase rewrites the source branch: on a protected one it needs
+	// push and force push (RebaseService#validate).
+	if !p.canPushTo(u, m.SourceBranch, true) || m.State != stateOpened {
 		writeError(w, http.StatusForbidden, "403 Forbidden")
 		return
 	}

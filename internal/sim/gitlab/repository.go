@@ -12,7 +12,8 @@ import (
 
 // handleCreateBranch: POST /projects/:id/repository/branches (branch, ref)
 // → 201 Branch; 400 "Branch already exists" / "Invalid reference name";
-// 403 without push access (lib/api/branches.rb).
+// 403 without push access, or on a protected branch the caller may not
+// push to (lib/api/branches.rb).
 func (s *Server) handleCreateBranch(w http.ResponseWriter, r *http.Request) {
 	u := caller(r)
 	in, err := readParams(r)
@@ -34,7 +35,7 @@ func (s *Server) handleCreateBranch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.mu.Unlock()
-	if !u.canPush() {
+	if !p.canPushTo(u, branch, false) {
 		writeError(w, http.StatusForbidden, "403 Forbidden")
 		return
 	}
@@ -108,18 +109,19 @@ func (s *Server) handleGetBranch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
-// handleDeleteBranch: DELETE /projects/:id/repository/branches/:branch → 204.
+// handleDeleteBranch: DELETE /projects/:id/repository/branches/:branch →
+// 204; 403 without push access to it (a protected branch's rule).
 func (s *Server) handleDeleteBranch(w http.ResponseWriter, r *http.Request) {
 	p := s.lockProject(w, r)
 	if p == nil {
 		return
 	}
 	defer p.mu.Unlock()
-	if !caller(r).canPush() {
+	name := r.PathValue("branch")
+	if !p.canPushTo(caller(r), name, false) {
 		writeError(w, http.StatusForbidden, "403 Forbidden")
 		return
 	}
-	name := r.PathValue("branch")
 	sha, err := p.repo.branchHead(r.Context(), name)
 	if err != nil {
 		s.internal(w, err)
@@ -154,7 +156,9 @@ type commitAction struct {
 // handleCreateCommit: POST /projects/:id/repository/commits with branch,
 // commit_message, actions[] and optional start_branch/start_sha/force →
 // 201 Commit; 400 with Gitaly's messages ("A file with this name already
-// exists", "A file with this name doesn't exist"); 403 without push access.
+// exists", "A file with this name doesn't exist"); 403 without push access
+// to the branch (a protected branch admits only the users its rule allows,
+// and a force overwrite only with allow_force_push).
 // The new commit lands with an update-ref compare-and-swap.
 //
 // The start point follows lib/api/commits.rb and Commits::CreateService:
@@ -212,6 +216,13 @@ func (s *Server) handleCreateCommit(w http.ResponseWriter, r *http.Request) {
 	old, err := p.repo.branchHead(ctx, branch)
 	if err != nil {
 		s.internal(w, err)
+		return
+	}
+	// A protected branch takes commits only from a user its rule allows to
+	// push, and an overwrite (force on an existing branch) only where the
+	// rule allows force pushes.
+	if !p.canPushTo(u, branch, old != "" && in.boolean("force")) {
+		writeError(w, http.StatusForbidden, "403 Forbidden")
 		return
 	}
 	var parent string

@@ -38,8 +38,17 @@ type Options struct {
 	// BotTokens replace the well-known tokens of changeflow's bot
 	// accounts (BotTokens); zero keeps them.
 	BotTokens BotTokens
-	Logger    *slog.Logger // nil → discard
-	Now       func() time.Time
+	// ProtectChangeflow seeds the protected branch pattern changeflow/*
+	// that only changeflow-bot may push to and merge into, force push
+	// allowed (the local run's world, as docs/deploy.md configures GitLab).
+	// Off, nothing is protected.
+	ProtectChangeflow bool
+	// HookURLs seed the project's webhooks (GET /projects/:id/hooks), one
+	// per URL, with merge request and pipeline events and WebhookToken; ""
+	// means one at DefaultHookURL. Deliveries still go to Deliver.
+	HookURLs []string
+	Logger   *slog.Logger // nil → discard
+	Now      func() time.Time
 
 	// ExternalURL is the simulator's public base, used in web_url fields
 	// (default "http://127.0.0.1:8090/gitlab").
@@ -185,7 +194,7 @@ func New(opts Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hooks = newQueue(s.ctx)
 	s.merges = newQueue(s.ctx)
-	w, err := newWorld(s.ctx, filepath.Join(s.dataDir, "world-0"), s.now(), opts.BotTokens)
+	w, err := newWorld(s.ctx, filepath.Join(s.dataDir, "world-0"), s.now(), seedOf(opts))
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("gitlab sim: seed: %w", err)
@@ -254,7 +263,7 @@ func (s *Server) reset(ctx context.Context) error {
 	old := s.w
 	s.mu.Unlock()
 	s.sched.stop(false)
-	w, err := newWorld(ctx, filepath.Join(s.dataDir, "world-"+strconv.Itoa(gen)), s.now(), s.opts.BotTokens)
+	w, err := newWorld(ctx, filepath.Join(s.dataDir, "world-"+strconv.Itoa(gen)), s.now(), seedOf(s.opts))
 	if err != nil {
 		return err
 	}

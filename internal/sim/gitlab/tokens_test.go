@@ -11,7 +11,7 @@ import (
 // are the published list serve refuses outside --local; an account added
 // with a token of its own must be added to simtoken too.
 func TestEveryAccountTokenIsWellKnown(t *testing.T) {
-	w, err := newWorld(t.Context(), t.TempDir(), time.Now(), BotTokens{})
+	w, err := newWorld(t.Context(), t.TempDir(), time.Now(), worldSeed{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,23 +21,33 @@ type hookEvent struct {
 	Deliveries     int             `json:"deliveries"`
 	CreatedAt      time.Time       `json:"created_at"`
 	Body           json.RawMessage `json:"body"`
+	// token is the X-Gitlab-Token of the hook that subscribed when the
+	// event happened; set once, before the event is shared.
+	token string
 }
 
-// emit records a webhook event and queues its delivery.
-func (s *Server) emit(event string, payload any) {
+// emit records a webhook event of p and queues its delivery when one of
+// p's hooks subscribes to it, with that hook's token. Caller holds p.mu.
+func (s *Server) emit(p *project, event string, payload any) {
 	body, err := json.Marshal(payload)
 	if err != nil {
 		s.log.Warn("webhook encode", "err", err)
 		return
 	}
+	h := p.hookFor(event)
 	s.mu.Lock()
 	ev := &hookEvent{
 		Seq: len(s.events) + 1, Event: event, EventUUID: newUUID(), IdempotencyKey: newUUID(),
 		CreatedAt: s.now(), Body: body,
 	}
+	if h != nil {
+		ev.token = h.Token
+	}
 	s.events = append(s.events, ev)
 	s.mu.Unlock()
-	s.deliver(ev)
+	if h != nil {
+		s.deliver(ev)
+	}
 }
 
 // deliver queues one delivery of ev (first or repeated).
@@ -52,7 +62,7 @@ func (s *Server) deliver(ev *hookEvent) {
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "GitLab/17.4.0-sim")
 	h.Set("X-Gitlab-Event", ev.Event)
-	h.Set("X-Gitlab-Token", s.opts.WebhookToken)
+	h.Set("X-Gitlab-Token", ev.token)
 	h.Set("X-Gitlab-Event-UUID", ev.EventUUID)
 	h.Set("X-Gitlab-Webhook-UUID", newUUID())
 	h.Set("X-Gitlab-Instance", s.baseURL)
@@ -103,7 +113,7 @@ func (s *Server) mrHook(ctx context.Context, p *project, m *mergeRequest, action
 	if oldrev != "" {
 		attrs["oldrev"] = oldrev
 	}
-	s.emit("Merge Request Hook", map[string]any{
+	s.emit(p, "Merge Request Hook", map[string]any{
 		"object_kind":       "merge_request",
 		"event_type":        "merge_request",
 		"user":              s.userJSON(by),
@@ -137,7 +147,7 @@ func (s *Server) pipelineHook(ctx context.Context, p *project, pl *pipeline) {
 			"detailed_merge_status": s.detailedStatus(ctx, p, m), "url": s.mrURL(p, m),
 		}
 	}
-	s.emit("Pipeline Hook", payload)
+	s.emit(p, "Pipeline Hook", payload)
 }
 
 func (s *Server) hookProject(p *project) map[string]any {

@@ -83,7 +83,8 @@ type project struct {
 	pipelines     map[int64]*pipeline
 	nextPipeIID   int64
 	checkItems    []CheckItem
-	dead          bool // set when the world was reset; timers must not touch it
+	access        projectAccess // protected branches and webhooks (protection.go, hooks.go)
+	dead          bool          // set when the world was reset; timers must not touch it
 }
 
 func (p *project) mr(iid int64) *mergeRequest {
@@ -114,7 +115,8 @@ type BotTokens struct {
 
 // newWorld creates the seeded world in dir: project config/bindings (id 1)
 // with an initial commit on main holding bindings/README.md.
-func newWorld(ctx context.Context, dir string, now time.Time, bots BotTokens) (*world, error) {
+func newWorld(ctx context.Context, dir string, now time.Time, seed worldSeed) (*world, error) {
+	bots := seed.Bots
 	w := &world{
 		dir:      dir,
 		users:    seedUsers(),
@@ -143,6 +145,7 @@ func newWorld(ctx context.Context, dir string, now time.Time, bots BotTokens) (*
 	if err := r.updateRef(ctx, "main", sha, ""); err != nil {
 		return nil, err
 	}
+	seedAccess(w, p, seed, now)
 	w.projects[p.ID] = p
 	w.byPath[p.Path] = p
 	return w, nil
