@@ -18,8 +18,9 @@ const Doctor Bot = "doctor"
 // on but cannot enforce itself (internal/doctor). Every method is one
 // call, as bot, with the GitLab port's deadline, breaker and error model.
 type DeploymentReader interface {
-	// CurrentUser is the account bot's token belongs to (GET /user); a
-	// token GitLab does not accept is a 401 *Error.
+	// CurrentUser is the account bot's token belongs to (GET /user, the
+	// GitLab port's, cached per token); a token GitLab does not accept is
+	// a 401 *Error.
 	CurrentUser(ctx context.Context, bot Bot) (User, error)
 	// ProtectedBranches lists the project's protection rules as written
 	// (wildcards such as "changeflow/*" included), at most 100.
@@ -44,12 +45,6 @@ const (
 	AccessOwner      = 50
 	AccessAdmin      = 60
 )
-
-// User is a GitLab account.
-type User struct {
-	ID       int64
-	Username string
-}
 
 // BranchAccess is one entry of a protection rule's push or merge list:
 // a role level (AccessNoOne = nobody), or one user, group or deploy key.
@@ -87,19 +82,6 @@ type Hook struct {
 	// "disabled" after failed deliveries ("" on versions without it).
 	AlertStatus   string
 	DisabledUntil *time.Time
-}
-
-// CurrentUser implements DeploymentReader.
-func (c *Client) CurrentUser(ctx context.Context, bot Bot) (User, error) {
-	var out User
-	err := c.call(ctx, "CurrentUser", bot, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
-		u, resp, err := cl.Users.CurrentUser(gl.WithContext(ctx))
-		if err == nil {
-			out = User{ID: u.ID, Username: u.Username}
-		}
-		return resp, err
-	})
-	return out, err
 }
 
 // ProtectedBranches implements DeploymentReader.
