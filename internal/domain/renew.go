@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // RenewWindow is when a grant in effect may be renewed: during the last
 // Percent % of its duration before its expiry, but never less than Min
@@ -47,10 +50,11 @@ const (
 	// or cut off by a give-back or an operator's revocation, RENEW_REVOKED,
 	// the access being removed).
 	RenewalClosed RenewalOutcome = "CLOSED"
-	// RenewalExpired: cut off by the expiry scan (RENEW_EXPIRED) — while
-	// it still waited for its approval, or, stopped on a failure, once its
-	// MR is closed and the row goes back to the expired grant; the access
-	// is being removed.
+	// RenewalExpired: cut off by the expiry scan (RENEW_EXPIRED) — with
+	// no MR yet (waiting for its approval, or in the batch set), by the
+	// grant's revocation; with an MR of its own (either flow, running or
+	// stopped), once its MR is closed and the row goes back to the expired
+	// grant; the access is being removed.
 	RenewalExpired RenewalOutcome = "EXPIRED"
 )
 
@@ -79,4 +83,98 @@ func RenewalEndOf(from, to BindingStatus, endedWithoutEffect bool, step StepStat
 		return RenewalInEffect
 	}
 	return ""
+}
+
+// ExpiryCut is what the expiry scan does to a renewal whose grant's
+// expiry has passed before the renewal took effect (docs/workflow.md,
+// "Renewal": expiry wins in every flow). Decided by ExpiryCutOf from where
+// the renewal is, before anything is written; the store applies it with
+// guarded writes.
+type ExpiryCut int
+
+// Expiry cuts.
+const (
+	// ExpiryCutNone: nothing to cut — the renewal has merged (it follows
+	// its merge to "in effect": merged wins) or has ended already.
+	ExpiryCutNone ExpiryCut = iota
+	// ExpiryCutWithRevocation: the renewal has no MR (waiting for its
+	// approval on the approve-first flow, or approved and waiting in the
+	// batch set): it is cut in the very transaction that creates the
+	// grant's revocation, which takes the row at once.
+	ExpiryCutWithRevocation
+	// ExpiryCutWithdraw: the renewal has, or may be creating, an MR of its
+	// own (the legacy flow's MR waiting for its approval, an approved
+	// renewal's MR being built, checked, approved or merged, or a stop on
+	// a failure): RENEW_EXPIRED with the withdraw action due, pre-empting
+	// any step still running; the action withdraws its approval, closes
+	// the MR and hands the row back to the grant, which the next scan
+	// revokes — or finds the MR merged and follows it (merged wins).
+	ExpiryCutWithdraw
+	// ExpiryCutLeftToBatch: a batch round has claimed the renewal; its
+	// batch's MR carries the other members' edits too and cannot lose one
+	// without being rebuilt. The batch finishes: merged, the renewal is in
+	// effect (merged wins); otherwise settlement puts it back in the batch
+	// set (or stops it), where a later scan cuts it.
+	ExpiryCutLeftToBatch
+)
+
+// String names the cut (logs, test names).
+func (c ExpiryCut) String() string {
+	switch c {
+	case ExpiryCutWithRevocation:
+		return "with-revocation"
+	case ExpiryCutWithdraw:
+		return "withdraw"
+	case ExpiryCutLeftToBatch:
+		return "left-to-batch"
+	}
+	return "none"
+}
+
+// RenewalPlace is where a renewal is, as the expiry scan read it.
+type RenewalPlace struct {
+	Step StepStatus
+	// HasMR: an MR of the renewal's own is recorded.
+	HasMR bool
+	// InSet: it has a waiting-set row no round has claimed.
+	InSet bool
+	// Claimed: a batch round claimed it (its batch, or a claimed waiting
+	// row).
+	Claimed bool
+}
+
+// ExpiryCutOf decides what the expiry scan does to a renewal at p whose
+// grant has expired. Pure: the store reads the place, the caller decides,
+// the store's guarded writes apply (a renewal that moved in between
+// misses the guard and is decided again by the next scan). The steps the
+// transition table lets move to RENEW_EXPIRED are the ones a cut may
+// leave from: a step added there is covered here.
+func ExpiryCutOf(p RenewalPlace) ExpiryCut {
+	switch {
+	case !slices.Contains(StepNext(p.Step), StepRenewExpired):
+		return ExpiryCutNone // merged, ended, or cut already
+	case p.Claimed:
+		return ExpiryCutLeftToBatch
+	case p.Step == StepCreateAdmitted && p.InSet:
+		return ExpiryCutWithRevocation
+	case p.Step == StepCreateAdmitted:
+		// Neither in the set nor claimed: a round's claim in flight as it
+		// was read; the next scan sees where it went.
+		return ExpiryCutLeftToBatch
+	case (p.Step == StepCreateApprovalSubmitting || p.Step == StepCreateApprovalSubmitted) && !p.HasMR:
+		return ExpiryCutWithRevocation
+	}
+	return ExpiryCutWithdraw
+}
+
+// ExpiryCutSteps are the steps from which ExpiryCutOf cuts a renewal that
+// no round has claimed (the scan's read narrows to them).
+func ExpiryCutSteps() []StepStatus {
+	var out []StepStatus
+	for _, s := range Steps() {
+		if slices.Contains(StepNext(s), StepRenewExpired) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -201,19 +201,24 @@ const (
 // its cut-offs have codes of their own.
 const (
 	// StepRenewExpired: the grant expired before its renewal took effect,
-	// and expiry wins. Written by the expiry scan in two places, guarded
-	// on the renewal's step and version, with the withdraw action due
-	// (the upstream half, as for a requester's withdrawal):
-	//   - the renewal still waited for its approval: in the transaction
-	//     of the grant's revocation, which takes the row at once; the
-	//     action withdraws the approval in the approval system;
-	//   - the renewal had stopped on a failure (waiting for an operator)
-	//     outside a batch: the binding stays RENEWING, the action closes
-	//     the renewal's MR and hands the row back to the grant (VALIDATED,
-	//     expired: the next scan revokes it), or finds the MR merged and
-	//     leaves it for HANDLE_MERGED ("merged wins": the renewal is in
-	//     effect with its new expiry).
-	// The action rewrites it (same step) when done, or leaves it for
+	// and expiry wins in every flow (ExpiryCutOf decides where). Written by
+	// the expiry scan, guarded on the renewal's step and version:
+	//   - the renewal had no MR — it still waited for its approval
+	//     (approve-first), or waited approved in the batch set: in the
+	//     transaction of the grant's revocation, which takes the row at
+	//     once (out of the set, too); the withdraw action is due for the
+	//     approval place and withdraws the approval upstream;
+	//   - the renewal had, or was creating, an MR of its own outside a
+	//     batch — the legacy flow's MR waiting for its approval, an
+	//     approved renewal's MR being built, checked, approved or merged,
+	//     or any stop on a failure: the withdraw action is due at once
+	//     (pre-empting a step still running), the binding stays RENEWING;
+	//     the action withdraws the approval, closes the MR and hands the
+	//     row back to the grant (VALIDATED, expired: the next scan revokes
+	//     it), or finds the MR merged and leaves for HANDLE_MERGED ("merged
+	//     wins": the renewal is in effect with its new expiry).
+	// A renewal a batch round claimed is left to its batch. The action
+	// rewrites the step (same step) when done, or leaves it for
 	// CLOSE_FAILED when the upstream call kept failing. A decision of the
 	// approval that arrives later finds the row out of its waiting set
 	// and is recorded stale.

@@ -98,9 +98,13 @@ var (
 	// expires, or when the access is given back or revoked, is ended by
 	// the revocation that takes the row.
 	renewCut = []StepStatus{StepRenewExpired, StepRenewRevoked}
-	// renewLapsed: a renewal stopped on a failure (waiting for an
-	// operator) when its grant expires is withdrawn by the expiry scan
-	// (the withdraw action closes its MR; "merged wins").
+	// renewLapsed: a renewal that may have an MR of its own when its
+	// grant expires — stopped on a failure (waiting for an operator), or
+	// still running outside a batch (its MR being built, checked, waiting
+	// for the legacy approval, approved or merged) — is withdrawn by the
+	// expiry scan (the withdraw action closes its MR; "merged wins"); one
+	// waiting in the batch set is cut there (expiry wins in every place
+	// but a claimed batch, domain.ExpiryCutOf).
 	renewLapsed = []StepStatus{StepRenewExpired}
 )
 
@@ -111,21 +115,22 @@ var (
 var stepTransitions = map[StepStatus][]StepStatus{
 	StepNone: {StepCreateStarted, StepCreateApprovalSubmitting, StepRevokeStarted},
 
-	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures, batchRequeue, withdrawnBy),
-	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures, withdrawnBy),
-	StepCreateCommitted:       join([]StepStatus{StepCreateMRCreated}, createFailures, withdrawnBy),
-	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy),
-	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy),
-	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures, batchRequeue, withdrawnBy),
+	StepCreateStarted:         join([]StepStatus{StepCreateBranchCreated, StepCreateCommitted, StepCreateMRCreated}, createFailures, batchRequeue, withdrawnBy, renewLapsed),
+	StepCreateBranchCreated:   join([]StepStatus{StepCreateCommitted, StepCreateMRCreated}, createFailures, withdrawnBy, renewLapsed),
+	StepCreateCommitted:       join([]StepStatus{StepCreateMRCreated}, createFailures, withdrawnBy, renewLapsed),
+	StepCreateMRCreated:       join([]StepStatus{StepCreatePipelineRunning, StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy, renewLapsed),
+	StepCreatePipelineRunning: join([]StepStatus{StepCreateSucceeded, StepCreatePipelineFailed, StepCreatePipelinePending}, createFailures, batchRequeue, withdrawnBy, renewLapsed),
+	StepCreateSucceeded:       join([]StepStatus{StepCreateApprovalSubmitting, StepHandleStarted, StepCloseCancelled}, createFailures, handleFailures, batchRequeue, withdrawnBy, renewLapsed),
 	StepCreateApprovalSubmitting: join([]StepStatus{StepCreateApprovalSubmitted, StepCreateApprovalFailed},
 		createFailures, approvalAnswers, []StepStatus{StepHandlePoolRejected}, withdrawnBy, renewCut),
 	StepCreateApprovalSubmitted: join(approvalAnswers, createFailures, []StepStatus{StepHandlePoolRejected}, withdrawnBy, renewCut),
 	// CREATE_ADMITTED → REVOKE_ABSENT: a batch round settles a revocation
 	// whose entry is already gone from the default branch at once (the
 	// binding move REVOKING → REVOKED keeps it to revocations).
-	// CREATE_ADMITTED → RENEW_REVOKED: a renewal waiting in the batch set
-	// when its access is given back or revoked (taken out of the set).
-	StepCreateAdmitted: join([]StepStatus{StepCreateStarted, StepCloseCancelled, StepRevokeAbsent, StepRenewRevoked}, createFailures, withdrawnBy),
+	// CREATE_ADMITTED → RENEW_REVOKED / RENEW_EXPIRED: a renewal waiting
+	// in the batch set when its access is given back or revoked, or when
+	// its grant expires (taken out of the set).
+	StepCreateAdmitted: join([]StepStatus{StepCreateStarted, StepCloseCancelled, StepRevokeAbsent}, renewCut, createFailures, withdrawnBy),
 
 	StepCreateFailed:          join(createRetrigger, batchRequeue, renewLapsed),
 	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue, renewLapsed),
@@ -136,13 +141,13 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	// HANDLE_STARTED → HANDLE_REBASING: the head check before the
 	// approval found the MR's head not what changeflow writes (regenerate)
 	// or not changeflow's at all (rebuild on a fresh branch).
-	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged, StepHandleRebasing}, handleFailures, calledBack, batchRequeue),
-	StepHandleApproved: join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue),
+	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged, StepHandleRebasing}, handleFailures, calledBack, batchRequeue, renewLapsed),
+	StepHandleApproved: join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue, renewLapsed),
 	// HANDLE_REBASING → REVOKE_ABSENT: regenerating a removal whose entry
 	// is gone from the target's head (the binding move REVOKING → REVOKED
 	// keeps it to revocations).
-	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged, StepRevokeAbsent}, handleFailures, calledBack, batchRequeue),
-	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue),
+	StepHandleRebasing:        join([]StepStatus{StepHandleApproved, StepHandlePipelineRunning, StepHandleRebaseConflict, StepHandleRebasePending, StepHandleMerged, StepRevokeAbsent}, handleFailures, calledBack, batchRequeue, renewLapsed),
+	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue, renewLapsed),
 	StepHandleMerged:          join(calledBack, revokeDone),
 
 	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed),

@@ -37,11 +37,12 @@ func (s *Server) handleOpsExpiryScan() http.Handler {
 
 // expiryScanWords is a scan's answer in words: how many revocations it
 // created, and why the rest of what it read was not; then how many
-// stopped renewals of expired grants it withdrew.
+// renewals of expired grants, with a merge request of their own, it
+// withdrew.
 func expiryScanWords(res workflow.ExpiryResult) string {
 	msg := expiryRevocationWords(res)
 	if res.Lapsed > 0 {
-		msg += fmt.Sprintf(" Withdrew %s that had stopped on a failure past the expiry of the access they renew; that access is revoked by a later scan once their merge requests are closed.",
+		msg += fmt.Sprintf(" Withdrew %s not yet in effect when the access they renew expired; that access is revoked by a later scan once their merge requests are closed (a renewal whose merge request merged first is in effect instead).",
 			count(res.Lapsed, "renewal", "renewals"))
 	}
 	return msg

@@ -179,7 +179,7 @@ func TestExpiryScanWords(t *testing.T) {
 		{workflow.ExpiryResult{Scanned: 7, Revoked: 4, Chunks: 2}, "Created 4 revocations of the 7 expired grants read. The other 3 were being revoked already (another scan or a give-back took them first)."},
 		{workflow.ExpiryResult{Scanned: 1, Revoked: 0, Chunks: 1}, "No revocation created: the 1 expired grant read was being revoked already (another scan or a give-back took it first)."},
 		{workflow.ExpiryResult{Scanned: 5, Revoked: 0, Chunks: 1}, "No revocation created: the 5 expired grants read were being revoked already (another scan or a give-back took them first)."},
-		{workflow.ExpiryResult{Chunks: 1, Lapsed: 1}, "No revocation created: no granted access has expired. Withdrew 1 renewal that had stopped on a failure past the expiry of the access they renew; that access is revoked by a later scan once their merge requests are closed."},
+		{workflow.ExpiryResult{Chunks: 1, Lapsed: 1}, "No revocation created: no granted access has expired. Withdrew 1 renewal not yet in effect when the access they renew expired; that access is revoked by a later scan once their merge requests are closed (a renewal whose merge request merged first is in effect instead)."},
 	} {
 		if got := expiryScanWords(tc.res); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.res, got, tc.want)

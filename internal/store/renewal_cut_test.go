@@ -158,12 +158,13 @@ func TestExpiryCutSchedulesTheApprovalsWithdrawal(t *testing.T) {
 			})
 			require.NoError(t, err)
 			mustExec(t, s.DB(), "UPDATE binding SET expires_at = ? WHERE subject_id = ?", s.Dialect().Time(time.Now().Add(-time.Hour)), subject)
-			cands, err := s.RevocationCandidatesRenewing(t.Context(), 10)
+			cands, err := s.ExpiredRenewals(t.Context(), 10)
 			require.NoError(t, err)
 			var mine []store.RevocationRow
 			for _, c := range cands {
 				if c.Renewal == ren {
-					mine = append(mine, store.RevocationRow{RevocationCandidate: c})
+					require.Equal(t, domain.ExpiryCutWithRevocation, domain.ExpiryCutOf(c.Place()))
+					mine = append(mine, store.RevocationRow{RevocationCandidate: c.RevocationCandidate})
 				}
 			}
 			require.Len(t, mine, 1)

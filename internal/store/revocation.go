@@ -25,12 +25,11 @@ type RevocationCandidate struct {
 	ProjectID        int64
 	ExpiresAt        time.Time
 	// Renewal is, for a RENEWING binding, the renewal that owns it and
-	// that the revocation cuts off (expiry wins over a renewal nobody has
-	// approved; ending the access wins over extending it), with the step
+	// that the revocation cuts off (expiry wins over a renewal not in
+	// effect; ending the access wins over extending it), with the step
 	// and version it was read at; "" otherwise. A renewal read at
-	// CREATE_ADMITTED (approved, in the batch set: only a give-back or an
-	// operator's revocation cuts it) is also taken out of the waiting set,
-	// guarded on no round having claimed it.
+	// CREATE_ADMITTED (approved, in the batch set) is also taken out of
+	// the waiting set, guarded on no round having claimed it.
 	Renewal        string
 	RenewalStep    int
 	RenewalVersion int64
@@ -97,54 +96,91 @@ func (s *Store) RevocationCandidatesExpired(ctx context.Context, after ExpiredCu
 	return out, after, nil
 }
 
-// renewalCuttable are the steps at which a renewal whose grant expired is
-// cut off by the grant's revocation: it still waits for its approval, and
-// no MR of it exists (the legacy flow opens its MR before the approval:
-// such a renewal runs to its end, then the scan finds the grant again).
-// From its approval on, an approved renewal may land: its MR work is not
-// taken back from under the batch path or an open MR.
+// renewalCuttable are the steps at which a renewal is cut off in the
+// transaction of its grant's revocation while it still waits for its
+// approval with no MR (approve-first; domain.ExpiryCutWithRevocation).
+// With an MR it is withdrawn instead (RenewalLapse).
 var renewalCuttable = []domain.StepStatus{domain.StepCreateApprovalSubmitting, domain.StepCreateApprovalSubmitted}
 
-// RevocationCandidatesRenewing returns up to limit RENEWING bindings
-// whose grant's expires_at has passed by the database clock while their
-// renewal can still be cut off (renewalCuttable: waiting for its
-// approval, no MR), in (expires_at, id) order on idx_binding_status_expires.
-// The candidate's grant is the renewal's; the revocation removes the
-// grant's entry, which is what the default branch holds. Rare (a renewal
-// undecided past the expiry), so one statement per scan, not chunked by
-// a cursor: a scan revokes them limit at a time.
-func (s *Store) RevocationCandidatesRenewing(ctx context.Context, limit int) ([]RevocationCandidate, error) {
+// ExpiredRenewal is a renewal whose grant's expiry has passed while the
+// renewal owns the row (RENEWING), as the expiry scan read it: the
+// grant's revocation candidate (Renewal and its step and version set)
+// and where the renewal is, for domain.ExpiryCutOf.
+type ExpiredRenewal struct {
+	RevocationCandidate
+	MRIID int64
+	// InSet: it has a waiting-set row no round has claimed.
+	InSet bool
+}
+
+// Place is where the renewal is, for domain.ExpiryCutOf. A renewal read
+// here is never claimed: the read leaves claimed ones to their batch.
+func (e ExpiredRenewal) Place() domain.RenewalPlace {
+	return domain.RenewalPlace{Step: domain.StepStatus(e.RenewalStep), HasMR: e.MRIID != 0, InSet: e.InSet}
+}
+
+// Lapsed is the row RenewalLapse withdraws for this renewal.
+func (e ExpiredRenewal) Lapsed() RenewalLapsed {
+	return RenewalLapsed{Renewal: e.Renewal, Step: e.RenewalStep, Version: e.RenewalVersion,
+		GrantOperationID: e.GrantOperationID, Subject: e.Subject, TargetKey: e.TargetKey}
+}
+
+// notInActiveBatch is the condition "operation alias is no member of an
+// active (RUNNING or BLOCKED) batch", with two placeholders for those
+// statuses. operation.batch_id keeps the last batch that linked the
+// operation to its MR after that batch ended (a member re-admitted to the
+// waiting set still names it), so the batch's status decides, not the
+// column alone.
+func notInActiveBatch(alias string) string {
+	return "NOT EXISTS (SELECT 1 FROM merge_batch mb WHERE mb.id = " + alias + ".batch_id AND mb.status IN (?, ?))"
+}
+
+// ExpiredRenewals returns up to limit RENEWING bindings whose grant's
+// expires_at has passed by the database clock, with their renewal at a
+// step a cut may leave from (domain.ExpiryCutSteps) and not claimed by a
+// batch round (no claimed waiting row, no active batch: a claimed renewal
+// is left to its batch, domain.ExpiryCutLeftToBatch), in (expires_at, id)
+// order on idx_binding_status_expires. The caller decides per row
+// (domain.ExpiryCutOf) and applies: RevocationCreate for the rows without
+// an MR, RenewalLapse for the others. Rare (a renewal not in effect past
+// its grant's expiry), so one statement per scan, not chunked by a
+// cursor.
+func (s *Store) ExpiredRenewals(ctx context.Context, limit int) ([]ExpiredRenewal, error) {
 	if limit <= 0 || limit > InChunkSize {
 		limit = InChunkSize
 	}
 	d := s.dialect
+	steps := domain.ExpiryCutSteps()
 	args := []any{string(domain.BindingRenewing)}
-	for _, st := range renewalCuttable {
+	for _, st := range steps {
 		args = append(args, int(st))
 	}
-	args = append(args, limit)
+	args = append(args, int(domain.BatchRunning), int(domain.BatchBlocked), limit)
 	rows, err := s.db.QueryContext(ctx,
-		"SELECT b.id, b.version, b.subject_id, b.target_key, o.grant_operation_id, b.expires_at, o.project_id, o.operation_id, o.step_status, o.version"+
+		"SELECT b.id, b.version, b.subject_id, b.target_key, o.grant_operation_id, b.expires_at, o.project_id, o.operation_id, o.step_status, o.version,"+
+			" COALESCE(o.mr_iid, 0), m.operation_id IS NOT NULL"+
 			" FROM binding b"+d.forceIndex("idx_binding_status_expires")+
 			" JOIN operation o ON o.operation_id = b.operation_id"+
+			" LEFT JOIN merge_batch_request m ON m.operation_id = o.operation_id"+
 			" WHERE b.status = ? AND b.expires_at IS NOT NULL AND b.expires_at <= "+d.Now()+
-			" AND o.grant_operation_id IS NOT NULL AND o.mr_iid IS NULL AND o.step_status IN ("+placeholders(len(renewalCuttable))+")"+
+			" AND o.grant_operation_id IS NOT NULL AND o.step_status IN ("+placeholders(len(steps))+")"+
+			" AND m.batch_id IS NULL AND "+notInActiveBatch("o")+
 			" ORDER BY b.expires_at, b.id LIMIT ?", args...)
 	if err != nil {
-		return nil, fmt.Errorf("expired bindings under renewal: %w", translate(err))
+		return nil, fmt.Errorf("renewals of expired grants: %w", translate(err))
 	}
 	defer rows.Close()
-	var out []RevocationCandidate
+	var out []ExpiredRenewal
 	for rows.Next() {
-		var c RevocationCandidate
+		var c ExpiredRenewal
 		if err := rows.Scan(&c.BindingID, &c.BindingVersion, &c.Subject, &c.TargetKey, &c.GrantOperationID, &c.ExpiresAt, &c.ProjectID,
-			&c.Renewal, &c.RenewalStep, &c.RenewalVersion); err != nil {
-			return nil, fmt.Errorf("expired bindings under renewal: %w", err)
+			&c.Renewal, &c.RenewalStep, &c.RenewalVersion, &c.MRIID, &c.InSet); err != nil {
+			return nil, fmt.Errorf("renewals of expired grants: %w", err)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("expired bindings under renewal: %w", translate(err))
+		return nil, fmt.Errorf("renewals of expired grants: %w", translate(err))
 	}
 	return out, nil
 }
@@ -273,13 +309,14 @@ func (s *Store) RevocationCreate(ctx context.Context, p RevocationCreateParams) 
 }
 
 func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]RevocationCreated, error) {
-	// 0. Renewals cut off (expiry wins over a renewal nobody approved):
+	// 0. Renewals cut off (expiry wins over a renewal with no MR yet):
 	// operation rows first, the fixed lock order. Each is guarded on the
 	// step and version read and on having no MR, so a renewal whose
-	// approval arrived meanwhile is not cut: the chunk rolls back whole
-	// (ErrPreempted) and the next scan reads again — and then leaves that
-	// renewal to run. An approval decided later finds the row no longer
-	// the renewal's: stale.
+	// approval arrived meanwhile is not cut here: the chunk rolls back
+	// whole (ErrPreempted) and the next scan reads again and decides on
+	// its new place (domain.ExpiryCutOf: in the batch set, cut there; its
+	// own MR, withdrawn). An approval decided later finds the row no
+	// longer the renewal's: stale.
 	cutHist, admitted, err := renewalsCut(ctx, tx, d, p, rows)
 	if err != nil {
 		return nil, err
@@ -452,8 +489,11 @@ func renewalCutStep(reason domain.RevokeReason) domain.StepStatus {
 // renewalsCut ends the renewals of rows (those naming one) at
 // renewalCutStep with no lease, in one guarded UPDATE per place: those
 // waiting for their approval (step in renewalCuttable, no MR) with
-// p.RenewalAction due at once, those in the batch set (CREATE_ADMITTED,
-// no batch) with nothing due. Any renewal that moved since it was read
+// p.RenewalAction due at once, those in the batch set (CREATE_ADMITTED)
+// with nothing due — whether a round has claimed one is its waiting row's
+// batch_id, tested by the take-out after the binding move, which then
+// rolls the chunk back (operation.batch_id still names the last batch of
+// a member re-admitted to the set, so it decides nothing here). Any renewal that moved since it was read
 // fails the chunk (ErrPreempted). It returns their history rows, written
 // with the revocations', and the renewals to take out of the waiting set
 // once the bindings moved (the lock order).
@@ -507,7 +547,7 @@ func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateP
 		err := execN(ctx, tx, int64(n),
 			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+
 				" next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL, expedite_action = NULL"+
-				" WHERE step_status = ? AND batch_id IS NULL AND "+d.keyTuplesIn(n, "operation_id", "version"),
+				" WHERE step_status = ? AND "+d.keyTuplesIn(n, "operation_id", "version"),
 			append([]any{int(toStep), int(domain.StepCreateAdmitted)}, admKeys...)...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("close renewals cut off in the batch set: %w", err)

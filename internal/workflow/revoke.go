@@ -25,9 +25,10 @@ type ExpiryResult struct {
 	Revoked int `json:"revoked"`
 	// Chunks is how many chunks (transactions) the scan used.
 	Chunks int `json:"chunks"`
-	// Lapsed is how many renewals stopped on a failure this scan withdrew
-	// because their grant had expired (the grant itself is revoked by the
-	// scan after the renewal's MR is closed).
+	// Lapsed is how many renewals with an MR of their own (running or
+	// stopped on a failure, either flow) this scan withdrew because their
+	// grant had expired (the grant itself is revoked by a later scan,
+	// once the renewal's MR is closed and its row handed back).
 	Lapsed int `json:"lapsed"`
 }
 
@@ -88,36 +89,55 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 		}
 		cursor = next
 	}
-	// Then grants that expired while their renewal still waits for its
-	// approval: expiry wins (docs/workflow.md, "Renewal"); the cut
-	// renewal's withdraw action withdraws its approval upstream.
-	cands, err := x.d.Store.RevocationCandidatesRenewing(ctx, size)
-	if err != nil {
+	// Then grants that expired while a renewal of them owns the row, not
+	// yet in effect: expiry wins in every flow (docs/workflow.md,
+	// "Renewal"). One read of where each renewal is; what happens to it is
+	// decided here (domain.ExpiryCutOf), before anything is written, and
+	// applied by the store's guarded writes.
+	renewals, err := x.d.Store.ExpiredRenewals(ctx, size)
+	if err != nil || len(renewals) == 0 {
 		return res, err
 	}
-	if len(cands) > 0 {
-		res.Scanned += len(cands)
+	var (
+		withRevocation []store.RevocationCandidate
+		lapse          []store.RenewalLapsed
+	)
+	for _, r := range renewals {
+		switch cut := domain.ExpiryCutOf(r.Place()); cut {
+		case domain.ExpiryCutWithRevocation:
+			// No MR: cut in the revocation's own transaction, which takes
+			// the row at once; its approval is withdrawn by the renewal's
+			// withdraw action (from the batch set there is none to
+			// withdraw).
+			withRevocation = append(withRevocation, r.RevocationCandidate)
+		case domain.ExpiryCutWithdraw:
+			// An MR of its own, or one being created: withdrawn
+			// (RENEW_EXPIRED, the withdraw action closes the MR — merged
+			// wins — and hands the row back), after which the grant is
+			// VALIDATED and expired again and a later scan revokes it.
+			lapse = append(lapse, r.Lapsed())
+		default:
+			x.d.logger().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
+				"step", domain.StepStatus(r.RenewalStep), "cut", cut.String())
+		}
+	}
+	if len(withRevocation) > 0 {
+		res.Scanned += len(withRevocation)
 		res.Chunks++
-		created, err := x.d.createRevocations(ctx, cands, domain.RevokeExpired, "expired", ExpiryActor)
+		created, err := x.d.createRevocations(ctx, withRevocation, domain.RevokeExpired, "expired", ExpiryActor)
 		res.Revoked += len(created)
 		wake = wake || len(created) > 0
 		if err != nil && !errors.Is(err, domain.ErrPreempted) {
 			return res, err
 		}
 	}
-	// Last, renewals that stopped on a failure past their grant's expiry:
-	// withdrawn (RENEW_EXPIRED, the withdraw action closes their MR; merged
-	// wins), after which their grant is VALIDATED and expired again and a
-	// later scan revokes it. Without this the access would stay granted
-	// until an operator looked at the failed renewal.
-	lapsed, err := x.d.Store.RenewalLapsedCandidates(ctx, size)
-	if err != nil || len(lapsed) == 0 {
-		return res, err
+	if len(lapse) == 0 {
+		return res, nil
 	}
 	res.Chunks++
-	switch err := x.d.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: ActionWithdraw, Actor: ExpiryActor, Rows: lapsed}); {
+	switch err := x.d.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: ActionWithdraw, Actor: ExpiryActor, Rows: lapse}); {
 	case err == nil:
-		res.Lapsed, wake = len(lapsed), true
+		res.Lapsed, wake = len(lapse), true
 	case !errors.Is(err, domain.ErrPreempted):
 		return res, err
 	}

@@ -238,7 +238,7 @@ func RegisterSteps(e *Engine, d Deps) {
 }
 
 // renewalsCut reports the renewals cut off in the revocations created: a
-// candidate read with its renewal (store.RevocationCandidatesRenewing, or
+// candidate read with its renewal (store.ExpiredRenewals, or
 // a give-back's while the renewal waited) whose revocation this call
 // created had its renewal closed in the same transaction — EXPIRED for
 // the expiry's cut (RENEW_EXPIRED), CLOSED for a give-back's or an

@@ -56,13 +56,30 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 	}
 	waited := strings.HasPrefix(op.LastError, noneYet)
 	var notes []string
-	if mrPlace && endStep != domain.StepCloseRequesterWithdrawn && op.ApprovalID != "" {
-		// A stopped renewal withdrawn by the expiry scan may still have an
-		// undecided approval upstream (it stopped submitting it): withdraw
-		// that too, so nobody is asked to decide on it any more.
-		note, _, done := d.withdrawApproval(ctx, op, true)
+	legacySubmit := false
+	if mrPlace && endStep != domain.StepCloseRequesterWithdrawn && op.Flow == FlowLegacy && op.ApprovalID == "" {
+		asked, err := d.askedForApproval(ctx, op.OperationID)
+		if err != nil {
+			return d.retryOr(err, "read step history")
+		}
+		legacySubmit = asked
+	}
+	if mrPlace && endStep != domain.StepCloseRequesterWithdrawn && (op.ApprovalID != "" || legacySubmit) {
+		// A renewal withdrawn by the expiry scan may still have an
+		// undecided approval upstream — the legacy flow asks for it while
+		// the MR waits, and a stopped renewal stopped submitting it:
+		// withdraw that too, so nobody is asked to decide on it any more.
+		// On the legacy flow with none recorded, a submit_approval the cut
+		// pre-empted may still be in its call: it is looked up by the
+		// operationId, after one wait when not found (as a requester's
+		// withdrawal does). An approved renewal's is decided already:
+		// the approval system says so, and nothing changes.
+		note, out, done := d.withdrawApproval(ctx, op, waited || !legacySubmit)
 		if done != nil {
 			return done.out, done.err
+		}
+		if out != nil {
+			return *out, nil
 		}
 		notes = append(notes, note)
 	}
@@ -126,6 +143,24 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
 	}
 	return out, nil
+}
+
+// askedForApproval says whether operationID's history shows it asking for
+// its approval (CREATE_APPROVAL_SUBMITTING): on the legacy flow only such
+// a request can have an approval upstream that it has not recorded — a
+// renewal cut while its MR was still being built or checked has none, and
+// is not made to wait for one.
+func (d Deps) askedForApproval(ctx context.Context, operationID string) (bool, error) {
+	hist, err := d.Store.OperationStepList(ctx, operationID)
+	if err != nil {
+		return false, err
+	}
+	for _, h := range hist {
+		if domain.StepStatus(h.ToStep) == domain.StepCreateApprovalSubmitting {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // withdrawApproval withdraws op's approval upstream. It returns a note
