@@ -58,7 +58,7 @@ func TestRateLimitFallsOpen(t *testing.T) {
 		s := loadYAML(t, "ratelimit:\n  Reports:\n    LIMIT: 3\n")
 		limit, _, _ := s.RateLimit("REPORTS")
 		require.Equal(t, 3, limit)
-		require.Equal(t, []string{"admincheck", "apply", "callbacks", "events", "preview", "reports", "stats"}, s.Buckets())
+		require.Equal(t, []string{"admincheck", "apply", "authz", "callbacks", "events", "preview", "reports", "stats"}, s.Buckets())
 	})
 }
 

@@ -176,6 +176,10 @@ func itemTable(instanceID string) []item {
 		intItem(KeyEventsMaxStreamsPerCaller, 5, 1, 1000, hot,
 			"open streams per caller (their account; a caller without one by client address) on an instance; one more is refused with 429 RATE_LIMITED and Retry-After (the web app then polls) and a stream's slot is freed when it ends (client gone, shutdown): without it one person opening a thousand streams took every slot of events.maxStreams and everyone else got 503; a person watches a few requests in a few tabs, so 5 is room for that, not for a flood"),
 
+		// Authorization: the permission checks' cache.
+		durItem(KeyAuthzCacheTTL, 30*sec, 0, sec, hot,
+			"how long the permission service's answer for one account and one set of rule codes is reused (the ops routes, /api/me, the admin check); a deny is kept for the shorter of this and 10s, never longer than an allow, so a rule just granted works within seconds; a failed check is never cached (it denies, and the next call asks again); a cached answer is served while the service is down until it expires, then the check fails closed; a rule revoked at the permission service still works for up to this long; 0 asks the service on every call"),
+
 		// Idempotency (R-IDEM-1).
 		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
 		durItem(KeyIdempotencyCleanupInterval, 10*minute, 1*ms, sec, hot, "0 would spin"),
@@ -240,7 +244,7 @@ type familyDoc struct {
 // as items.
 func familyDocs() []familyDoc {
 	return []familyDoc{
-		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; preview: 30; stats: 60; callbacks: 600 (per source address); adminCheck: 30; events: 30; others: none",
+		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; preview: 30; stats: 60; callbacks: 600 (per source address); adminCheck: 30; events: 30; authz: 120; others: none",
 			fallback: "missing/empty/≤ 0/non-numeric → 0 = no limiting", why: "a broken threshold must not block legitimate traffic (seed §3.3)"},
 		{key: "targets.<key>.title", typ: "string", def: "the target key", fallback: "missing/empty → the key", why: "display only"},
 		{key: "targets.<key>.file", typ: "repo-relative path", def: "bindings/<key>.yaml",
@@ -278,7 +282,7 @@ func familyDocs() []familyDoc {
 // permission service; a 429 on a callback is retried by its sender, and
 // polling stays the workflow's fallback.
 func defaultBuckets() map[string]any {
-	return map[string]any{BucketApply: 10, BucketPreview: 30, BucketStats: 60, BucketCallbacks: 600, BucketAdminCheck: 30, BucketEvents: 30}
+	return map[string]any{BucketApply: 10, BucketPreview: 30, BucketStats: 60, BucketCallbacks: 600, BucketAdminCheck: 30, BucketEvents: 30, BucketAuthz: 120}
 }
 
 func defaultRoutes() map[string]any {

@@ -104,6 +104,10 @@ const (
 	// instance, so one person cannot take every stream of events.maxStreams.
 	KeyEventsMaxStreamsPerCaller = "events.maxStreamsPerCaller"
 
+	// KeyAuthzCacheTTL is how long a permission check's answer is reused
+	// for the same account and rule codes; 0 asks every time.
+	KeyAuthzCacheTTL = "authz.cacheTTL"
+
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
 	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"
@@ -151,6 +155,11 @@ const (
 	// per caller: each opening reads the request and its history, and a
 	// client reconnecting in a loop would otherwise cost that every time.
 	BucketEvents = "events"
+	// BucketAuthz limits, per caller, every route that asks the permission
+	// service (GET /api/me and every /ops/ route), ahead of authorization:
+	// a flood of checks that slows the service trips its breaker, which
+	// denies every operator.
+	BucketAuthz = "authz"
 
 	RouteOpsRequestGet       = "ops-request-get"
 	RouteOpsRequestRetrigger = "ops-request-retrigger"

@@ -138,6 +138,10 @@ type Events struct {
 	MaxStreamsPerCaller int
 }
 
+// AuthzCacheTTL is authz.cacheTTL: how long a permission check's answer
+// is reused; 0 disables the cache.
+func (s *Snapshot) AuthzCacheTTL() time.Duration { return s.dur(KeyAuthzCacheTTL) }
+
 // Events returns events.*.
 func (s *Snapshot) Events() Events {
 	return Events{PollInterval: s.dur(KeyEventsPollInterval), Heartbeat: s.dur(KeyEventsHeartbeat), MaxStreams: s.num(KeyEventsMaxStreams),

@@ -35,6 +35,10 @@ type Authorization struct {
 	Auditor Auditor
 }
 
+// authzRateMessage is the 429 of the authz bucket (routes that ask the
+// permission service).
+const authzRateMessage = "Too many requests, please try again in a minute."
+
 // unauthenticatedMessage is the 401's user message.
 const unauthenticatedMessage = "Please log in."
 

@@ -19,12 +19,13 @@ type meView struct {
 	Operations bool `json:"operations"`
 }
 
-// handleMe is GET /api/me. The answer costs one permission round trip,
-// the one the console's first page would cost anyway; any failure of it
-// answers operations: false (fail closed: a hidden tab, never a shown one
-// the API would refuse), logged. Not rate limited: a page asks once per
-// load and per change of person, and the permission client's breaker
-// bounds what a caller looping on it can do to the permission service.
+// handleMe is GET /api/me. The answer costs one permission check, the one
+// the console's first page would cost anyway (answered from the cache
+// within authz.cacheTTL); any failure of it answers operations: false
+// (fail closed: a hidden tab, never a shown one the API would refuse),
+// logged. It spends the caller's authz bucket like every /ops/ route: a
+// page asks once per load and per change of person, and before the bucket
+// a caller looping on it cost the permission service a check per call.
 func (s *Server) handleMe() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := identity.FromContext(r.Context())

@@ -141,6 +141,9 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		if rt.rateLimit != nil && !has("429") {
 			t.Errorf("%s is rate limited (bucket %s); the document has no 429", p, rt.rateLimit.Bucket)
 		}
+		if (rt.rules != "" || rt.checks) && !has("429") {
+			t.Errorf("%s asks the permission service (bucket %s); the document has no 429", p, config.BucketAuthz)
+		}
 		for _, status := range []string{"421", "500"} {
 			if !has(status) {
 				t.Errorf("%s: every route can answer %s; the document does not say so", p, status)

@@ -45,6 +45,11 @@ func TestExpensiveReadsAndCallbacksAreLimitedByDefault(t *testing.T) {
 			}
 		})
 		t.Run("admin checks on other people's operationIds: 30 per caller", func(t *testing.T) {
+			// The cache off, so that every look-up the bucket lets through
+			// costs a check and the bucket alone bounds them; with the cache
+			// on (below) the same look-ups cost one.
+			w.load(map[string]any{"authz.cacheTTL": "0s"})
+			defer w.load(nil)
 			w.do(req{method: "POST", path: "/api/requests", user: "bob", body: submitBodyFor(tOpen, "mine", ""),
 				header: map[string]string{"Idempotency-Key": "k-rl-bob"}}).want(t, 202, "ACCEPTED")
 			// bob reading his own request costs no permission check and no quota.
@@ -67,6 +72,15 @@ func TestExpensiveReadsAndCallbacksAreLimitedByDefault(t *testing.T) {
 				t.Fatalf("%d permission checks for alice's 32 look-ups, want 30", n)
 			}
 			w.do(req{method: "GET", path: "/api/requests/k-rl-bob", user: "bob"}).want(t, 200, "OK")
+
+			w.load(nil) // authz.cacheTTL back to its default, 30s
+			before = len(w.perm.Checks())
+			for i := range 30 {
+				w.do(req{method: "GET", path: fmt.Sprintf("/api/requests/k-rl-missing-o%d", i), user: "olivia"}).want(t, 404, "NOT_FOUND")
+			}
+			if n := len(w.perm.Checks()) - before; n != 1 {
+				t.Fatalf("%d permission checks for olivia's 30 look-ups with the cache on, want 1", n)
+			}
 		})
 		t.Run("callbacks: 600 per source address, spent before the token is checked", func(t *testing.T) {
 			exhaust(t, 600, req{method: "POST", path: "/callbacks/deploy", body: `{}`, header: map[string]string{"X-Callback-Token": "forged"}})

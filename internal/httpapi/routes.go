@@ -28,6 +28,10 @@ type route struct {
 	// config.RouteOps* names): the caller needs one of those rule codes,
 	// else 403 (authz.go). "" means no rule check.
 	rules string
+	// checks: the route asks the permission service on every call without
+	// declaring rules (GET /api/me). It and every route with rules spend
+	// the caller's authz bucket ahead of authorization (handle).
+	checks bool
 	// business: the route is on the business-activity allowlist (the
 	// seed's path list): changeflow_business_activity_total counts it
 	// (handlers_activity.go).
@@ -74,7 +78,7 @@ func (s *Server) routes() {
 			rateLimit: &RateLimitSpec{Bucket: config.BucketStats}},
 
 		// Who the caller is and whether the Operations tab is theirs (me.go).
-		{pattern: "GET /api/me", handler: s.handleMe(), metrics: true, login: true},
+		{pattern: "GET /api/me", handler: s.handleMe(), metrics: true, login: true, checks: true},
 
 		// What the web app needs before a login (appconfig.go): no login.
 		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
@@ -148,6 +152,14 @@ func (s *Server) handle(rt route) {
 	// Authorization wraps before rate limiting so it runs after it (R-X-1).
 	if rt.login || rt.rules != "" {
 		h = s.authorize(rt, h)
+	}
+	// A route that asks the permission service spends the caller's authz
+	// bucket first, so a flood of calls that would each cost a check is
+	// refused with 429 before the service is asked (the cache spares most
+	// of the rest). It runs after the route's own bucket: a call refused
+	// there spends nothing here.
+	if rt.rules != "" || rt.checks {
+		h = s.rateLimit(RateLimitSpec{Bucket: config.BucketAuthz, Message: authzRateMessage}, h)
 	}
 	// Rate limiting wraps last so that it runs first (R-X-1).
 	if rt.rateLimit != nil {

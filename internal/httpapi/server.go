@@ -95,6 +95,19 @@ func buildServer(d Deps, extra ...route) *Server {
 	if d.Web == nil {
 		d.Web = web.Embedded().WithConnectSources(issuerOrigin(d.Business.Config))
 	}
+	if d.Authz.Permissions != nil {
+		// Every permission check of the server — the authorization link,
+		// /api/me, the preview's scope=file, the admin check — goes
+		// through the one cache (authz_cache.go).
+		cfg := d.Authz.Config
+		d.Authz.Permissions = newCachedPermissions(d.Authz.Permissions, func() (time.Duration, any) {
+			if cfg == nil {
+				return 0, nil
+			}
+			snap := cfg.Current()
+			return snap.AuthzCacheTTL(), snap
+		}, nil)
+	}
 	s := &Server{deps: d, mux: http.NewServeMux(), openapi: newOpenAPIDoc(docs.OpenAPIYAML())}
 	if s.openapi.err != nil {
 		d.Logger.Error("the embedded API description does not convert; GET /api/openapi.json answers 500", "err", s.openapi.err)
