@@ -27,6 +27,11 @@ Usage:
                                                  run only the simulators of GitLab, the approval
                                                  system, deployment, permissions and OIDC (tokens:
                                                  the well-known local ones unless given)
+  changeflow doctor  [--config FILE] [--local] [--json]
+                                                 check the deployment against the configuration and
+                                                 the real GitLab (tokens, trusted proxies, changeflow/*
+                                                 protection, the bots' roles, the webhook); exit 1 when
+                                                 a check fails. Run it after every change (docs/deploy.md)
   changeflow healthcheck [--config FILE] [--url URL] [--live]
                                                  exit 0 when the instance on server.listen is ready
                                                  (GET /readyz; --live: /healthz); for images without a shell
@@ -60,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "sim":
 		err = runSim(ctx, rest, stdout, stderr)
+	case "doctor":
+		err = runDoctor(ctx, rest, getenv, stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
 	case "clustercheck":

@@ -224,6 +224,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 			Events:       events,
 			Revoker:      httpapi.WorkflowRevoker{Deps: wdeps, Engine: engine},
+			Checks:       deploymentChecks(cfg, flags.local, logger),
 		},
 	})
 

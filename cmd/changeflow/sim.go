@@ -23,7 +23,8 @@ const (
 
 // botTokens is the repeatable --gitlab-token NAME=TOKEN flag: the
 // simulated GitLab's token for changeflow's bot NAME (committer,
-// approver1, approver2, as in gitlab.tokens.<name>).
+// approver1, approver2, as in gitlab.tokens.<name>; doctor is one more
+// token of the maintainer account, for the deployment checks).
 type botTokens struct{ t simgitlab.BotTokens }
 
 func (b *botTokens) String() string { return "" }
@@ -39,8 +40,10 @@ func (b *botTokens) Set(v string) error {
 		b.t.Approver1 = strings.TrimSpace(tok)
 	case "approver2":
 		b.t.Approver2 = strings.TrimSpace(tok)
+	case "doctor":
+		b.t.Doctor = strings.TrimSpace(tok)
 	default:
-		return fmt.Errorf("unknown bot %q (committer, approver1, approver2)", name)
+		return fmt.Errorf("unknown bot %q (committer, approver1, approver2, doctor)", name)
 	}
 	return nil
 }
@@ -72,7 +75,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	webhookToken := fs.String("webhook-token", localWebhookToken, "X-Gitlab-Token sent with GitLab webhooks")
 	var bots botTokens
 	protect := fs.Bool("protect-changeflow", true, "protect changeflow/* in the simulated GitLab for the committer bot alone, as docs/deploy.md configures GitLab (false: nothing protected)")
-	fs.Var(&bots, "gitlab-token", "NAME=TOKEN: the simulated GitLab's token of changeflow's bot NAME (committer, approver1, approver2; repeatable) instead of its well-known one")
+	fs.Var(&bots, "gitlab-token", "NAME=TOKEN: the simulated GitLab's token of changeflow's bot NAME (committer, approver1, approver2; repeatable) instead of its well-known one; doctor=TOKEN adds a maintainer token for the deployment checks")
 	dataDir := fs.String("data-dir", "", "directory for the simulated GitLab's repositories (default: a temporary one)")
 	var redirects urlList
 	fs.Var(&redirects, "redirect-uri", "a redirect URI the OIDC simulator accepts (repeatable; default: each --callback-url + /login/callback)")
@@ -117,7 +120,8 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 		// The bots' tokens are the configured ones: the local profile's are
 		// the well-known values, a configuration of its own keeps its own.
 		BotTokens: simgitlab.BotTokens{Committer: gitlabToken(snap, "committer"),
-			Approver1: gitlabToken(snap, "approver1"), Approver2: gitlabToken(snap, "approver2")},
+			Approver1: gitlabToken(snap, "approver1"), Approver2: gitlabToken(snap, "approver2"),
+			Doctor: gitlabToken(snap, "doctor")},
 		// The local run's GitLab is set up as docs/deploy.md says, so its
 		// deployment checks are green until someone removes the rule.
 		ProtectChangeflow: true,

@@ -261,7 +261,7 @@ func familyDocs() []familyDoc {
 			fallback: "missing/empty/non-numeric → 30; < 1 → 1; > 3650 → 3650", why: "0 or negative would grant bindings that expire before they apply"},
 		{key: "authz.routes.<route>.rules", typ: "list of rule codes", def: "ops routes: ops.read/ops.write + admin; others: none",
 			fallback: "missing/empty → empty = deny; blank entries dropped", why: "missing rules must never mean unauthorized access (seed §3.3)"},
-		{key: "gitlab.tokens.<name>", typ: "string (secret, masked)", def: "none",
+		{key: "gitlab.tokens.<name>", typ: "string (secret, masked); names committer, approver1, approver2, and doctor (optional: a read_api token of a Maintainer for the deployment checks)", def: "none",
 			fallback: "missing/empty → no token (the adapter reports it unset); outside --local a simulator's well-known token, one shorter than 20 bytes, or one another token shares → refused: serve does not start, a reload leaves it unset",
 			why:      "a blank token would call GitLab anonymously; a published or shared one lets someone else act as the bot (GitLab's classic tokens are 26 bytes, so the minimum is lower than a callback's)", restart: true},
 		{key: "callbacks.tokens.<name>", typ: "string (secret, masked); names approval, deploy, gitlab", def: "none",
@@ -298,6 +298,7 @@ func defaultRoutes() map[string]any {
 		RouteOpsReconcileRun:     write,
 		RouteOpsExpiryScan:       write,
 		RouteOpsConfigGet:        read,
+		RouteOpsChecksGet:        read,
 	}
 }
 

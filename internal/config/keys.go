@@ -172,6 +172,8 @@ const (
 	// RouteOpsExpiryScan: POST /ops/expiry/scan, a manual expiry scan.
 	RouteOpsExpiryScan = "ops-expiry-scan"
 	RouteOpsConfigGet  = "ops-config-get"
+	// RouteOpsChecksGet: GET /ops/checks, the deployment checks.
+	RouteOpsChecksGet = "ops-checks-get"
 )
 
 // Families: keys with a free segment (target key, bucket, route, token name,

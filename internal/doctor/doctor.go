@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/gitlab"
 )
 
 // Status is a finding's verdict.
@@ -81,6 +82,9 @@ type Options struct {
 	// Local says the process runs the local profile (--local), where the
 	// simulators' published tokens and a trusted loopback are the design.
 	Local bool
+	// GitLab reads the project settings; nil skips the GitLab checks
+	// (reported as a warning).
+	GitLab gitlab.DeploymentReader
 	// Now stamps the report; nil means time.Now.
 	Now func() time.Time
 }
@@ -94,6 +98,7 @@ func Check(ctx context.Context, o Options) Report {
 	}
 	r := Report{CheckedAt: now().UTC()}
 	r.Findings = append(r.Findings, ConfigFindings(o.Snapshot, o.Local)...)
+	r.Findings = append(r.Findings, gitlabFindings(ctx, o)...)
 	r.Status = Worst(r.Findings)
 	return r
 }

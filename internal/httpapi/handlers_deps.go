@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/doctor"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -122,6 +123,9 @@ type Business struct {
 	// pool at once (*workflow.Engine); nil leaves it to the engine's
 	// poller, which finds it due in the operation row.
 	Work WorkSubmitter
+	// Checks runs the deployment checks for GET /ops/checks (the same as
+	// `changeflow doctor`); nil answers it with 500.
+	Checks func(context.Context) doctor.Report
 	// Events feeds GET /api/requests/{operationId}/events (events.go);
 	// serve closes it when shutting down. Nil answers the stream with 500.
 	Events *EventFeed

@@ -489,7 +489,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		sink := &recordingSink{out: SinkApplied}
 		var feed *EventFeed
-		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(),
+		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(), withChecks(),
 			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }))
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
@@ -617,6 +617,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("POST /ops/expiry/scan", 401, req{method: "POST", path: "/ops/expiry/scan"})
 		call("GET /ops/config", 200, req{method: "GET", path: "/ops/config", user: "olivia"})
 		call("GET /ops/config", 401, req{method: "GET", path: "/ops/config"})
+		call("GET /ops/checks", 200, req{method: "GET", path: "/ops/checks", user: "olivia"})
+		call("GET /ops/checks", 401, req{method: "GET", path: "/ops/checks"})
 		call("GET /ops/callbacks/deploy", 200, req{method: "GET", path: "/ops/callbacks/deploy?disposition=recorded", user: "olivia"})
 		call("GET /ops/callbacks/deploy", 400, req{method: "GET", path: "/ops/callbacks/deploy?disposition=NOPE", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 200, req{method: "GET", path: "/ops/targets/unowned-expired", user: "olivia"})

@@ -101,6 +101,11 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
+		// The deployment checks (ops_checks.go): each call reads GitLab
+		// several times, so it spends the preview's quota like the other
+		// reads that go to GitLab.
+		{pattern: "GET /ops/checks", handler: s.handleOpsChecks(), metrics: true, rules: config.RouteOpsChecksGet,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketPreview}},
 		// The deploy-callback inbox (ops_deploy_inbox.go): a read of the same class as a request's detail.
 		{pattern: "GET /ops/callbacks/deploy", handler: s.handleOpsDeployCallbacks(), metrics: true, rules: config.RouteOpsRequestGet},
 		// Expired entries changeflow does not own (ops_unowned.go): a read of

@@ -363,6 +363,44 @@ func (s *Server) handleUnprotect(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "404 Not found")
 }
 
+// handleEditMember: PUT /projects/:id/members/:user_id {access_level} →
+// 200 the member; Maintainer only (403); 20, 30 and 40 are the roles the
+// simulator has (400 otherwise). A role holds in every project of the
+// world, as the seeded accounts' roles do.
+func (s *Server) handleEditMember(w http.ResponseWriter, r *http.Request) {
+	in, err := readParams(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "400 Bad request - "+err.Error())
+		return
+	}
+	p := s.lockProject(w, r)
+	if p == nil {
+		return
+	}
+	defer p.mu.Unlock()
+	if caller(r).accessLevel() < levelMaintainer {
+		writeError(w, http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	roles := map[string]role{"20": roleReporter, "30": roleDeveloper, "40": roleMaintainer}
+	ro, ok := roles[in.get("access_level")]
+	if !ok {
+		writeParamError(w, "access_level does not have a valid value")
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("user_id"), 10, 64)
+	for _, u := range s.world().users {
+		if u.ID == id {
+			u.Role = ro
+			m := s.userJSON(u).(map[string]any)
+			m["access_level"] = u.accessLevel()
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "404 Not found")
+}
+
 // handleGetMember: GET /projects/:id/members/all/:user_id → the member
 // with access_level (every seeded account is a member of every project at
 // its role); an unknown user is 404 "404 Not found".

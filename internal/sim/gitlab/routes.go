@@ -49,6 +49,7 @@ func (s *Server) apiRoutes() http.Handler {
 	handle("GET", pr+"/protected_branches/{name}", s.handleGetProtected)
 	handle("DELETE", pr+"/protected_branches/{name}", s.handleUnprotect)
 	handle("GET", pr+"/members/all/{user_id}", s.handleGetMember)
+	handle("PUT", pr+"/members/{user_id}", s.handleEditMember)
 	handle("GET", pr+"/hooks", s.handleListHooks)
 	handle("POST", pr+"/hooks", s.handleAddHook)
 	handle("DELETE", pr+"/hooks/{hook_id}", s.handleDeleteHook)

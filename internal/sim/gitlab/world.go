@@ -111,6 +111,11 @@ type world struct {
 // tokens, so a world it talks to is given tokens of its own.
 type BotTokens struct {
 	Committer, Approver1, Approver2 string
+	// Doctor is one more token of the maintainer account, for
+	// changeflow's read-only deployment checks (gitlab.tokens.doctor; in
+	// GitLab a Maintainer's token of scope read_api — the simulator models
+	// no scopes). The maintainer keeps its well-known token.
+	Doctor string
 }
 
 // newWorld creates the seeded world in dir: project config/bindings (id 1)
@@ -130,6 +135,9 @@ func newWorld(ctx context.Context, dir string, now time.Time, seed worldSeed) (*
 			u.Token = tok
 		}
 		w.byToken[u.Token] = u
+	}
+	if bots.Doctor != "" {
+		w.byToken[bots.Doctor] = w.byToken[simtoken.Maintainer]
 	}
 	r, err := initRepo(ctx, filepath.Join(dir, "config", "bindings.git"))
 	if err != nil {
