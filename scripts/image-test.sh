@@ -8,7 +8,8 @@
 # serves; `changeflow healthcheck` (the image's health check) passes
 # inside it; a named time zone resolves from the copied zoneinfo; the CA
 # bundle is the build host's; the SQLite default lands in the writable
-# working directory, owned by the non-root user.
+# working directory, owned by the non-root user; nothing is written
+# outside it (what running with a read-only root filesystem needs).
 #
 # Without buildah it skips with a loud line, unless
 # CHANGEFLOW_TEST_REQUIRE_SERVICES=1 (CI), where it fails.
@@ -52,6 +53,14 @@ ctr=$("${B[@]}" from --quiet "$img")
 run() { "${B[@]}" run --isolation chroot "$@"; }
 run "$ctr" -- /usr/local/bin/changeflow version | grep -q '^changeflow ' || fail "changeflow version did not run in the image"
 
+# The read-only root filesystem docs/deploy.md runs the image with:
+# buildah has no --read-only, so the test proves what it rests on — serve
+# writes nothing outside the working directory /data (the volume). A
+# marker's time before the start; afterwards no file outside /data is
+# newer.
+mnt0=$("${B[@]}" mount "$ctr")
+touch "$work/marker"
+sleep 1
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 run --env CHANGEFLOW_SERVER_LISTEN="127.0.0.1:$port" --env CHANGEFLOW_ACCESS_TIMEZONE=Europe/Berlin \
   "$ctr" -- /usr/local/bin/changeflow serve >"$work/serve.log" 2>&1 &
@@ -69,6 +78,9 @@ if grep '"config: item fell back"' "$work/serve.log" | grep -q 'access.timezone'
 fi
 
 mnt=$("${B[@]}" mount "$ctr")
+[ "$mnt" = "$mnt0" ] || fail "the container's root moved between mounts"
+written=$(cd "$mnt" && find . -xdev -newer "$work/marker" ! -path './data' ! -path './data/*' ! -type d 2>/dev/null | head -5)
+[ -z "$written" ] || fail "serve wrote outside /data, so a read-only root would break it: $written"
 cmp -s "$mnt/etc/ssl/certs/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt || fail "CA bundle differs from the build host's"
 owner=$(stat -c %u "$mnt/data/var/changeflow.db" 2>/dev/null || echo missing)
 [ "$owner" = 65532 ] || fail "the SQLite database in /data/var is owned by '$owner', want the non-root uid 65532"
@@ -76,4 +88,4 @@ owner=$(stat -c %u "$mnt/data/var/changeflow.db" 2>/dev/null || echo missing)
 kill "$serve_pid" 2>/dev/null || true
 wait "$serve_pid" 2>/dev/null || true
 serve_pid=""
-echo "image-test: ok — FROM scratch image ($size) runs changeflow serve as 65532, health check passes, zoneinfo and CA bundle present"
+echo "image-test: ok — FROM scratch image ($size) runs changeflow serve as 65532, health check passes, zoneinfo and CA bundle present, nothing written outside /data"
