@@ -11,6 +11,7 @@ import { useGet } from '../hooks';
 import { match, navigate } from '../router';
 import { hintWords, when } from '../words';
 import type { DeployCallback } from './deploy';
+import { Checks } from './checks';
 import { DeployInbox, DeployTable } from './deploy';
 
 interface OpsRequest {
@@ -117,6 +118,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/unowned" class={path === '/console/unowned' ? 'active' : ''}>
           Expired, not ours
         </a>
+        <a href="/console/checks" class={path === '/console/checks' ? 'active' : ''}>
+          Checks
+        </a>
       </nav>
       {batch ? (
         <BatchDetail key={batch.id} id={batch.id} />
@@ -128,6 +132,8 @@ export default function Console({ path }: { path: string }) {
         <DeployInbox />
       ) : path === '/console/unowned' ? (
         <Unowned />
+      ) : path === '/console/checks' ? (
+        <Checks />
       ) : (
         <Lookup id={req?.id ?? ''} />
       )}
