@@ -110,6 +110,22 @@ func TestDeployGuide(t *testing.T) {
 		}
 	}
 
+	// The guide's GitLab step: protect changeflow/* for the committer
+	// (docs/deploy.md, "Protect changeflow's branches", its API call), then
+	// `changeflow doctor` on the same configuration passes — the webhook
+	// is a warning, since this deployment has no gitlab.tokens.doctor to
+	// read hooks with.
+	var committer struct{ ID int64 }
+	getJSON(t, sim.base+"/gitlab/api/v4/user", map[string]string{"PRIVATE-TOKEN": procCommitterToken}, &committer)
+	sim.must(t, http.MethodPost, "/gitlab/api/v4/projects/1/protected_branches", map[string]any{
+		"name": "changeflow/*", "allowed_to_push": []map[string]any{{"user_id": committer.ID}},
+		"allowed_to_merge": []map[string]any{{"access_level": 0}}, "allow_force_push": true}, nil)
+	doc := startProc(t, dir, "doctor", env, "doctor", "--config", file)
+	waitFor(t, 60*time.Second, "changeflow doctor to exit", doc.exited)
+	if doc.cmd.ProcessState.ExitCode() != 0 || !strings.Contains(doc.output(), "OK    changeflow/* is a protected branch") {
+		t.Fatalf("changeflow doctor on the guide's deployment (%d):\n%s", doc.cmd.ProcessState.ExitCode(), doc.output())
+	}
+
 	// The web app's configuration: OIDC sign-in, no simulator links.
 	var appCfg struct {
 		Data map[string]json.RawMessage `json:"data"`
