@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -327,12 +328,11 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return 0, 0, nil // settled with the batch in one transaction
 	}
 	project := strconv.FormatInt(b.ProjectID, 10)
-	branch := BatchBranchName(b.ID)
 	gl := d.GitLab
 
-	mr, found, err := gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
+	branch, mr, found, err := d.batchBranch(ctx, b, project)
 	if err != nil {
-		return 0, len(ops), fmt.Errorf("look up MR of %s: %w", branch, err)
+		return 0, len(ops), err
 	}
 	if found && mr.State == gitlab.MRStateClosed {
 		_, err := d.SettleBatch(ctx, b.ID, "BATCH_MR_CLOSED", errBatchMRClosed.Error(), "round")
@@ -419,6 +419,68 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return mr.IID, len(ops), fmt.Errorf("record MR !%d: %w", mr.IID, err)
 	}
 	return mr.IID, len(ops), nil
+}
+
+// batchBranch picks the branch batch b is built on and its MR, if any:
+// the first of its branches (BatchBranchName, then FreshBranchName 2, 3 …)
+// that holds nothing changeflow did not write. A branch with an MR the
+// committer bot did not open (foreign_mr), or with a commit by anyone else
+// (foreign_branch), is a security event and is skipped — never adopted,
+// never built on. The choice is made from the repository's state alone,
+// the same on every run, so a crash or a lost answer finds the branch and
+// MR a dead round made; a branch that turns foreign after changeflow used
+// it is skipped too, and the MR left behind there is the stray sweep's. Past
+// maxBranchAttempts branches the batch is blocked for a person.
+func (d Deps) batchBranch(ctx context.Context, b store.Batch, project string) (string, gitlab.MR, bool, error) {
+	first := BatchBranchName(b.ID)
+	var skipped []string
+	for n := 1; n <= maxBranchAttempts; n++ {
+		branch := FreshBranchName(first, n)
+		mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
+		if err != nil {
+			return "", gitlab.MR{}, false, fmt.Errorf("look up MR of %s: %w", branch, err)
+		}
+		if found {
+			bot, err := d.committer(ctx)
+			if err != nil {
+				return "", gitlab.MR{}, false, fmt.Errorf("read the committer bot's account: %w", err)
+			}
+			if mr.AuthorUsername != bot.Username {
+				if err := d.securityEvent(ctx, foreignMR(batchResource(b.ID), mr)); err != nil {
+					return "", gitlab.MR{}, false, err
+				}
+				skipped = append(skipped, branch)
+				continue
+			}
+		}
+		if found {
+			return branch, mr, true, nil
+		}
+		br, err := d.GitLab.GetBranch(ctx, project, branch)
+		if gitlab.IsNotFound(err) {
+			return branch, gitlab.MR{}, false, nil
+		}
+		if err != nil {
+			return "", gitlab.MR{}, false, fmt.Errorf("look up branch %s: %w", branch, err)
+		}
+		own, why, err := d.branchIsOwn(ctx, project, branch)
+		if err != nil {
+			return "", gitlab.MR{}, false, fmt.Errorf("check branch %s: %w", branch, err)
+		}
+		if own {
+			return branch, gitlab.MR{}, false, nil
+		}
+		if err := d.securityEvent(ctx, SecurityEvent{Kind: SecurityForeignBranch, Resource: batchResource(b.ID),
+			Branch: branch, SHA: br.CommitID, Why: why}); err != nil {
+			return "", gitlab.MR{}, false, err
+		}
+		skipped = append(skipped, branch)
+	}
+	why := outOfBranches("the batch's branches " + strings.Join(skipped, ", ") + " hold content changeflow did not write")
+	if err := d.blockBatch(ctx, b.ID, why); err != nil {
+		return "", gitlab.MR{}, false, err
+	}
+	return "", gitlab.MR{}, false, fmt.Errorf("batch %d blocked: %w", b.ID, errBatchBlocked)
 }
 
 // staleWriteAttempts bounds how often commitBatch reads again after a

@@ -82,6 +82,10 @@ func (d Deps) closeStray(ctx context.Context, who string, b store.Batch, project
 // read per distinct batch named by an open MR's branch (usually none or
 // one).
 //
+// Only MRs the committer bot opened are ever closed: an open MR on any
+// changeflow/ branch that someone else opened is left alone and alerted
+// (security event foreign_mr, the metric, a warn log; once per MR).
+//
 // An open MR on changeflow/batch-N is closed (close, re-read, merged
 // wins) when batch N has ended, or is active and records another MR. It
 // is left alone when batch N is active and records this MR, or records
@@ -108,11 +112,27 @@ type StraySweep struct {
 	OnBatchBranches int `json:"onBatchBranches"`
 	// Closed is how many this sweep closed (merged ones are left).
 	Closed int `json:"closed"`
+	// Foreign is how many open MRs on changeflow/ branches the committer
+	// bot did not open: left alone, each a security event (foreign_mr).
+	Foreign int `json:"foreign,omitempty"`
 }
 
-// batchOfBranch returns the batch id of a batch branch (BatchBranchName),
-// exactly: "changeflow/batch-7", not "changeflow/batch-07" nor "…-7x".
+// batchOfBranch returns the batch id of a batch branch (BatchBranchName,
+// or one of its fresh branches FreshBranchName), exactly:
+// "changeflow/batch-7" or "changeflow/r2/batch-7", not
+// "changeflow/batch-07" nor "…-7x".
 func batchOfBranch(branch string) (int64, bool) {
+	if rest, ok := strings.CutPrefix(branch, freshPrefix); ok {
+		if _, name, ok := strings.Cut(rest, "/"); ok {
+			id, ok := batchOfBranch("changeflow/" + name)
+			if ok {
+				if _, fresh := branchAttempt(branch, BatchBranchName(id)); fresh {
+					return id, true
+				}
+			}
+		}
+		return 0, false
+	}
 	rest, ok := strings.CutPrefix(branch, batchBranchPrefix)
 	if !ok {
 		return 0, false
@@ -142,8 +162,33 @@ func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, e
 		batch int64
 		mr    gitlab.MR
 	}
-	var found []stray
+	var (
+		found []stray
+		errs  []error
+		bot   gitlab.User
+	)
 	for _, mr := range mrs {
+		if !strings.HasPrefix(mr.SourceBranch, "changeflow/") {
+			continue
+		}
+		if bot.Username == "" {
+			if bot, err = d.committer(ctx); err != nil {
+				return res, fmt.Errorf("read the committer bot's account: %w", err)
+			}
+		}
+		if mr.AuthorUsername != bot.Username {
+			// Only MRs the committer bot opened are closed: a person's MR
+			// on changeflow's namespace is theirs to close, and an alert.
+			res.Foreign++
+			resource := fmt.Sprintf("mr-%d", mr.IID)
+			if id, ok := batchOfBranch(mr.SourceBranch); ok {
+				resource = batchResource(id)
+			}
+			if err := d.securityEvent(ctx, foreignMR(resource, mr)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if id, ok := batchOfBranch(mr.SourceBranch); ok {
 			found = append(found, stray{id, mr})
 		}
@@ -151,7 +196,6 @@ func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, e
 	res.OnBatchBranches = len(found)
 	slices.SortFunc(found, func(a, b stray) int { return int(a.batch - b.batch) })
 	batches := map[int64]store.Batch{}
-	var errs []error
 	for _, f := range found {
 		b, seen := batches[f.batch]
 		if !seen {
