@@ -50,6 +50,7 @@ type OpsStore interface {
 	BatchList(ctx context.Context, p store.BatchListParams) (store.BatchPage, error)
 	BatchMembers(ctx context.Context, batchID int64) ([]store.BatchMember, error)
 	AuditListByResource(ctx context.Context, resource string, limit int) ([]store.AuditRecord, error)
+	AuditListByActionPrefix(ctx context.Context, prefix string, limit int) ([]store.AuditRecord, error)
 	ApprovalCallbackList(ctx context.Context, operationID string, limit int) ([]store.ApprovalCallbackRecord, error)
 	DeployCallbackListByMR(ctx context.Context, projectID, mrIID int64, limit int) ([]store.DeployCallbackRecord, error)
 	DeployCallbackList(ctx context.Context, p store.DeployCallbackListParams) ([]store.DeployCallbackRecord, error)

@@ -621,6 +621,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/checks", 401, req{method: "GET", path: "/ops/checks"})
 		call("GET /ops/callbacks/deploy", 200, req{method: "GET", path: "/ops/callbacks/deploy?disposition=recorded", user: "olivia"})
 		call("GET /ops/callbacks/deploy", 400, req{method: "GET", path: "/ops/callbacks/deploy?disposition=NOPE", user: "olivia"})
+		call("GET /ops/security-events", 200, req{method: "GET", path: "/ops/security-events?limit=5", user: "olivia"})
+		call("GET /ops/security-events", 400, req{method: "GET", path: "/ops/security-events?limit=0", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 200, req{method: "GET", path: "/ops/targets/unowned-expired", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 403, req{method: "GET", path: "/ops/targets/unowned-expired", user: "alice"})
 

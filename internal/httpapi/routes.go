@@ -99,6 +99,7 @@ func (s *Server) routes() {
 		// Operations (docs/api.md, "Operations endpoints"), read-only.
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
+		{pattern: "GET /ops/security-events", handler: s.handleOpsSecurityEvents(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
 		// The deployment checks (ops_checks.go): each call reads GitLab

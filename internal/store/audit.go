@@ -121,3 +121,40 @@ func nullString(s string) any {
 	}
 	return s
 }
+
+// AuditListByActionPrefix returns up to limit audit records whose action
+// starts with prefix (letters, digits, dots and dashes only: no LIKE
+// wildcard), newest first: GET /ops/security-events. There is no index on
+// action: the read walks audit_log backwards by id until it has limit
+// records, which is short when the records asked for are recent — an
+// operator's page, not user traffic.
+func (s *Store) AuditListByActionPrefix(ctx context.Context, prefix string, limit int) ([]AuditRecord, error) {
+	for _, r := range prefix {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
+			return nil, fmt.Errorf("list audit by action: prefix %q may hold letters, digits, dots and dashes only", prefix)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id, audit_key, actor, action, resource, params, outcome, created_at FROM audit_log "+
+			"WHERE action LIKE ? ORDER BY id DESC LIMIT ?", prefix+"%", max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("list audit by action %q: %w", prefix, translate(err))
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		var (
+			a      AuditRecord
+			params sql.NullString
+		)
+		if err := rows.Scan(&a.ID, &a.Key, &a.Actor, &a.Action, &a.Resource, &params, &a.Outcome, &a.CreatedAt); err != nil {
+			return nil, fmt.Errorf("list audit by action %q: %w", prefix, err)
+		}
+		a.Params = params.String
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list audit by action %q: %w", prefix, translate(err))
+	}
+	return out, nil
+}
