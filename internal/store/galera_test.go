@@ -366,17 +366,66 @@ func TestGaleraTwinFlips(t *testing.T) {
 // waitSynced makes s's node apply everything the cluster committed before
 // now (one read with wsrep_sync_wait), so the test's own checks do not
 // race the replication they are checking.
+//
+// The causal wait gives up after Galera's repl.causal_read_timeout (30 s)
+// with 1205. That is the node lagging, not an answer about the store: on
+// the loaded CI machine (three nodes, the other packages' tests and their
+// servers on two cores) one wait once ran out. The read is made again,
+// with the node's replication state logged, for up to two minutes — a
+// node that stays stuck still fails the test, with that state in it.
 func waitSynced(t testing.TB, s *store.Store) {
 	t.Helper()
-	conn, err := s.DB().Conn(t.Context())
-	require.NoError(t, err)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := syncRead(t.Context(), s)
+		var me *mysql.MySQLError
+		if err == nil {
+			return
+		}
+		lagging := errors.As(err, &me) && me.Number == 1205
+		if !lagging || time.Now().After(deadline) {
+			require.NoError(t, err, "causal read; node state: %s", wsrepState(t, s))
+		}
+		t.Logf("causal read ran out (%v); node state: %s; reading again", err, wsrepState(t, s))
+	}
+}
+
+// syncRead is one read with wsrep_sync_wait = 1 on a connection of its own.
+func syncRead(ctx context.Context, s *store.Store) error {
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		return err
+	}
 	defer conn.Close()
-	_, err = conn.ExecContext(t.Context(), "SET SESSION wsrep_sync_wait = 1")
-	require.NoError(t, err)
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		return err
+	}
 	var one int
-	require.NoError(t, conn.QueryRowContext(t.Context(), "SELECT 1").Scan(&one))
-	_, err = conn.ExecContext(t.Context(), "SET SESSION wsrep_sync_wait = 0")
-	require.NoError(t, err)
+	readErr := conn.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 0"); err != nil && readErr == nil {
+		return err
+	}
+	return readErr
+}
+
+// wsrepState is the node's own account of its replication: its state,
+// the write sets it has received and not applied, and how much of the
+// time flow control has paused it.
+func wsrepState(t testing.TB, s *store.Store) string {
+	rows, err := s.DB().QueryContext(context.WithoutCancel(t.Context()), `SHOW GLOBAL STATUS WHERE Variable_name IN
+		('wsrep_local_state_comment', 'wsrep_local_recv_queue', 'wsrep_flow_control_paused', 'wsrep_last_committed', 'wsrep_cluster_size')`)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var k, v string
+		if rows.Scan(&k, &v) == nil {
+			fmt.Fprintf(&b, "%s=%s ", k, v)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // TestGaleraConcurrentMigrations: instances on every node migrating one
