@@ -27,8 +27,25 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/changeflow-image.XXXXXX")
 B=(buildah --storage-driver vfs --root "$work/root" --runroot "$work/runroot")
 ctr="" serve_pid=""
+# kill_container ends what `buildah run` left: buildah itself (its
+# command line names the throwaway store) and what it started in the
+# container (its environment carries this run's listen address; the
+# chroot's root is buildah's own mount, not under $work). Killing the
+# backgrounded shell alone left buildah and changeflow serve running in
+# the container after the test (seen after a CI run), holding the port.
+kill_container() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = "$$" ] && continue
+    if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "--root $work/root" ||
+       { [ -n "${port:-}" ] && tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "CHANGEFLOW_SERVER_LISTEN=127.0.0.1:$port"; }; then
+      kill -9 "${p#/proc/}" 2>/dev/null || true
+    fi
+  done
+}
 cleanup() {
   [ -n "$serve_pid" ] && kill "$serve_pid" >/dev/null 2>&1 && wait "$serve_pid" 2>/dev/null || true
+  kill_container
   [ -n "$ctr" ] && "${B[@]}" umount "$ctr" >/dev/null 2>&1 || true
   [ -n "$ctr" ] && "${B[@]}" rm "$ctr" >/dev/null 2>&1 || true
   "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
@@ -88,4 +105,8 @@ owner=$(stat -c %u "$mnt/data/var/changeflow.db" 2>/dev/null || echo missing)
 kill "$serve_pid" 2>/dev/null || true
 wait "$serve_pid" 2>/dev/null || true
 serve_pid=""
+kill_container
+sleep 0.5
+left=$(for p in /proc/[0-9]*; do tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "CHANGEFLOW_SERVER_LISTEN=127.0.0.1:$port" && echo "${p#/proc/}"; done || true)
+[ -z "$left" ] || fail "processes still running in the container after the test: $left"
 echo "image-test: ok — FROM scratch image ($size) runs changeflow serve as 65532, health check passes, zoneinfo and CA bundle present, nothing written outside /data"
