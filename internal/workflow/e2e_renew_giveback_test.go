@@ -247,3 +247,74 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 		t.Logf("outcomes: %d given back before the approval, %d after the renewal", won, n-won)
 	})
 }
+
+// TestGiveBackWhileARenewalWaitsAgainAfterItsBatchFailed: a renewal was
+// claimed into a batch whose check pipeline failed; settlement put it back
+// in the batch set (operation.batch_id still names the failed batch). It
+// waits there exactly as a renewal never claimed does, so giving the
+// access back cuts it off and removes the grant's entry — it was refused
+// as "claimed into a batch" while only the stale batch id said so.
+func TestGiveBackWhileARenewalWaitsAgainAfterItsBatchFailed(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newRevokeWorld(t, st)
+		ov := e2eOverlay(w.simTS.URL)
+		ov["polling.pipeline.timeout"] = "2m" // the batch's pipeline is held on purpose
+		w.load(ov)
+		w.admitted("gf1", "gf2")
+		require.Len(t, w.roundsUntilIdle(), 1)
+		var subjects []string
+		for i, g := range []string{"gf1", "gf2"} {
+			_, b := w.until(g, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			w.expireIn(g, time.Hour)
+			subjects = append(subjects, b.Subject)
+			r := fmt.Sprintf("rf%d", i+1)
+			w.mustRenew(r, b.Subject, tBatched, g)
+			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
+			w.decide(r, "approve")
+			w.until(r, "admitted", at(domain.StepCreateAdmitted, domain.BindingRenewing))
+		}
+		storetest.UntilAdmittedBeforeNow(t, st, "rf1", "rf2")
+		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil))
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		require.Equal(t, 2, r.Members)
+		var mrs []map[string]any
+		require.Eventually(t, func() bool { mrs = w.batchMRs(r.BatchID); return len(mrs) == 1 }, 30*time.Second, 10*time.Millisecond, "the batch's MR")
+		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": mrs[0]["iid"], "outcome": "fail"}, nil))
+
+		// The failed batch of two is not a culprit's: both wait again.
+		var back []string
+		for _, id := range []string{"rf1", "rf2"} {
+			o, _ := w.until(id, "back in the batch set", func(o store.Operation, _ store.Binding) bool {
+				return o.LeaseOwner == "" && (domain.StepStatus(o.Step) == domain.StepCreateAdmitted || domain.StepStatus(o.Step).Stopped())
+			})
+			if domain.StepStatus(o.Step) == domain.StepCreateAdmitted {
+				require.Equal(t, r.BatchID, o.BatchID, "%s: the batch id of the failed batch stays on the row", id)
+				back = append(back, id)
+			}
+		}
+		require.NotEmpty(t, back, "no member went back to the batch set")
+		renewal := back[0]
+		grant := map[string]string{"rf1": "gf1", "rf2": "gf2"}[renewal]
+		subject := subjects[map[string]int{"rf1": 0, "rf2": 1}[renewal]]
+
+		res, err := w.deps.Revoke(t.Context(), grant, domain.RevokeGivenBack, "", subject)
+		require.NoError(t, err, "a renewal waiting in the batch set again is cut off, as one never claimed is")
+		require.True(t, res.Created)
+		o, err := st.OperationGet(t.Context(), renewal)
+		require.NoError(t, err)
+		require.Equal(t, domain.StepRenewRevoked, domain.StepStatus(o.Step), "cut off")
+
+		storetest.UntilAdmittedBeforeNow(t, st, domain.RevocationID(grant))
+		w.roundsUntilIdle()
+		w.until(domain.RevocationID(grant), "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
+		w.revokedOnce(grant)
+		_, ok := w.entryOf(tBatched, subject)
+		require.False(t, ok, "the entry is gone from main")
+		require.Zero(t, w.validations(renewal))
+		w.renewalEndedOnce(renewal, domain.RenewalClosed)
+		w.filesExact("gf1", "gf2", "rf1", "rf2")
+	})
+}

@@ -336,7 +336,12 @@ func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.Re
 		}
 		step := domain.StepStatus(r.Step)
 		waiting := (step == domain.StepCreateApprovalSubmitting || step == domain.StepCreateApprovalSubmitted) && r.MRIID == 0
-		inSet := step == domain.StepCreateAdmitted && r.BatchID == 0
+		// In the batch set whatever operation.batch_id says: a failed
+		// batch's settlement puts its members back and leaves the column
+		// naming it. Whether a round holds the renewal now is the waiting
+		// row's batch_id, which the store's guarded cut tests
+		// (ErrRenewalClaimed below).
+		inSet := step == domain.StepCreateAdmitted
 		if !waiting && !inSet {
 			return RevokeResult{}, true, renewalUnderWay(g, r, b, false)
 		}
