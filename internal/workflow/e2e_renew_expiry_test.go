@@ -243,10 +243,7 @@ func TestExpiryCutsARenewalWaitingInTheBatchSet(t *testing.T) {
 func TestExpiryLeavesARenewalInAClaimedBatchToItsBatch(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newRevokeWorld(t, st)
-		ov := e2eOverlay(w.simTS.URL)
-		ov["polling.pipeline.timeout"] = "2m" // the batch's pipeline is held on purpose
-		w.load(ov)
+		w := newHeldPipelineWorld(t, st)
 		w.admitted("bx2")
 		require.Len(t, w.roundsUntilIdle(), 1)
 		_, gb := w.until("bx2", "validated", at(domain.StepCalledBack, domain.BindingValidated))
@@ -259,14 +256,7 @@ func TestExpiryLeavesARenewalInAClaimedBatchToItsBatch(t *testing.T) {
 		// Expired before the round builds its MR (the entry on main is
 		// rewritten to match, which must not conflict with the batch's).
 		w.expireRow(gb.Subject, tBatched)
-		storetest.UntilAdmittedBeforeNow(t, st, "brx2", "bn2")
-		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil))
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		require.Equal(t, 2, r.Members)
-		var mrs []map[string]any
-		require.Eventually(t, func() bool { mrs = w.batchMRs(r.BatchID); return len(mrs) == 1 }, 30*time.Second, 10*time.Millisecond, "the batch's MR")
+		r, iid := w.claimHeld(2, "brx2", "bn2")
 		o, err := st.OperationGet(t.Context(), "brx2")
 		require.NoError(t, err)
 		require.Equal(t, r.BatchID, o.BatchID)
@@ -279,7 +269,7 @@ func TestExpiryLeavesARenewalInAClaimedBatchToItsBatch(t *testing.T) {
 			require.NotEqual(t, workflow.ExpiryActor, h.Actor, "the scan wrote nothing on the batch member: %+v", h)
 		}
 		// The batch's pipeline passes now: the batch finishes.
-		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": mrs[0]["iid"], "outcome": "pass"}, nil)
+		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": iid, "outcome": "pass"}, nil)
 		require.Equal(t, http.StatusOK, code)
 
 		_, b := w.until("brx2", "in effect", at(domain.StepCalledBack, domain.BindingValidated))
@@ -390,10 +380,7 @@ func TestExpiryScanRacingTheRenewalsMerge(t *testing.T) {
 func TestExpiryCutsARenewalOnceItsBatchFailed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newRevokeWorld(t, st)
-		ov := e2eOverlay(w.simTS.URL)
-		ov["polling.pipeline.timeout"] = "2m" // the batch's pipeline is held on purpose
-		w.load(ov)
+		w := newHeldPipelineWorld(t, st)
 		w.admitted("bx3")
 		require.Len(t, w.roundsUntilIdle(), 1)
 		_, gb := w.until("bx3", "validated", at(domain.StepCalledBack, domain.BindingValidated))
@@ -403,17 +390,11 @@ func TestExpiryCutsARenewalOnceItsBatchFailed(t *testing.T) {
 		w.decide("brx3", "approve")
 		w.until("brx3", "admitted", at(domain.StepCreateAdmitted, domain.BindingRenewing))
 		w.expireRow(gb.Subject, tBatched)
-		storetest.UntilAdmittedBeforeNow(t, st, "brx3")
-		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil))
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		var mrs []map[string]any
-		require.Eventually(t, func() bool { mrs = w.batchMRs(r.BatchID); return len(mrs) == 1 }, 30*time.Second, 10*time.Millisecond, "the batch's MR")
+		_, iid := w.claimHeld(1, "brx3")
 		res := w.scan()
 		require.Zero(t, res.Revoked+res.Lapsed, "left to its batch: %+v", res)
 
-		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": mrs[0]["iid"], "outcome": "fail"}, nil)
+		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": iid, "outcome": "fail"}, nil)
 		require.Equal(t, http.StatusOK, code)
 		o, _ := w.until("brx3", "out of its batch", func(o store.Operation, _ store.Binding) bool {
 			step := domain.StepStatus(o.Step)

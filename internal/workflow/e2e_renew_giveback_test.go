@@ -32,6 +32,50 @@ func (w *revokeWorld) revokedWithRenewalCut(grant, r string, step domain.StepSta
 	require.False(w.t, ok, "the entry is gone from main")
 }
 
+// renewalsAdmitted makes each grant's access in effect, expiring in an
+// hour, and its renewal r<prefix><i> approved into the batch set; it
+// returns the grants' subjects and expiries.
+func (w *revokeWorld) renewalsAdmitted(prefix string, grants ...string) (subjects []string, untils []time.Time) {
+	w.t.Helper()
+	for i, g := range grants {
+		_, b := w.until(g, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		untils = append(untils, w.expireIn(g, time.Hour))
+		subjects = append(subjects, b.Subject)
+		r := fmt.Sprintf("%s%d", prefix, i+1)
+		w.mustRenew(r, b.Subject, tBatched, g)
+		w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
+		w.decide(r, "approve")
+		w.until(r, "admitted", at(domain.StepCreateAdmitted, domain.BindingRenewing))
+	}
+	return subjects, untils
+}
+
+// newHeldPipelineWorld is a revokeWorld whose pipeline polls wait long
+// enough for a check pipeline the test holds on purpose (claimHeld).
+func newHeldPipelineWorld(t *testing.T, st *store.Store) *revokeWorld {
+	w := newRevokeWorld(t, st)
+	ov := e2eOverlay(w.simTS.URL)
+	ov["polling.pipeline.timeout"] = "2m"
+	w.load(ov)
+	return w
+}
+
+// claimHeld runs one round over the waiting ids with the batch's check
+// pipeline held (it never finishes until the test says), and returns the
+// round and its MR's iid.
+func (w *revokeWorld) claimHeld(members int, ids ...string) (workflow.RoundResult, any) {
+	w.t.Helper()
+	storetest.UntilAdmittedBeforeNow(w.t, w.st, ids...)
+	require.Equal(w.t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil))
+	r, err := w.rounds.RunRound(w.t.Context(), 1)
+	require.NoError(w.t, err)
+	require.Equal(w.t, "CLAIMED", r.Outcome)
+	require.Equal(w.t, members, r.Members)
+	var mrs []map[string]any
+	require.Eventually(w.t, func() bool { mrs = w.batchMRs(r.BatchID); return len(mrs) == 1 }, 30*time.Second, 10*time.Millisecond, "the batch's MR")
+	return r, mrs[0]["iid"]
+}
+
 // TestGiveBackWhileARenewalWaitsForItsApproval: ending the access wins
 // over extending it. The owner gives the access back while its renewal
 // waits for its approval: in one transaction the renewal is cut off
@@ -88,17 +132,7 @@ func TestOperatorRevokesWhileARenewalWaitsInTheBatchSet(t *testing.T) {
 		w := newRevokeWorld(t, st)
 		w.admitted("go1", "go2")
 		require.Len(t, w.roundsUntilIdle(), 1)
-		var subjects []string
-		for i, g := range []string{"go1", "go2"} {
-			_, b := w.until(g, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			w.expireIn(g, time.Hour)
-			subjects = append(subjects, b.Subject)
-			r := fmt.Sprintf("ro%d", i+1)
-			w.mustRenew(r, b.Subject, tBatched, g)
-			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
-			w.decide(r, "approve")
-			w.until(r, "admitted", at(domain.StepCreateAdmitted, domain.BindingRenewing))
-		}
+		subjects, _ := w.renewalsAdmitted("ro", "go1", "go2")
 
 		res, err := w.deps.Revoke(t.Context(), "go1", domain.RevokeOperator, "left the team", "ops-olga")
 		require.NoError(t, err)
@@ -257,32 +291,12 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 func TestGiveBackWhileARenewalWaitsAgainAfterItsBatchFailed(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newRevokeWorld(t, st)
-		ov := e2eOverlay(w.simTS.URL)
-		ov["polling.pipeline.timeout"] = "2m" // the batch's pipeline is held on purpose
-		w.load(ov)
+		w := newHeldPipelineWorld(t, st)
 		w.admitted("gf1", "gf2")
 		require.Len(t, w.roundsUntilIdle(), 1)
-		var subjects []string
-		for i, g := range []string{"gf1", "gf2"} {
-			_, b := w.until(g, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			w.expireIn(g, time.Hour)
-			subjects = append(subjects, b.Subject)
-			r := fmt.Sprintf("rf%d", i+1)
-			w.mustRenew(r, b.Subject, tBatched, g)
-			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
-			w.decide(r, "approve")
-			w.until(r, "admitted", at(domain.StepCreateAdmitted, domain.BindingRenewing))
-		}
-		storetest.UntilAdmittedBeforeNow(t, st, "rf1", "rf2")
-		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil))
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		require.Equal(t, 2, r.Members)
-		var mrs []map[string]any
-		require.Eventually(t, func() bool { mrs = w.batchMRs(r.BatchID); return len(mrs) == 1 }, 30*time.Second, 10*time.Millisecond, "the batch's MR")
-		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": mrs[0]["iid"], "outcome": "fail"}, nil))
+		subjects, _ := w.renewalsAdmitted("rf", "gf1", "gf2")
+		r, iid := w.claimHeld(2, "rf1", "rf2")
+		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": iid, "outcome": "fail"}, nil))
 
 		// The failed batch of two is not a culprit's: both wait again.
 		var back []string

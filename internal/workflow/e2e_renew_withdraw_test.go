@@ -158,18 +158,7 @@ func TestWithdrawARenewalFromTheBatchSet(t *testing.T) {
 		w := newRevokeWorld(t, st)
 		w.admitted("gb1", "gb2")
 		require.Len(t, w.roundsUntilIdle(), 1)
-		var subjects []string
-		var untils []time.Time
-		for i, g := range []string{"gb1", "gb2"} {
-			_, b := w.until(g, "validated", at(domain.StepCalledBack, domain.BindingValidated))
-			untils = append(untils, w.expireIn(g, time.Hour))
-			subjects = append(subjects, b.Subject)
-			r := fmt.Sprintf("rb%d", i+1)
-			w.mustRenew(r, b.Subject, tBatched, g)
-			w.until(r, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
-			w.decide(r, "approve")
-			w.until(r, "admitted", at(domain.StepCreateAdmitted, domain.BindingRenewing))
-		}
+		subjects, untils := w.renewalsAdmitted("rb", "gb1", "gb2")
 		before := w.fileOnMain(tBatched)
 
 		ans := w.withdrawRenewal("rb1")
