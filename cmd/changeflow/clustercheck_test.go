@@ -100,7 +100,7 @@ func TestClustercheckAnswers200ForASyncedNode(t *testing.T) {
 	url := addr.FindString(out.String()) + "/"
 	var body string
 	waitFor(t, time.Minute, "200 from a Synced node", func() bool {
-		resp, err := http.Get(url)
+		resp, err := procClient.Get(url)
 		if err != nil {
 			return false
 		}

@@ -73,7 +73,7 @@ func TestLocalJourneyReachesValidated(t *testing.T) {
 		req, _ := http.NewRequest(method, in.base+path, bytes.NewBufferString(body))
 		req.Header.Set("X-Auth-Request-User", "E10024") // bob, by employee ID
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := procClient.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}
@@ -116,7 +116,7 @@ func TestLocalJourneyReachesValidated(t *testing.T) {
 	// The change is really in the config repository's default branch.
 	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/gitlab/api/v4/projects/1/repository/files/bindings%%2Fbilling-dashboard.yaml/raw?ref=main", simPort), nil)
 	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestLocalJourneyReachesValidated(t *testing.T) {
 	// after the flip commits (I9), so it may trail the state by a moment.
 	var lines string
 	for {
-		mresp, err := http.Get(in.base + "/metrics")
+		mresp, err := procClient.Get(in.base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

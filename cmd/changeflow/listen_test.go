@@ -159,7 +159,7 @@ func getJSON(t *testing.T, url string, headers map[string]string, v any) {
 	for k, val := range headers {
 		req.Header.Set(k, val)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
@@ -178,7 +178,7 @@ func status(t *testing.T, url string, headers map[string]string) int {
 	for k, val := range headers {
 		req.Header.Set(k, val)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

@@ -143,7 +143,7 @@ batch:
 				}
 				req, _ := http.NewRequest(http.MethodGet, in.base+"/api/requests/"+r.op, nil)
 				req.Header.Set("X-Auth-Request-User", r.user)
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := procClient.Do(req)
 				if err != nil {
 					continue
 				}

@@ -42,6 +42,14 @@ var (
 	buildErr  error
 )
 
+// procClient is the process tests' HTTP client. Its timeout turns an
+// instance that accepts a connection and never answers (stuck, or stopped
+// mid-kill) into a failure naming the call, instead of a test binary that
+// hangs until go test's -timeout kills it with every goroutine's stack.
+// A request the tests leave unanswered on purpose (a kill inside it)
+// ends with the kill. Event streams use a client of their own.
+var procClient = &http.Client{Timeout: 30 * time.Second}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binaryDir != "" {
@@ -234,7 +242,7 @@ func (s *simProc) do(t *testing.T, method, path string, body, out any) int {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatalf("sim %s %s: %v", method, path, err)
 	}
@@ -377,7 +385,7 @@ func (s *simProc) fileOnMain(t *testing.T, target string) string {
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet,
 		s.base+"/gitlab/api/v4/projects/1/repository/files/bindings%2F"+target+".yaml/raw?ref=main", nil)
 	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +456,7 @@ func startServeProc(t *testing.T, dir, file, id string, port int, env ...string)
 		if p.exited() {
 			t.Fatalf("%s exited:\n%s", id, tail(p.output(), 4000))
 		}
-		resp, err := http.Get(s.base + "/healthz")
+		resp, err := procClient.Get(s.base + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -472,7 +480,7 @@ func (s *serveProc) submitOnce(user, operationID, target string) (int, string) {
 	req, _ := http.NewRequest(http.MethodPost, s.base+"/api/requests", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Auth-Request-User", user)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -486,7 +494,7 @@ func (s *serveProc) submitOnce(user, operationID, target string) (int, string) {
 func (s *serveProc) statusCode(user, operationID string) int {
 	req, _ := http.NewRequest(http.MethodGet, s.base+"/api/requests/"+operationID, nil)
 	req.Header.Set("X-Auth-Request-User", user)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		return 0
 	}
@@ -499,7 +507,7 @@ func (s *serveProc) requestStatus(t *testing.T, user, operationID string) string
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, s.base+"/api/requests/"+operationID, nil)
 	req.Header.Set("X-Auth-Request-User", user)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +527,7 @@ func (s *serveProc) requestStatus(t *testing.T, user, operationID string) string
 // target on this instance's /metrics.
 func (s *serveProc) validatedMetric(t *testing.T) int {
 	t.Helper()
-	resp, err := http.Get(s.base + "/metrics")
+	resp, err := procClient.Get(s.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func (s *serveProc) call(t *testing.T, method, path, user string, body any) apiA
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Auth-Request-User", user)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s on %s: %v", method, path, s.id, err)
 	}
@@ -350,7 +350,7 @@ func TestServeKill9InsideTheWithdrawalOfAnOpenMR(t *testing.T) {
 			go func() {
 				req, _ := http.NewRequest(http.MethodPost, a.base+"/api/requests/"+op+"/withdraw", nil)
 				req.Header.Set("X-Auth-Request-User", user)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
+				if resp, err := procClient.Do(req); err == nil {
 					resp.Body.Close()
 				}
 			}()

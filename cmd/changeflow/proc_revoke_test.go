@@ -126,7 +126,7 @@ func anyOf(ss []string) []any {
 func (s *serveProc) expiryScan() (int, error) {
 	req, _ := http.NewRequest(http.MethodPost, s.base+"/ops/expiry/scan", nil)
 	req.Header.Set("X-Auth-Request-User", "olivia")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procClient.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -147,7 +147,7 @@ func (s *serveProc) expiryScan() (int, error) {
 // metricSum sums every series of metric name on s's /metrics.
 func (s *serveProc) metricSum(t *testing.T, name string) int {
 	t.Helper()
-	resp, err := http.Get(s.base + "/metrics")
+	resp, err := procClient.Get(s.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

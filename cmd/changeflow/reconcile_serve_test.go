@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,7 +65,7 @@ func TestServeReconcilesALostDeployCallback(t *testing.T) {
 	// the row we just read by a moment: poll it, bounded.
 	var lines string
 	for {
-		resp, err := http.Get(in.base + "/metrics")
+		resp, err := procClient.Get(in.base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

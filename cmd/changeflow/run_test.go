@@ -70,7 +70,7 @@ func startServe(t *testing.T, file string, env map[string]string, extra ...strin
 		}
 		if m := addr.FindStringSubmatch(in.stdout.String()); m != nil {
 			in.base = m[1]
-			if resp, err := http.Get(in.base + "/healthz"); err == nil {
+			if resp, err := procClient.Get(in.base + "/healthz"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
 					return in
@@ -99,7 +99,7 @@ func (in *instance) stop(t *testing.T) {
 
 func (in *instance) get(t *testing.T, path string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Get(in.base + path)
+	resp, err := procClient.Get(in.base + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -143,7 +143,7 @@ func TestServeIsHealthyAndReadyOnSQLite(t *testing.T) {
 	if code, body := in.get(t, "/readyz"); code != 200 || body["code"] != "OK" {
 		t.Fatalf("readyz = %d %v", code, body)
 	}
-	resp, err := http.Get(in.base + "/metrics")
+	resp, err := procClient.Get(in.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestServeStopsGracefullyWithAnInFlightRequest(t *testing.T) {
 	writeConfig(t, file, sqliteConfig(t, dir, ""))
 	in := startServe(t, file, nil)
 	in.stop(t)
-	if _, err := http.Get(in.base + "/healthz"); err == nil {
+	if _, err := procClient.Get(in.base + "/healthz"); err == nil {
 		t.Fatal("server still answers after shutdown")
 	}
 	if !strings.Contains(in.stderr.String(), `"msg":"stopped"`) {
@@ -449,7 +449,7 @@ func assertLocalGitLab(t *testing.T, base string) {
 	get := func(token string) (int, map[string]any) {
 		req, _ := http.NewRequest("GET", base+"/gitlab/api/v4/projects/1", nil)
 		req.Header.Set("PRIVATE-TOKEN", token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := procClient.Do(req)
 		if err != nil {
 			t.Fatalf("GET project: %v", err)
 		}
