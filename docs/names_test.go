@@ -1,0 +1,144 @@
+package docs
+
+import (
+	"go/scanner"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDocumentsNameOnlyWhatExists: every backticked name in the
+// repository's Markdown that reads as a code identifier (`Store.InTx`,
+// `retryConflict`, `workflow.Deps.Revoke`) names something the code still
+// has. A rename that leaves the prose behind fails here, instead of
+// sending the next reader after a function that is gone.
+//
+// "Has" is lenient on purpose, since prose names more than Go: each
+// dotted part must be an identifier or a word in a string literal of the
+// Go code (not a comment — a name kept alive only by a comment is gone),
+// or a word of the web app, the scripts, the SQL or the configuration
+// files; a benchmark or test is named without its Benchmark/Test prefix,
+// as benchstat prints it. Names are recognised by their shape: camelCase
+// or MixedCase parts (`approveFirst`, `BatchApply`); plain words, codes
+// in capitals and file names are prose.
+func TestDocumentsNameOnlyWhatExists(t *testing.T) {
+	root := filepath.Join("..")
+	known := map[string]bool{}
+	var docs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			switch name {
+			case ".git", "node_modules", "dist", "testdata", "var", "bin":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch ext := filepath.Ext(name); {
+		case ext == ".md":
+			docs = append(docs, path)
+		case ext == ".go":
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			goWords(src, known)
+		case slices.Contains([]string{".ts", ".tsx", ".js", ".mjs", ".sql", ".sh", ".yaml", ".yml", ".json", ".html", ".css", ".service"}, ext),
+			name == "Makefile", name == "Containerfile":
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, w := range wordRE.FindAll(src, -1) {
+				known[string(w)] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) < 5 || len(known) < 1000 {
+		t.Fatalf("read %d documents and %d names: the walk did not find the repository", len(docs), len(known))
+	}
+	exists := func(part string) bool {
+		return known[part] || known["Benchmark"+part] || known["Test"+part] || libraryNames[part] != ""
+	}
+	checked := 0
+	for _, path := range docs {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			for _, m := range tickRE.FindAllStringSubmatch(line, -1) {
+				name := strings.TrimSuffix(m[1], "()")
+				if !pathRE.MatchString(name) {
+					continue
+				}
+				parts := strings.Split(name, ".")
+				if !slices.ContainsFunc(parts, isCodeName) {
+					continue
+				}
+				checked++
+				for _, p := range parts {
+					if !exists(p) {
+						t.Errorf("%s:%d: `%s` names %q, which the code does not have", path, i+1, m[1], p)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d names in %d documents checked against %d in the code", checked, len(docs), len(known))
+}
+
+// libraryNames are names of the libraries changeflow uses that the docs
+// explain (each with where it lives): the code does not spell them.
+var libraryNames = map[string]string{
+	"interpolateParams": "go-sql-driver/mysql's DSN parameter (the code sets Config.InterpolateParams)",
+	"retryHTTPCheck":    "gitlab.com/gitlab-org/api/client-go, gitlab.go",
+	"SessionLocker":     "pressly/goose's Provider option",
+	"HasPending":        "pressly/goose's Provider method",
+	"newRows":           "modernc.org/sqlite, rows.go",
+}
+
+var (
+	tickRE = regexp.MustCompile("`([^`]+)`")
+	pathRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+	wordRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	// camelRE: a lower-case letter followed by a capital (approveFirst,
+	// BatchApply), the shape of a code name and not of a word.
+	camelRE = regexp.MustCompile(`[a-z0-9][A-Z]`)
+)
+
+func isCodeName(part string) bool { return camelRE.MatchString(part) }
+
+// goWords adds src's identifiers and the words of its string literals to
+// known; comments are skipped.
+func goWords(src []byte, known map[string]bool) {
+	var s scanner.Scanner
+	fset := token.NewFileSet()
+	file := fset.AddFile("", fset.Base(), len(src))
+	s.Init(file, src, nil, 0) // mode 0: comments are not returned
+	for {
+		_, tok, lit := s.Scan()
+		switch tok {
+		case token.EOF:
+			return
+		case token.IDENT:
+			known[lit] = true
+		case token.STRING:
+			for _, w := range wordRE.FindAllString(lit, -1) {
+				known[w] = true
+			}
+		}
+	}
+}
