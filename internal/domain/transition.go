@@ -32,11 +32,13 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	// starts handling.
 	// MR_CREATED, MERGING, HANDLE_FAILED → MR_CREATING: a member of a batch
 	// that settled FAILED is re-admitted to the waiting set (batch path).
-	BindingMRCreated:    {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating, BindingMerged},
-	BindingMerging:      {BindingMerged, BindingHandleFailed, BindingMRCreating},
-	BindingMerged:       {BindingValidated},
-	BindingValidated:    {BindingClosed, BindingRevoking, BindingRenewing},
-	BindingCreateFailed: {BindingMRCreating, BindingApprovalSending, BindingClosed},
+	BindingMRCreated: {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating, BindingMerged},
+	BindingMerging:   {BindingMerged, BindingHandleFailed, BindingMRCreating},
+	BindingMerged:    {BindingValidated},
+	BindingValidated: {BindingClosed, BindingRevoking, BindingRenewing},
+	// CREATE_FAILED → MERGED: a stopped request withdrawn by its owner
+	// whose MR a person merged meanwhile ("merged wins").
+	BindingCreateFailed: {BindingMRCreating, BindingApprovalSending, BindingClosed, BindingMerged},
 	// HANDLE_FAILED: a retrigger resumes handling; a read showing the MR
 	// merged finishes it ("merged wins").
 	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed, BindingMRCreating},
@@ -88,7 +90,9 @@ var (
 	// not taken effect and is not in a claimed batch: waiting for its
 	// approval, waiting in the batch set, its single-request MR being
 	// created or checked (a pipeline timeout included: the requester may
-	// give up on it). Which of these a given row may take is the store's
+	// give up on it), and stopped on a failure (a creation or handling
+	// failure waiting for an operator: the requester may give up on it
+	// and ask again). Which of these a given row may take is the store's
 	// guarded write (store.OperationWithdraw), not the table.
 	withdrawnBy = []StepStatus{StepCloseRequesterWithdrawn}
 	// revokeDone: a merged removal confirmed by the deploy callback or
@@ -132,9 +136,9 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	// its grant expires (taken out of the set).
 	StepCreateAdmitted: join([]StepStatus{StepCreateStarted, StepCloseCancelled, StepRevokeAbsent}, renewCut, createFailures, withdrawnBy),
 
-	StepCreateFailed:          join(createRetrigger, batchRequeue, renewLapsed),
-	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue, renewLapsed),
-	StepCreatePoolRejected:    join(createRetrigger, batchRequeue, renewLapsed),
+	StepCreateFailed:          join(createRetrigger, batchRequeue, renewLapsed, withdrawnBy),
+	StepCreatePipelineFailed:  join(createRetrigger, batchRequeue, renewLapsed, withdrawnBy),
+	StepCreatePoolRejected:    join(createRetrigger, batchRequeue, renewLapsed, withdrawnBy),
 	StepCreateApprovalFailed:  join(createRetrigger, renewLapsed),
 	StepCreatePipelinePending: join(createRetrigger, []StepStatus{StepCreateSucceeded, StepCreatePipelineFailed}, batchRequeue, withdrawnBy, renewLapsed),
 
@@ -150,15 +154,15 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	StepHandlePipelineRunning: join([]StepStatus{StepHandleApproved, StepHandlePipelineFailed, StepHandlePipelinePending, StepHandleStarted}, handleFailures, calledBack, batchRequeue, renewLapsed),
 	StepHandleMerged:          join(calledBack, revokeDone),
 
-	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandleApproveForbidden: join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandleRebaseConflict:   join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandleMergeFailed:      join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandlePipelineFailed:   join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandlePoolRejected:     join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandlePipelinePending:  join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandleMergeUnknown:     join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
-	StepHandleRebasePending:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed),
+	StepHandleApproveFailed:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandleApproveForbidden: join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandleRebaseConflict:   join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandleMergeFailed:      join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandlePipelineFailed:   join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandlePoolRejected:     join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandlePipelinePending:  join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandleMergeUnknown:     join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
+	StepHandleRebasePending:    join(handleRetrigger, calledBack, batchRequeue, renewLapsed, withdrawnBy),
 
 	StepCloseRejected:  {StepCloseMRClosed, StepCloseFailed},
 	StepCloseWithdrawn: {StepCloseMRClosed, StepCloseFailed},

@@ -552,7 +552,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /api/requests/{operationId}", 404, req{method: "GET", path: "/api/requests/oa-1", user: "bob"})
 		call("POST /api/requests/{operationId}/withdraw", 200, req{method: "POST", path: "/api/requests/oa-withdraw/withdraw", user: "alice"})
 		call("POST /api/requests/{operationId}/withdraw", 404, req{method: "POST", path: "/api/requests/oa-withdraw/withdraw", user: "bob"})
-		call("POST /api/requests/{operationId}/withdraw", 409, req{method: "POST", path: "/api/requests/oa-stopped/withdraw", user: "alice"})
+		call("POST /api/requests/{operationId}/withdraw", 409, req{method: "POST", path: "/api/requests/oa-in-effect/withdraw", user: "adam"})
 		call("GET /api/requests/{operationId}/events", 200, req{method: "GET", path: "/api/requests/oa-1/events", user: "alice", stream: true})
 		call("GET /api/requests/{operationId}/events", 404, req{method: "GET", path: "/api/requests/oa-1/events", user: "bob"})
 		call("GET /api/requests/{operationId}/events", 400, req{method: "GET", path: "/api/requests/oa-1/events", user: "alice",

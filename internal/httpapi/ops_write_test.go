@@ -28,10 +28,16 @@ func withOpsActions() worldOpt {
 // create_mr kept and not due: what a failed create_mr leaves.
 func stoppedFixture(t *testing.T, st *store.Store, opID, subject string) {
 	t.Helper()
+	stoppedOn(t, st, opID, subject, tReplay)
+}
+
+// stoppedOn is stoppedFixture on target.
+func stoppedOn(t *testing.T, st *store.Store, opID, subject, target string) {
+	t.Helper()
 	ctx := t.Context()
 	_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
-			OperationID: opID, Subject: subject, TargetKey: tReplay, ProjectID: 1, Flow: workflow.FlowLegacy,
+			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: workflow.FlowLegacy,
 			Step: int(domain.StepCreateStarted), Reason: "r", Days: 1, ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC),
 			Actor: subject, NextAction: workflow.ActionCreateMR,
 		},

@@ -68,6 +68,26 @@ func TestWithdrawEndpoint(t *testing.T) {
 				}
 			})
 		})
+		t.Run("withdraw202", func(t *testing.T) {
+			t.Run("stopped on a failure: withdrawn, its MR's close due, audited", func(t *testing.T) {
+				stoppedOn(t, st, "wd-failed", "alice", tOpen) // alice's earlier request there is CLOSED
+				r := w.do(req{method: "POST", path: path("wd-failed"), user: "alice"})
+				r.want(t, 202, "ACCEPTED")
+				step, _ := r.data["step"].(map[string]any)
+				if step["name"] != "CLOSE_REQUESTER_WITHDRAWN" {
+					t.Fatalf("data: %v", r.data)
+				}
+				op, _ := st.OperationGet(t.Context(), "wd-failed")
+				if op.NextAction != workflow.ActionWithdraw || op.DueAt.IsZero() {
+					t.Fatalf("closing the MR is not due: %q %v", op.NextAction, op.DueAt)
+				}
+				if recs := auditOf(t, st, "wd-failed"); len(recs) != 1 || recs[0].Actor != "alice" || recs[0].Outcome != "ACCEPTED" {
+					t.Fatalf("audit: %+v", recs)
+				}
+				again := w.do(req{method: "POST", path: path("wd-failed"), user: "alice"})
+				again.want(t, 202, "ACCEPTED")
+			})
+		})
 		t.Run("withdraw404", func(t *testing.T) {
 			submitApproveFirst(t, st, "wd-bob", "bob", tOpen)
 			other := w.do(req{method: "POST", path: path("wd-bob"), user: "alice"})

@@ -27,7 +27,8 @@ const (
 	// CLOSED in one transaction; nothing upstream to undo.
 	WithdrawFromBatchSet WithdrawPlace = "batch_set"
 	// WithdrawFromMR: its single-request MR is being created or checked
-	// (MR_CREATING or MR_CREATED, no batch). Only the step moves now; the
+	// (MR_CREATING or MR_CREATED, no batch), or it stopped on a failure
+	// (CREATE_FAILED or HANDLE_FAILED, no batch). Only the step moves now; the
 	// scheduled action closes the MR and then moves the binding — to
 	// CLOSED, or to MERGED when the MR turned out merged.
 	WithdrawFromMR WithdrawPlace = "mr"
@@ -49,8 +50,8 @@ const (
 	// goes through that batch's MR and can no longer be taken out.
 	WithdrawClaimed
 	// WithdrawRefused: the request is past the point of withdrawal or has
-	// ended otherwise: merging, merged, in effect, failed and waiting for
-	// an operator, rejected or closed — or its binding now belongs to a
+	// ended otherwise: merging, merged, in effect,
+	// rejected or closed, a revocation — or its binding now belongs to a
 	// newer request. Binding and Step say where it is.
 	WithdrawRefused
 )
@@ -127,7 +128,12 @@ type WithdrawResult struct {
 //     merged by hand meanwhile, and "merged wins" would have nothing to
 //     follow. A member of a claimed batch (a waiting row with a batch, or
 //     a batch id) is WithdrawClaimed;
-//  6. anything else: WithdrawRefused.
+//  6. CREATE_FAILED / HANDLE_FAILED (a grant or a renewal stopped on a
+//     failure, waiting for an operator), with no waiting-set row and no
+//     batch: the same as 5 — only the step moves, and the action closes
+//     its MR, if it has one ("merged wins" again). A stopped revocation is
+//     not the requester's to withdraw: it is refused;
+//  7. anything else: WithdrawRefused.
 //
 // A renewal (docs/workflow.md, "Renewal") is withdrawn from the same
 // places, read in the grant's vocabulary (its binding shows RENEWING
@@ -207,7 +213,8 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 			return res, nil
 		}
 		res.Place, w.to = WithdrawFromBatchSet, domain.BindingClosed
-	case view == domain.BindingMRCreating || view == domain.BindingMRCreated:
+	case view == domain.BindingMRCreating || view == domain.BindingMRCreated,
+		kind != domain.OperationRevoke && (view == domain.BindingCreateFailed || view == domain.BindingHandleFailed):
 		var rowBatch sql.NullInt64
 		err := tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", p.OperationID).Scan(&rowBatch)
 		switch {

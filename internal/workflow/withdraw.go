@@ -30,8 +30,9 @@ import (
 const noneYet = "nothing to withdraw found yet"
 
 // withdraw is the withdraw action. Where the request waited is read from
-// its binding: still MR_CREATING or MR_CREATED (owned by it; a renewal's
-// still RENEWING) — its single-request MR is open, close it and then write
+// its binding: still MR_CREATING or MR_CREATED, or stopped on a failure
+// (CREATE_FAILED, HANDLE_FAILED; owned by it; a renewal's still RENEWING)
+// — its single-request MR is open or was never opened, close it and then write
 // the binding; anything else (CLOSED already, a renewal's row back with
 // its grant or taken by a revocation, or re-applied by a newer request) —
 // it waited for its approval: withdraw that, and on the legacy flow close
@@ -49,6 +50,7 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		return d.retryOr(err, "read binding")
 	}
 	mrPlace := err == nil && (b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated ||
+		b.Status == domain.BindingCreateFailed || b.Status == domain.BindingHandleFailed ||
 		op.Kind == domain.OperationRenew && b.Status == domain.BindingRenewing)
 	endStep := domain.StepCloseRequesterWithdrawn
 	if st := domain.StepStatus(op.Step); st == domain.StepRenewExpired || st == domain.StepRenewRevoked {

@@ -1,0 +1,71 @@
+package workflow_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"changeflow/internal/domain"
+	"changeflow/internal/store"
+	"changeflow/internal/store/storetest"
+)
+
+// TestWithdrawAFailedRequestAndAskAgain: a request whose check pipeline
+// failed waits for an operator; its owner withdraws it instead — its MR
+// is closed and the request ends CLOSED at once — and asks again with a
+// new request, which takes effect; main holds exactly the new entry.
+func TestWithdrawAFailedRequestAndAskAgain(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
+		require.Equal(t, http.StatusOK, code)
+		w.submit("op-wf", "wf", tSingle, false)
+		o, _ := w.until("op-wf", "pipeline failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+		require.NotZero(t, o.MRIID)
+
+		ans := w.withdraw("op-wf")
+		require.Equal(t, store.WithdrawApplied, ans.Result.Outcome)
+		require.Equal(t, store.WithdrawFromMR, ans.Result.Place)
+		require.False(t, ans.Merged)
+		require.False(t, ans.Pending, "the MR was closed before the answer")
+		require.Equal(t, domain.BindingClosed, ans.Binding.Status)
+		require.Equal(t, domain.StepCloseRequesterWithdrawn, domain.StepStatus(ans.Operation.Step))
+		mrs := w.mrsOf("op-wf")
+		require.Len(t, mrs, 1)
+		require.Equal(t, "closed", mrs[0]["state"])
+		w.until("op-wf", "withdrawn", withdrawnDone)
+		again := w.withdraw("op-wf")
+		require.Equal(t, store.WithdrawAlready, again.Result.Outcome, "a repeat answers the state")
+
+		w.legacyValidated("op-wf2", "wf", tSingle)
+		require.Contains(t, w.fileOnMain(tSingle), `operationId: "op-wf2"`)
+		w.filesExact("op-wf2")
+	})
+}
+
+// TestWithdrawAFailedRequestWhoseMRWasMergedByHand: merged wins on a
+// failed request too — a person merged its MR after the pipeline failed;
+// the withdrawal finds it merged and the request follows its merge to
+// VALIDATED; main matches the database.
+func TestWithdrawAFailedRequestWhoseMRWasMergedByHand(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
+		require.Equal(t, http.StatusOK, code)
+		w.submit("op-wfm", "wfm", tSingle, false)
+		o, _ := w.until("op-wfm", "pipeline failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+		code = w.simJSON(http.MethodPost, fmt.Sprintf("/gitlab/_control/projects/1/merge_requests/%d/merge", o.MRIID), map[string]any{}, nil)
+		require.Equal(t, http.StatusOK, code, "merged by hand")
+
+		ans := w.withdraw("op-wfm")
+		require.True(t, ans.Merged, "merged wins: %+v", ans)
+		w.until("op-wfm", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		w.validatedOnce("op-wfm")
+		require.Contains(t, w.fileOnMain(tSingle), `operationId: "op-wfm"`)
+		w.filesExact("op-wfm")
+	})
+}
