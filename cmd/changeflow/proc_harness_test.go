@@ -228,6 +228,12 @@ func startSim(t *testing.T, dir string, callbackURLs []string) *simProc {
 // nil; out, when given, receives the decoded answer. It returns the status.
 func (s *simProc) do(t *testing.T, method, path string, body, out any) int {
 	t.Helper()
+	return s.doAs(t, "local-maintainer-token", method, path, body, out)
+}
+
+// doAs is do with the GitLab token of another simulated account.
+func (s *simProc) doAs(t *testing.T, token, method, path string, body, out any) int {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -241,7 +247,7 @@ func (s *simProc) do(t *testing.T, method, path string, body, out any) int {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("PRIVATE-TOKEN", "local-maintainer-token")
+	req.Header.Set("PRIVATE-TOKEN", token)
 	resp, err := procClient.Do(req)
 	if err != nil {
 		t.Fatalf("sim %s %s: %v", method, path, err)
