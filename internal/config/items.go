@@ -292,6 +292,7 @@ func defaultRoutes() map[string]any {
 		RouteOpsRequestGet:       read,
 		RouteOpsRequestRetrigger: write,
 		RouteOpsRequestRevoke:    write,
+		RouteOpsRequestClose:     write,
 		RouteOpsBatchesGet:       read,
 		RouteOpsBatchSettle:      write,
 		RouteOpsRoundsRun:        write,

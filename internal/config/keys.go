@@ -165,10 +165,12 @@ const (
 	RouteOpsRequestRetrigger = "ops-request-retrigger"
 	// RouteOpsRequestRevoke: POST /ops/requests/{operationId}/revoke.
 	RouteOpsRequestRevoke = "ops-request-revoke"
-	RouteOpsBatchesGet    = "ops-batches-get"
-	RouteOpsBatchSettle   = "ops-batch-settle"
-	RouteOpsRoundsRun     = "ops-rounds-run"
-	RouteOpsReconcileRun  = "ops-reconcile-run"
+	// RouteOpsRequestClose: POST /ops/requests/{operationId}/close.
+	RouteOpsRequestClose = "ops-request-close"
+	RouteOpsBatchesGet   = "ops-batches-get"
+	RouteOpsBatchSettle  = "ops-batch-settle"
+	RouteOpsRoundsRun    = "ops-rounds-run"
+	RouteOpsReconcileRun = "ops-reconcile-run"
 	// RouteOpsExpiryScan: POST /ops/expiry/scan, a manual expiry scan.
 	RouteOpsExpiryScan = "ops-expiry-scan"
 	RouteOpsConfigGet  = "ops-config-get"

@@ -166,14 +166,16 @@ var stepTransitions = map[StepStatus][]StepStatus{
 
 	StepCloseRejected:  {StepCloseMRClosed, StepCloseFailed},
 	StepCloseWithdrawn: {StepCloseMRClosed, StepCloseFailed},
-	StepCloseCancelled: {StepCloseMRClosed, StepCloseFailed},
-	StepCloseFailed:    {StepCloseMRClosed, StepCloseRequesterWithdrawn},
+	// CLOSE_CANCELLED → HANDLE_MERGED: an operator's close found the MR
+	// merged ("merged wins").
+	StepCloseCancelled: {StepCloseMRClosed, StepCloseFailed, StepHandleMerged},
+	StepCloseFailed:    {StepCloseMRClosed, StepCloseRequesterWithdrawn, StepCloseCancelled},
 	StepCloseMRClosed:  nil,
 	StepCloseExpired:   nil,
 	// The withdraw action's ends: done (the same step, always legal),
 	// the MR found merged (merged wins), the upstream call kept failing.
-	// CLOSE_FAILED → CLOSE_REQUESTER_WITHDRAWN above is its retrigger
-	// succeeding.
+	// CLOSE_FAILED → CLOSE_REQUESTER_WITHDRAWN (or CLOSE_CANCELLED, an
+	// operator's close) above is its retrigger succeeding.
 	StepCloseRequesterWithdrawn: {StepHandleMerged, StepCloseFailed},
 
 	StepCalledBack: {StepCloseExpired},

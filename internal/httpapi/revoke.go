@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
@@ -135,22 +133,9 @@ func (s *Server) handleOpsRevoke() http.Handler {
 	return s.opsWrite(config.RouteOpsRequestRevoke, []string{"operationId"},
 		func(r *http.Request, operator identity.Identity, body map[string]any) (string, domain.Code, any, error) {
 			id := r.PathValue("operationId")
-			reason, ok := body["reason"].(string)
-			reason = strings.TrimSpace(reason)
-			if v, present := body["reason"]; present && v != nil && !ok {
-				return id, "", nil, invalidField("reason", "must be a string")
-			}
-			switch n := utf8.RuneCountInString(reason); {
-			case n == 0:
-				return id, "", nil, invalidField("reason", "is required: say why the access is revoked")
-			case n > maxRevokeReason:
-				return id, "", nil, invalidField("reason", fmt.Sprintf("must be at most %d characters", maxRevokeReason))
-			}
-			// The reason goes into the removal MR's description and the
-			// console: refused, not stripped, like a request's reason.
-			if c, pos, bad := domain.FirstUnsafeTextRune(reason); bad {
-				return id, "", nil, invalidField("reason", fmt.Sprintf(
-					"must be one line of text without control or bidirectional-formatting characters (U+%04X at character %d)", c, pos+1))
+			reason, err := opsReason(body, "say why the access is revoked")
+			if err != nil {
+				return id, "", nil, err
 			}
 			rk := s.deps.Business.Revoker
 			if rk == nil {

@@ -123,6 +123,8 @@ func (s *Server) routes() {
 		{pattern: "POST /ops/expiry/scan", handler: s.handleOpsExpiryScan(), metrics: true, rules: config.RouteOpsExpiryScan},
 		// Revoke anyone's access (revoke.go), audited.
 		{pattern: "POST /ops/requests/{operationId}/revoke", handler: s.handleOpsRevoke(), metrics: true, rules: config.RouteOpsRequestRevoke},
+		// Close a stopped request (ops_close.go).
+		{pattern: "POST /ops/requests/{operationId}/close", handler: s.handleOpsClose(), metrics: true, rules: config.RouteOpsRequestClose},
 		// Operations, write, batch path (ops_batch_write.go): run a round
 		// now, settle a batch.
 		{pattern: "POST /ops/rounds", handler: s.handleOpsRounds(), metrics: true, rules: config.RouteOpsRoundsRun},

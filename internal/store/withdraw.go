@@ -73,6 +73,13 @@ type WithdrawParams struct {
 	// caller die, the lease expires and any instance runs it.
 	ClaimOwner string
 	ClaimLease time.Duration
+	// Cancel makes this an operator's close (POST
+	// /ops/requests/{id}/close) rather than the requester's withdrawal:
+	// the step written is CLOSE_CANCELLED, and only a request stopped on a
+	// failure or in a pending step (domain.StepStatus.Stopped) in the MR
+	// place is taken; anything else is WithdrawRefused. A repeat is
+	// WithdrawAlready.
+	Cancel bool
 }
 
 // WithdrawResult is what OperationWithdraw did.
@@ -130,10 +137,16 @@ type WithdrawResult struct {
 //     a batch id) is WithdrawClaimed;
 //  6. CREATE_FAILED / HANDLE_FAILED (a grant or a renewal stopped on a
 //     failure, waiting for an operator), with no waiting-set row and no
-//     batch: the same as 5 — only the step moves, and the action closes
-//     its MR, if it has one ("merged wins" again). A stopped revocation is
-//     not the requester's to withdraw: it is refused;
+//     batch, from a step the table lets the withdrawal leave: the same
+//     as 5 — only the step moves, and the action closes its MR, if it has
+//     one ("merged wins" again). A stopped revocation is not the
+//     requester's to withdraw: it is refused;
 //  7. anything else: WithdrawRefused.
+//
+// An operator's close (WithdrawParams.Cancel) takes only places 5 and 6,
+// and of 5 only a stopped step (a pending pipeline or rebase), writing
+// CLOSE_CANCELLED instead; a request withdrawn or closed before is
+// WithdrawAlready, anything else WithdrawRefused.
 //
 // A renewal (docs/workflow.md, "Renewal") is withdrawn from the same
 // places, read in the grant's vocabulary (its binding shows RENEWING
@@ -192,14 +205,23 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 	res.Binding = b
 	view := kind.GrantView(b.Status, domain.StepStatus(step))
 	res.View = view
+	toStep := domain.StepCloseRequesterWithdrawn
+	if p.Cancel {
+		toStep = domain.StepCloseCancelled
+	}
 	switch st := domain.StepStatus(step); {
-	case st == domain.StepCloseRequesterWithdrawn, st == domain.StepCloseFailed && withdrawnBefore(ctx, tx, p.OperationID):
+	case st == toStep, st == domain.StepCloseFailed && reachedBefore(ctx, tx, p.OperationID, toStep):
 		res.Outcome = WithdrawAlready
 		return res, nil
 	}
+	stopped := kind != domain.OperationRevoke && domain.CheckStep(domain.StepStatus(step), toStep) == nil &&
+		(view == domain.BindingCreateFailed || view == domain.BindingHandleFailed || p.Cancel && domain.StepStatus(step).Stopped())
 
-	w := withdrawWrite{op: p.OperationID, fromStep: step, b: b, kind: kind, grant: grantOp, actor: p.Actor, note: p.Note}
+	w := withdrawWrite{op: p.OperationID, fromStep: step, toStep: toStep, b: b, kind: kind, grant: grantOp, actor: p.Actor, note: p.Note}
 	switch {
+	case p.Cancel && !(stopped && (view == domain.BindingMRCreating || view == domain.BindingMRCreated ||
+		view == domain.BindingCreateFailed || view == domain.BindingHandleFailed)):
+		return res, nil // an operator closes only a stopped request
 	case view == domain.BindingApprovalSending || view == domain.BindingApprovalSent:
 		res.Place, w.to, w.action = WithdrawFromApproval, domain.BindingClosed, p.Action
 	case view == domain.BindingMRCreating && domain.StepStatus(step) == domain.StepCreateAdmitted:
@@ -213,8 +235,7 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 			return res, nil
 		}
 		res.Place, w.to = WithdrawFromBatchSet, domain.BindingClosed
-	case view == domain.BindingMRCreating || view == domain.BindingMRCreated,
-		kind != domain.OperationRevoke && (view == domain.BindingCreateFailed || view == domain.BindingHandleFailed):
+	case view == domain.BindingMRCreating || view == domain.BindingMRCreated, stopped:
 		var rowBatch sql.NullInt64
 		err := tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", p.OperationID).Scan(&rowBatch)
 		switch {
@@ -268,13 +289,14 @@ func claimInTx(ctx context.Context, tx *sql.Tx, d Dialect, operationID, owner st
 }
 
 // withdrawWrite is the state write of a withdrawal: step
-// CLOSE_REQUESTER_WITHDRAWN, the binding to `to` in the grant's vocabulary
+// CLOSE_REQUESTER_WITHDRAWN (an operator's close: CLOSE_CANCELLED), the binding to `to` in the grant's vocabulary
 // (mapped per kind: a renewal's CLOSED is its grant's VALIDATED, the row
 // handed back; unchanged when equal), action due at once or, "", nothing
 // due; one step-history row.
 type withdrawWrite struct {
 	op          string
 	fromStep    int
+	toStep      domain.StepStatus
 	b           Binding
 	kind        domain.OperationKind
 	grant       string
@@ -284,7 +306,7 @@ type withdrawWrite struct {
 }
 
 func (w withdrawWrite) write(ctx context.Context, tx *sql.Tx, d Dialect, s *Store) (*Flip, error) {
-	toStep := int(domain.StepCloseRequesterWithdrawn)
+	toStep := int(w.toStep)
 	if err := domain.CheckStep(domain.StepStatus(w.fromStep), domain.StepStatus(toStep)); err != nil {
 		return nil, err
 	}
@@ -327,13 +349,14 @@ func (w withdrawWrite) write(ctx context.Context, tx *sql.Tx, d Dialect, s *Stor
 	return flip, nil
 }
 
-// withdrawnBefore says whether the operation's history has the
-// requester's withdrawal: a CLOSE_FAILED reached after it (the upstream
-// half kept failing) is still a withdrawn request.
-func withdrawnBefore(ctx context.Context, tx *sql.Tx, operationID string) bool {
+// reachedBefore says whether the operation's history has step (the
+// requester's withdrawal, an operator's close): a CLOSE_FAILED reached
+// after it (the upstream half kept failing) is still a withdrawn or
+// closed request.
+func reachedBefore(ctx context.Context, tx *sql.Tx, operationID string, step domain.StepStatus) bool {
 	var n int
 	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM operation_step WHERE operation_id = ? AND to_step = ?",
-		operationID, int(domain.StepCloseRequesterWithdrawn)).Scan(&n)
+		operationID, int(step)).Scan(&n)
 	return err == nil && n > 0
 }
 

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,5 +68,52 @@ func TestWithdrawAFailedRequestWhoseMRWasMergedByHand(t *testing.T) {
 		w.validatedOnce("op-wfm")
 		require.Contains(t, w.fileOnMain(tSingle), `operationId: "op-wfm"`)
 		w.filesExact("op-wfm")
+	})
+}
+
+// TestOperatorClosesAFailedRequest: an operator closes a request whose
+// check pipeline failed — its MR closed, CLOSED with CLOSE_CANCELLED and
+// the reason in the history, not counted as a requester's withdrawal; a
+// repeat changes nothing; a request merged by hand meanwhile follows its
+// merge instead (merged wins); main matches the database.
+func TestOperatorClosesAFailedRequest(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 2}, nil)
+		require.Equal(t, http.StatusOK, code)
+		w.submit("op-oc", "oc", tSingle, false)
+		w.submit("op-ocm", "ocm", tSingle, false)
+		w.until("op-oc", "pipeline failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+		o, _ := w.until("op-ocm", "pipeline failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+
+		ans, err := w.withdrawer().Close(t.Context(), "op-oc", "olivia", "broken for good")
+		require.NoError(t, err)
+		require.Equal(t, store.WithdrawApplied, ans.Result.Outcome)
+		require.False(t, ans.Merged)
+		require.Equal(t, domain.BindingClosed, ans.Binding.Status)
+		require.Equal(t, domain.StepCloseCancelled, domain.StepStatus(ans.Operation.Step))
+		mrs := w.mrsOf("op-oc")
+		require.Len(t, mrs, 1)
+		require.Equal(t, "closed", mrs[0]["state"])
+		require.Zero(t, w.withdrawnCount(store.WithdrawFromMR), "an operator's close is no withdrawal")
+		hist, err := st.OperationStepList(t.Context(), "op-oc")
+		require.NoError(t, err)
+		found := false
+		for _, h := range hist {
+			found = found || domain.StepStatus(h.ToStep) == domain.StepCloseCancelled && h.Actor == "olivia" && strings.Contains(h.Note, "broken for good")
+		}
+		require.True(t, found, "history: %+v", hist)
+		again, err := w.withdrawer().Close(t.Context(), "op-oc", "olivia", "broken for good")
+		require.NoError(t, err)
+		require.Equal(t, store.WithdrawAlready, again.Result.Outcome)
+
+		code = w.simJSON(http.MethodPost, fmt.Sprintf("/gitlab/_control/projects/1/merge_requests/%d/merge", o.MRIID), map[string]any{}, nil)
+		require.Equal(t, http.StatusOK, code, "merged by hand")
+		merged, err := w.withdrawer().Close(t.Context(), "op-ocm", "olivia", "x")
+		require.NoError(t, err)
+		require.True(t, merged.Merged, "merged wins: %+v", merged)
+		w.until("op-ocm", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		w.filesExact("op-ocm")
 	})
 }

@@ -53,8 +53,19 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		b.Status == domain.BindingCreateFailed || b.Status == domain.BindingHandleFailed ||
 		op.Kind == domain.OperationRenew && b.Status == domain.BindingRenewing)
 	endStep := domain.StepCloseRequesterWithdrawn
-	if st := domain.StepStatus(op.Step); st == domain.StepRenewExpired || st == domain.StepRenewRevoked {
+	switch st := domain.StepStatus(op.Step); st {
+	case domain.StepRenewExpired, domain.StepRenewRevoked, domain.StepCloseCancelled:
 		endStep = st
+	case domain.StepCloseFailed:
+		// A retrigger of a close that kept failing ends where it began:
+		// an operator's close stays CLOSE_CANCELLED.
+		cancelled, err := d.reached(ctx, op.OperationID, domain.StepCloseCancelled)
+		if err != nil {
+			return d.retryOr(err, "read step history")
+		}
+		if cancelled {
+			endStep = domain.StepCloseCancelled
+		}
 	}
 	waited := strings.HasPrefix(op.LastError, noneYet)
 	var notes []string
@@ -145,6 +156,20 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
 	}
 	return out, nil
+}
+
+// reached says whether operationID's history has step.
+func (d Deps) reached(ctx context.Context, operationID string, step domain.StepStatus) (bool, error) {
+	hist, err := d.Store.OperationStepList(ctx, operationID)
+	if err != nil {
+		return false, err
+	}
+	for _, h := range hist {
+		if domain.StepStatus(h.ToStep) == step {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // askedForApproval says whether operationID's history shows it asking for
@@ -297,8 +322,23 @@ type Withdrawer struct {
 // it in between (Engine.RunClaimed). An unknown operation is an
 // error wrapping domain.ErrNotFound.
 func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (WithdrawAnswer, error) {
+	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: ActionWithdraw, Actor: actor, Note: "withdrawn by the requester"})
+}
+
+// Close is an operator's close of a request stopped on a failure or in a
+// pending step (POST /ops/requests/{operationId}/close): the same two
+// halves as Withdraw, the MR place only, writing CLOSE_CANCELLED with the
+// operator's reason in the step history (store.WithdrawParams.Cancel).
+// "Merged wins" as for a withdrawal: the answer's Merged says so. Nothing
+// counts it as a requester's withdrawal.
+func (wd Withdrawer) Close(ctx context.Context, operationID, actor, reason string) (WithdrawAnswer, error) {
+	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: ActionWithdraw, Actor: actor,
+		Note: "closed by an operator: " + reason, Cancel: true})
+}
+
+func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawAnswer, error) {
 	st := wd.Deps.Store
-	p := store.WithdrawParams{OperationID: operationID, Action: ActionWithdraw, Actor: actor, Note: "withdrawn by the requester"}
+	operationID := p.OperationID
 	if wd.Engine != nil {
 		if owner, lease, ok := wd.Engine.Claimant(); ok {
 			p.ClaimOwner, p.ClaimLease = owner, lease
@@ -308,7 +348,7 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 	if err != nil {
 		return WithdrawAnswer{}, err
 	}
-	if res.Outcome == store.WithdrawApplied && res.Flip != nil && wd.Deps.OnWithdrawn != nil {
+	if res.Outcome == store.WithdrawApplied && res.Flip != nil && wd.Deps.OnWithdrawn != nil && !p.Cancel {
 		wd.Deps.OnWithdrawn(ctx, res.Place)
 	}
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil {
@@ -338,7 +378,7 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 	// the grant's vocabulary, its merge is MERGED as a grant's.
 	view := ans.Operation.Kind.GrantView(ans.Binding.Status, step)
 	ans.Merged = (res.Outcome == store.WithdrawApplied || res.Outcome == store.WithdrawAlready) &&
-		step != domain.StepCloseRequesterWithdrawn && (view == domain.BindingMerged || view == domain.BindingValidated)
+		step != domain.StepCloseRequesterWithdrawn && step != domain.StepCloseCancelled && (view == domain.BindingMerged || view == domain.BindingValidated)
 	ans.Pending = ans.Operation.NextAction == ActionWithdraw && (!ans.Operation.DueAt.IsZero() || ans.Operation.LeaseOwner != "")
 	ans.Stopped = ans.Operation.NextAction == ActionWithdraw && !ans.Pending
 	return ans, nil
