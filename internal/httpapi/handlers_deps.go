@@ -47,6 +47,8 @@ type OpsStore interface {
 	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
 	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)
 	BatchGet(ctx context.Context, id int64) (store.Batch, error)
+	// OperationFind is the search over every request (ops_find.go).
+	OperationFind(ctx context.Context, p store.OperationFindParams) (store.OperationPage, error)
 	BatchList(ctx context.Context, p store.BatchListParams) (store.BatchPage, error)
 	BatchMembers(ctx context.Context, batchID int64) ([]store.BatchMember, error)
 	AuditListByResource(ctx context.Context, resource string, limit int) ([]store.AuditRecord, error)

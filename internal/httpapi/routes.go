@@ -97,6 +97,8 @@ func (s *Server) routes() {
 			rateLimit: &RateLimitSpec{Bucket: config.BucketCallbacks}},
 
 		// Operations (docs/api.md, "Operations endpoints"), read-only.
+		// The search over every request (ops_find.go).
+		{pattern: "GET /ops/requests", handler: s.handleOpsFind(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/security-events", handler: s.handleOpsSecurityEvents(), metrics: true, rules: config.RouteOpsRequestGet},

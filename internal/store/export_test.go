@@ -99,3 +99,9 @@ func (a appendScan) Scan(dest ...any) error {
 // OperationRenewalsOfQuery is OperationRenewalsOf's statement, for the
 // test that reads its plan.
 func (s *Store) OperationRenewalsOfQuery() string { return s.operationRenewalsOfQuery() }
+
+// OperationFindQuery is OperationFind's statement and arguments, for the
+// plan test.
+func (s *Store) OperationFindQuery(p OperationFindParams, limit int) (string, []any) {
+	return s.operationFindQuery(p, limit)
+}
