@@ -12,6 +12,7 @@ import { match, navigate } from '../router';
 import { hintWords, when } from '../words';
 import type { DeployCallback } from './deploy';
 import { Checks } from './checks';
+import { SecurityEvents } from './security';
 import { DeployInbox, DeployTable } from './deploy';
 
 interface OpsRequest {
@@ -121,6 +122,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/checks" class={path === '/console/checks' ? 'active' : ''}>
           Checks
         </a>
+        <a href="/console/security" class={path === '/console/security' ? 'active' : ''}>
+          Security events
+        </a>
       </nav>
       {batch ? (
         <BatchDetail key={batch.id} id={batch.id} />
@@ -134,6 +138,8 @@ export default function Console({ path }: { path: string }) {
         <Unowned />
       ) : path === '/console/checks' ? (
         <Checks />
+      ) : path === '/console/security' ? (
+        <SecurityEvents />
       ) : (
         <Lookup id={req?.id ?? ''} />
       )}
