@@ -191,6 +191,10 @@ func itemTable(instanceID string) []item {
 		// Circuit breaker (R-EXT-1).
 		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),
 		durItem(KeyBreakerOpenFor, 30*sec, 1*ms, sec, hot, "0 would never fail fast"),
+
+		// The web app.
+		stringItem(KeyUIContact, DefaultUIContact, hot, "missing/empty → "+DefaultUIContact,
+			"a failed request's page must name whom to ask (a team, a chat channel, an address); the fallback still says who, in general words"),
 	}
 	it = append(it, pollingItems(PollingPipeline, 5*sec, 12, 30*sec, 1*hr)...)
 	it = append(it, pollingItems(PollingRebase, 2*sec, 10, 10*sec, 10*minute)...)

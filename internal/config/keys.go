@@ -112,6 +112,12 @@ const (
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
 	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"
 
+	// KeyUIContact names whom a person asks when a request failed (the web
+	// app's failure page): a team, a chat channel, an address.
+	KeyUIContact = "ui.contact"
+	// DefaultUIContact is ui.contact's fallback.
+	DefaultUIContact = "the team that runs changeflow"
+
 	KeyBreakerFailures = "breaker.failures"
 	KeyBreakerOpenFor  = "breaker.openFor"
 )

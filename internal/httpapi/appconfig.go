@@ -26,6 +26,9 @@ type appConfigView struct {
 	// X-Auth-Request-User. Anywhere else the app never shows the picker
 	// nor sends that header (docs/webapp.md).
 	UserPicker bool `json:"userPicker,omitempty"`
+	// Contact is whom a person asks when a request failed (ui.contact,
+	// with its fallback): the failure page names it.
+	Contact string `json:"contact"`
 }
 
 type oidcView struct {
@@ -63,6 +66,9 @@ func (s *Server) handleAppConfig() http.Handler {
 			v.Simulators = &simulatorsView{Index: base + "/", Approval: base + "/approval/_control/ui"}
 		}
 		v.UserPicker = ep.SimEmbedded && trustsLoopback(snap)
+		if v.Contact, _ = snap.String(config.KeyUIContact); v.Contact == "" {
+			v.Contact = config.DefaultUIContact
+		}
 		w.Header().Set("Cache-Control", "no-store")
 		respond(w, s.deps.Logger, domain.CodeOK, v)
 	})

@@ -47,8 +47,8 @@ func TestAppConfig(t *testing.T) {
 
 	load(nil)
 	code, hdr, data := get()
-	if code != 200 || hdr.Get("Cache-Control") != "no-store" || len(data) != 0 {
-		t.Fatalf("nothing configured: %d %q %v, want 200 no-store {}", code, hdr.Get("Cache-Control"), data)
+	if code != 200 || hdr.Get("Cache-Control") != "no-store" || !reflect.DeepEqual(data, map[string]any{"contact": config.DefaultUIContact}) {
+		t.Fatalf("nothing configured: %d %q %v, want 200 no-store {contact: the fallback}", code, hdr.Get("Cache-Control"), data)
 	}
 
 	for _, tc := range []struct {
@@ -76,7 +76,14 @@ func TestAppConfig(t *testing.T) {
 		}},
 		{"simulators on a port chosen at start: no links", map[string]any{"sim.embedded": true, "sim.listen": "127.0.0.1:0"}, map[string]any{}},
 		{"simulators not embedded", map[string]any{"sim.listen": "127.0.0.1:8090"}, map[string]any{}},
+		{"the contact named", map[string]any{"ui.contact": "the platform team, #platform on chat"}, map[string]any{
+			"contact": "the platform team, #platform on chat",
+		}},
+		{"a blank contact: the fallback", map[string]any{"ui.contact": "  "}, map[string]any{}},
 	} {
+		if _, ok := tc.want["contact"]; !ok {
+			tc.want["contact"] = config.DefaultUIContact // every answer names one
+		}
 		load(tc.ov)
 		if _, _, data := get(); !reflect.DeepEqual(data, tc.want) {
 			t.Errorf("%s: data = %v, want %v", tc.name, data, tc.want)
