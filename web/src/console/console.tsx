@@ -12,6 +12,7 @@ import { match, navigate } from '../router';
 import { hintWords, when } from '../words';
 import type { DeployCallback } from './deploy';
 import { Checks } from './checks';
+import { Find } from './find';
 import { SecurityEvents } from './security';
 import { DeployInbox, DeployTable } from './deploy';
 
@@ -107,6 +108,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console" class={path === '/console' || req ? 'active' : ''}>
           Look up a request
         </a>
+        <a href="/console/find" class={path === '/console/find' ? 'active' : ''}>
+          Requests
+        </a>
         <a href="/console/batches" class={path === '/console/batches' || batch ? 'active' : ''}>
           Batches
         </a>
@@ -128,6 +132,8 @@ export default function Console({ path }: { path: string }) {
       </nav>
       {batch ? (
         <BatchDetail key={batch.id} id={batch.id} />
+      ) : path === '/console/find' ? (
+        <Find />
       ) : path === '/console/batches' ? (
         <Batches />
       ) : path === '/console/config' ? (

@@ -1,0 +1,135 @@
+// The console's Requests page (GET /ops/requests) in a real browser: an
+// operator finds what bob has in effect now in two clicks from the page
+// (the Requests tab, then bob's name), filters by person and state, pages
+// through the list, opens a request's console page from its row, and the
+// "Needs attention" view lists a request stopped on a failure with why.
+// Against the real binary and its simulators. Run: npm test --prefix web.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { launchBrowser, newPage, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
+
+const skip = skipReason() || sqliteSkipReason();
+
+async function submit(server, account, operationId, targetKey) {
+  const r = await fetch(`${server.base}/api/requests`, {
+    method: 'POST',
+    headers: { 'X-Auth-Request-User': account, 'Idempotency-Key': operationId, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ targetKey, reason: 'find test' }),
+  });
+  assert.equal(r.status, 202, await r.text());
+}
+
+async function approve(server, operationId) {
+  for (const deadline = Date.now() + 20000; Date.now() < deadline; ) {
+    const list = await (await fetch(`${server.sim}/approval/_control/approvals`)).json();
+    const form = list.items.find((a) => a.operationId === operationId && a.status === 'PENDING');
+    if (form) {
+      const r = await fetch(`${server.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST', body: '{}' });
+      assert.equal(r.status, 200, await r.text());
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`no approval form for ${operationId}`);
+}
+
+async function statusIs(server, account, operationId, status, timeout = 90000) {
+  let last;
+  for (const deadline = Date.now() + timeout; Date.now() < deadline; ) {
+    const r = await fetch(`${server.base}/api/requests/${encodeURIComponent(operationId)}`, { headers: { 'X-Auth-Request-User': account } });
+    last = (await r.json()).data;
+    if (last?.status === status) return last;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.fail(`${operationId} never reached ${status}; last ${JSON.stringify(last)}`);
+}
+
+/** entriesOnMain is target's binding file on the simulated GitLab's main,
+ * as "subject operationId" lines, sorted. */
+async function entriesOnMain(server, file) {
+  const r = await fetch(`${server.sim}/gitlab/api/v4/projects/1/repository/files/${encodeURIComponent(file)}/raw?ref=main`, {
+    headers: { 'PRIVATE-TOKEN': 'local-maintainer-token' },
+  });
+  if (r.status === 404) return [];
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  const out = [];
+  for (const m of text.matchAll(/subject: "?([^"\n]+)"?\n(?:.*\n)*?\s+operationId: "?([^"\n]+)"?/g)) out.push(`${m[1]} ${m[2]}`);
+  return out.sort();
+}
+
+describe('finding requests in the console', { skip: skip || false }, () => {
+  let server;
+  let chrome;
+  before(async () => {
+    server = await startServer({ applyLimit: 100 });
+    chrome = await launchBrowser();
+  });
+  after(async () => {
+    await chrome?.close();
+    await server?.stop();
+  });
+
+  it('an operator finds what bob has now in two clicks, filters, pages, opens a row, and sees what needs attention', async () => {
+    await submit(server, 'bob', 'find-bob-1', 'billing-dashboard');
+    await approve(server, 'find-bob-1');
+    await statusIs(server, 'bob', 'find-bob-1', 'VALIDATED');
+    await submit(server, 'bob', 'find-bob-2', 'payments-db-readonly');
+    await submit(server, 'alice', 'find-alice-1', 'payments-db-readonly');
+    // alice's stopped on a failed check pipeline, as a crash would leave it.
+    await statusIs(server, 'alice', 'find-alice-1', 'APPROVAL_SENT');
+    sqlite(server.db, "UPDATE binding SET status = 'CREATE_FAILED' WHERE operation_id = 'find-alice-1'");
+    sqlite(server.db, "UPDATE operation SET step_status = 10004, due_at = NULL WHERE operation_id = 'find-alice-1'");
+
+    const page = await newPage(chrome.browser, server.base, 'olivia');
+    await page.goto('/console');
+    // Click 1: the Requests tab lists everything, newest first.
+    await page.click('nav.tabs a[href="/console/find"]');
+    const rows = page.locator('[data-testid=find-results] tbody tr');
+    await rows.first().waitFor({ timeout: 20000 });
+    assert.deepEqual(await rows.evaluateAll((rs) => rs.map((r) => r.dataset.operation)), ['find-alice-1', 'find-bob-2', 'find-bob-1']);
+    // Click 2: bob's name is what bob has in effect now.
+    await page.locator('tr[data-operation=find-bob-2] [data-testid=find-person]').click();
+    await page.waitForURL(/\/console\/find\?subject=bob&status=VALIDATED$/);
+    await page.locator('[data-testid=find-results] tbody tr[data-operation=find-bob-1]').waitFor();
+    assert.equal(await rows.count(), 1);
+    const row = await rows.first().innerText();
+    assert.match(row, /In effect/);
+    assert.match(row, /VALIDATED/);
+    assert.match(await page.locator('[data-testid=find-summary]').innerText(), /of bob, in effect now/);
+
+    // The filters: person and state typed and chosen.
+    await page.fill('input[name=subject]', 'alice');
+    await page.selectOption('select[name=status]', '');
+    await page.click('[data-testid=find-filters] button[type=submit]');
+    await page.waitForURL(/\/console\/find\?subject=alice$/);
+    await page.locator('[data-testid=find-results] tbody tr[data-operation=find-alice-1]').waitFor();
+    assert.equal(await rows.count(), 1);
+
+    // Needs attention: alice's stopped request, and why.
+    await page.click('[data-testid=attention-view]');
+    await page.waitForURL(/attention=true/);
+    await page.locator('[data-testid=find-why]').first().waitFor();
+    assert.match(await page.locator('tr[data-operation=find-alice-1] [data-testid=find-why]').innerText(), /Stopped on a failure/);
+
+    // Pages: one row a page through the API's cursor, as the page walks it.
+    const r = await fetch(`${server.base}/ops/requests?limit=2`, { headers: { 'X-Auth-Request-User': 'olivia' } });
+    const first = (await r.json()).data;
+    assert.equal(first.items.length, 2);
+    assert.ok(first.nextCursor);
+
+    // A row opens the request's console page.
+    await page.goto('/console/find');
+    await page.locator('tr[data-operation=find-bob-1] [data-testid=find-request]').click();
+    await page.waitForURL(/\/console\/requests\/find-bob-1$/);
+    await page.context().close();
+
+    // The binding file on main holds exactly the access the database has in effect.
+    const inDb = sqlite(server.db, "SELECT subject_id || ' ' || operation_id FROM binding WHERE target_key = 'billing-dashboard' AND status = 'VALIDATED' ORDER BY 1")
+      .trim()
+      .split('\n')
+      .filter(Boolean);
+    assert.deepEqual(await entriesOnMain(server, 'bindings/billing-dashboard.yaml'), inDb);
+    assert.deepEqual(inDb, ['bob find-bob-1']);
+  });
+});
