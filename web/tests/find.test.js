@@ -1,7 +1,7 @@
 // The console's Requests page (GET /ops/requests) in a real browser: an
 // operator finds what bob has in effect now in two clicks from the page
 // (the Requests tab, then bob's name), filters by person and state, pages
-// through the list, opens a request's console page from its row, and the
+// through the list (Older, Newer), opens a request's console page from its row, and the
 // "Needs attention" view lists a request stopped on a failure with why.
 // Against the real binary and its simulators. Run: npm test --prefix web.
 import assert from 'node:assert/strict';
@@ -112,11 +112,17 @@ describe('finding requests in the console', { skip: skip || false }, () => {
     await page.locator('[data-testid=find-why]').first().waitFor();
     assert.match(await page.locator('tr[data-operation=find-alice-1] [data-testid=find-why]').innerText(), /Stopped on a failure/);
 
-    // Pages: one row a page through the API's cursor, as the page walks it.
-    const r = await fetch(`${server.base}/ops/requests?limit=2`, { headers: { 'X-Auth-Request-User': 'olivia' } });
-    const first = (await r.json()).data;
-    assert.equal(first.items.length, 2);
-    assert.ok(first.nextCursor);
+    // Pages of one (the address's limit): Older walks the cursor back in
+    // time, Newer returns; the last page offers no Older.
+    await page.goto('/console/find?limit=1');
+    for (const want of ['find-alice-1', 'find-bob-2', 'find-bob-1']) {
+      await page.locator(`[data-testid=find-results] tbody tr[data-operation=${want}]`).waitFor();
+      assert.equal(await rows.count(), 1);
+      if (want !== 'find-bob-1') await page.click('[data-testid=find-older]');
+    }
+    assert.equal(await page.locator('[data-testid=find-older]').count(), 0, 'the last page offers no Older');
+    await page.click('[data-testid=find-newer]');
+    await page.locator('[data-testid=find-results] tbody tr[data-operation=find-bob-2]').waitFor();
 
     // A row opens the request's console page.
     await page.goto('/console/find');

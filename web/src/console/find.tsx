@@ -91,7 +91,8 @@ export function Find() {
   useEffect(() => setCursors(['']), [filterKey]);
   const cursor = cursors[cursors.length - 1];
   const api = new URLSearchParams(q);
-  api.set('limit', '50');
+  // 50 a page unless the address asks for another size.
+  if (!api.has('limit')) api.set('limit', '50');
   if (cursor) api.set('cursor', cursor);
   const r = useGet<FoundPage>(`/ops/requests?${api.toString()}`);
   const [draft, setDraft] = useState({ subject, target, status });
@@ -211,7 +212,7 @@ export function Find() {
       )}
       <p class="row">
         {cursors.length > 1 && (
-          <button type="button" class="secondary small" onClick={() => setCursors(cursors.slice(0, -1))}>
+          <button type="button" class="secondary small" data-testid="find-newer" onClick={() => setCursors(cursors.slice(0, -1))}>
             Newer
           </button>
         )}
