@@ -33,15 +33,46 @@ type opsFound struct {
 	Flow        string               `json:"flow"`
 	// Status is the request's status as its owner's page shows it;
 	// Step the exact step.
-	Status    domain.BindingStatus `json:"status"`
-	Step      stepView             `json:"step"`
-	BatchID   int64                `json:"batchId,omitempty"`
-	CreatedAt time.Time            `json:"createdAt"`
-	UpdatedAt time.Time            `json:"updatedAt"`
-	ExpiresAt *time.Time           `json:"expiresAt,omitempty"`
+	Status domain.BindingStatus `json:"status"`
+	// StatusText is the status in the words the web app shows for it.
+	StatusText string     `json:"statusText"`
+	Step       stepView   `json:"step"`
+	BatchID    int64      `json:"batchId,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
 	// Attention says, in words, why the request waits on a person;
 	// absent when it does not.
 	Attention string `json:"attention,omitempty"`
+}
+
+// statusWords are the statuses in the words a person reads: the same
+// table as web/src/words.ts's statusWords (TestStatusWordsMatchTheWebApp).
+var statusWords = map[domain.BindingStatus]string{
+	domain.BindingApprovalSending: "Sending for approval",
+	domain.BindingApprovalSent:    "Waiting for approval",
+	domain.BindingMRCreating:      "Preparing the change",
+	domain.BindingMRCreated:       "Change proposed, checks running",
+	domain.BindingMerging:         "Merging the change",
+	domain.BindingMerged:          "Merged, waiting for deployment",
+	domain.BindingValidated:       "In effect",
+	domain.BindingCreateFailed:    "The change could not be prepared",
+	domain.BindingHandleFailed:    "Stopped while applying the change",
+	domain.BindingRejected:        "Rejected",
+	domain.BindingClosed:          "Closed",
+	domain.BindingRevoking:        "Access being removed",
+	domain.BindingRevoked:         "Access removed; you can ask again",
+	domain.BindingRevokeFailed:    "Removing the access stopped; it is still granted",
+	domain.BindingRenewing:        "In effect; a renewal is under way",
+}
+
+// statusText is s in words; "In progress" for a status without words,
+// as the web app says.
+func statusText(s domain.BindingStatus) string {
+	if w, ok := statusWords[s]; ok {
+		return w
+	}
+	return "In progress"
 }
 
 // findData is GET /ops/requests's data.
@@ -142,7 +173,7 @@ func (s *Server) handleOpsFind() http.Handler {
 			}
 			item := opsFound{
 				OperationID: v.OperationID, Subject: v.Subject, TargetKey: v.TargetKey, TargetTitle: v.TargetTitle,
-				Kind: v.Kind, Flow: op.Flow, Status: v.Status, Step: v.Step, BatchID: v.BatchID,
+				Kind: v.Kind, Flow: op.Flow, Status: v.Status, StatusText: statusText(v.Status), Step: v.Step, BatchID: v.BatchID,
 				CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, ExpiresAt: v.ExpiresAt,
 			}
 			if item.Attention, err = s.attentionOf(r, op, v.Status, rules, now); err != nil {

@@ -1,6 +1,10 @@
 package httpapi
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +77,7 @@ func TestOpsFind(t *testing.T) {
 		r := get("?subject=bob&status=VALIDATED")
 		sameIDs(t, "bob in effect", foundIDs(t, r), "op-find-2")
 		row := r.data["items"].([]any)[0].(map[string]any)
-		if row["subject"] != "bob" || row["targetKey"] != tOpen || row["status"] != "VALIDATED" || row["flow"] != "APPROVE_FIRST" ||
+		if row["subject"] != "bob" || row["targetKey"] != tOpen || row["status"] != "VALIDATED" || row["statusText"] != "In effect" || row["flow"] != "APPROVE_FIRST" ||
 			row["kind"] != "GRANT" || row["createdAt"] == nil || row["expiresAt"] == nil || row["attention"] != nil ||
 			row["step"].(map[string]any)["name"] != "CALLED_BACK" {
 			t.Fatalf("row %v", row)
@@ -119,4 +123,34 @@ func TestOpsFind(t *testing.T) {
 		w.do(req{method: "GET", path: "/ops/requests"}).want(t, 401, "UNAUTHENTICATED")
 		w.do(req{method: "GET", path: "/ops/requests", user: "alice"}).want(t, 403, "ACCESS_DENIED")
 	})
+}
+
+// TestStatusWordsMatchTheWebApp: the words GET /ops/requests gives each
+// status are web/src/words.ts's statusWords, every one, word for word, so
+// the API and the pages never say two things.
+func TestStatusWordsMatchTheWebApp(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "web", "src", "words.ts"))
+	if err != nil {
+		t.Skipf("web/ sources are not next to this package: %v", err)
+	}
+	src := string(raw)
+	start := strings.Index(src, "const statusWords: Record<string, string> = {\n")
+	if start < 0 {
+		t.Fatal("words.ts: no statusWords block")
+	}
+	block := src[start:]
+	block = block[:strings.Index(block, "\n};")]
+	web := map[domain.BindingStatus]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+([A-Z][A-Z0-9_]*): '([^']*)',$`).FindAllStringSubmatch(block, -1) {
+		web[domain.BindingStatus(m[1])] = m[2]
+	}
+	if len(web) != len(domain.BindingStatuses) {
+		t.Fatalf("words.ts has %d statusWords, the domain %d statuses", len(web), len(domain.BindingStatuses))
+	}
+	if !maps.Equal(web, statusWords) {
+		t.Fatalf("statusWords differ:\n web %v\n api %v", web, statusWords)
+	}
+	if statusText("SOMETHING_NEW") != "In progress" {
+		t.Fatal("a status without words reads as the web app reads it")
+	}
 }
