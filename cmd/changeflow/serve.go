@@ -220,7 +220,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Sink:         httpsink.New(callbacks),
 			Work:         engine,
 			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
-			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Expiry: expiry, Engine: engine},
+			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Expiry: expiry, Engine: engine, Deps: wdeps},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 			Events:       events,
 			Revoker:      httpapi.WorkflowRevoker{Deps: wdeps, Engine: engine},

@@ -531,6 +531,22 @@ func (c *Client) ListMRPipelines(ctx context.Context, project string, iid int64)
 	}
 }
 
+// RetryPipeline implements GitLab.
+func (c *Client) RetryPipeline(ctx context.Context, project string, pipelineID int64) (Pipeline, error) {
+	var out Pipeline
+	err := c.call(ctx, "RetryPipeline", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		p, r, err := cl.Pipelines.RetryPipelineBuild(project, pipelineID, gl.WithContext(ctx))
+		if p != nil {
+			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+			if p.CreatedAt != nil {
+				out.CreatedAt = *p.CreatedAt
+			}
+		}
+		return r, err
+	})
+	return out, err
+}
+
 // withPerPage sets per_page on a list request whose method takes no list
 // options (ListMergeRequestPipelines takes only request options).
 func withPerPage(n int) gl.RequestOptionFunc {

@@ -96,6 +96,11 @@ type GitLab interface {
 	// ListMRPipelines lists the MR's pipelines, newest first, following
 	// GitLab's pagination (bounded: see maxPipelinePages).
 	ListMRPipelines(ctx context.Context, project string, iid int64) ([]Pipeline, error)
+	// RetryPipeline re-runs a pipeline's failed and canceled jobs (POST
+	// /projects/:id/pipelines/:pipeline_id/retry): the same pipeline runs
+	// again and returns to pending or running. A pipeline with nothing to
+	// retry is refused by GitLab (a 4xx *Error).
+	RetryPipeline(ctx context.Context, project string, pipelineID int64) (Pipeline, error)
 	// GetApprovals reads the MR's approvals as bot.
 	GetApprovals(ctx context.Context, bot Bot, project string, iid int64) (Approvals, error)
 	// Approve approves as bot through the client library (no check

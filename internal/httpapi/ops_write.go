@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -48,12 +49,27 @@ type WorkflowOps struct {
 	// Engine, when non-nil, is woken after a retrigger so the resumed
 	// action starts at once rather than at the next poll.
 	Engine *workflow.Engine
+	// Deps, when its GitLab is set, lets a retrigger of a failed check
+	// pipeline re-run that pipeline first (workflow.RetryFailedPipeline);
+	// without it the retrigger polls the pipeline as it is.
+	Deps workflow.Deps
 }
 
 // Retrigger implements OpsActions.
 func (o WorkflowOps) Retrigger(ctx context.Context, operationID, actor string) (string, error) {
 	if o.Store == nil {
 		return "", errors.New("retrigger: no store wired")
+	}
+	if o.Deps.GitLab != nil {
+		op, err := o.Store.OperationGet(ctx, operationID)
+		if err != nil {
+			return "", err
+		}
+		if stopped := op.DueAt.IsZero() && op.LeaseOwner == ""; stopped {
+			if _, _, err := workflow.RetryFailedPipeline(ctx, o.Deps, op); err != nil {
+				return "", fmt.Errorf("retrigger %s: %w", operationID, err)
+			}
+		}
 	}
 	action, err := workflow.Retrigger(ctx, o.Store, operationID, actor)
 	if err == nil && o.Engine != nil {
@@ -195,6 +211,10 @@ func (s *Server) handleOpsRetrigger() http.Handler {
 					"retrigger %s: %w", id, err)
 			case errors.Is(err, domain.ErrNotFound):
 				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "retrigger %s: %w", id, err)
+			case errors.Is(err, workflow.ErrPipelineNotRetried):
+				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+					"The failed pipeline could not be re-run: GitLab refused to retry it (it may have nothing left to retry, or the bot may not run pipelines). Open the merge request, run its pipeline there, then re-trigger.",
+					"retrigger %s: %w", id, err)
 			case errors.Is(err, domain.ErrIllegalTransition):
 				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
 					"The request cannot be retriggered from "+from.Name+".", "retrigger %s: %w", id, err)

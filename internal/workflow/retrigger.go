@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
 
@@ -224,4 +225,44 @@ func retriggerBatch(ctx context.Context, st *store.Store, b store.Batch, named, 
 		}
 	}
 	return retriggerOne(ctx, st, driver, actor)
+}
+
+// ErrPipelineNotRetried is RetryFailedPipeline's refusal: GitLab would not
+// re-run the failed pipeline; the error's text says why, in words.
+var ErrPipelineNotRetried = errors.New("workflow: the failed pipeline was not re-run")
+
+// RetryFailedPipeline re-runs, with GitLab's pipeline retry, the failed
+// check pipeline of a single request stopped at CREATE_PIPELINE_FAILED or
+// HANDLE_PIPELINE_FAILED, so that the retrigger which follows polls a
+// pipeline that runs again rather than the same failed one. It returns
+// the pipeline re-run, or ok false when there is nothing to re-run here
+// (another step, a batch member, no MR, or the MR's newest pipeline no
+// longer failed — someone re-ran it already). GitLab refusing the retry
+// is an error wrapping ErrPipelineNotRetried.
+func RetryFailedPipeline(ctx context.Context, d Deps, op store.Operation) (gitlab.Pipeline, bool, error) {
+	st := domain.StepStatus(op.Step)
+	if d.GitLab == nil || op.MRIID == 0 || op.BatchID != 0 ||
+		st != domain.StepCreatePipelineFailed && st != domain.StepHandlePipelineFailed {
+		return gitlab.Pipeline{}, false, nil
+	}
+	project, err := d.project(op)
+	if err != nil {
+		return gitlab.Pipeline{}, false, err
+	}
+	pls, err := d.GitLab.ListMRPipelines(ctx, project, op.MRIID)
+	if err != nil {
+		return gitlab.Pipeline{}, false, fmt.Errorf("list the pipelines of MR !%d: %w", op.MRIID, err)
+	}
+	if len(pls) == 0 || pls[0].Status != pipelineFailed && pls[0].Status != pipelineCanceled {
+		return gitlab.Pipeline{}, false, nil
+	}
+	pl, err := d.GitLab.RetryPipeline(ctx, project, pls[0].ID)
+	if err != nil {
+		var ge *gitlab.Error
+		if errors.As(err, &ge) && ge.Status >= 400 && ge.Status < 500 {
+			return gitlab.Pipeline{}, false, fmt.Errorf("GitLab refused to re-run pipeline %d of MR !%d (%d): %w", pls[0].ID, op.MRIID, ge.Status, ErrPipelineNotRetried)
+		}
+		return gitlab.Pipeline{}, false, fmt.Errorf("re-run pipeline %d of MR !%d: %w", pls[0].ID, op.MRIID, err)
+	}
+	return pl, true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // errMergeConflict means the source no longer merges cleanly into the target.
@@ -223,6 +224,58 @@ func (s *Server) handleMRPipelines(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleGetPipeline: GET /projects/:id/pipelines/:pipeline_id.
+// handleRetryPipeline is POST /projects/:id/pipelines/:pipeline_id/retry:
+// a failed or canceled pipeline runs again (the same id, back to pending),
+// its outcome decided afresh — by a forced outcome queued for the next
+// pipelines, else by the YAML rule on its commit, so a retry of a
+// pipeline that failed by force passes. One with nothing to retry
+// (running, passed) is refused, 403 as GitLab answers it.
+func (s *Server) handleRetryPipeline(w http.ResponseWriter, r *http.Request) {
+	p := s.lockProject(w, r)
+	if p == nil {
+		return
+	}
+	defer p.mu.Unlock()
+	id, _ := strconv.ParseInt(r.PathValue("pipeline"), 10, 64)
+	pl := p.pipelines[id]
+	if pl == nil {
+		writeError(w, http.StatusNotFound, "404 Not found")
+		return
+	}
+	if pl.Status != pipeFailed && pl.Status != pipeCanceled {
+		writeError(w, http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	s.mu.Lock()
+	set := s.set
+	var force *pipelineForce
+	if len(s.force) > 0 {
+		f := s.force[0]
+		force = &f
+		s.force[0].Count--
+		if s.force[0].Count <= 0 {
+			s.force = s.force[1:]
+		}
+	}
+	s.mu.Unlock()
+	pl.Outcome, pl.Reason = outcomePass, ""
+	switch {
+	case force != nil && force.Outcome != outcomeRule && force.Outcome != "":
+		pl.Outcome = force.Outcome
+	default:
+		if m := p.mr(pl.MRIID); m != nil {
+			if reason := s.checkRule(r.Context(), p, m); reason != "" {
+				pl.Outcome, pl.Reason = outcomeFail, reason
+			}
+		}
+	}
+	now := s.now()
+	pl.Status, pl.UpdatedAt, pl.FinishedAt = pipePending, now, time.Time{}
+	s.pipelineHook(r.Context(), p, pl)
+	s.schedulePipeline(p, pl, set.PipelineStartDelay)
+	writeJSON(w, http.StatusCreated, s.pipelineJSON(p, pl))
+}
+
 func (s *Server) handleGetPipeline(w http.ResponseWriter, r *http.Request) {
 	p := s.lockProject(w, r)
 	if p == nil {

@@ -43,6 +43,7 @@ func (s *Server) apiRoutes() http.Handler {
 	handle("PUT", mr+"/rebase", s.handleRebase)
 	handle("GET", mr+"/pipelines", s.handleMRPipelines)
 	handle("GET", pr+"/pipelines/{pipeline}", s.handleGetPipeline)
+	handle("POST", pr+"/pipelines/{pipeline}/retry", s.handleRetryPipeline)
 	handle("GET", pr+"/approval_check_items", s.handleGetCheckItems)
 	handle("GET", pr+"/protected_branches", s.handleListProtected)
 	handle("POST", pr+"/protected_branches", s.handleProtect)
