@@ -130,6 +130,14 @@ describe('finding requests in the console', { skip: skip || false }, () => {
     await page.waitForURL(/\/console\/requests\/find-bob-1$/);
     await page.context().close();
 
+    // At a phone's width the page, its filters and its rows fit the window.
+    const phone = await newPage(chrome.browser, server.base, 'olivia', { width: 390, height: 800 });
+    await phone.goto('/console/find?attention=true');
+    await phone.locator('[data-testid=find-results] tbody tr').first().waitFor({ timeout: 20000 });
+    const { scroll, client } = await phone.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+    assert.ok(scroll <= client, `the Requests page is ${scroll} px wide in a ${client} px window`);
+    await phone.context().close();
+
     // The binding file on main holds exactly the access the database has in effect.
     const inDb = sqlite(server.db, "SELECT subject_id || ' ' || operation_id FROM binding WHERE target_key = 'billing-dashboard' AND status = 'VALIDATED' ORDER BY 1")
       .trim()

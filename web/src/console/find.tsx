@@ -133,6 +133,7 @@ export function Find() {
         <select
           name="status"
           aria-label="State"
+          class="fit"
           value={draft.status}
           onChange={(e) => setDraft({ ...draft, status: (e.target as HTMLSelectElement).value })}
         >
