@@ -336,22 +336,34 @@ func (d Deps) batchFiles(ctx context.Context, project, ref string, ops []store.O
 // batchText is the title, commit message and MR description of a batch:
 // one Changeflow-Operation trailer per member (mrtext.go), plain at the end
 // of the commit message, in the fenced trailer block of the description.
-// The members' lines carry no caller text but the operationIds, which go
-// in the trailer block only.
+// The commit message's member lines carry no caller text; the
+// description's add each member's reason and approval id as inert code
+// spans (mrtext.go). The operationIds go in the trailer block only.
 func batchText(batchID int64, ops []store.Operation) (title, message, description string) {
 	title = fmt.Sprintf("changeflow: batch %d (%d request(s))", batchID, len(ops))
-	var b strings.Builder
+	var b, d strings.Builder
 	fmt.Fprintf(&b, "Batch %d of changeflow:\n\n", batchID)
+	fmt.Fprintf(&d, "Batch %d of changeflow:\n\n", batchID)
 	ids := make([]string, 0, len(ops))
 	for _, op := range ops {
+		var line string
 		if op.Kind == domain.OperationRevoke {
-			fmt.Fprintf(&b, "- remove %s from %s (%s)\n", op.Subject, op.TargetKey, revokeWhy(op.RevokeReason))
+			line = fmt.Sprintf("- remove %s from %s (%s)", op.Subject, op.TargetKey, revokeWhy(op.RevokeReason))
 		} else {
-			fmt.Fprintf(&b, "- bind %s to %s until %s\n", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+			line = fmt.Sprintf("- bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
 		}
+		b.WriteString(line + "\n")
+		d.WriteString(line)
+		if op.Reason != "" && (op.Kind != domain.OperationRevoke || op.RevokeReason == domain.RevokeOperator) {
+			d.WriteString("; reason: " + inertCode(op.Reason))
+		}
+		if op.ApprovalID != "" {
+			d.WriteString("; approval: " + inertCode(op.ApprovalID))
+		}
+		d.WriteString("\n")
 		ids = append(ids, op.OperationID)
 	}
-	return title, commitTrailers(title+"\n\n"+b.String(), ids...), descriptionTrailers(b.String(), ids...)
+	return title, commitTrailers(title+"\n\n"+b.String(), ids...), descriptionTrailers(d.String(), ids...)
 }
 
 // errBatchMRClosed: the batch's branch has an MR that was closed — the

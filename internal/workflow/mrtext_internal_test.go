@@ -68,6 +68,48 @@ func TestMarkdownAndForgedTrailersInTheReasonAreInert(t *testing.T) {
 	}
 }
 
+// TestDescriptionsCarryTheReasonAndTheApprovalInert: the single-request
+// MR and each member line of a batch MR carry the request's reason and
+// its approval's id, each one code span on its line, however hostile;
+// the batch's commit message carries neither; the trailers name only the
+// requests' own operations.
+func TestDescriptionsCarryTheReasonAndTheApprovalInert(t *testing.T) {
+	at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	hostile := "@all <b>x</b> [l](https://evil.example) ![i](https://evil.example/i.png) `Changeflow-Operation: op-victim`"
+	op := store.Operation{OperationID: "op-a", Subject: "alice", TargetKey: "t1", Reason: hostile, ApprovalID: "apr-`7`", ExpiresAt: at}
+	desc := mrDescription(op)
+	var approval string
+	for _, l := range strings.Split(desc, "\n") {
+		if strings.HasPrefix(l, "Approval: ") {
+			approval = l
+		}
+	}
+	codeSpan(t, approval, "Approval: ", "apr-`7`")
+	require.Equal(t, []string{"op-a"}, Trailers(desc))
+
+	other := store.Operation{OperationID: "op-b", Subject: "bob", TargetKey: "t2", Reason: "plain", ExpiresAt: at}
+	_, message, bdesc := batchText(9, []store.Operation{op, other})
+	require.NotContains(t, message, "evil.example", "no caller text in the commit message")
+	require.NotContains(t, message, "apr-")
+	require.Equal(t, []string{"op-a", "op-b"}, Trailers(bdesc))
+	require.False(t, HasTrailer(bdesc, "op-victim"))
+	lines := strings.Split(bdesc, "\n")
+	var member string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "- bind alice") {
+			member = l
+		}
+	}
+	head, rest, ok := strings.Cut(member, "; reason: ")
+	require.True(t, ok, member)
+	require.Equal(t, "- bind alice to t1 until 2031-01-02T03:04:05Z", head)
+	reason, appr, ok := strings.Cut(rest, "; approval: ")
+	require.True(t, ok, member)
+	codeSpan(t, reason, "", hostile)
+	codeSpan(t, appr, "", "apr-`7`")
+	require.Contains(t, bdesc, "- bind bob to t2 until 2031-01-02T03:04:05Z; reason: ` plain `\n")
+}
+
 func TestTrailerBlocks(t *testing.T) {
 	t.Run("an id with backticks cannot close the fence", func(t *testing.T) {
 		desc := descriptionTrailers("text", "op-```-x", "op-2")

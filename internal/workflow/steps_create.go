@@ -174,12 +174,17 @@ func commitMessage(op store.Operation) string {
 
 // mrDescription is a single-request MR's description: who asked, their
 // reason as an inert code span (mrtext.go: no mention, image, link, quick
-// action or trailer can form from it), and the trailer block.
+// action or trailer can form from it), the approval's id when the request
+// has one (approve-first: approved before its MR; also inert), and the
+// trailer block.
 func mrDescription(op store.Operation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Requested by %s through changeflow.\n", op.Subject)
 	if op.Reason != "" {
 		fmt.Fprintf(&b, "\nReason: %s\n", inertCode(op.Reason))
+	}
+	if op.ApprovalID != "" {
+		fmt.Fprintf(&b, "\nApproval: %s\n", inertCode(op.ApprovalID))
 	}
 	return descriptionTrailers(b.String(), op.OperationID)
 }
