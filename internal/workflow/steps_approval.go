@@ -37,7 +37,7 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 		Requester:   op.Subject,
 		Title:       fmt.Sprintf("Bind %s to %s", op.Subject, op.TargetKey),
 		Fields: map[string]any{
-			"targetKey": op.TargetKey, "subject": op.Subject, "reason": op.Reason,
+			"targetKey": op.TargetKey, "subject": op.Subject, "reason": op.Reason, "days": op.Days,
 			"expiresAt": op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"),
 		},
 	}

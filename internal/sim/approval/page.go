@@ -9,8 +9,9 @@ import (
 )
 
 // The control page: the approval system's inbox for a person in the local
-// run — every form, newest first, with Approve and Reject buttons, and the
-// decision policy. It is plain HTML forms posting to /_control/ui/…, which
+// run — the decision policy, under a heading of its own and apart from
+// the forms, then every form, newest first, with its reason and days and
+// Approve and Reject buttons. It is plain HTML forms posting to /_control/ui/…, which
 // decide through the same Decide and SetPolicy as the JSON control API and
 // answer 303 back to the page, so it works without JavaScript and leaves
 // that API unchanged.
@@ -29,10 +30,11 @@ th{font-weight:600;color:#5b6673}.mono{font-family:ui-monospace,monospace;font-s
 button{font:inherit;padding:4px 12px;border-radius:4px;border:1px solid #2b5d9b;background:#2b5d9b;color:#fff;cursor:pointer}
 button.reject{background:#a8321f;border-color:#a8321f}button.plain{background:#fff;color:#2b5d9b}
 form{display:inline}.muted{color:#5b6673}.PENDING{color:#8a5a00;font-weight:600}.APPROVED{color:#1f7a3a}.REJECTED,.WITHDRAWN{color:#a8321f}
-.policy{background:#eef3f9;border:1px solid #d9dee5;border-radius:6px;padding:10px 14px}
+.policy{background:#eef3f9;border:1px solid #d9dee5;border-radius:6px;padding:10px 14px;margin-bottom:24px}h2{font-size:17px;margin:18px 0 6px}
 </style></head><body>
 <h1>Approval simulator</h1>
 <p class="muted">The company's approval system, simulated for the local run (docs/simulators.md). A decision is called back to changeflow at once.</p>
+<h2>Decision policy</h2>
 <div class="policy" data-testid="policy">
 {{if eq .Policy.Mode "auto"}}Every form is <strong>approved automatically</strong> about {{.Policy.DelayMs}} ms after it arrives{{if .Policy.RejectRequesters}}, except from {{range $i, $r := .Policy.RejectRequesters}}{{if $i}}, {{end}}{{$r}}{{end}} (rejected){{end}}.
 <form method="post" action="ui/policy"><input type="hidden" name="mode" value="manual"><button class="plain" type="submit">Decide by hand instead</button></form>
@@ -40,11 +42,13 @@ form{display:inline}.muted{color:#5b6673}.PENDING{color:#8a5a00;font-weight:600}
 <form method="post" action="ui/policy"><input type="hidden" name="mode" value="auto"><button class="plain" type="submit">Approve automatically after 2 s</button></form>
 {{end}}
 </div>
+<h2>Forms</h2>
 <p><a href="ui">Refresh</a></p>
 {{if not .Items}}<p class="muted">No approval forms yet. Submit a request in changeflow; its form appears here.</p>{{else}}
-<table data-testid="approvals"><thead><tr><th>Form</th><th>Request (operationId)</th><th>Requester</th><th>Title</th><th>Status</th><th></th></tr></thead><tbody>
+<table data-testid="approvals"><thead><tr><th>Form</th><th>Request (operationId)</th><th>Requester</th><th>Title</th><th>Reason</th><th>Days</th><th>Status</th><th>Decide</th></tr></thead><tbody>
 {{range .Items}}<tr data-operation-id="{{.OperationID}}">
 <td class="mono">{{.ApprovalID}}</td><td class="mono">{{.OperationID}}</td><td>{{.Requester}}</td><td>{{.Title}}</td>
+<td data-testid="reason">{{with index .Fields "reason"}}{{.}}{{end}}</td><td data-testid="days">{{with index .Fields "days"}}{{.}}{{end}}</td>
 <td class="{{.Status}}">{{.Status}}{{if .Comment}} <span class="muted">({{.Comment}})</span>{{end}}</td>
 <td>{{if eq .Status "PENDING"}}<form method="post" action="ui/approvals/{{.ApprovalID}}/approve"><button type="submit">Approve</button></form>
 <form method="post" action="ui/approvals/{{.ApprovalID}}/reject"><button class="reject" type="submit">Reject</button></form>{{end}}</td>

@@ -106,3 +106,37 @@ func TestControlPageDecidesAndSwitchesPolicy(t *testing.T) {
 		t.Fatalf("unknown form = %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestControlPageShowsReasonAndDaysApartFromThePolicy: each form's row
+// shows its reason (escaped: a hostile reason renders as text) and days;
+// the automatic-approval switch sits under its own heading, before and
+// apart from the forms' Approve buttons.
+func TestControlPageShowsReasonAndDaysApartFromThePolicy(t *testing.T) {
+	w := newWorld(t, approval.Policy{Mode: approval.Manual})
+	srv := httptest.NewServer(w.sim)
+	t.Cleanup(srv.Close)
+	w.submit("op-rd", "")
+	status, _ := w.do("POST", "/v1/approvals", `{"operationId":"op-rd2","requester":"bob","title":"t","fields":{"reason":"<script>alert(1)</script> @all","days":5}}`)
+	if status != 201 && status != 200 {
+		t.Fatalf("submit: %d", status)
+	}
+	resp, err := http.Get(srv.URL + "/_control/ui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	p := string(b)
+	for _, want := range []string{`<td data-testid="reason">&lt;script&gt;alert(1)&lt;/script&gt; @all</td>`, `<td data-testid="days">5</td>`, `<td data-testid="days">7</td>`} {
+		if !strings.Contains(p, want) {
+			t.Fatalf("page lacks %q:\n%s", want, p)
+		}
+	}
+	if strings.Contains(p, "<script>alert") {
+		t.Fatalf("the reason is not escaped:\n%s", p)
+	}
+	policy, forms := strings.Index(p, "<h2>Decision policy</h2>"), strings.Index(p, "<h2>Forms</h2>")
+	if policy < 0 || forms < policy || strings.Index(p, "Approve automatically") > forms || strings.Index(p, `type="submit">Approve</button>`) < forms {
+		t.Fatalf("the policy switch is not apart from, and before, the forms:\n%s", p)
+	}
+}
