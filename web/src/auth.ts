@@ -17,6 +17,8 @@ export interface AppConfig {
   simulators?: { index: string; approval: string };
   /** the local run's "acting as" picker is offered (docs/webapp.md) */
   userPicker?: boolean;
+  /** whom a person asks when a request failed (ui.contact, or its fallback) */
+  contact?: string;
 }
 
 let configPromise: Promise<AppConfig> | null = null;

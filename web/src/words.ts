@@ -91,12 +91,12 @@ export function stepWord(step: string): string {
 /** The hint's words (docs/workflow.md): KEEP_WAITING is a stop that is
  * retried or resumed where it stopped; CONTACT_MAINTAINERS a failure that
  * waiting will not fix. */
-export function hintWords(hint: string): string {
+export function hintWords(hint: string, contact?: string): string {
   switch (hint) {
     case 'KEEP_WAITING':
       return 'You can keep waiting: the problem is temporary, and the request resumes where it stopped once it is retried.';
     case 'CONTACT_MAINTAINERS':
-      return 'Contact the maintainers; waiting will not help.';
+      return `Contact ${contact || 'the maintainers'}; waiting will not help.`;
     default:
       return '';
   }
@@ -116,7 +116,7 @@ export interface Todo {
  * server's hint (CONTACT_MAINTAINERS, KEEP_WAITING — the API decides
  * them), else what the person waits for. updatedAt dates a removal (the
  * last change of a REVOKED request is its removal's confirmation). */
-export function whatToDo(status: string, step: string, hint: string, expiresAt?: string, updatedAt?: string): Todo {
+export function whatToDo(status: string, step: string, hint: string, expiresAt?: string, updatedAt?: string, contact?: string): Todo {
   if (status === 'VALIDATED') {
     return {
       words: expiresAt
@@ -143,16 +143,16 @@ export function whatToDo(status: string, step: string, hint: string, expiresAt?:
   if (status === 'REVOKE_FAILED') {
     // The entry is still in the access file: the access is still granted
     // until an operator has the removal retried.
-    const h = hintWords(hint);
-    return { words: `Removing your access stopped, so you still have it; the operators see it. ${h || 'Contact the maintainers if it does not move on.'}`, again: false, bad: true };
+    const h = hintWords(hint, contact);
+    return { words: `Removing your access stopped, so you still have it; the operators see it. ${h || `Contact ${contact || 'the maintainers'} if it does not move on.`}`, again: false, bad: true };
   }
   if (step === 'CLOSE_REQUESTER_WITHDRAWN') {
     return { words: 'Nothing: your withdrawal is being carried out; the proposed change is being closed.', again: false, bad: false };
   }
-  const h = hintWords(hint);
+  const h = hintWords(hint, contact);
   if (h) return { words: h, again: false, bad: hint === 'CONTACT_MAINTAINERS' };
   if (status === 'CREATE_FAILED' || status === 'HANDLE_FAILED') {
-    return { words: 'It stopped; the operators see it. Contact the maintainers if it does not move on.', again: false, bad: true };
+    return { words: `It stopped; the operators see it. Contact ${contact || 'the maintainers'} if it does not move on.`, again: false, bad: true };
   }
   if (status === 'APPROVAL_SENDING' || status === 'APPROVAL_SENT') {
     return { words: 'Nothing: it waits for the approvers’ decision; this page follows by itself.', again: false, bad: false };

@@ -718,7 +718,7 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     const row = page.locator('tr[data-operation-id=op-live]');
     await row.getByText('You can keep waiting').waitFor();
     answer = item('HANDLE_FAILED', 'PIPELINE_FAILED', 'CONTACT_MAINTAINERS', { mr: answer.mr });
-    await row.getByText('Contact the maintainers; waiting will not help.').waitFor({ timeout: 10000 });
+    await row.getByText('Contact the team that runs changeflow; waiting will not help.').waitFor({ timeout: 10000 });
 
     await row.locator('a').click();
     const detail = page.locator('[data-testid=request-detail]');

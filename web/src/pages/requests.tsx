@@ -18,7 +18,8 @@ function carried(x: RequestView): boolean {
 /** Todo is "What to do" in words, with "Request again" once the request
  * is over (rejected, closed, expired). */
 function Todo({ x }: { x: RequestView }) {
-  const t = carried(x) ? renewedTodo(x.renewal?.expiresAt) : whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt);
+  const { contact } = useAppConfig();
+  const t = carried(x) ? renewedTodo(x.renewal?.expiresAt) : whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt, contact);
   return (
     <span class={t.bad ? 'bad' : ''} data-testid="todo">
       {t.words}
