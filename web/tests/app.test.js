@@ -271,6 +271,11 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     const retrigger = page.locator('[data-testid=retrigger]');
     await retrigger.waitFor({ timeout: 20000 });
     assert.match(await detail.innerText(), /stopped at CREATE_\w*FAILED/);
+    // The request's own fields are named in words, not by their API keys.
+    const stopped = await detail.innerText();
+    assert.match(stopped, /Next action\s+submit_approval/);
+    assert.match(stopped, /Last error\s+\S/);
+    assert.doesNotMatch(stopped, /\b(nextAction|lastError|dueAt|leaseOwner)\b/);
 
     // A refusal is shown in the server's words (faked once: a real one
     // needs the request to move between the look and the click).

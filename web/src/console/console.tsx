@@ -42,6 +42,17 @@ const revokeReasonWords: Record<string, string> = {
 };
 
 /** opsLink is a request's console page. */
+
+/** operationFields names, in words, the request's own fields the console
+ * shows as they are: the key in the field's title, for who reads the API. */
+const operationFields: [string, string][] = [
+  ['nextAction', 'Next action'],
+  ['dueAt', 'Due at'],
+  ['attempts', 'Attempts so far'],
+  ['leaseOwner', 'Held by instance'],
+  ['lastError', 'Last error'],
+];
+
 function opsLink(id: string): string {
   return `/console/requests/${encodeURIComponent(id)}`;
 }
@@ -393,10 +404,10 @@ function OpsRequestView({ id }: { id: string }) {
                   </dd>
                 </>
               )}
-              {['nextAction', 'dueAt', 'attempts', 'leaseOwner', 'lastError'].map((k) =>
+              {operationFields.map(([k, label]) =>
                 x.operation[k] !== undefined && x.operation[k] !== '' ? (
                   <>
-                    <dt>{k}</dt>
+                    <dt title={k}>{label}</dt>
                     <dd class="mono small">{String(x.operation[k])}</dd>
                   </>
                 ) : null,
