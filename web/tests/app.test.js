@@ -70,6 +70,10 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     // Only alice's own entry, and a count of the others instead of them.
     assert.match(await preview.locator('[data-testid=preview-others]').innerText(), /Nobody else|other (person|people)/);
     const operationId = await page.getAttribute('form', 'data-operation-id');
+    // Nothing is submitted yet, so no operation is named next to Submit; the
+    // hint over the reason says what its box takes.
+    assert.equal(await page.locator('[data-testid=operation-id]').count(), 0, 'no operation id before a submission');
+    assert.match(await page.locator('[data-testid=reason-count]').innerText(), /it wraps, but takes no line breaks/);
     await page.dblclick('button[type=submit]');
     await page.keyboard.press('Enter');
     await page.locator('[data-testid=submitted]').waitFor();
@@ -77,6 +81,7 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     assert.equal(submits.length, 1, 'a double click sends one request');
     assert.equal(submits[0].headers()['idempotency-key'], operationId, 'the form instance\'s operationId is the Idempotency-Key');
     assert.equal(await page.isDisabled('button[type=submit]'), true, 'the form stays locked after the submission');
+    assert.equal(await page.locator('[data-testid=operation-id]').innerText(), `operation ${operationId}`, 'the submitted operation is named');
     if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(shots, 'submit.png') });
 
     await page.click('[data-testid=submitted] a[href="/requests"]');

@@ -203,7 +203,7 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
           <span>
             Reason{' '}
             <span class={`muted hint${[...reason.trim()].length > maxReasonChars ? ' bad' : ''}`} data-testid="reason-count">
-              ({[...reason.trim()].length} of at most {maxReasonChars} characters, one line)
+              ({[...reason.trim()].length} of at most {maxReasonChars} characters; it wraps, but takes no line breaks)
             </span>
           </span>
           <textarea
@@ -247,7 +247,11 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
           <button type="submit" disabled={busy || locked || waitSeconds > 0}>
             {busy ? 'Submitting…' : locked ? 'Submitted' : renews ? 'Submit renewal' : 'Submit request'}
           </button>
-          <span class="muted mono small">operation {operationId}</span>
+          {outcome.kind !== 'idle' && (
+            <span class="muted mono small" data-testid="operation-id">
+              operation {operationId}
+            </span>
+          )}
         </div>
       </form>
       <PreviewBox preview={preview.data} />
