@@ -71,14 +71,14 @@ func itemTable(instanceID string) []item {
 			fallback: "missing/empty → none; malformed entries (not a positive id or group/project path) dropped with reason",
 			why:      "one bad entry must not hide the good ones", resolve: resolveProjects},
 		simURLItem(KeyApprovalBaseURL, "/approval/", "see gitlab.baseURL"),
-		intItem(KeyApprovalMaxRetries, 3, 0, 100, hot, "negative would skip the call entirely (seed §3.3)"),
-		durItem(KeyApprovalBackoff, 500*ms, 0, ms, hot, "negative would be a negative sleep (seed §3.3)"),
+		intItem(KeyApprovalMaxRetries, 3, 0, 100, hot, "negative would skip the call entirely"),
+		durItem(KeyApprovalBackoff, 500*ms, 0, ms, hot, "negative would be a negative sleep"),
 		boolItem(KeyApprovalCheckItemsEnabled, false, hot, "the client-library approver is the verified path; a typo must not switch approvers"),
 		boolItem(KeyApprovalVerifyDecisions, true, hot, "true applies only the decision read back from the approval system for the approval changeflow recorded, so a forged callback carrying the shared token can at most cause a read; false trusts the callback's claim (still bound to the recorded approvalId and MR) and saves one read per decision"),
-		simURLItem(KeyPermissionBaseURL, "/permission/", "unset: every permission check fails, which denies (R-AUTH-1)"),
+		simURLItem(KeyPermissionBaseURL, "/permission/", "unset: every permission check fails, which denies"),
 		simURLItem(KeyOIDCIssuer, "/oidc/", "unset: bearer tokens cannot be verified, so they authenticate nobody"),
 		stringItem(KeyIdentityDirectoryFile, "", restart, "missing/empty → unset (no directory: only canonical accounts resolve)",
-			"an untrusted identity skips metrics rather than guessing (R-ID-1)"),
+			"an untrusted identity skips metrics rather than guessing"),
 
 		// Instance and process.
 		{key: KeyInstanceID, typ: "string (no whitespace)", def: instanceID, restart: true,
@@ -109,10 +109,10 @@ func itemTable(instanceID string) []item {
 
 		// Rate limiting (R-RL-1, R-RL-2).
 		durItem(KeyRateLimitWindow, 60*sec, 1*ms, sec, hot, "a zero window would divide Retry-After by zero; limits themselves fail open"),
-		{key: KeyRateLimitTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (the peer address is the client); malformed entries dropped with reason",
+		{key: KeyRateLimitTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (the peer address is the client); malformed entries dropped with reason; an explicit [] is none without a warning",
 			why: "trusting a malformed entry could let clients forge X-Forwarded-For", resolve: resolveProxies},
-		boolItem(KeyRateLimitGlobalEnabled, false, hot, "per-instance limiting is the verified path (seed); the global quota is opt-in"),
-		{key: KeyIdentityTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (auth-proxy headers are refused from every peer); malformed entries dropped with reason",
+		boolItem(KeyRateLimitGlobalEnabled, false, hot, "per-instance limiting needs no shared state; the global quota is opt-in"),
+		{key: KeyIdentityTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (auth-proxy headers are refused from every peer); malformed entries dropped with reason; an explicit [] is none without a warning",
 			why: "login headers from an untrusted peer would let anyone claim any identity", resolve: resolveProxies},
 		stringItem(KeyOIDCAudience, "changeflow", hot, "missing/empty → changeflow",
 			"a token minted for another audience must not log anyone in here"),
@@ -135,9 +135,9 @@ func itemTable(instanceID string) []item {
 			why:      "a window read in the wrong zone would open a restricted resource at the wrong hours", resolve: resolveTimezone},
 
 		// Workflow.
-		boolItem(KeyWorkflowApproveFirst, false, hot, "enabling an unverified path by a typo; the legacy flow is the default (seed §3.3)"),
+		boolItem(KeyWorkflowApproveFirst, false, hot, "a typo must not switch the flow of every new request; the legacy flow stays the default"),
 		intItem(KeyWorkflowWorkers, 4, 1, 256, restart, "0 workers would accept work that never runs"),
-		intItem(KeyWorkflowQueueSize, 100, 1, 100000, restart, "a full queue persists the rejection (R-LRO-1); at least 1 slot"),
+		intItem(KeyWorkflowQueueSize, 100, 1, 100000, restart, "a full queue persists the rejection; at least 1 slot"),
 		durItem(KeyWorkflowLeaseDuration, 30*sec, 1*sec, sec, hot, "a tiny lease lets another instance take over work still running"),
 		intItem(KeyWorkflowMaxRegenerations, 3, 0, 20, hot, "how often one single-request MR is regenerated on the target after a failed rebase caused by a change made outside changeflow; a conflict made only by changeflow's own merges of the file always regenerates (it is progress, bounded by the requests); 0 = every outside conflict goes to a person; the cap stops a target that keeps moving from looping"),
 		durItem(KeyWorkflowPollInterval, 1*sec, 10*ms, ms, hot, "how long an idle instance waits before it looks for due work again (the latency between polling steps); every look is a claim query, so below 10ms it would spin against the database"),
@@ -249,14 +249,14 @@ type familyDoc struct {
 func familyDocs() []familyDoc {
 	return []familyDoc{
 		{key: "ratelimit.<bucket>.limit", typ: "integer (requests per ratelimit.window)", def: "apply: 10; preview: 30; stats: 60; callbacks: 600 (per source address); adminCheck: 30; events: 30; authz: 120; others: none",
-			fallback: "missing/empty/≤ 0/non-numeric → 0 = no limiting", why: "a broken threshold must not block legitimate traffic (seed §3.3)"},
+			fallback: "missing/empty/≤ 0/non-numeric → 0 = no limiting", why: "a broken threshold must not block legitimate traffic"},
 		{key: "targets.<key>.title", typ: "string", def: "the target key", fallback: "missing/empty → the key", why: "display only"},
 		{key: "targets.<key>.file", typ: "repo-relative path", def: "bindings/<key>.yaml",
 			fallback: "missing/empty/absolute/containing .. → bindings/<key>.yaml", why: "an MR must never touch a file outside the repository"},
 		{key: "targets.<key>.accessMode", typ: "OPEN | TEST_WINDOW | CLOSED (trimmed, case-insensitive)", def: "TEST_WINDOW",
-			fallback: "missing/empty → TEST_WINDOW; unknown → CLOSED", why: "a typo must never open a restricted resource (seed §3.3)"},
+			fallback: "missing/empty → TEST_WINDOW; unknown → CLOSED", why: "a typo must never open a restricted resource"},
 		{key: "targets.<key>.window.start", typ: "daily HH:MM[:SS], or local date-time YYYY-MM-DDTHH:MM[:SS] / date YYYY-MM-DD, in access.timezone", def: "none",
-			fallback: "missing/malformed → outside the window", why: "a window read wrongly must close, not open (seed §3.3)"},
+			fallback: "missing/malformed → outside the window", why: "a window read wrongly must close, not open"},
 		{key: "targets.<key>.window.end", typ: "same form as window.start (exclusive)", def: "none",
 			fallback: "missing/malformed/forms differ/not after start → outside the window", why: "see window.start"},
 		{key: "targets.<key>.batching", typ: "boolean", def: "true",
@@ -264,7 +264,7 @@ func familyDocs() []familyDoc {
 		{key: "targets.<key>.maxDays", typ: "integer (days)", def: "30",
 			fallback: "missing/empty/non-numeric → 30; < 1 → 1; > 3650 → 3650", why: "0 or negative would grant bindings that expire before they apply"},
 		{key: "authz.routes.<route>.rules", typ: "list of rule codes", def: "ops routes: ops.read/ops.write + admin; others: none",
-			fallback: "missing/empty → empty = deny; blank entries dropped", why: "missing rules must never mean unauthorized access (seed §3.3)"},
+			fallback: "missing/empty → empty = deny; blank entries dropped", why: "missing rules must never mean unauthorized access"},
 		{key: "gitlab.tokens.<name>", typ: "string (secret, masked); names committer, approver1, approver2, and doctor (optional: a read_api token of a Maintainer for the deployment checks)", def: "none",
 			fallback: "missing/empty → no token (the adapter reports it unset); outside --local a simulator's well-known token, one shorter than 20 bytes, or one another token shares → refused: serve does not start, a reload leaves it unset",
 			why:      "a blank token would call GitLab anonymously; a published or shared one lets someone else act as the bot (GitLab's classic tokens are 26 bytes, so the minimum is lower than a callback's)", restart: true},
@@ -272,7 +272,7 @@ func familyDocs() []familyDoc {
 			fallback: "missing/empty → reject every callback; outside --local a simulator's well-known token, one shorter than 32 bytes, or one another token shares → refused: serve does not start, a reload rejects that kind's callbacks",
 			why:      "an unauthenticated callback could approve or validate anything; a shared secret lets one system speak as another (openssl rand -hex 32 makes one)"},
 		{key: "http.timeout.<dependency>", typ: "duration (bare integer = seconds)", def: "gitlab 10s, approval 5s, permission 2s, oidc 5s; others 10s",
-			fallback: "missing/empty/malformed → the dependency's default; < 1ms → 1ms", why: "every outbound call has a deadline (R-EXT-1); 0 would mean none"},
+			fallback: "missing/empty/malformed → the dependency's default; < 1ms → 1ms", why: "every outbound call has a deadline; 0 would mean none"},
 	}
 }
 

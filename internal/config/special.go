@@ -186,6 +186,11 @@ func resolvePrefix(it *item, r raw, _ map[string]any) result {
 }
 
 func resolveProxies(it *item, r raw, _ map[string]any) result {
+	if l, isList := r.v.([]any); r.set && isList && len(l) == 0 {
+		// An explicit [] is a choice (trust no proxy: OIDC only), not a
+		// fallback, so a clean start stays clean.
+		return result{val: []netip.Prefix{}, reason: builtinOr(r)}
+	}
 	if !r.set || isBlank(r.v) {
 		return emptyList(r, "none: the peer address is the client", []netip.Prefix{})
 	}

@@ -180,9 +180,17 @@ func TestTrustedProxies(t *testing.T) {
 	runTextCases(t, KeyRateLimitTrustedProxies, []textCase{
 		{"missing is none", missing, "", false, "peer address is the client"},
 		{"empty is none", `""`, "", true, "empty → none"},
+		{"an explicit empty list is none, no fallback", `[]`, "", false, ""},
 		{"IPs and CIDRs are kept", `[10.0.0.1, "192.168.0.0/16", "::1"]`, "10.0.0.1/32, 192.168.0.0/16, ::1/128", false, ""},
 		{"CIDR host bits are masked", `["10.1.2.3/8"]`, "10.0.0.0/8", false, ""},
 		{"malformed entries are dropped", `[10.0.0.1, "10.0.0.300", proxy.local]`, "10.0.0.1/32", true, "dropped '10.0.0.300' (not an IP or CIDR); 'proxy.local' (not an IP or CIDR)"},
+	})
+	// OIDC only: identity.trustedProxies: [] trusts no peer and, being a
+	// choice, logs no fallback on start.
+	runTextCases(t, KeyIdentityTrustedProxies, []textCase{
+		{"missing is none", missing, "", false, reasonBuiltin},
+		{"empty is none", `""`, "", true, "empty → none"},
+		{"an explicit empty list is none, no fallback", `[]`, "", false, ""},
 	})
 	p, _ := loadYAML(t, "ratelimit:\n  trustedProxies: \"10.0.0.0/8, 127.0.0.1\"\n").TrustedProxies()
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}, p)
