@@ -40,9 +40,10 @@ function useUser(): string {
 }
 
 /** Login is the header's right end: "Signed in as … / Sign out" after an
- * OIDC login; otherwise "Sign in" when the server has an issuer, and the
+ * OIDC login, naming the account the server resolved from the token
+ * (GET /api/me), the token's own name only until that answer; otherwise "Sign in" when the server has an issuer, and the
  * local run's user picker on a loopback page. */
-function Login({ user }: { user: string }) {
+function Login({ user, account }: { user: string; account?: string }) {
   const cfg = useAppConfig();
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
@@ -50,7 +51,7 @@ function Login({ user }: { user: string }) {
   if (s) {
     return (
       <span class="login" data-testid="signed-in">
-        Signed in as <strong>{s.name}</strong>{' '}
+        Signed in as <strong data-testid="account">{account || s.name}</strong>{' '}
         <button type="button" class="secondary small" onClick={() => signOut()}>
           Sign out
         </button>
@@ -243,7 +244,7 @@ export function App() {
               whether the tab shows or not. */}
           {me?.operations && nav('/console', 'Operations', path.startsWith('/console'))}
         </nav>
-        <Login user={user} />
+        <Login user={user} account={me?.account} />
       </header>
       <main>
         {nobody && path !== CALLBACK_PATH ? (

@@ -539,7 +539,8 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     const answers = [];
     page.on('response', (r) => answers.push(`${r.request().method()} ${new URL(r.url()).pathname} ${r.status()}`));
     try {
-      await signedIn.getByText('bob@corp.example').waitFor();
+      // The account the server knows, not the token's email.
+      await signedIn.locator('[data-testid=account]', { hasText: /^bob$/ }).waitFor();
       await page.locator('[data-testid=my-requests], main p.muted').first().waitFor();
     } catch (e) {
       throw new Error(`${e.message}\nanswers: ${answers.join(', ')}\nserver log: ${server.logs().slice(-2000)}`);
