@@ -133,13 +133,20 @@ func TestWithdrawWhileTheApprovalSystemFails(t *testing.T) {
 
 		// The crash: only the guarded write happened (no engine ran the
 		// action); the action is due in the row, and the next engine run
-		// finishes it.
+		// finishes it. The crashed instance's engine is stopped first —
+		// left running, it could take the due action before the check
+		// below (seen under load) — and a new one takes over.
 		w.submit("op-wc", "wc", tSingle, true)
 		w.until("op-wc", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
+		w.eng.Stop()
 		res, err := st.OperationWithdraw(t.Context(), store.WithdrawParams{OperationID: "op-wc", Action: workflow.ActionWithdraw, Actor: "owner"})
 		require.NoError(t, err)
 		require.Equal(t, store.WithdrawApplied, res.Outcome)
 		require.Equal(t, approval.Pending, w.approvalStatus("op-wc"), "not withdrawn upstream yet")
+		o, err := st.OperationGet(t.Context(), "op-wc")
+		require.NoError(t, err)
+		require.Equal(t, workflow.ActionWithdraw, o.NextAction, "the action is due in the row")
+		w.startEngine(w.deps)
 		w.until("op-wc", "withdrawn after the crash", withdrawnDone)
 		require.Equal(t, approval.Withdrawn, w.approvalStatus("op-wc"))
 		w.filesExact("op-wf", "op-wc")

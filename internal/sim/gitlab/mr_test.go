@@ -2,7 +2,9 @@ package gitlab
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestCreateMR(t *testing.T) {
@@ -49,17 +51,28 @@ func TestCreateMR(t *testing.T) {
 }
 
 func TestMergeabilityIsAsynchronous(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MergeabilityDelay = 400e6; o.PipelineDuration = 20e6 })
+	// The check's phases are read off the simulator's clock, which the
+	// test moves: on real time a loaded machine's first read could land
+	// past the 400 ms and never see "unchecked" (seen in a parallel run).
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	e := newEnv(t, func(o *Options) { o.MergeabilityDelay = 400e6; o.PipelineDuration = 20e6; o.Now = clock })
 	iid := e.openMR("req", map[string]string{"bindings/a.yaml": binding("alice")})
-	seen := map[string]bool{}
-	eventually(t, "not_approved", func() bool {
-		st := e.mr(iid)["detailed_merge_status"].(string)
-		seen[st] = true
-		return st == "not_approved"
-	})
-	if !seen["unchecked"] || !seen["checking"] {
-		t.Fatalf("statuses seen: %v; want unchecked and checking first", seen)
+	status := func() string { return e.mr(iid)["detailed_merge_status"].(string) }
+	if st := status(); st != "unchecked" {
+		t.Fatalf("right after the MR opened: %s, want unchecked", st)
 	}
+	advance(250 * time.Millisecond)
+	if st := status(); st != "checking" {
+		t.Fatalf("past half the check's time: %s, want checking", st)
+	}
+	advance(200 * time.Millisecond)
+	eventually(t, "not_approved", func() bool {
+		advance(20 * time.Millisecond) // the pipeline's time, if it reads the clock
+		return status() == "not_approved"
+	})
 }
 
 func TestListMRs(t *testing.T) {
