@@ -178,3 +178,25 @@ func ExpiryCutSteps() []StepStatus {
 	}
 	return out
 }
+
+// RenewalExpiry is the expiry a renewal of days days gets when it is
+// asked for at now on a grant ending at current: the later of now and
+// current, plus days, but never later than now plus maxDays (the
+// target's longest access), so renewing early does not lose the days
+// still left and renewing repeatedly cannot stretch access past the
+// target's maximum. A maxDays ≤ 0 (unknown) puts no cap. The result is
+// UTC, truncated to the second as every stored time is.
+func RenewalExpiry(now, current time.Time, days, maxDays int) time.Time {
+	const day = 24 * time.Hour
+	from := now
+	if current.After(now) {
+		from = current
+	}
+	exp := from.Add(time.Duration(days) * day)
+	if maxDays > 0 {
+		if limit := now.Add(time.Duration(maxDays) * day); exp.After(limit) {
+			exp = limit
+		}
+	}
+	return exp.UTC().Truncate(time.Second)
+}

@@ -262,6 +262,8 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 		},
 		BindingStatus: entry.Binding,
 		Renew:         &renew,
+		SubmittedAt:   now,
+		MaxDays:       sub.target.MaxDays,
 	})
 	var refused *store.BindingRefusedError
 	switch {

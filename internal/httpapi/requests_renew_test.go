@@ -152,3 +152,40 @@ func TestRenewalThroughTheSubmit(t *testing.T) {
 			want(t, 409, "REQUEST_IN_PROGRESS")
 	})
 }
+
+// TestRenewalExtendsTheCurrentExpiry: a renewal's expiry counts its days
+// from the grant's current end (still ahead), not from the renewal, and
+// never beyond the submission plus the target's maximum (30 days); the
+// grant's own read keeps its expiry until the renewal is in effect.
+func TestRenewalExtendsTheCurrentExpiry(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBizWorld(t, st)
+		ctx := t.Context()
+		until := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+		for _, c := range []struct {
+			subject, days string
+			want          time.Time
+		}{
+			{"olivia", `,"days":5`, until.Add(5 * 24 * time.Hour)},
+			{"adam", `,"days":30`, worldNow.Add(30 * 24 * time.Hour)},
+		} {
+			seedGrant(t, st, "grant-"+c.subject, c.subject, 30, until)
+			id := "renewal-" + c.subject
+			w.do(req{method: "POST", path: "/api/requests", user: c.subject, body: submitBodyFor(tOpen, "still needed", c.days),
+				header: map[string]string{"Idempotency-Key": id}}).want(t, 202, "ACCEPTED")
+			op, err := st.OperationGet(ctx, id)
+			if err != nil || op.Kind != domain.OperationRenew || !op.ExpiresAt.Equal(c.want) {
+				t.Fatalf("%s's renewal %+v, %v: want RENEW until %s", c.subject, op, err, c.want)
+			}
+			r := w.do(req{method: "GET", path: "/api/requests/" + id, user: c.subject})
+			r.want(t, 200, "OK")
+			if r.data["expiresAt"] != c.want.Format(time.RFC3339) {
+				t.Fatalf("%s's renewal read %v: want expiresAt %s", c.subject, r.env.Data, c.want.Format(time.RFC3339))
+			}
+			b, err := st.BindingGet(ctx, c.subject, tOpen)
+			if err != nil || !b.ExpiresAt.Equal(until) {
+				t.Fatalf("%s's binding %+v, %v: want the grant's expiry %s until the renewal is in effect", c.subject, b, err, until)
+			}
+		}
+	})
+}

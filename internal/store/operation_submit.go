@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"changeflow/internal/domain"
 )
@@ -20,6 +21,14 @@ type OperationSubmitParams struct {
 	// operation then names the grant (grant_operation_id, kind RENEW) and
 	// the binding shows RENEWING.
 	Renew *domain.RenewWindow
+	// SubmittedAt and MaxDays set a renewal's expiry: accepted as a
+	// renewal, the operation's expiry becomes domain.RenewalExpiry of
+	// SubmittedAt, the grant's current expiry, Operation.Days and MaxDays
+	// (the target's longest access) instead of Operation.ExpiresAt, so
+	// days still left on the grant are kept. A zero SubmittedAt keeps
+	// Operation.ExpiresAt.
+	SubmittedAt time.Time
+	MaxDays     int
 }
 
 // OperationSubmitResult is what a submission wrote.
@@ -78,9 +87,15 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 		if app.Renews != "" {
 			// The renewal names the grant it renews: that makes it kind
 			// RENEW (kindOf), so every later write maps its statuses.
+			// Its expiry extends the grant's rather than restarting from
+			// now, read in this transaction from the row it renews.
+			exp := op.ExpiresAt
+			if !p.SubmittedAt.IsZero() {
+				exp = domain.RenewalExpiry(p.SubmittedAt, app.Previous.ExpiresAt, op.Days, p.MaxDays)
+			}
 			if err := execOne(ctx, tx,
-				"UPDATE operation"+s.dialect.forceIndex("uk_operation_operation_id")+" SET grant_operation_id = ? WHERE operation_id = ?",
-				app.Renews, op.OperationID); err != nil {
+				"UPDATE operation"+s.dialect.forceIndex("uk_operation_operation_id")+" SET grant_operation_id = ?, expires_at = ? WHERE operation_id = ?",
+				app.Renews, s.dialect.Time(exp), op.OperationID); err != nil {
 				return fmt.Errorf("name the renewed grant: %w", err)
 			}
 			hist.fromBinding, hist.toBinding = domain.BindingValidated, domain.BindingRenewing
