@@ -186,6 +186,14 @@ func TestRenewalExtendsTheCurrentExpiry(t *testing.T) {
 			if err != nil || !b.ExpiresAt.Equal(until) {
 				t.Fatalf("%s's binding %+v, %v: want the grant's expiry %s until the renewal is in effect", c.subject, b, err, until)
 			}
+			// The binding's history records the expiry the renewal brings.
+			hist, err := st.BindingHistoryList(ctx, c.subject, tOpen)
+			if err != nil || len(hist) == 0 {
+				t.Fatalf("%s's binding history %v, %v", c.subject, hist, err)
+			}
+			if last := hist[len(hist)-1]; last.OperationID != id || !last.ExpiresAt.Equal(c.want) {
+				t.Fatalf("%s's last history row %+v: want %s until %s", c.subject, last, id, c.want)
+			}
 		}
 	})
 }

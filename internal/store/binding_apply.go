@@ -27,6 +27,10 @@ type BindingApplyParams struct {
 	// operationId, its expiry untouched (docs/workflow.md, "Renewal").
 	// nil refuses a binding in effect, as before renewals existed.
 	Renew *domain.RenewWindow
+	// RenewExpiry, when set, is a renewal's expiry from the grant's
+	// current one (read on the locked row): the binding history records
+	// the expiry the renewal will really bring, not ExpiresAt.
+	RenewExpiry func(current time.Time) time.Time
 
 	// afterRead, when set, runs between an attempt's read and its write;
 	// tests make a concurrent writer win the race with it.
@@ -257,8 +261,12 @@ func bindingRenewTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyPa
 	if err != nil {
 		return BindingApplyResult{}, fmt.Errorf("renew binding: %w", err)
 	}
+	exp := p.ExpiresAt
+	if p.RenewExpiry != nil {
+		exp = p.RenewExpiry(cur.ExpiresAt)
+	}
 	if err := bindingHistoryInsert(ctx, tx, d, BindingApplyParams{
-		Subject: p.Subject, TargetKey: p.TargetKey, OperationID: p.OperationID, Status: domain.BindingRenewing, ExpiresAt: p.ExpiresAt,
+		Subject: p.Subject, TargetKey: p.TargetKey, OperationID: p.OperationID, Status: domain.BindingRenewing, ExpiresAt: exp,
 	}); err != nil {
 		return BindingApplyResult{}, err
 	}

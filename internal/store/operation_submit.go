@@ -58,6 +58,11 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 		Subject: op.Subject, TargetKey: op.TargetKey, OperationID: op.OperationID,
 		Status: p.BindingStatus, ExpiresAt: op.ExpiresAt, Renew: p.Renew,
 	}
+	if !p.SubmittedAt.IsZero() {
+		apply.RenewExpiry = func(current time.Time) time.Time {
+			return domain.RenewalExpiry(p.SubmittedAt, current, op.Days, p.MaxDays)
+		}
+	}
 	if err := op.validate(); err != nil {
 		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
 	}
@@ -90,8 +95,8 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 			// Its expiry extends the grant's rather than restarting from
 			// now, read in this transaction from the row it renews.
 			exp := op.ExpiresAt
-			if !p.SubmittedAt.IsZero() {
-				exp = domain.RenewalExpiry(p.SubmittedAt, app.Previous.ExpiresAt, op.Days, p.MaxDays)
+			if apply.RenewExpiry != nil {
+				exp = apply.RenewExpiry(app.Previous.ExpiresAt)
 			}
 			if err := execOne(ctx, tx,
 				"UPDATE operation"+s.dialect.forceIndex("uk_operation_operation_id")+" SET grant_operation_id = ?, expires_at = ? WHERE operation_id = ?",
