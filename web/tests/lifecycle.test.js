@@ -381,6 +381,12 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     // say the access was renewed and continues under the newest renewal,
     // until its expiry — not "In effect" until their own — link to it, and
     // offer neither give back nor renew (the server refuses both there).
+    // A renewal extends from the access's current end, so the first one
+    // runs until two days from now and its own window (its last day) opens
+    // tomorrow: the access is moved to 23 hours before its end, as a day
+    // passing would.
+    const moved = sqlite(server.db, `UPDATE binding SET expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+23 hours') WHERE operation_id = '${renewal}' AND status = 'VALIDATED'; SELECT changes();`).trim();
+    assert.equal(moved, '1', 'the first renewal is the access in effect');
     const second = 'web-renew-2';
     await submit(server, 'alice', second, 'billing-dashboard', 'still needed');
     await control(server, `/approval/_control/approvals/${(await approvalOf(server, second)).approvalId}/approve`);
