@@ -302,7 +302,11 @@ func TestGiveBackWhileARenewalWaitsAgainAfterItsBatchFailed(t *testing.T) {
 		var back []string
 		for _, id := range []string{"rf1", "rf2"} {
 			o, _ := w.until(id, "back in the batch set", func(o store.Operation, _ store.Binding) bool {
-				return o.LeaseOwner == "" && (domain.StepStatus(o.Step) == domain.StepCreateAdmitted || domain.StepStatus(o.Step).Stopped())
+				// Only once the batch is settled: its driver stops first
+				// and settles in the batch_settle action after it.
+				b, err := st.BatchGet(t.Context(), r.BatchID)
+				require.NoError(t, err)
+				return o.LeaseOwner == "" && (domain.StepStatus(o.Step) == domain.StepCreateAdmitted || domain.StepStatus(o.Step).Stopped()) && !b.Status.Active()
 			})
 			if domain.StepStatus(o.Step) == domain.StepCreateAdmitted {
 				require.Equal(t, r.BatchID, o.BatchID, "%s: the batch id of the failed batch stays on the row", id)
