@@ -166,7 +166,7 @@ func (b *builder) pairs(s *Snapshot) {
 }
 
 // resolveBucket: a missing, empty, non-positive or unparsable threshold
-// means no limiting (seed §3.3: blocking legitimate traffic is the worse
+// means no limiting (docs/configuration.md: blocking legitimate traffic is the worse
 // failure).
 func resolveBucket(r raw) result {
 	off := func(why string) result {

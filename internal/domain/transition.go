@@ -69,7 +69,7 @@ var (
 	// handleFailures: where any handling-phase action may stop.
 	handleFailures = []StepStatus{StepHandleMergeFailed, StepHandlePoolRejected}
 	// calledBack: the deploy callback and reconciliation may repair any step
-	// after the merge (or a lagging one) to these (seed §3.7 markValidated).
+	// after the merge (or a lagging one) to these (docs/workflow.md, the deploy callback).
 	calledBack = []StepStatus{StepCalledBack, StepReconciled}
 	// createRetrigger: what an operator's retrigger of a creation-phase
 	// stop may write (the entry step of the action it re-runs), or cancel.

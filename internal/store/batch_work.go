@@ -260,7 +260,7 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 }
 
 // batchReleaseMembers deletes the waiting-set rows of a batch a FAILED
-// settlement just wrote (seed §3.7, "closed, or no MR"), one statement per
+// settlement just wrote (docs/workflow.md, "closed, or no MR"), one statement per
 // chunk of ids, so that each request can be admitted again (the unique
 // operation_id would otherwise refuse it); merge_batch_history and the
 // audit log are append-only and keep the record that the request was in

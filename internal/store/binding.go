@@ -27,7 +27,7 @@ type Binding struct {
 	UpdatedAt time.Time
 	// Expired reports whether ExpiresAt had passed by the database clock
 	// when the row was read. It is computed by the database, not by the
-	// caller's clock, like every other time comparison (seed §3.2).
+	// caller's clock, like every other time comparison (docs/storage.md, the database clock).
 	Expired bool
 }
 
