@@ -40,14 +40,13 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 		if *file == "" {
 			*file = getenv("CHANGEFLOW_CONFIG")
 		}
-		// Only server.listen is needed: no database, no watch, no etcd
-		// watch; configuration warnings are serve's to print.
-		cfg, err := config.Load(ctx, config.Options{File: *file, Getenv: getenv, Logger: slog.New(slog.DiscardHandler)})
+		// Only server.listen is needed: no database, no etcd, no other
+		// item's validation (the probe's environment need not hold the
+		// DSN or the tokens); configuration warnings are serve's to print.
+		listen, err := config.Listen(config.Options{File: *file, Getenv: getenv, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
-			return fmt.Errorf("load configuration: %w", err)
+			return fmt.Errorf("healthcheck: %w", err)
 		}
-		listen := cfg.Current().Server().Listen
-		_ = cfg.Close()
 		if base = config.LocalURL(listen); base == "" {
 			return fmt.Errorf("server.listen %q cannot be checked (port chosen at start): pass --url", listen)
 		}

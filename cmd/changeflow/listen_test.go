@@ -207,6 +207,15 @@ func TestHealthcheckAsksTheConfiguredListener(t *testing.T) {
 			t.Fatalf("healthcheck %v printed %q", args, out.String())
 		}
 	}
+	// The probe's own configuration names a MariaDB instance but holds no
+	// DSN (it lives in the instance's secret environment, not the
+	// probe's): the probe needs only server.listen and must still pass.
+	probe := filepath.Join(dir, "probe.yaml")
+	writeConfig(t, probe, "server:\n  listen: "+addr+"\ndatabase:\n  driver: mysql\n")
+	none := func(string) string { return "" }
+	if err := run(context.Background(), []string{"changeflow", "healthcheck", "--config", probe}, none, &syncBuffer{}, &syncBuffer{}); err != nil {
+		t.Fatalf("healthcheck --config without the database DSN: %v", err)
+	}
 	in.stop(t)
 	if err := run(context.Background(), []string{"changeflow", "healthcheck", "--timeout", "2s"}, getenv, &syncBuffer{}, &syncBuffer{}); err == nil {
 		t.Fatal("healthcheck succeeded with nothing listening")
