@@ -252,88 +252,87 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 	if err != nil {
 		return WorkResult{}, fmt.Errorf("lock operation: %w", translate(err))
 	}
-	res := WorkResult{FromStep: step}
-	// Steps write the grant's binding statuses; a revocation shows its own
-	// (domain.OperationKind.Binding) — mapped here, where every status the
-	// engine writes passes. A renewal that ends without effect hands the
-	// row back to the grant it renews (restore).
-	restore := kind.EndsWithoutEffect(p.Binding)
-	p.Binding = kind.Binding(p.Binding)
-
-	writeState := !(p.UnlessStopped && domain.StepStatus(step).Stopped())
-	toStep := step
-	if writeState && p.Step != 0 {
-		if err := domain.CheckStep(domain.StepStatus(step), domain.StepStatus(p.Step)); err != nil {
-			return WorkResult{}, err
-		}
-		toStep = p.Step
-	}
-	var fromBinding domain.BindingStatus
-	if writeState && p.Binding != "" {
-		b, err := bindingGet(ctx, tx, d, subject, target, d.forUpdate())
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && b.OperationID != p.OperationID) {
-			return WorkResult{}, fmt.Errorf("binding %s/%s is not owned by %s: %w", subject, target, p.OperationID, domain.ErrPreempted)
-		}
-		if err != nil {
+	outcome := p.outcome()
+	state := domain.OutcomeState{Kind: kind, Step: domain.StepStatus(step), NextAction: nextAction.String}
+	var b Binding
+	if outcome.NeedsBinding(state.Step) {
+		// Lock order operation → binding.
+		b, err = bindingGet(ctx, tx, d, subject, target, d.forUpdate())
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return WorkResult{}, fmt.Errorf("lock binding: %w", translate(err))
 		}
-		if b.Status != p.Binding {
-			if err := domain.CheckBinding(b.Status, p.Binding); err != nil {
-				return WorkResult{}, err
-			}
-			if err := bindingMove(ctx, tx, d, b, p.Binding, restore, grantOp); err != nil {
-				return WorkResult{}, fmt.Errorf("move binding: %w", err)
-			}
-			fromBinding = b.Status
-			res.Flip = &Flip{
-				OperationID: p.OperationID, Subject: subject, TargetKey: target,
-				From: b.Status, To: p.Binding, BindingVersion: b.Version + 1,
-				FromStep: step, ToStep: toStep, EndedWithoutEffect: restore,
-			}
-		} else if kind != domain.OperationGrant && toStep != step {
-			// A revocation's binding stays REVOKING while its removal goes
-			// through the grant's milestones (a renewal's RENEWING); the move a grant's binding
-			// would have made (MERGING → MERGED at the merge) is its
-			// flip, so the outcome's after-commit hooks — the deploy
-			// callback that came before the merge was written — act for
-			// it as for a grant. Named in the grant's vocabulary.
-			from, to := kind.GrantView(b.Status, domain.StepStatus(step)), kind.GrantView(b.Status, domain.StepStatus(toStep))
-			if from != to {
-				res.Flip = &Flip{
-					OperationID: p.OperationID, Subject: subject, TargetKey: target,
-					From: from, To: to, BindingVersion: b.Version, FromStep: step, ToStep: toStep,
-				}
-			}
+		state.Binding, state.BindingOwned = b.Status, err == nil && b.OperationID == p.OperationID
+	}
+	plan, err := domain.PlanOutcome(state, outcome)
+	if err != nil {
+		return WorkResult{}, fmt.Errorf("%s/%s at step %d: %w", subject, target, step, err)
+	}
+	if err := applyOutcome(ctx, tx, d, id, step, p, plan, b, grantOp); err != nil {
+		return WorkResult{}, err
+	}
+	res := WorkResult{FromStep: step, StepWritten: plan.StepWritten}
+	if f := plan.Flip; f != nil {
+		res.Flip = &Flip{
+			OperationID: p.OperationID, Subject: subject, TargetKey: target,
+			From: f.From, To: f.To, BindingVersion: b.Version,
+			FromStep: step, ToStep: int(plan.Step), EndedWithoutEffect: f.EndedWithoutEffect,
+		}
+		if f.Moved {
+			res.Flip.BindingVersion++
 		}
 	}
+	res.Operation, err = operationGet(ctx, tx, p.OperationID)
+	if err != nil {
+		return WorkResult{}, fmt.Errorf("re-read operation: %w", translate(err))
+	}
+	return res, nil
+}
 
-	set := "step_status = ?, last_error = ?"
-	vals := []any{toStep, nullString(clipRunes(p.LastError, 512))}
-	if toStep != step {
-		set += ", version = version + 1"
-		res.StepWritten = true
+// outcome is the part of p that domain.PlanOutcome decides from.
+func (p WorkCompleteParams) outcome() domain.StepOutcome {
+	return domain.StepOutcome{
+		Step: domain.StepStatus(p.Step), Binding: p.Binding, UnlessStopped: p.UnlessStopped,
+		NextAction: p.NextAction, Unattempted: p.Unattempted, KeepAction: p.KeepAction, KeepLease: p.KeepLease,
 	}
-	if !p.KeepLease {
-		set += ", lease_owner = NULL, lease_expires_at = NULL"
-		switch {
-		case p.KeepAction:
-			set += ", due_at = NULL"
-		case p.NextAction == "":
-			set += ", next_action = NULL, due_at = NULL, attempts = 0"
-		default:
-			// An event noted for this action while the step ran
-			// (WorkExpedite) makes it due now: the step may have read
-			// the state before the event.
-			due, dueArg := d.NowAdd(p.Delay)
-			set += ", next_action = ?, due_at = CASE WHEN expedite_action = ? THEN " + d.Now() + " ELSE " + due + " END"
-			vals = append(vals, p.NextAction, p.NextAction, dueArg)
-			switch {
-			case p.NextAction != nextAction.String:
-				set += ", attempts = 0"
-			case p.Unattempted:
-				set += ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
-			}
+}
+
+// applyOutcome writes plan for operation id (row id) under p's lease: the
+// binding b read for it (guarded by status and version), the operation
+// (guarded by the lease) and one step-history row when the plan has one.
+func applyOutcome(ctx context.Context, tx *sql.Tx, d Dialect, id int64, fromStep int, p WorkCompleteParams, plan domain.OutcomePlan, b Binding, grantOp string) error {
+	if plan.Move != "" {
+		if err := bindingMove(ctx, tx, d, b, plan.Move, plan.Restore, grantOp); err != nil {
+			return fmt.Errorf("move binding: %w", err)
 		}
+	}
+	set := "step_status = ?, last_error = ?"
+	vals := []any{int(plan.Step), nullString(clipRunes(p.LastError, 512))}
+	if plan.StepWritten {
+		set += ", version = version + 1"
+	}
+	if plan.ReleaseLease {
+		set += ", lease_owner = NULL, lease_expires_at = NULL"
+	}
+	switch plan.Action {
+	case domain.ActionStop:
+		set += ", due_at = NULL"
+	case domain.ActionClear:
+		set += ", next_action = NULL, due_at = NULL, attempts = 0"
+	case domain.ActionSet:
+		// An event noted for this action while the step ran
+		// (WorkExpedite) makes it due now: the step may have read the
+		// state before the event.
+		due, dueArg := d.NowAdd(p.Delay)
+		set += ", next_action = ?, due_at = CASE WHEN expedite_action = ? THEN " + d.Now() + " ELSE " + due + " END"
+		vals = append(vals, plan.NextAction, plan.NextAction, dueArg)
+		switch plan.Attempts {
+		case domain.AttemptsReset:
+			set += ", attempts = 0"
+		case domain.AttemptsGivenBack:
+			set += ", attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
+		}
+	}
+	if plan.ReleaseLease {
 		set += ", expedite_action = NULL"
 	}
 	f := p.Fields
@@ -354,21 +353,22 @@ func workCompleteTx(ctx context.Context, tx *sql.Tx, d Dialect, p WorkCompletePa
 	vals = append(vals, id, p.Lease.column())
 	if err := execOne(ctx, tx,
 		"UPDATE operation "+d.PrimaryKeyHint()+" SET "+set+" WHERE id = ? AND lease_owner = ?", vals...); err != nil {
-		return WorkResult{}, fmt.Errorf("write outcome: %w", err)
+		return fmt.Errorf("write outcome: %w", err)
 	}
-	if res.StepWritten || res.Flip != nil {
-		if err := operationStepInsert(ctx, tx, []operationStepRow{{
-			operationID: p.OperationID, fromStep: step, toStep: toStep,
-			fromBinding: fromBinding, toBinding: bindingIf(res.Flip), actor: p.Actor, note: p.Note,
-		}}); err != nil {
-			return WorkResult{}, err
-		}
+	if !plan.HistoryRow() {
+		return nil
 	}
-	res.Operation, err = operationGet(ctx, tx, p.OperationID)
-	if err != nil {
-		return WorkResult{}, fmt.Errorf("re-read operation: %w", translate(err))
+	var fromBinding, toBinding domain.BindingStatus
+	if plan.Move != "" {
+		fromBinding = b.Status
 	}
-	return res, nil
+	if plan.Flip != nil {
+		toBinding = plan.Flip.To
+	}
+	return operationStepInsert(ctx, tx, []operationStepRow{{
+		operationID: p.OperationID, fromStep: fromStep, toStep: int(plan.Step),
+		fromBinding: fromBinding, toBinding: toBinding, actor: p.Actor, note: p.Note,
+	}})
 }
 
 // bindingMove writes binding b's status to, guarded on the status and
@@ -388,13 +388,6 @@ func bindingMove(ctx context.Context, tx *sql.Tx, d Dialect, b Binding, to domai
 	return execOne(ctx, tx,
 		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, version = version + 1 WHERE id = ? AND status = ? AND version = ?",
 		string(to), b.ID, string(b.Status), b.Version)
-}
-
-func bindingIf(f *Flip) domain.BindingStatus {
-	if f == nil {
-		return ""
-	}
-	return f.To
 }
 
 // WorkReject persists the worker pool's refusal of a claimed operation
