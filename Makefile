@@ -58,17 +58,26 @@ TEST_FIRST := ./internal/workflow ./cmd/changeflow ./internal/store ./internal/h
 # checkptr stays on for changeflow's code and every other dependency.
 RACE := -race -gcflags=modernc.org/...=-d=checkptr=0
 
+# Each phase prints its start time (UTC), so a run's log shows where its
+# minutes went.
+PHASE = @echo "== make test: $(1) at $$(date -u +%T)"
+
 test:
+	$(call PHASE,Go tests)
 	./scripts/test-services.sh $(GO) test $(RACE) -count=1 -timeout 15m $(TEST_FIRST) ./...
+	$(call PHASE,container image and systemd unit)
 	@$(MAKE) --no-print-directory image-test unit-test
+	$(call PHASE,browser tests)
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix web --no-audit --no-fund && GO=$(GO) npm test --prefix web; \
 	elif [ "$$CHANGEFLOW_TEST_REQUIRE_SERVICES" = 1 ]; then echo "npm is required for the web app's browser tests"; exit 1; \
 	else echo "*** SKIPPING the web app's browser tests: npm not found ***"; fi
+	$(call PHASE,fuzzing)
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
 	done
+	$(call PHASE,done)
 
 ## bench: Go benchmarks (see docs/benchmarks.md for how results are compared)
 bench:
