@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 
 	"changeflow/internal/domain"
 )
@@ -86,23 +85,38 @@ func (s *Store) BindingAdvance(ctx context.Context, p BindingAdvanceParams) (*Fl
 	case p.Step < 0:
 		return nil, fmt.Errorf("advance binding: step code %d is not a step", p.Step)
 	}
-	if err := domain.CheckBinding(p.From, p.To); err != nil {
+	return s.advance(ctx, p.OperationID, p.advance(), p.Actor, p.Note)
+}
+
+// advance runs BindingAdvance's transaction for move a of operationID.
+func (s *Store) advance(ctx context.Context, operationID string, a domain.Advance, actor, note string) (*Flip, error) {
+	if err := domain.CheckBinding(a.From, a.To); err != nil {
 		return nil, fmt.Errorf("advance binding: %w", err)
 	}
 	var flip *Flip
 	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
 		var err error
-		flip, err = bindingAdvanceTx(ctx, tx, s.dialect, p)
+		flip, err = bindingAdvanceTx(ctx, tx, s.dialect, operationID, a, actor, note)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("advance binding of %s %s → %s: %w", p.OperationID, p.From, p.To, err)
+		return nil, fmt.Errorf("advance binding of %s %s → %s: %w", operationID, a.From, a.To, err)
 	}
 	return flip, nil
 }
 
-// bindingAdvanceTx is BindingAdvance inside tx.
-func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvanceParams) (*Flip, error) {
+// advance is the move p asks for.
+func (p BindingAdvanceParams) advance() domain.Advance {
+	a := domain.Advance{From: p.From, To: p.To, Step: domain.StepStatus(p.Step), TakeExpiry: p.TakeExpiry}
+	for _, st := range p.OnlyFromSteps {
+		a.OnlyFromSteps = append(a.OnlyFromSteps, domain.StepStatus(st))
+	}
+	return a
+}
+
+// bindingAdvanceTx is BindingAdvance inside tx: it loads (operation, then
+// binding, both locked), lets domain.PlanAdvance decide and applies.
+func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, operationID string, a domain.Advance, actor, note string) (*Flip, error) {
 	var (
 		subject, target string
 		step            int
@@ -110,7 +124,7 @@ func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvan
 	)
 	err := tx.QueryRowContext(ctx,
 		"SELECT subject, target_key, step_status, version FROM operation WHERE operation_id = ?"+d.forUpdate(),
-		p.OperationID).Scan(&subject, &target, &step, &version)
+		operationID).Scan(&subject, &target, &step, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -118,63 +132,48 @@ func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingAdvan
 		return nil, fmt.Errorf("lock operation: %w", translate(err))
 	}
 	b, err := bindingGet(ctx, tx, d, subject, target, d.forUpdate())
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("lock binding: %w", translate(err))
 	}
-	if b.OperationID != p.OperationID || (b.Status != p.From && b.Status != p.To) {
-		return nil, nil
+	plan, err := domain.PlanAdvance(domain.AdvanceState{
+		Step: domain.StepStatus(step), Binding: b.Status, BindingOwned: err == nil && b.OperationID == operationID,
+	}, a)
+	if err != nil || !plan.Writes() {
+		return nil, err
 	}
-	if len(p.OnlyFromSteps) > 0 && !slices.Contains(p.OnlyFromSteps, step) {
-		return nil, nil
-	}
-
 	toStep := step
-	if p.Step != 0 && step != p.Step {
-		// The repair is a step transition too: the table lists which steps
-		// a deploy callback or reconciliation may repair (I7).
-		if err := domain.CheckStep(domain.StepStatus(step), domain.StepStatus(p.Step)); err != nil {
-			return nil, err
-		}
-		toStep = p.Step
+	if plan.RepairStep != 0 {
+		toStep = int(plan.RepairStep)
 		if err := execOne(ctx, tx,
 			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
 				" SET step_status = ?, version = version + 1 WHERE operation_id = ? AND step_status = ? AND version = ?",
-			p.Step, p.OperationID, step, version); err != nil {
+			toStep, operationID, step, version); err != nil {
 			return nil, fmt.Errorf("repair step: %w", err)
 		}
 	}
-	flipped := b.Status == p.From
-	if flipped {
-		set, vals := "status = ?", []any{string(p.To)}
-		if p.TakeExpiry {
+	hist := operationStepRow{operationID: operationID, fromStep: step, toStep: toStep, actor: actor, note: note}
+	if plan.Flip {
+		set, vals := "status = ?", []any{string(a.To)}
+		if a.TakeExpiry {
 			set += ", expires_at = (SELECT o.expires_at FROM operation o WHERE o.operation_id = ?)"
-			vals = append(vals, p.OperationID)
+			vals = append(vals, operationID)
 		}
 		if err := execOne(ctx, tx,
 			"UPDATE binding "+d.PrimaryKeyHint()+" SET "+set+", version = version + 1 WHERE id = ? AND status = ? AND version = ?",
-			append(vals, b.ID, string(p.From), b.Version)...); err != nil {
+			append(vals, b.ID, string(a.From), b.Version)...); err != nil {
 			return nil, fmt.Errorf("flip binding: %w", err)
 		}
-	}
-	if !flipped && toStep == step {
-		return nil, nil
-	}
-	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: toStep, actor: p.Actor, note: p.Note}
-	if flipped {
-		hist.fromBinding, hist.toBinding = p.From, p.To
+		hist.fromBinding, hist.toBinding = a.From, a.To
 	}
 	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
 		return nil, err
 	}
-	if !flipped {
+	if !plan.Flip {
 		return nil, nil
 	}
 	return &Flip{
-		OperationID: p.OperationID, Subject: subject, TargetKey: target,
-		From: p.From, To: p.To, BindingVersion: b.Version + 1,
+		OperationID: operationID, Subject: subject, TargetKey: target,
+		From: a.From, To: a.To, BindingVersion: b.Version + 1,
 		FromStep: step, ToStep: toStep,
 	}, nil
 }
@@ -212,23 +211,5 @@ func (s *Store) BindingMarkValidated(ctx context.Context, p BindingMarkValidated
 	if err != nil {
 		return nil, fmt.Errorf("mark validated %s: %w", p.OperationID, translate(err))
 	}
-	a := BindingAdvanceParams{
-		OperationID: p.OperationID,
-		From:        kind.Binding(domain.BindingMerged),
-		To:          kind.Binding(domain.BindingValidated),
-		Step:        int(kind.Step(domain.StepStatus(p.CalledBackStep))),
-		Actor:       p.Actor,
-		Note:        p.Note,
-	}
-	switch kind {
-	case domain.OperationRevoke:
-		a.OnlyFromSteps = []int{int(domain.StepHandleMerged), int(domain.StepRevokeCalledBack), int(domain.StepRevokeReconciled)}
-	case domain.OperationRenew:
-		// RENEWING covers the whole renewal, as REVOKING the removal: only
-		// a merged renewal can take effect, and its expiry becomes the
-		// access's.
-		a.OnlyFromSteps = []int{int(domain.StepHandleMerged), int(domain.StepCalledBack), int(domain.StepReconciled)}
-		a.TakeExpiry = true
-	}
-	return s.BindingAdvance(ctx, a)
+	return s.advance(ctx, p.OperationID, domain.Confirmation(kind, domain.StepStatus(p.CalledBackStep)), p.Actor, p.Note)
 }
