@@ -148,8 +148,35 @@ func TestDeployGuide(t *testing.T) {
 	token := oidcSignIn(t, oidcCfg.Issuer, oidcCfg.ClientID, appBase+"/login/callback", "alice")
 
 	const op = "deploy-guide-1"
-	body := fmt.Sprintf(`{"operationId":%q,"targetKey":"payments-db-readonly","reason":"deployment guide","days":3}`, op)
-	req, _ = http.NewRequest(http.MethodPost, appBase+"/api/requests", strings.NewReader(body))
+	if subject := submitUntilValidated(t, appBase, token, op, "payments-db-readonly", srv); subject != "alice" {
+		t.Fatalf("subject = %q, want the canonical account alice", subject)
+	}
+
+	// The binding file on main holds exactly the binding the database has.
+	st := storetest.OpenDSN(t, store.DriverMySQL, dsn)
+	b, err := st.BindingGet(t.Context(), "alice", "payments-db-readonly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := bindingfile.Parse([]byte(sim.fileOnMain(t, "payments-db-readonly")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := f.Entry("alice")
+	if len(f.Entries) != 1 || !ok || e.OperationID != op || b.OperationID != op || b.Status != domain.BindingValidated ||
+		!e.ExpiresAt.Equal(b.ExpiresAt.UTC().Truncate(time.Second)) {
+		t.Fatalf("binding file on main %+v vs database %+v", f.Entries, b)
+	}
+}
+
+// submitUntilValidated asks for target with the OIDC bearer token, wants
+// 202, and waits until the request is VALIDATED; it returns the subject
+// the instance recorded. A request that stops for a person fails the test
+// with srv's log.
+func submitUntilValidated(t *testing.T, appBase, token, op, target string, srv *proc) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"operationId":%q,"targetKey":%q,"reason":"deployment guide","days":3}`, op, target)
+	req, _ := http.NewRequest(http.MethodPost, appBase+"/api/requests", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	if code := doStatus(t, req); code != http.StatusAccepted {
@@ -175,25 +202,7 @@ func TestDeployGuide(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		return last.Data.Status == string(domain.BindingValidated)
 	})
-	if last.Data.Subject != "alice" {
-		t.Fatalf("subject = %q, want the canonical account alice", last.Data.Subject)
-	}
-
-	// The binding file on main holds exactly the binding the database has.
-	st := storetest.OpenDSN(t, store.DriverMySQL, dsn)
-	b, err := st.BindingGet(t.Context(), "alice", "payments-db-readonly")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := bindingfile.Parse([]byte(sim.fileOnMain(t, "payments-db-readonly")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := f.Entry("alice")
-	if len(f.Entries) != 1 || !ok || e.OperationID != op || b.OperationID != op || b.Status != domain.BindingValidated ||
-		!e.ExpiresAt.Equal(b.ExpiresAt.UTC().Truncate(time.Second)) {
-		t.Fatalf("binding file on main %+v vs database %+v", f.Entries, b)
-	}
+	return last.Data.Subject
 }
 
 // cleanStart fails the test when a start log (serve's JSON lines) holds a
