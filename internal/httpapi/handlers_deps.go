@@ -36,6 +36,9 @@ type RequestStore interface {
 	OperationRenewalsOf(ctx context.Context, p store.OperationRenewalsOfParams) ([]store.Operation, error)
 	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
 	BindingGet(ctx context.Context, subject, targetKey string) (store.Binding, error)
+	// BindingListBySubject: the caller's bindings, for the Targets page's
+	// "mine" (targets.go).
+	BindingListBySubject(ctx context.Context, subject string) ([]store.Binding, error)
 	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)
 	BatchWaitingCount(ctx context.Context, projectID int64) (int, error)
 }
