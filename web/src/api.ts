@@ -97,6 +97,21 @@ export interface Target {
   why?: string;
   /** the longest access a request may ask for */
   maxDays: number;
+  /** what the caller holds or has under way on it; absent for nothing */
+  mine?: Mine;
+}
+
+/** Mine is a target's "mine" (docs/api.md, GET /api/targets): the
+ * caller's access on it, or their request on its way. operationId is the
+ * request to open and act on (give back, renew). */
+export interface Mine {
+  status: string;
+  operationId: string;
+  expiresAt?: string;
+  expired?: boolean;
+  renewFrom?: string;
+  renewalId?: string;
+  revocationId?: string;
 }
 export interface Step {
   code: number;

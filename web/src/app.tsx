@@ -168,6 +168,26 @@ function UserPicker({ user }: { user: string }) {
   );
 }
 
+/** NoConsole stands in for the operations console for someone who holds
+ * no operations rule: what the console is for, what it needs, and where
+ * their own pages are. */
+function NoConsole({ account }: { account: string }) {
+  const { contact } = useAppConfig();
+  return (
+    <section data-testid="no-console">
+      <h1>Operations console</h1>
+      <p class="note">
+        The operations console is for the people who run changeflow. It needs an operations permission, and your account{' '}
+        <strong>{account}</strong> has none. If you need it, ask {contact || 'the team that runs changeflow'}.
+      </p>
+      <p>
+        Your own pages: the <a href="/targets">targets</a>, to ask for access or see what you hold, and{' '}
+        <a href="/requests">my requests</a>, to follow what you asked for.
+      </p>
+    </section>
+  );
+}
+
 /** LazyConsole loads the operations console's chunk on first use. A chunk
  * that fails to load is the release-safety guard's to handle (it reloads
  * once, or offers "Refresh page"); Vite reports it as vite:preloadError,
@@ -212,10 +232,18 @@ export function App() {
   let p: Record<string, string> | null;
   if (path === CALLBACK_PATH) page = <LoginCallback />;
   else if (path === '/' || path === '/targets') page = <TargetsPage user={user} />;
-  else if ((p = match('/request/:key', path))) page = <SubmitPage key={p.key + user} targetKey={p.key} />;
+  else if ((p = match('/request/:key', path))) page = <SubmitPage key={p.key + user} targetKey={p.key} account={me?.account} />;
   else if (path === '/requests') page = <MyRequestsPage user={user} />;
   else if ((p = match('/requests/:id', path))) page = <RequestPage id={p.id} user={user} />;
-  else if (path === '/console' || path.startsWith('/console/')) page = <LazyConsole path={path.replace(/\/+$/, '')} />;
+  else if (path === '/console' || path.startsWith('/console/')) {
+    // The console is for holders of an operations rule (GET /api/me);
+    // anyone else — a person an OIDC sign-in sent back to a console link,
+    // say — reads what it is for and where their own pages are, not the
+    // operations API's bare refusal.
+    if (me && !me.operations) page = <NoConsole account={me.account} />;
+    else if (!me && meR.loading) page = <p>Loading…</p>;
+    else page = <LazyConsole path={path.replace(/\/+$/, '')} />;
+  }
   else
     page = (
       <section>

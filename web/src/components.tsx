@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError } from './api';
-import { isFailed, phaseIndex, phases, renewedWord, statusWord, when } from './words';
+import { isFailed, phaseIndex, phases, renewedWord, statusWord, when, whenExact } from './words';
 
 export function ErrorNote({ children }: { children?: ComponentChildren }) {
   if (!children) return null;
@@ -12,13 +12,15 @@ export function ErrorNote({ children }: { children?: ComponentChildren }) {
   );
 }
 
-export function Status({ status, renewed }: { status: string; renewed?: boolean }) {
+/** Status is a request's state in words; step (when given) tells a
+ * withdrawal from the other ends (statusWord). */
+export function Status({ status, renewed, step }: { status: string; renewed?: boolean; step?: string }) {
   // A request whose access a later renewal carries reads as renewed, not
   // "In effect" (its own entry and expiry no longer apply).
   if (renewed) return <span class="status ended" data-testid="renewed">{renewedWord}</span>;
   // REVOKED is over, like a closed request, but nothing went wrong.
   const cls = status === 'VALIDATED' ? 'ok' : isFailed(status) ? 'bad' : status === 'REVOKED' ? 'ended' : 'busy';
-  return <span class={`status ${cls}`}>{statusWord(status)}</span>;
+  return <span class={`status ${cls}`}>{statusWord(status, step)}</span>;
 }
 
 /** Progress shows the external phase as a line of steps. */
@@ -41,11 +43,11 @@ export function Progress({ status }: { status: string }) {
 
 /** Stamp is a time stamp with its time zone, the exact instant in the
  * title and the datetime attribute. */
-export function Stamp({ iso }: { iso?: string }) {
+export function Stamp({ iso, exact }: { iso?: string; exact?: boolean }) {
   if (!iso) return null;
   return (
     <time dateTime={iso} title={iso}>
-      {when(iso)}
+      {exact ? whenExact(iso) : when(iso)}
     </time>
   );
 }

@@ -77,8 +77,12 @@ const stepWords: Record<string, string> = {
 };
 
 /** statusWord is a binding state in words; a state this release does not
- * know is "In progress", never its code. */
-export function statusWord(status: string): string {
+ * know is "In progress", never its code. With the step, a request its
+ * owner withdrew reads "Withdrawn" rather than the "Closed" of every other
+ * end without effect: "Closed" alone is also what a target closed to
+ * requests used to say, and a person could not tell the two apart. */
+export function statusWord(status: string, step?: string): string {
+  if (status === 'CLOSED' && step === 'CLOSE_REQUESTER_WITHDRAWN') return 'Withdrawn';
   return statusWords[status] ?? 'In progress';
 }
 
@@ -201,11 +205,13 @@ export function isRevocationStatus(status: string): boolean {
   return status === 'REVOKING' || status === 'REVOKED' || status === 'REVOKE_FAILED';
 }
 
+/** accessWords is a target's access mode in words. A closed target is
+ * "Closed to requests", never a bare "Closed", which is a request's end. */
 export function accessWords(mode: string, open: boolean): string {
   if (mode === 'OPEN') return 'Open';
   if (mode === 'TEST_WINDOW') return open ? 'Test window (open now)' : 'Test window (closed now)';
-  if (mode === 'CLOSED') return 'Closed';
-  return open ? 'Open' : 'Closed';
+  if (mode === 'CLOSED') return 'Closed to requests';
+  return open ? 'Open' : 'Closed to requests';
 }
 
 /** closedWords explains in words why a target takes no requests now: the
@@ -257,6 +263,18 @@ const stamp = new Intl.DateTimeFormat(undefined, {
   timeZoneName: 'short',
 });
 
+/** exact is stamp to the second: for a history, where two steps a few
+ * seconds apart must not read as the same moment. */
+const exact = new Intl.DateTimeFormat(undefined, {
+  year: 'numeric',
+  month: 'short',
+  day: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+  timeZoneName: 'short',
+});
+
 const day = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'long', day: 'numeric' });
 
 /** when is a time stamp in the reader's time zone, with the zone named
@@ -266,6 +284,14 @@ export function when(iso?: string): string {
   if (!iso) return '';
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? iso : stamp.format(d);
+}
+
+/** whenExact is when to the second, with the zone named ("Dec 1, 2026,
+ * 02:05:07 PM UTC"): the step history's and the audit's times. */
+export function whenExact(iso?: string): string {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : exact.format(d);
 }
 
 /** dayWords is a date in words ("December 1, 2026"). */

@@ -243,12 +243,15 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     assert.match(await page.locator('main').innerText(), /item\(s\) fell back to a default/);
     await page.context().close();
 
-    // Someone without the rule codes gets the answer in words.
+    // Someone without the rule codes gets the answer in words — what the
+    // console needs, where their own pages are — and the API refuses them.
     const alice = await newPage(chrome.browser, server.base, 'alice');
     await alice.goto('/console/config');
-    const denied = alice.locator('.note.error');
+    const denied = alice.locator('[data-testid=no-console]');
     await denied.waitFor();
-    assert.match(await denied.innerText(), /Access denied/);
+    assert.match(await denied.innerText(), /It needs an operations permission, and your account alice has none\./);
+    const refused = await alice.evaluate(async () => (await fetch('/ops/config', { headers: { 'X-Auth-Request-User': 'alice' } })).status);
+    assert.equal(refused, 403);
     await alice.context().close();
   });
 

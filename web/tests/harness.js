@@ -2,6 +2,7 @@
 // from this checkout and started on free ports with a throwaway SQLite
 // database and the embedded simulators, and Debian's chromium driven by
 // playwright-core. Nothing is downloaded.
+import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -334,4 +335,34 @@ export function sqliteSkipReason() {
  * lock). Tests use it to leave the state a crash would have left. */
 export function sqlite(db, sql) {
   return execFileSync(sqlitePath, ['-cmd', '.timeout 5000', db, sql], { encoding: 'utf8' });
+}
+
+/** entriesOnMain is target's binding file on the simulated GitLab's main,
+ * as "subject operationId" lines, sorted: what a test that drives the
+ * workflow compares with the database's bindings in effect at its end. */
+export async function entriesOnMain(server, file) {
+  const r = await fetch(`${server.sim}/gitlab/api/v4/projects/1/repository/files/${encodeURIComponent(file)}/raw?ref=main`, {
+    headers: { 'PRIVATE-TOKEN': 'local-maintainer-token' },
+  });
+  if (r.status === 404) return [];
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  const out = [];
+  for (const m of text.matchAll(/subject: "?([^"\n]+)"?\n(?:.*\n)*?\s+operationId: "?([^"\n]+)"?/g)) out.push(`${m[1]} ${m[2]}`);
+  return out.sort();
+}
+
+/** mainMatchesDatabase checks the end of a test that drives the workflow:
+ * target's binding file on main holds exactly the access the database
+ * has in effect (VALIDATED), entry by entry; it returns those entries
+ * ("subject operationId", sorted) for the test's own expectations. The
+ * test must have let every change settle first (nothing renewing or
+ * being removed). */
+export async function mainMatchesDatabase(server, target) {
+  const inDb = sqlite(server.db, `SELECT subject_id || ' ' || operation_id FROM binding WHERE target_key = '${target}' AND status = 'VALIDATED' ORDER BY 1`)
+    .trim()
+    .split('\n')
+    .filter(Boolean);
+  assert.deepEqual(await entriesOnMain(server, `bindings/${target}.yaml`), inDb, `the binding file of ${target} on main and the database`);
+  return inDb;
 }

@@ -121,7 +121,7 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     const text = await detail.innerText();
     assert.match(text, /Your access was removed on [A-Z][a-z]{2} \d+, \d{4}, \d\d:\d\d [AP]M UTC; you can ask again/);
     assert.match(await detail.locator('[data-testid=removed-on]').innerText(), /UTC/);
-    assert.equal(await detail.locator('[data-testid=request-again]').getAttribute('href'), '/request/billing-dashboard');
+    assert.equal(await detail.locator('[data-testid=request-again]').getAttribute('href'), `/request/billing-dashboard?again=${id}`);
     assert.equal(await page.locator('[data-testid=give-back]').count(), 0, 'nothing left to give back');
     assert.equal(await detail.locator('[data-testid=access-until]').count(), 0);
     await shot(page, 'request-revoked');
@@ -166,7 +166,8 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await done.waitFor();
     assert.equal(await done.innerText(), 'Withdrawn: nothing of this request takes effect.');
     assert.deepEqual(posts, [`/api/requests/${id}/withdraw`], 'exactly one POST');
-    await detail.locator('.status', { hasText: 'Closed' }).waitFor();
+    // "Withdrawn", not the "Closed" of the other ends (nor of a target).
+    await detail.locator('.status', { hasText: /^Withdrawn$/ }).waitFor();
     assert.match(await detail.innerText(), /You withdrew this request\. Request again if you need access after all\./);
     assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'nothing left to withdraw');
     // The approval system was told: its form is withdrawn.
@@ -468,7 +469,7 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     await done.waitFor();
     assert.equal(await done.innerText(), 'Withdrawn: your access stays as it was, until it ends as before.');
     assert.deepEqual(posts, [`/api/requests/${renewal}/withdraw`], 'exactly one POST');
-    await detail.locator('.status', { hasText: 'Closed' }).waitFor();
+    await detail.locator('.status', { hasText: /^Withdrawn$/ }).waitFor();
     assert.equal(await page.locator('[data-testid=withdraw]').count(), 0, 'nothing left to withdraw');
     await approvalOf(server, renewal, 'WITHDRAWN');
     // The access is exactly as it was: in effect, the same expiry.
@@ -494,7 +495,7 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     assert.equal(cut.step.name, 'RENEW_REVOKED');
     await approvalOf(server, second, 'WITHDRAWN');
     await page.goto(`/requests/${second}`);
-    await detail.locator('.status', { hasText: 'Closed' }).waitFor();
+    await detail.locator('.status', { hasText: /^Closed$/ }).waitFor();
     assert.match(await detail.innerText(), /Closed: the access was given back or revoked before the renewal took effect/);
     await page.context().close();
   });

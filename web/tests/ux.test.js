@@ -139,7 +139,7 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
       if (p.status === 'REVOKED') assert.match(r.todo, /Your access was removed on .*UTC; you can ask again/, what);
       if (p.status === 'REVOKE_FAILED') assert.match(r.todo, /so you still have it/, what);
       if (p.status === 'REJECTED' || p.status === 'CLOSED' || p.status === 'REVOKED') {
-        assert.equal(r.again, '/request/payments-db-readonly', `${what}: "Request again" links to the target's form`);
+        assert.equal(r.again, `/request/payments-db-readonly?again=op-${i}`, `${what}: "Request again" links to the target's form, filled in like it`);
       } else {
         assert.equal(r.again, '', `${what}: no "Request again" while the request is not over`);
       }
@@ -214,8 +214,11 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
     assert.doesNotMatch(text, /on its way|Access until/);
     assert.doesNotMatch(text, rawCode, text);
     await detail.locator('[data-testid=request-again]').click();
-    await page.waitForURL('**/request/billing-dashboard');
-    await page.locator('textarea[name=reason]').waitFor();
+    await page.waitForURL(`**/request/billing-dashboard?again=${operationId}`);
+    // Filled in like the rejected request: its reason and days.
+    await page.locator('[data-testid=asking-again]').waitFor();
+    assert.equal(await page.inputValue('textarea[name=reason]'), 'invoice check');
+    assert.equal(await page.inputValue('input[name=days]'), '3');
     await page.context().close();
   });
 
@@ -278,9 +281,15 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
       await page.waitForTimeout(100);
       assert.equal(await page.locator('header nav a', { hasText: 'Operations' }).count(), shown ? 1 : 0, `${account}: Operations tab`);
       if (!shown) {
-        // Typing the address is no way around it: the console's calls are refused.
+        // Typing the address is no way around it: the page says in words
+        // what the console needs, and the console's calls are refused.
         await page.goto('/console/batches');
-        await page.getByText('Access denied').first().waitFor();
+        await page.locator('[data-testid=no-console]', { hasText: 'It needs an operations permission' }).waitFor();
+        const refused = await page.evaluate(async (a) => {
+          const r = await fetch('/ops/batches', { headers: { 'X-Auth-Request-User': a } });
+          return [r.status, (await r.json()).code];
+        }, account);
+        assert.deepEqual(refused, [403, 'ACCESS_DENIED'], `${account}: the console's calls`);
       }
       await page.context().close();
     }
@@ -299,7 +308,7 @@ describe('words for users, in a real browser', { skip: skip || false }, () => {
       await route.fulfill({ response: res, json: env });
     });
     for (const [path, words] of [
-      ['/request/legacy-ftp', /^Closed\. This target takes no requests: its owners have closed it\.$/],
+      ['/request/legacy-ftp', /^Closed to requests\. This target takes no requests: its owners have closed it\.$/],
       ['/request/prod-console', /^Test window \(closed now\)\. Requests are accepted only inside the test window 09:00–17:00 UTC; come back then\.$/],
       ['/request/no-such-target', /There is no target no-such-target\. Pick one from the targets\./],
     ]) {

@@ -428,7 +428,9 @@ function OpsRequestView({ id }: { id: string }) {
             <tbody>
               {x.steps.map((s, i) => (
                 <tr key={i}>
-                  <td class="small">{when(s.at)}</td>
+                  <td class="small">
+                    <Stamp iso={s.at} exact />
+                  </td>
                   <td class="mono small">
                     {s.from.name} → {s.to.name}
                   </td>
@@ -505,7 +507,9 @@ function OpsRequestView({ id }: { id: string }) {
                 <tbody>
                   {x.audit.map((a, i) => (
                     <tr key={i}>
-                      <td class="small">{when(a.at)}</td>
+                      <td class="small">
+                        <Stamp iso={a.at} exact />
+                      </td>
                       <td>{a.actor}</td>
                       <td class="mono small">{a.action}</td>
                       <td class="mono small">{a.outcome}</td>

@@ -11,32 +11,114 @@ const POLL_MS = 3000;
  * (docs/api.md, "Renewing access"), so the request itself no longer does
  * — its expiry no longer applies, and giving back or renewing happens on
  * the carrier's page. */
-function carried(x: RequestView): boolean {
+export function carried(x: RequestView): boolean {
   return x.kind !== 'REVOKE' && x.renewal?.status === 'VALIDATED';
 }
 
+/** todoOf is "What to do" for x (words.ts whatToDo, or the renewed
+ * request's). */
+function todoOf(x: RequestView, contact?: string) {
+  return carried(x) ? renewedTodo(x.renewal?.expiresAt) : whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt, contact);
+}
+
+/** againHref opens the target's form filled in like x (its reason and
+ * days, SubmitForm's ?again=): asking again is most often asking for the
+ * same thing. */
+export function againHref(x: RequestView): string {
+  return `/request/${encodeURIComponent(x.targetKey)}?again=${encodeURIComponent(x.operationId)}`;
+}
+
+/** RequestAgain is the link that asks again, filled in like x. */
+function RequestAgain({ x }: { x: RequestView }) {
+  return (
+    <a href={againHref(x)} data-testid="request-again">
+      Request again
+    </a>
+  );
+}
+
 /** Todo is "What to do" in words, with "Request again" once the request
- * is over (rejected, closed, expired). */
-function Todo({ x }: { x: RequestView }) {
+ * is over (rejected, closed, expired) unless the caller shows it
+ * elsewhere (my requests' actions column). */
+function Todo({ x, again = true }: { x: RequestView; again?: boolean }) {
   const { contact } = useAppConfig();
-  const t = carried(x) ? renewedTodo(x.renewal?.expiresAt) : whatToDo(x.status, x.step.name, x.hint, x.expiresAt, x.updatedAt, contact);
+  const t = todoOf(x, contact);
   return (
     <span class={t.bad ? 'bad' : ''} data-testid="todo">
       {t.words}
-      {t.again && (
+      {again && t.again && (
         <>
           {' '}
-          <a href={`/request/${encodeURIComponent(x.targetKey)}`} data-testid="request-again">
-            Request again
-          </a>
+          <RequestAgain x={x} />
         </>
       )}
     </span>
   );
 }
 
+/** Until is "Access until" of a row of my requests: when the access ends
+ * (or ended), or how long it was asked for while it is not in effect. */
+function Until({ x }: { x: RequestView }) {
+  if (x.kind === 'REVOKE') return <span class="muted">—</span>;
+  if (carried(x)) return <Stamp iso={x.renewal?.expiresAt} />;
+  if (x.status === 'VALIDATED' || x.status === 'REVOKING' || x.status === 'REVOKE_FAILED') {
+    return x.expiresAt ? <Stamp iso={x.expiresAt} /> : <span>no end</span>;
+  }
+  if (x.status === 'REVOKED') {
+    return (
+      <span>
+        ended <Stamp iso={x.updatedAt} />
+      </span>
+    );
+  }
+  if (x.status === 'CLOSED' && x.step.name === 'CLOSE_EXPIRED') {
+    return (
+      <span>
+        ended <Stamp iso={x.expiresAt} />
+      </span>
+    );
+  }
+  if (x.status === 'REJECTED' || x.status === 'CLOSED') return <span class="muted">—</span>;
+  return x.days ? (
+    <span class="muted">
+      {x.days} day{x.days === 1 ? '' : 's'} asked for
+    </span>
+  ) : (
+    <span class="muted">—</span>
+  );
+}
+
+/** RowActions are what a row of my requests allows, by the request
+ * page's own rules (Actions): Renew and Give back on an access in effect,
+ * Withdraw where a withdrawal applies, Request again once it is over. A
+ * write answers in words in the row; the list's next poll shows the new
+ * state. */
+function RowActions({ x, onChange }: { x: RequestView; onChange: () => void }) {
+  const { contact } = useAppConfig();
+  const [done, setDone] = useState('');
+  const title = x.targetTitle || x.targetKey;
+  const after = (m: string) => {
+    setDone(m);
+    onChange();
+  };
+  const again = todoOf(x, contact).again;
+  const giveBack = giveBackable(x);
+  const withdraw = withdrawable(x);
+  if (!again && !giveBack && !withdraw) return <Done>{done}</Done>;
+  return (
+    <div class="row-actions" data-testid="row-actions">
+      <Done>{done}</Done>
+      {giveBack && <RenewButton x={x} compact />}
+      {giveBack && <GiveBack operationId={x.operationId} title={title} renewing={!!x.renewal && x.renewal.status !== 'VALIDATED'} onDone={after} />}
+      {withdraw && <Withdraw x={x} title={title} onDone={after} />}
+      {again && <RequestAgain x={x} />}
+    </div>
+  );
+}
+
 export function MyRequestsPage({ user }: { user: string }) {
   const r = useGet<{ items: RequestView[]; nextCursor: string }>('/api/requests?limit=50', POLL_MS, [user]);
+  const reload = r.reload;
   return (
     <section>
       <h1>My requests</h1>
@@ -50,8 +132,10 @@ export function MyRequestsPage({ user }: { user: string }) {
             <tr>
               <th>Target</th>
               <th>Status</th>
+              <th>Access until</th>
               <th>What to do</th>
               <th>Updated</th>
+              <th></th>
             </tr>
           </thead>
           <tbody>
@@ -63,13 +147,19 @@ export function MyRequestsPage({ user }: { user: string }) {
                   {x.targetTitle && <div class="muted mono small">{x.targetKey}</div>}
                 </td>
                 <td>
-                  <Status status={x.status} renewed={carried(x)} />
+                  <Status status={x.status} renewed={carried(x)} step={x.step.name} />
+                </td>
+                <td class="small" data-testid="row-until">
+                  <Until x={x} />
                 </td>
                 <td>
-                  <Todo x={x} />
+                  <Todo x={x} again={false} />
                 </td>
                 <td class="muted small">
                   <Stamp iso={x.updatedAt} />
+                </td>
+                <td>
+                  <RowActions key={`${x.operationId}:${x.status}`} x={x} onChange={reload} />
                 </td>
               </tr>
             ))}
@@ -102,7 +192,7 @@ function ApproveHere({ status }: { status: string }) {
  * batch has claimed it: no batchId yet), or its own merge request open.
  * The server decides: a claim that came first answers 409, shown in
  * words. */
-function withdrawable(x: RequestView): boolean {
+export function withdrawable(x: RequestView): boolean {
   // A renewal reads as its own progress (APPROVAL_SENT, MR_CREATED, …),
   // so it is withdrawable from the same places; withdrawn, the access it
   // would extend stays as it is.
@@ -115,7 +205,7 @@ function withdrawable(x: RequestView): boolean {
  * whose renewal is too far along (409 REQUEST_IN_PROGRESS), in words. */
 function renewUnderWayWords(message: string): string {
   if (message.includes('/withdraw')) {
-    return 'Its renewal already has its own change under way. Withdraw the renewal first (on its page, linked above), then give the access back here.';
+    return 'Its renewal already has its own change under way. Withdraw the renewal first (on its page), then give the access back.';
   }
   if (message.includes('stopped on a failure')) {
     return 'Its renewal stopped on a failure and waits for an operator. Ask an operator to revoke the access; it ends at its expiry in any case.';
@@ -123,54 +213,147 @@ function renewUnderWayWords(message: string): string {
   return 'Its renewal is being merged and can no longer be stopped. Once it is in effect, give the access back on the renewal’s page.';
 }
 
-/** Renew offers renewing an access in effect once its renewal window
- * has opened (renewFrom, docs/api.md "Renewing access"): a renewal is an
- * ordinary request for the same target, so the button opens the form,
- * filled in like this request; submitting it is the confirmation. Before
- * the window opens it says from when. */
-function Renew({ x }: { x: RequestView }) {
+/** giveBackable: x carries an access in effect its owner may give back
+ * — a grant or renewal in effect that no later renewal carries on (that
+ * one is acted on instead). While a renewal of it is under way it can
+ * still be given back: ending the access wins over extending it — the
+ * server closes a renewal still waiting, and says what to do when the
+ * renewal is too far along. */
+export function giveBackable(x: RequestView): boolean {
+  return x.status === 'VALIDATED' && x.kind !== 'REVOKE' && (!x.renewal || x.renewal.status !== 'VALIDATED');
+}
+
+/** GiveBack gives the access operationId carries back, after asking
+ * (POST /api/requests/{operationId}/revoke); renewing says a renewal of
+ * it is under way, which is dropped with it. The request page, a row of
+ * my requests and a row of the targets offer the same button. */
+export function GiveBack({
+  operationId,
+  title,
+  renewing,
+  onDone,
+}: {
+  operationId: string;
+  title: string;
+  renewing?: boolean;
+  onDone: (message: string) => void;
+}) {
+  return (
+    <Confirmed
+      testid="give-back"
+      label="Give back access"
+      question={
+        renewing
+          ? `Give back your access to ${title} now and drop its renewal? It ends once the removal is deployed; you can ask again later.`
+          : `Give back your access to ${title} now? It ends once the removal is deployed; you can ask again later.`
+      }
+      onDone={onDone}
+      run={async () => {
+        try {
+          const res = await call<{ created: boolean }>('POST', `/api/requests/${encodeURIComponent(operationId)}/revoke`);
+          return res.data.created
+            ? 'Your access is being given back: it is being removed from the access file and ends once that change is deployed.'
+            : 'Your access was already being removed; nothing was sent twice.';
+        } catch (e) {
+          // The renewal is too far along: say what to do in words,
+          // not with the API paths the message names.
+          if (e instanceof ApiError && e.code === 'REQUEST_IN_PROGRESS' && renewing) {
+            throw new ApiError(renewUnderWayWords(e.message), e.code, e.status);
+          }
+          throw e;
+        }
+      }}
+    />
+  );
+}
+
+/** Withdraw withdraws x after asking (POST /api/requests/{id}/withdraw),
+ * on the request page and in a row of my requests alike. */
+function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone: (message: string) => void }) {
+  const isRenewal = x.kind === 'RENEW';
+  return (
+    <Confirmed
+      testid="withdraw"
+      label="Withdraw"
+      question={
+        isRenewal
+          ? `Withdraw your renewal for ${title}? Your access stays as it is and still ends when it was going to; you can renew again later.`
+          : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
+      }
+      onDone={onDone}
+      run={async () => {
+        try {
+          const res = await call<RequestView>('POST', `/api/requests/${encodeURIComponent(x.operationId)}/withdraw`);
+          if (res.code === 'ACCEPTED') return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
+          if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') {
+            return isRenewal ? 'Withdrawn: your access stays as it was, until it ends as before.' : 'Withdrawn: nothing of this request takes effect.';
+          }
+          return `It had already ended: ${statusWord(res.data.status, res.data.step.name).toLowerCase()}.`;
+        } catch (e) {
+          // The merge won the race: say what to do in words, not
+          // with the API's path the message names.
+          if (e instanceof ApiError && e.code === 'ALREADY_IN_EFFECT') {
+            throw new ApiError(
+              'It can no longer be withdrawn: the change was merged and takes effect. Once it is in effect, you can give the access back on this page.',
+              e.code,
+              e.status,
+            );
+          }
+          throw e;
+        }
+      }}
+    />
+  );
+}
+
+/** renewHref opens the target's form as the renewal of operationId
+ * (SubmitForm's ?renew=). */
+export function renewHref(targetKey: string, operationId: string): string {
+  return `/request/${encodeURIComponent(targetKey)}?renew=${encodeURIComponent(operationId)}`;
+}
+
+/** RenewButton is Renew once the renewal window of x has opened
+ * (renewFrom ≤ now), else from when it opens, in words; nothing for an
+ * access without an expiry. compact is a row's: the button, or the date. */
+function RenewButton({ x, compact }: { x: RequestView; compact?: boolean }) {
   const from = Date.parse(x.renewFrom ?? '');
   if (Number.isNaN(from)) return null;
   if (from > Date.now()) {
-    return (
-      <p data-testid="renew-from">
-        You can renew it from {when(x.renewFrom)}, before it ends.
-      </p>
+    return compact ? (
+      <span class="muted small" data-testid="renew-from">
+        renew from {when(x.renewFrom)}
+      </span>
+    ) : (
+      <p data-testid="renew-from">You can renew it from {when(x.renewFrom)}, before it ends.</p>
     );
   }
+  const button = (
+    <a class="button" data-testid="renew" href={renewHref(x.targetKey, x.operationId)}>
+      Renew
+    </a>
+  );
+  if (compact) return button;
   return (
     <>
       <p>
         Your access ends on {when(x.expiresAt)}. Renew it to keep it longer: the renewal is asked for and approved like a request, and
         until it is in effect your access stays as it is.
       </p>
-      <p>
-        <a
-          class="button"
-          data-testid="renew"
-          href={`/request/${encodeURIComponent(x.targetKey)}?renew=${encodeURIComponent(x.operationId)}`}
-        >
-          Renew
-        </a>
-      </p>
+      <p>{button}</p>
     </>
   );
 }
 
 /** Actions are what the owner may do to the request now: give an access
- * in effect back, withdraw a request not yet in effect. Each asks first
- * (Confirmed) and answers in words; the page then follows the request's
- * new state by itself. */
+ * in effect back, renew it, withdraw a request not yet in effect. Each
+ * asks first (Confirmed) and answers in words; the page then follows the
+ * request's new state by itself. */
 function Actions({ x }: { x: RequestView }) {
   const [done, setDone] = useState('');
   const title = x.targetTitle || x.targetKey;
-  const path = `/api/requests/${encodeURIComponent(x.operationId)}`;
   // A grant whose renewal is in effect is acted on through the renewal
-  // (it owns the access). While the renewal is under way the access can
-  // still be given back here: ending it wins over extending it — the
-  // server closes a renewal still waiting, and says what to do when the
-  // renewal is too far along.
-  const giveBack = x.status === 'VALIDATED' && x.kind !== 'REVOKE' && (!x.renewal || x.renewal.status !== 'VALIDATED');
+  // (it owns the access).
+  const giveBack = giveBackable(x);
   const renewing = !!x.renewal && x.renewal.status !== 'VALIDATED';
   const withdraw = withdrawable(x);
   if (carried(x) && x.renewal) {
@@ -192,38 +375,14 @@ function Actions({ x }: { x: RequestView }) {
   return (
     <div class="card actions" data-testid="request-actions">
       <Done>{done}</Done>
-      {giveBack && x.renewFrom && <Renew x={x} />}
+      {giveBack && x.renewFrom && <RenewButton x={x} />}
       {giveBack && (
         <>
           <p>
             No longer need it? Give the access back: it is removed from the access file by a change like the one that granted it, with no
             approval needed.{renewing && ' Its renewal under way is closed with it.'}
           </p>
-          <Confirmed
-            testid="give-back"
-            label="Give back access"
-            question={
-              renewing
-                ? `Give back your access to ${title} now and drop its renewal? It ends once the removal is deployed; you can ask again later.`
-                : `Give back your access to ${title} now? It ends once the removal is deployed; you can ask again later.`
-            }
-            onDone={setDone}
-            run={async () => {
-              try {
-                const res = await call<{ created: boolean }>('POST', `${path}/revoke`);
-                return res.data.created
-                  ? 'Your access is being given back: it is being removed from the access file and ends once that change is deployed.'
-                  : 'Your access was already being removed; nothing was sent twice.';
-              } catch (e) {
-                // The renewal is too far along: say what to do in words,
-                // not with the API paths the message names.
-                if (e instanceof ApiError && e.code === 'REQUEST_IN_PROGRESS' && renewing) {
-                  throw new ApiError(renewUnderWayWords(e.message), e.code, e.status);
-                }
-                throw e;
-              }
-            }}
-          />
+          <GiveBack operationId={x.operationId} title={title} renewing={renewing} onDone={setDone} />
         </>
       )}
       {withdraw && (
@@ -233,39 +392,7 @@ function Actions({ x }: { x: RequestView }) {
               ? 'Changed your mind? You can withdraw this renewal while it has not taken effect; the access it renews stays exactly as it is.'
               : 'Changed your mind? You can withdraw this request while it has not taken effect.'}
           </p>
-          <Confirmed
-            testid="withdraw"
-            label="Withdraw"
-            question={
-              isRenewal
-                ? `Withdraw your renewal for ${title}? Your access stays as it is and still ends when it was going to; you can renew again later.`
-                : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
-            }
-            onDone={setDone}
-            run={async () => {
-              try {
-                const res = await call<RequestView>('POST', `${path}/withdraw`);
-                if (res.code === 'ACCEPTED') return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
-                if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') {
-                  return isRenewal
-                    ? 'Withdrawn: your access stays as it was, until it ends as before.'
-                    : 'Withdrawn: nothing of this request takes effect.';
-                }
-                return `It had already ended: ${statusWord(res.data.status).toLowerCase()}.`;
-              } catch (e) {
-                // The merge won the race: say what to do in words, not
-                // with the API's path the message names.
-                if (e instanceof ApiError && e.code === 'ALREADY_IN_EFFECT') {
-                  throw new ApiError(
-                    'It can no longer be withdrawn: the change was merged and takes effect. Once it is in effect, you can give the access back on this page.',
-                    e.code,
-                    e.status,
-                  );
-                }
-                throw e;
-              }
-            }}
-          />
+          <Withdraw x={x} title={title} onDone={setDone} />
         </>
       )}
     </div>
@@ -379,7 +506,7 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
             )}
             <dt>Status</dt>
             <dd>
-              <Status status={x.status} renewed={carried(x)} />
+              <Status status={x.status} renewed={carried(x)} step={x.step.name} />
             </dd>
             {x.status === 'REJECTED' && x.approverComment && (
               <>

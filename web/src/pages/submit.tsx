@@ -60,7 +60,7 @@ type Outcome =
  * which is the only way to get a new operationId. A target that takes no
  * request now — closed, outside its window, unknown — is explained
  * instead, before anyone types: there is no form to fill in for nothing. */
-export function SubmitPage({ targetKey }: { targetKey: string }) {
+export function SubmitPage({ targetKey, account }: { targetKey: string; account?: string }) {
   const [instance, setInstance] = useState(0);
   const targets = useGet<{ items: Target[] }>('/api/targets');
   const target = targets.data?.items.find((t) => t.key === targetKey);
@@ -99,10 +99,12 @@ export function SubmitPage({ targetKey }: { targetKey: string }) {
       </section>
     );
   }
-  return <SubmitForm key={instance} target={target} onNew={() => setInstance((i) => i + 1)} />;
+  return <SubmitForm key={instance} target={target} account={account} onNew={() => setInstance((i) => i + 1)} />;
 }
 
-function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
+/** SubmitForm is the form itself; account (GET /api/me) is whom the
+ * request is for — always the caller, the server takes no other. */
+function SubmitForm({ target, account, onNew }: { target: Target; account?: string; onNew: () => void }) {
   const targetKey = target.key;
   // One operationId per form instance, sent as Idempotency-Key on every
   // attempt: a retry after a lost answer is the same request to the server.
@@ -122,16 +124,29 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
   // same target, filled in like the access it renews. Only the owner's
   // own request in effect for this target fills it in; anything else
   // leaves an ordinary empty form.
-  const renewID = new URLSearchParams(window.location.search).get('renew');
+  const query = new URLSearchParams(window.location.search);
+  const renewID = query.get('renew');
   const renewing = useGet<RequestView>(renewID ? `/api/requests/${encodeURIComponent(renewID)}` : null);
   const renews = renewing.data && renewing.data.targetKey === targetKey && renewing.data.status === 'VALIDATED' ? renewing.data : undefined;
+  // Asking again (?again=<operationId> from "Request again"): filled in
+  // like the earlier request, if it is the caller's own for this target;
+  // an ordinary empty form otherwise (an admin may read someone else's,
+  // but asks for themselves). The person still reads and submits it:
+  // nothing is sent before that.
+  const againID = renewID ? null : query.get('again');
+  const earlier = useGet<RequestView>(againID ? `/api/requests/${encodeURIComponent(againID)}` : null);
+  const e = earlier.data;
+  const again = e && e.targetKey === targetKey && e.kind !== 'REVOKE' && (!account || e.subject === account) ? e : undefined;
+  const from = renews ?? again;
   const filled = useRef(false);
   useEffect(() => {
-    if (!renews || filled.current) return;
+    if (!from || filled.current) return;
     filled.current = true;
-    setReason(renews.reason ?? '');
-    if (renews.days) setDays(String(renews.days));
-  }, [renews]);
+    setReason(from.reason ?? '');
+    // Days as asked then, unless the target's maximum has since become
+    // smaller: then empty, which is the maximum.
+    if (from.days && from.days <= target.maxDays) setDays(String(from.days));
+  }, [from]);
   const daysParam = /^\d+$/.test(days.trim()) ? `?days=${days.trim()}` : '';
   const preview = useGet<Preview>(`/api/targets/${encodeURIComponent(targetKey)}/preview${daysParam}`);
 
@@ -193,6 +208,17 @@ function SubmitForm({ target, onNew }: { target: Target; onNew: () => void }) {
         <p class="note" data-testid="renewing">
           Renewing your access, which ends on {when(renews.expiresAt)}. The renewal is approved like a request; until it is in effect your
           access stays as it is, and if it is refused nothing changes.
+        </p>
+      )}
+      {again && (
+        <p class="note" data-testid="asking-again">
+          Filled in like your earlier request of <Stamp iso={again.createdAt ?? again.updatedAt} />: check the reason and the days, then
+          submit.
+        </p>
+      )}
+      {account && (
+        <p class="muted" data-testid="for-account">
+          For <strong>{account}</strong>: a request is always for the account you act as.
         </p>
       )}
       <p class="muted" data-testid="max-days">
