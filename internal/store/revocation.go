@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -95,12 +94,6 @@ func (s *Store) RevocationCandidatesExpired(ctx context.Context, after ExpiredCu
 	}
 	return out, after, nil
 }
-
-// renewalCuttable are the steps at which a renewal is cut off in the
-// transaction of its grant's revocation while it still waits for its
-// approval with no MR (approve-first; domain.ExpiryCutWithRevocation).
-// With an MR it is withdrawn instead (RenewalLapse).
-var renewalCuttable = []domain.StepStatus{domain.StepCreateApprovalSubmitting, domain.StepCreateApprovalSubmitted}
 
 // ExpiredRenewal is a renewal whose grant's expiry has passed while the
 // renewal owns the row (RENEWING), as the expiry scan read it: the
@@ -277,16 +270,11 @@ func (s *Store) RevocationCreate(ctx context.Context, p RevocationCreateParams) 
 	if !p.Reason.Valid() {
 		return nil, fmt.Errorf("create revocations: reason %q is not one of %v", p.Reason, domain.RevokeReasons)
 	}
-	checks := []error{domain.CheckStep(domain.StepNone, domain.StepRevokeStarted),
-		domain.CheckStep(domain.StepRevokeStarted, domain.StepCreateAdmitted),
-		domain.CheckBinding(domain.BindingValidated, domain.BindingRevoking)}
+	checks := []error{domain.CheckRevocationStart()}
 	for _, r := range p.Rows {
 		if r.Renewal != "" {
-			checks = append(checks, domain.CheckBinding(domain.BindingRenewing, domain.BindingRevoking),
-				domain.CheckStep(domain.StepStatus(r.RenewalStep), renewalCutStep(p.Reason)))
-			if !slices.Contains(renewalCuttable, domain.StepStatus(r.RenewalStep)) && domain.StepStatus(r.RenewalStep) != domain.StepCreateAdmitted {
-				checks = append(checks, fmt.Errorf("renewal %s at %s cannot be cut off", r.Renewal, domain.StepStatus(r.RenewalStep)))
-			}
+			_, err := domain.CutRenewal(domain.StepStatus(r.RenewalStep), p.Reason, r.GrantOperationID, r.Renewal)
+			checks = append(checks, err)
 		}
 	}
 	if err := errors.Join(checks...); err != nil {
@@ -343,15 +331,9 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	// row, so it is written "+status" (no index for that term) and the
 	// (id, version) probes use the primary key; MariaDB's plan is pinned
 	// by the FORCE INDEX hint.
-	plain := func(col string) string { // a term that must not pick the index
-		if d.IsMySQL() {
-			return col
-		}
-		return "+" + col
-	}
 	res, err := tx.ExecContext(ctx,
 		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = CASE id"+cases.String()+" END, version = version + 1"+
-			" WHERE "+plain("status")+" IN (?, ?) AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
+			" WHERE "+plainTerm(d, "status")+" IN (?, ?) AND "+d.keyTuplesIn(len(rows), "id", "version"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("move bindings to REVOKING: %w", translate(err))
 	}
@@ -383,8 +365,33 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	}
 
 	// 2. Which moved bindings still lack their revocation: this call's.
+	mine, err := revocationsMine(ctx, tx, d, ids, byID)
+	if err != nil || len(mine) == 0 {
+		return nil, err
+	}
+	// 3. The operations, their history, their admission or first action.
+	if err := revocationsInsert(ctx, tx, d, p, mine, byRev, cutHist); err != nil {
+		return nil, err
+	}
+	return mine, nil
+}
+
+// plainTerm is col written so that SQLite's planner does not choose an
+// index for the term ("+col"); MariaDB's plan is pinned by its hints.
+func plainTerm(d Dialect, col string) string {
+	if d.IsMySQL() {
+		return col
+	}
+	return "+" + col
+}
+
+// revocationsMine reads which of the bindings ids (moved to REVOKING by
+// this transaction or by a racing creator that committed first) still
+// lack their revocation and are owned by the revocation of the row byID
+// names: exactly the revocations this call creates.
+func revocationsMine(ctx context.Context, tx *sql.Tx, d Dialect, ids []any, byID map[int64]RevocationRow) ([]RevocationCreated, error) {
 	q, err := tx.QueryContext(ctx,
-		"SELECT b.id, b.operation_id FROM binding b WHERE b.id IN ("+placeholders(len(ids))+") AND "+plain("b.status")+" = ?"+
+		"SELECT b.id, b.operation_id FROM binding b WHERE b.id IN ("+placeholders(len(ids))+") AND "+plainTerm(d, "b.status")+" = ?"+
 			" AND NOT EXISTS (SELECT 1 FROM operation o WHERE o.operation_id = b.operation_id)",
 		append(ids, string(domain.BindingRevoking))...)
 	if err != nil {
@@ -410,11 +417,14 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	if err := errors.Join(q.Err(), q.Close()); err != nil {
 		return nil, fmt.Errorf("read moved bindings: %w", translate(err))
 	}
-	if len(mine) == 0 {
-		return nil, nil
-	}
+	return mine, nil
+}
 
-	// 3. The operations, their history, their admission or first action.
+// revocationsInsert writes the revocations mine, as domain.StartRevocation
+// begins each: one multi-row INSERT, their step history with the
+// renewals' cut (cutHist), the first action of the single-request ones
+// due now and the batching ones admitted to their project's waiting set.
+func revocationsInsert(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, mine []RevocationCreated, byRev map[string]RevocationRow, cutHist []operationStepRow) error {
 	const cols = 12
 	vals := make([]any, 0, cols*len(mine))
 	var hist []operationStepRow
@@ -422,40 +432,34 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	projects := map[string]int64{}
 	for _, m := range mine {
 		r := byRev[m.OperationID]
-		step, version := domain.StepRevokeStarted, 1
-		from, note := domain.BindingValidated, fmt.Sprintf("revocation of %s (%s)", m.GrantOperationID, p.Reason)
-		if r.Renewal != "" {
-			from, note = domain.BindingRenewing, note+fmt.Sprintf("; its renewal %s, not yet in effect, is closed", r.Renewal)
+		start := domain.StartRevocation(m.GrantOperationID, p.Reason, m.Batching, r.Renewal)
+		for _, h := range start.History {
+			hist = append(hist, stepRowOf(m.OperationID, p.Actor, h))
 		}
-		hist = append(hist, operationStepRow{operationID: m.OperationID, toStep: int(domain.StepRevokeStarted),
-			fromBinding: from, toBinding: domain.BindingRevoking, actor: p.Actor, note: note})
-		if m.Batching {
-			step, version = domain.StepCreateAdmitted, 2
-			hist = append(hist, operationStepRow{operationID: m.OperationID, fromStep: int(domain.StepRevokeStarted),
-				toStep: int(domain.StepCreateAdmitted), actor: p.Actor, note: "admitted to the batch waiting set"})
+		if start.Admit {
 			admit = append(admit, m.OperationID)
 			projects[m.OperationID] = r.ProjectID
 		} else {
 			single = append(single, m.OperationID)
 		}
 		vals = append(vals, m.OperationID, m.Subject, m.TargetKey, r.ProjectID, "APPROVE_FIRST",
-			string(domain.OperationRevoke), m.GrantOperationID, string(p.Reason), int(step), version,
+			string(domain.OperationRevoke), m.GrantOperationID, string(p.Reason), int(start.Step), start.Version,
 			clipRunes(p.Text, 1024), d.Time(m.ExpiresAt))
 	}
 	if _, err := tx.ExecContext(ctx,
 		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, reason, expires_at) VALUES "+
 			valuesRows(len(mine), cols), vals...); err != nil {
-		return nil, fmt.Errorf("insert revocations: %w", translate(err))
+		return fmt.Errorf("insert revocations: %w", translate(err))
 	}
 	if err := operationStepInsert(ctx, tx, append(hist, cutHist...)); err != nil {
-		return nil, err
+		return err
 	}
 	if len(single) > 0 {
 		due, dueArg := d.NowAdd(0)
 		a := append([]any{p.SingleAction, dueArg}, anySlice(single)...)
 		if _, err := tx.ExecContext(ctx, "UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
 			" SET next_action = ?, due_at = "+due+" WHERE operation_id IN ("+placeholders(len(single))+")", a...); err != nil {
-			return nil, fmt.Errorf("schedule removals: %w", translate(err))
+			return fmt.Errorf("schedule removals: %w", translate(err))
 		}
 	}
 	byProject := map[int64][]string{}
@@ -464,10 +468,10 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 	}
 	for project, ids := range byProject {
 		if err := batchAdmitMany(ctx, tx, ids, project); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return mine, nil
+	return nil
 }
 
 // ErrRenewalClaimed: a renewal that a give-back or an operator's
@@ -476,19 +480,15 @@ func revocationCreateTx(ctx context.Context, tx *sql.Tx, d Dialect, p Revocation
 // domain.ErrPreempted (nothing was written).
 var ErrRenewalClaimed = fmt.Errorf("the renewal was claimed by a batch round: %w", domain.ErrPreempted)
 
-// renewalCutStep is the step a renewal cut off by a revocation for reason
-// ends at: RENEW_EXPIRED when its grant expired, RENEW_REVOKED when the
-// access was given back or revoked.
-func renewalCutStep(reason domain.RevokeReason) domain.StepStatus {
-	if reason == domain.RevokeExpired {
-		return domain.StepRenewExpired
-	}
-	return domain.StepRenewRevoked
+// stepRowOf is the step-history row of operationID for move m.
+func stepRowOf(operationID, actor string, m domain.StepMove) operationStepRow {
+	return operationStepRow{operationID: operationID, fromStep: int(m.From), toStep: int(m.To),
+		fromBinding: m.FromBinding, toBinding: m.ToBinding, actor: actor, note: m.Note}
 }
 
 // renewalsCut ends the renewals of rows (those naming one) at
-// renewalCutStep with no lease, in one guarded UPDATE per place: those
-// waiting for their approval (step in renewalCuttable, no MR) with
+// domain.CutRenewal's step with no lease, in one guarded UPDATE per place: those
+// waiting for their approval (step in domain.RenewalCuttable, no MR) with
 // p.RenewalAction due at once, those in the batch set (CREATE_ADMITTED)
 // with nothing due — whether a round has claimed one is its waiting row's
 // batch_id, tested by the take-out after the binding move, which then
@@ -498,8 +498,8 @@ func renewalCutStep(reason domain.RevokeReason) domain.StepStatus {
 // with the revocations', and the renewals to take out of the waiting set
 // once the bindings moved (the lock order).
 func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateParams, rows []RevocationRow) ([]operationStepRow, []string, error) {
-	toStep := renewalCutStep(p.Reason)
 	var (
+		toStep            domain.StepStatus
 		waitKeys, admKeys []any
 		admitted          []string
 		hist              []operationStepRow
@@ -508,14 +508,13 @@ func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateP
 		if r.Renewal == "" {
 			continue
 		}
-		why := fmt.Sprintf("the grant %s expired before this renewal took effect: expiry wins", r.GrantOperationID)
-		if p.Reason != domain.RevokeExpired {
-			why = fmt.Sprintf("the access of %s was %s while this renewal was still waiting: ending the access wins over extending it",
-				r.GrantOperationID, map[domain.RevokeReason]string{domain.RevokeGivenBack: "given back", domain.RevokeOperator: "revoked by an operator"}[p.Reason])
+		cut, err := domain.CutRenewal(domain.StepStatus(r.RenewalStep), p.Reason, r.GrantOperationID, r.Renewal)
+		if err != nil {
+			return nil, nil, err
 		}
-		hist = append(hist, operationStepRow{operationID: r.Renewal, fromStep: r.RenewalStep, toStep: int(toStep),
-			actor: p.Actor, note: fmt.Sprintf("%s; its revocation %s takes the row", why, domain.RevocationID(r.GrantOperationID))})
-		if domain.StepStatus(r.RenewalStep) == domain.StepCreateAdmitted {
+		toStep = cut.To // the same for every row: it depends on the reason alone
+		hist = append(hist, stepRowOf(r.Renewal, p.Actor, domain.StepMove{From: domain.StepStatus(r.RenewalStep), To: cut.To, Note: cut.Note}))
+		if cut.InBatchSet {
 			admKeys, admitted = append(admKeys, r.Renewal, r.RenewalVersion), append(admitted, r.Renewal)
 			continue
 		}
@@ -530,13 +529,13 @@ func renewalsCut(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationCreateP
 			due, dueArg := d.NowAdd(0)
 			set, args = " next_action = ?, due_at = "+due+",", append(args, p.RenewalAction, dueArg)
 		}
-		for _, st := range renewalCuttable {
+		for _, st := range domain.RenewalCuttable {
 			args = append(args, int(st))
 		}
 		err := execN(ctx, tx, int64(n),
 			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET step_status = ?, version = version + 1,"+set+
 				" attempts = 0, lease_owner = NULL, lease_expires_at = NULL, expedite_action = NULL"+
-				" WHERE step_status IN ("+placeholders(len(renewalCuttable))+") AND mr_iid IS NULL AND "+
+				" WHERE step_status IN ("+placeholders(len(domain.RenewalCuttable))+") AND mr_iid IS NULL AND "+
 				d.keyTuplesIn(n, "operation_id", "version"),
 			append(args, waitKeys...)...)
 		if err != nil {
