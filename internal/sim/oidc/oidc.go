@@ -64,11 +64,14 @@ type Server struct {
 	mu        sync.Mutex
 	issuer    string
 	keys      []*key           // the last one signs
+	keyed     bool             // the first key was generated (firstKeyLocked)
 	grants    map[string]grant // authorization codes not yet exchanged (flow.go)
 	redirects []string         // registered redirect URIs (Options.RedirectURIs)
 }
 
-// New generates the first signing key.
+// New returns a server. Its first signing key is generated when first
+// needed (firstKeyLocked): a world that never signs anyone in — most
+// tests', which build one per test — does not pay for an RSA key.
 func New(opts Options) (*Server, error) {
 	if opts.KeyBits == 0 {
 		opts.KeyBits = 2048
@@ -88,11 +91,6 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, logger: logger, mux: http.NewServeMux(), issuer: strings.TrimRight(opts.Issuer, "/"), grants: map[string]grant{},
 		redirects: slices.Clone(opts.RedirectURIs)}
-	k, err := s.newKey()
-	if err != nil {
-		return nil, err
-	}
-	s.keys = []*key{k}
 	s.routes()
 	return s, nil
 }
@@ -137,6 +135,20 @@ func (s *Server) SetIssuer(issuer string) {
 	s.mu.Unlock()
 }
 
+// firstKeyLocked generates the first signing key unless it exists.
+// Callers hold s.mu.
+func (s *Server) firstKeyLocked() error {
+	if s.keyed {
+		return nil
+	}
+	k, err := s.newKey()
+	if err != nil {
+		return err
+	}
+	s.keys, s.keyed = append(s.keys, k), true
+	return nil
+}
+
 func (s *Server) newKey() (*key, error) {
 	priv, err := rsa.GenerateKey(rand.Reader, s.opts.KeyBits)
 	if err != nil {
@@ -163,6 +175,9 @@ func (s *Server) Rotate(removeOld bool, grace time.Duration) (string, error) {
 	retire := time.Now().Add(grace)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.firstKeyLocked(); err != nil {
+		return "", err
+	}
 	if removeOld {
 		s.keys = nil
 	}
@@ -183,6 +198,9 @@ var ErrActiveKey = errors.New("the signing key cannot be removed; rotate first")
 func (s *Server) RemoveKey(kid string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.firstKeyLocked(); err != nil {
+		return false, err
+	}
 	for i, k := range s.keys {
 		if k.kid != kid {
 			continue
@@ -199,6 +217,9 @@ func (s *Server) RemoveKey(kid string) (bool, error) {
 // publishedLocked prunes keys past their grace and returns the rest.
 // Callers hold s.mu.
 func (s *Server) publishedLocked() []*key {
+	if err := s.firstKeyLocked(); err != nil {
+		s.logger.Error("oidc: no signing key", "err", err)
+	}
 	now := time.Now()
 	kept := s.keys[:0:0]
 	for _, k := range s.keys {

@@ -120,6 +120,10 @@ func (s *Server) Mint(req TokenRequest) (Token, error) {
 	}
 
 	s.mu.Lock()
+	if err := s.firstKeyLocked(); err != nil {
+		s.mu.Unlock()
+		return Token{}, err
+	}
 	k := s.keys[len(s.keys)-1]
 	claims["iss"] = s.issuer
 	s.mu.Unlock()
