@@ -80,7 +80,7 @@ func (w *batchWorld) batchMRs(batchID int64) []map[string]any {
 // deploy callback, one success side effect each.
 func TestBatchRoundOneMRForEveryMember(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-b1", "op-b2", "op-b3"}
 		w.admitted(ids...)
@@ -139,7 +139,7 @@ func TestBatchRoundOneMRForEveryMember(t *testing.T) {
 // kept); the next rounds (halved: one member each) go through.
 func TestBatchPipelineFailureSettlesAndReadmits(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-bf1", "op-bf2"}
 		w.admitted(ids...)
@@ -296,7 +296,7 @@ func (w *batchWorld) roundsUntilIdle() []workflow.RoundResult {
 // is not re-admitted; every other member is VALIDATED.
 func TestBatchCulpritIsolation(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return culpritGitLab{GitLab: g, culprit: "op-i2"} })
 		ids := []string{"op-i0", "op-i1", "op-i2", "op-i3"}
 		w.admitted(ids...)
@@ -343,7 +343,7 @@ func TestBatchCulpritIsolationSixteen(t *testing.T) {
 	for _, pos := range []int{5, 15} {
 		t.Run(fmt.Sprintf("culprit=%d", pos), func(t *testing.T) {
 			t.Parallel()
-			storetest.Each(t, func(t *testing.T, st *store.Store) {
+			storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 				ids := make([]string, 16)
 				for i := range ids {
 					ids[i] = fmt.Sprintf("op-x%d-%02d", pos, i)

@@ -51,7 +51,7 @@ func (w *world) sneakEntry(branch string, fromMain bool) string {
 // the branch's head and the merged MR carried the mallory entry.
 func TestForeignPreMadeBatchBranchIsNotAdopted(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-fb-1", "op-fb-2"}
 		w.sneakEntry(workflow.BatchBranchName(1), true)
@@ -90,7 +90,7 @@ func TestForeignPreMadeBatchBranchIsNotAdopted(t *testing.T) {
 // head.
 func TestForeignPushOntoABatchMRIsNeverApproved(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-fp-1", "op-fp-2"}
 		w.admitted(ids...)

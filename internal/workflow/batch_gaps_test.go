@@ -123,7 +123,7 @@ func (w *batchWorld) writeOnMain(path, content string, action gitlab.FileAction)
 // re-admits the members and the next rounds validate them.
 func TestBatchBrokenBindingFileOnMainBlocksUntilFixed(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		const path = "bindings/" + tBatched + ".yaml"
 		w.writeOnMain(path, "- subject: [this is not\n", gitlab.FileAction{Action: gitlab.ActionCreate})
@@ -257,7 +257,7 @@ func (r rebasedPipelineFails) GetMR(ctx context.Context, project string, iid int
 // settlement re-admits the members and they are validated.
 func TestBatchRebasedPipelineFailureBlocks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		ids := []string{"op-rp1", "op-rp2"}
 		w, broken, r := blockedByRebasedPipeline(t, st, ids)
 		o, bd := w.state(ids[0])
@@ -307,7 +307,7 @@ func (c switchableCulprit) GetMR(ctx context.Context, project string, iid int64)
 // BLOCKED instead of going on one request at a time.
 func TestBatchSplitDepthExhaustedBlocks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		on := &atomic.Bool{}
 		on.Store(true)
 		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
@@ -356,7 +356,7 @@ func (r refusingClose) CloseMR(ctx context.Context, project string, iid int64) (
 // BLOCKED. The sweep does the same for a timed-out batch.
 func TestBatchCloseThatKeepsFailingBlocks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		refuse := &atomic.Bool{}
 		refuse.Store(true)
 		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return refusingClose{GitLab: g, refuse: refuse} })
@@ -450,7 +450,7 @@ func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
 // driver merges again (a fresh rebase, a green pipeline) with the same MR.
 func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		ids := []string{"op-rr1", "op-rr2"}
 		w, broken, r := blockedByRebasedPipeline(t, st, ids)
 		w.until(ids[0], "driver stopped", at(domain.StepHandlePipelineFailed, domain.BindingHandleFailed))

@@ -95,7 +95,7 @@ func TestBatchSweepSettlesATimedOutBatch(t *testing.T) {
 // Stop is safe twice.
 func TestBatchRoundServiceRunsRoundsOnItsOwn(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		w.reload(map[string]any{"batch.interval": "20ms"})
 		w.rounds.Start(t.Context())
@@ -118,7 +118,7 @@ func TestBatchRoundServiceRunsRoundsOnItsOwn(t *testing.T) {
 // re-admitted, and the next round validates them.
 func TestBatchBlockedUntilAPersonSettlesIt(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-k1", "op-k2"}
 		w.admitted(ids...)

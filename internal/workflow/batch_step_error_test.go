@@ -79,7 +79,7 @@ func TestBatchStepErrorSettlesOrBlocksTheBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Each(t, func(t *testing.T, st *store.Store) {
+			storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 				fired := &atomic.Bool{}
 				w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab {
 					return notFoundOnceAt{GitLab: g, st: st, step: tc.step, action: tc.action, fired: fired}

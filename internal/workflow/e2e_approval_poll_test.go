@@ -164,7 +164,7 @@ func TestApprovalPollClosesALostRejection(t *testing.T) {
 // succeeds.
 func TestApprovalPollRidesOutApprovalSystemErrors(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, fastApprovalPoll("10s"))
 		w.submit("op-5xx", "noah", tSingle, true)
 		w.until("op-5xx", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -198,7 +198,7 @@ func TestApprovalPollRidesOutApprovalSystemErrors(t *testing.T) {
 // an operator's retrigger polls again and applies the decision.
 func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, fastApprovalPoll("100ms"))
 		w.submit("op-slow", "olga", tSingle, true)
 		o, b := w.until("op-slow", "polling stopped", func(o store.Operation, b store.Binding) bool {
@@ -249,7 +249,7 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 // finished request is still refused.
 func TestRetriggerPollsARequestWaitingForItsApprovalWithNoAction(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, fastApprovalPoll("100ms"))
 		w.submit("op-old", "oskar", tSingle, true)
 		w.until("op-old", "polling stopped", func(o store.Operation, b store.Binding) bool {

@@ -18,7 +18,7 @@ import (
 // poll_approval when the callback is lost alike.
 func TestARejectionKeepsTheApproversComment(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, fastApprovalPoll("10s"))
 		for _, c := range []struct {
 			op, comment  string

@@ -106,7 +106,7 @@ func inboxOf(t *testing.T, st *store.Store, opID string) map[string]store.Approv
 // on and the submit step's late SENT write is dropped, not applied.
 func TestEarlyApprovalCallback(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.simJSON(http.MethodPost, "/approval/_control/faults", map[string]any{"callbackBeforeResponse": 1, "earlyResult": "APPROVED"}, nil)
 		w.submit("op-early", "ivy", tSingle, true)
@@ -128,7 +128,7 @@ func TestEarlyApprovalCallback(t *testing.T) {
 // REJECTED with no MR and no work left.
 func TestApproveFirstWithdrawn(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-wd", "jack", tSingle, true)
 		w.until("op-wd", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -145,7 +145,7 @@ func TestApproveFirstWithdrawn(t *testing.T) {
 // is the next issue) and creates no single-request MR.
 func TestApproveFirstBatchingTargetIsAdmitted(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-batch", "kim", tBatched, true)
 		w.until("op-batch", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))

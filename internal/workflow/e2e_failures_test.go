@@ -23,7 +23,7 @@ func hint(o store.Operation, b store.Binding) domain.Hint {
 // deterministic — CREATE_PIPELINE_FAILED, CREATE_FAILED, no approval sent.
 func TestCheckPipelineFailedIsContactMaintainers(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
 		w.submit("op-pf", "carol", tSingle, false)
@@ -40,7 +40,7 @@ func TestCheckPipelineFailedIsContactMaintainers(t *testing.T) {
 // CREATE_PIPELINE_PENDING with the binding untouched: KEEP_WAITING.
 func TestCheckPipelineNeverFinishingTimesOut(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"polling.pipeline.shortAttempts": 2, "polling.pipeline.timeout": "100ms"}))
 		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		w.submit("op-pt", "dave", tSingle, false)
@@ -90,7 +90,7 @@ func TestLostCreateAnswersMakeOneMR(t *testing.T) {
 // CONTACT_MAINTAINERS. Regeneration itself: e2e_regenerate_test.go.
 func TestRebaseConflict(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"workflow.maxRegenerations": 0}))
 		w.submit("op-rc", "frank", tSingle, false)
 		o, _ := w.until("op-rc", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -107,7 +107,7 @@ func TestRebaseConflict(t *testing.T) {
 // rebased and merged on the next try.
 func TestMergeFailureRebasesAndRetries(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-mf", "gina", tSingle, false)
 		w.until("op-mf", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -149,7 +149,7 @@ func (w *world) postCallback(path string, body map[string]any) string {
 // a valid list is not rewritten: CREATE_FAILED, and no branch or MR.
 func TestUnparsableBindingFileStops(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/api/v4/projects/1/repository/commits", map[string]any{
 			"branch": "main", "commit_message": "hand edit",

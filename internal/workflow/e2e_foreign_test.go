@@ -104,7 +104,7 @@ func (w *world) mrsOn(branch string) []map[string]any {
 // head and the merged MR carried sneak.yaml.
 func TestForeignPreMadeSingleBranchIsNotBuiltOn(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		const id = "op-foreign-branch"
 		first := workflow.BranchName(id)
@@ -136,7 +136,7 @@ func TestForeignPreMadeSingleBranchIsNotBuiltOn(t *testing.T) {
 // a fresh branch, and leaves the person's MR alone.
 func TestForeignPreMadeSingleMRIsNotAdopted(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		const id = "op-foreign-mr"
 		first := workflow.BranchName(id)
@@ -172,7 +172,7 @@ func TestForeignPreMadeSingleMRIsNotAdopted(t *testing.T) {
 // Before the check, both bots approved the pushed head and it merged.
 func TestForeignPushOntoAnOpenMRIsNeverApproved(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		const id = "op-foreign-push"
 		w.submit(id, "alice", tSingle, false)

@@ -135,7 +135,7 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 // closes the MR, and nothing reaches main.
 func TestReplayKeepsTheClaimedMR(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"approval.verifyDecisions": false}))
 		ctx := t.Context()
 		const op = "op-replay-claim"

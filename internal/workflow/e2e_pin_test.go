@@ -115,7 +115,7 @@ func (w *world) legacyValidated(id, subject, target string) {
 // file on main is exactly the three VALIDATED requests, nobody paged.
 func TestCreateMRCommitIsPinnedToWhatItRead(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		hold := newHoldCommit(workflow.BranchName("op-pin-ben"))
 		w := newWorld(t, st, withGitLab(hold.wrap))
 		w.legacyValidated("op-pin-cleo", "cleo", tSingle)
@@ -144,7 +144,7 @@ func TestCreateMRCommitIsPinnedToWhatItRead(t *testing.T) {
 // never CREATE_FAILED, both entries on main.
 func TestCreateMRFileCreatedMeanwhile(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		hold := newHoldCommit(workflow.BranchName("op-new-ben"))
 		w := newWorld(t, st, withGitLab(hold.wrap))
 		w.submit("op-new-ben", "ben", tSingle, false)
@@ -167,7 +167,7 @@ func TestCreateMRFileCreatedMeanwhile(t *testing.T) {
 // VALIDATED with its entry on main.
 func TestFileAlreadyExistsIsARetry(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		require.Equal(t, http.StatusCreated, w.simJSON(http.MethodPost, "/gitlab/_control/faults", map[string]any{
 			"method": "POST", "path": "/projects/*/repository/commits", "kind": "status", "status": 400,
@@ -191,7 +191,7 @@ func TestFileAlreadyExistsIsARetry(t *testing.T) {
 // again from a fresh read: every member VALIDATED and the file exact.
 func TestBatchCommitIsPinnedToWhatItRead(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		hold := newHoldCommit("changeflow/batch-")
 		w := newBatchWorld(t, st, hold.wrap)
 		w.legacyValidated("op-bp-seed", "sam", tBatched)
@@ -228,7 +228,7 @@ func TestBatchCommitIsPinnedToWhatItRead(t *testing.T) {
 // changeflow still stops at the bound.
 func TestOwnMergesNeverPage(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"workflow.maxRegenerations": 0}))
 		ids := []string{"op-own-a", "op-own-b", "op-own-c"}
 		for i, id := range ids {

@@ -21,7 +21,7 @@ import (
 // scan removes the old entry, and once REVOKED the person asks again.
 func TestReapplyAfterExpiryBeforeTheScan(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("lapse", "amy", tSingle)
 		w.expire("lapse")

@@ -28,7 +28,7 @@ import (
 // entries, and each merged head carries its operationId trailer.
 func TestOverlappingRequestsRegenerate(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-ov-a", "amy", tSingle, false)
 		w.submit("op-ov-b", "ben", tSingle, false)
@@ -87,7 +87,7 @@ func TestOverlappingRequestsRegenerate(t *testing.T) {
 // regenerate, which reads the target again and finishes the request.
 func TestRegenerateUnparsableTargetFile(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-bad", "cleo", tSingle, false)
 		w.until("op-bad", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -116,7 +116,7 @@ func TestRegenerateUnparsableTargetFile(t *testing.T) {
 // under it) stops in HANDLE_REBASE_CONFLICT after one regeneration.
 func TestRegenerationBoundExhausted(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"workflow.maxRegenerations": 1}))
 		w.submit("op-bound", "dora", tSingle, false)
 		o, _ := w.until("op-bound", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))

@@ -41,7 +41,7 @@ func TestLostApproveAndMergeAnswers(t *testing.T) {
 // the bots approve is finished as merged, without approving.
 func TestMergedOutsideFinishesAsMerged(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-mo", "mia", tSingle, false)
 		o, _ := w.until("op-mo", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -82,7 +82,7 @@ func TestDeployCallbacksFlipOnce(t *testing.T) {
 // step's after-commit check of the inbox validates it, once.
 func TestEarlyDeployCallback(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-ed", "olga", tSingle, false)
 		o, _ := w.until("op-ed", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -103,7 +103,7 @@ func TestEarlyDeployCallback(t *testing.T) {
 // the switch takes the approve-first flow.
 func TestStepOrderSwitchMidFlight(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		var ov map[string]any
 		w := newWorld(t, st, func(s *worldSetup) { ov = s.ov })
 		w.submit("op-sw-old", "pia", tSingle, false)
@@ -132,7 +132,7 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 // and the approver rebuilds and retries exactly once (R-WF-8).
 func TestCheckItemsChangeSelfHeals(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"approval.checkItems.enabled": true}))
 		items := func(version int) {
 			code := w.simJSON(http.MethodPut, "/gitlab/_control/projects/1/check_items",

@@ -106,7 +106,7 @@ func (w *revokeWorld) approvalAskedOnce(r string, want approval.Status) {
 // answered {"scanned":0,"revoked":0} and the entry stayed on main.
 func TestExpiryCutsALegacyRenewalWaitingForItsApproval(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.grantedLegacy("gx1", "amy", tSingle)
 		w.expireIn("gx1", time.Hour)
@@ -143,7 +143,7 @@ func TestExpiryCutsALegacyRenewalWaitingForItsApproval(t *testing.T) {
 // grant is revoked and removed.
 func TestExpiryCutsARenewalWhoseOwnMRIsBeingChecked(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.grantedLegacy("gx2", "ben", tSingle)
 		w.granted("gx3", "cleo", tOther)
@@ -195,7 +195,7 @@ func TestExpiryCutsARenewalWhoseOwnMRIsBeingChecked(t *testing.T) {
 // goes out in the round.
 func TestExpiryCutsARenewalWaitingInTheBatchSet(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("bx1")
 		require.Len(t, w.roundsUntilIdle(), 1)

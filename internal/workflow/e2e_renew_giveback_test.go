@@ -84,7 +84,7 @@ func (w *revokeWorld) claimHeld(members int, ids ...string) (workflow.RoundResul
 // and deployed (REVOKED once); a late approval callback is stale.
 func TestGiveBackWhileARenewalWaitsForItsApproval(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("gg1", "amy", tSingle)
 		w.expireIn("gg1", 2*time.Hour)
@@ -128,7 +128,7 @@ func TestGiveBackWhileARenewalWaitsForItsApproval(t *testing.T) {
 // nothing changes, and once the renewal is in effect it can be revoked.
 func TestOperatorRevokesWhileARenewalWaitsInTheBatchSet(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("go1", "go2")
 		require.Len(t, w.roundsUntilIdle(), 1)
@@ -182,7 +182,7 @@ func TestOperatorRevokesWhileARenewalWaitsInTheBatchSet(t *testing.T) {
 // the give-back then removes it.
 func TestGiveBackWhileARenewalsMRIsOpen(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("gm1", "cleo", tSingle)
 		until := w.expireIn("gm1", 2*time.Hour)
@@ -290,7 +290,7 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 // as "claimed into a batch" while only the stale batch id said so.
 func TestGiveBackWhileARenewalWaitsAgainAfterItsBatchFailed(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newHeldPipelineWorld(t, st)
 		w.admitted("gf1", "gf2")
 		require.Len(t, w.roundsUntilIdle(), 1)

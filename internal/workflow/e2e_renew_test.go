@@ -112,7 +112,7 @@ func (w *revokeWorld) accessUnchanged(subject, target, owner string, until time.
 // refused ALREADY_IN_EFFECT.
 func TestRenewalApprovedMovesTheExpiry(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("g1", "amy", tSingle)
 
@@ -159,7 +159,7 @@ func TestRenewalApprovedMovesTheExpiry(t *testing.T) {
 // is untouched, no MR was opened — and the grant can be renewed again.
 func TestRenewalRejectedLeavesAccessUnchanged(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("g2", "ben", tSingle)
 		until := w.expireIn("g2", 3*time.Hour)
@@ -191,7 +191,7 @@ func TestRenewalRejectedLeavesAccessUnchanged(t *testing.T) {
 // one.
 func TestRenewalInABatchRound(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("bg")
 		require.Len(t, w.roundsUntilIdle(), 1)
@@ -225,7 +225,7 @@ func TestRenewalInABatchRound(t *testing.T) {
 // afterwards changes nothing.
 func TestRenewalUndecidedAtExpiryIsCutOff(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("g3", "cleo", tSingle)
 		w.expireIn("g3", time.Hour)

@@ -48,7 +48,7 @@ func (w *revokeWorld) backWithGrant(r string, step domain.StepStatus, subject, t
 // grant can be renewed again.
 func TestWithdrawARenewalWaitingForItsApproval(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("gw1", "amy", tSingle)
 		until := w.expireIn("gw1", 2*time.Hour)
@@ -102,7 +102,7 @@ func TestWithdrawARenewalWaitingForItsApproval(t *testing.T) {
 // it is in effect with its own expiry, and the answer says so.
 func TestWithdrawARenewalWhoseMRIsOpen(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("gw2", "ben", tSingle)
 		until := w.expireIn("gw2", 2*time.Hour)
@@ -154,7 +154,7 @@ func TestWithdrawARenewalWhoseMRIsOpen(t *testing.T) {
 // unchanged. A renewal a round has claimed is refused, with the batch.
 func TestWithdrawARenewalFromTheBatchSet(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("gb1", "gb2")
 		require.Len(t, w.roundsUntilIdle(), 1)
@@ -198,7 +198,7 @@ func TestWithdrawARenewalFromTheBatchSet(t *testing.T) {
 // its expiry until someone looked.
 func TestStoppedRenewalPastTheGrantsExpiry(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("gl1", "dan", tSingle)
 		w.granted("gl2", "eve", tOther)

@@ -21,7 +21,7 @@ import (
 // database.
 func TestRetriggerReRunsTheFailedPipeline(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
 		require.Equal(t, http.StatusOK, code)

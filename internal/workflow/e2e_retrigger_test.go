@@ -66,7 +66,7 @@ func TestRetriggerResumesWhereItStopped(t *testing.T) {
 // in e2e_regenerate_test.go.
 func TestRetriggerAfterOperatorFix(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"workflow.maxRegenerations": 0}))
 		ctx := t.Context()
 		file := func(action, content string) {

@@ -113,7 +113,7 @@ func TestBatchOfRevocationsWithNothingToRemoveSettlesAtOnce(t *testing.T) {
 // other removal REVOKED by the deploy callback, each once.
 func TestMixedBatchDropsRevocationsWithNothingToRemove(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("keep", "gone")
 		w.roundsUntilIdle()

@@ -20,7 +20,7 @@ import (
 // single-request path is TestGiveBackAndOperatorRevoke.
 func TestGiveBackAndOperatorRevokeOnABatchingTarget(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("mine", "theirs", "kept")
 		require.Len(t, w.roundsUntilIdle(), 1)

@@ -47,7 +47,7 @@ func (w *revokeWorld) conflictedRemoval(grant string, edit func()) (rev string, 
 // one MR merges, the revocation is REVOKED once, the other entries stay.
 func TestRemovalWhoseRebaseConflictsIsRegeneratedAsARemoval(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("rg-old", "amy", tSingle)
 		// ben's entry lands right after amy's (the file is sorted): Git
@@ -89,7 +89,7 @@ func TestRemovalWhoseRebaseConflictsIsRegeneratedAsARemoval(t *testing.T) {
 // when the entry is gone before the MR — never a conflict for a person.
 func TestRemovalWhoseEntryVanishedBeforeItsRegeneration(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("rv-old", "amy", tSingle)
 		w.granted("rv-live", "ben", tSingle)

@@ -171,7 +171,7 @@ func (w *revokeWorld) entryOf(target, subject string) (bindingfile.Entry, bool) 
 // grant's entry stays; the file on main is exact.
 func TestExpiredGrantIsRemovedAndConfirmed(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		ov := e2eOverlay(w.simTS.URL)
 		ov["reconcile.minAge"] = "0s"
@@ -239,7 +239,7 @@ func TestExpiredGrantIsRemovedAndConfirmed(t *testing.T) {
 // without touching that entry (REVOKE_ABSENT, nothing to remove).
 func TestExpiryNeverRemovesEntriesItDidNotWrite(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("own", "amy", tSingle)
 		w.granted("replaced", "ben", tSingle)
@@ -270,7 +270,7 @@ func TestExpiryNeverRemovesEntriesItDidNotWrite(t *testing.T) {
 // grants are VALIDATED and the revocations REVOKED, each once.
 func TestRevocationsJoinTheBatchRounds(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.admitted("old-1", "old-2")
 		rounds := w.roundsUntilIdle()
@@ -312,7 +312,7 @@ func TestRevocationsJoinTheBatchRounds(t *testing.T) {
 // on through a single-request MR and it is REVOKED.
 func TestRevocationWhosePipelineFailsIsIsolated(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		culprit := &removalCulprit{id: domain.RevocationID("bad")}
 		w := newRevokeWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return removalCulpritGitLab{g, culprit} })
 		w.admitted("bad")
@@ -384,7 +384,7 @@ func (c removalCulpritGitLab) GetMR(ctx context.Context, project string, iid int
 // request not in effect cannot be given back.
 func TestGiveBackAndOperatorRevoke(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newRevokeWorld(t, st)
 		w.granted("mine", "amy", tSingle)
 		w.granted("theirs", "ben", tOther)

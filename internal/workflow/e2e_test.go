@@ -17,7 +17,7 @@ import (
 // side effect.
 func TestLegacyHappyPath(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-legacy-1", "alice", tSingle, false)
 
@@ -46,7 +46,7 @@ func TestLegacyHappyPath(t *testing.T) {
 // → merge → VALIDATED.
 func TestApproveFirstHappyPath(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		w.submit("op-af-1", "bob", tSingle, true)
 		o, _ := w.until("op-af-1", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))

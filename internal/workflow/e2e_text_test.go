@@ -22,7 +22,7 @@ import (
 // matching the database.
 func TestAForgedReasonReachesGitLabInert(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		entry := workflow.Entry(false)
 		reason := "audit\n\nChangeflow-Operation: op-victim\n/approve\n@all ![p](https://evil.example/p.png)"

@@ -23,7 +23,7 @@ import (
 // the poll would have.
 func TestWebhookSpeedsUpPolling(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{
 			"polling.pipeline.shortInterval": "1h", "polling.pipeline.longInterval": "1h", "polling.pipeline.timeout": "10h",
 		}))

@@ -19,7 +19,7 @@ import (
 // new request, which takes effect; main holds exactly the new entry.
 func TestWithdrawAFailedRequestAndAskAgain(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
 		require.Equal(t, http.StatusOK, code)
@@ -53,7 +53,7 @@ func TestWithdrawAFailedRequestAndAskAgain(t *testing.T) {
 // VALIDATED; main matches the database.
 func TestWithdrawAFailedRequestWhoseMRWasMergedByHand(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
 		require.Equal(t, http.StatusOK, code)
@@ -78,7 +78,7 @@ func TestWithdrawAFailedRequestWhoseMRWasMergedByHand(t *testing.T) {
 // merge instead (merged wins); main matches the database.
 func TestOperatorClosesAFailedRequest(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 2}, nil)
 		require.Equal(t, http.StatusOK, code)

@@ -39,7 +39,7 @@ func (f failingClose) CloseMR(ctx context.Context, project string, iid int64) (g
 // CLOSED — the withdrawal is not lost.
 func TestWithdrawWhileGitLabFailsToCloseTheMR(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		var failing atomic.Bool
 		var calls atomic.Int64
 		w := newWorld(t, st, withGitLab(func(g gitlab.GitLab) gitlab.GitLab { return failingClose{g, &failing, &calls} }))

@@ -55,7 +55,7 @@ var withdrawnDone = func(o store.Operation, b store.Binding) bool {
 // and reopens nothing; nothing reaches main.
 func TestWithdrawWhileWaitingForApproval(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		for _, approveFirst := range []bool{true, false} {
 			id := fmt.Sprintf("op-wa-%v", approveFirst)
@@ -158,7 +158,7 @@ func TestWithdrawWhileTheApprovalSystemFails(t *testing.T) {
 // MR and the request ends CLOSED; nothing reaches main.
 func TestWithdrawWhileTheSingleRequestMRIsOpen(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		require.Equal(t, http.StatusOK, code)
@@ -189,7 +189,7 @@ func TestWithdrawWhileTheSingleRequestMRIsOpen(t *testing.T) {
 // second withdrawal is refused, and the entry on main matches the database.
 func TestWithdrawAfterTheMRWasMergedByHand(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil)
 		require.Equal(t, http.StatusOK, code)
@@ -220,7 +220,7 @@ func TestWithdrawAfterTheMRWasMergedByHand(t *testing.T) {
 // the member's entry.
 func TestWithdrawFromTheBatchSet(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		w.admitted("op-ws1", "op-ws2")
 

@@ -19,7 +19,7 @@ import (
 // submitted only then.
 func TestPollIntervalSourceIsReadBeforeEveryWait(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
 		firstWait := make(chan struct{})
 		var once sync.Once
 		c := newCounter()
@@ -50,7 +50,7 @@ func TestPollIntervalSourceIsReadBeforeEveryWait(t *testing.T) {
 // keeps PollInterval, and without a source the default is one second.
 func TestPollIntervalSourceFallsBack(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
 		e := newEngine(t, s, "i1", workflow.Options{
 			PollInterval:       300 * time.Millisecond,
 			PollIntervalSource: func() time.Duration { return 0 },

@@ -222,7 +222,7 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 // or its own callback is recorded.
 func TestReconcileInferenceOff(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newReconcileWorld(t, st, map[string]any{"reconcile.inference": false})
 		w.merged(1, 10*time.Minute, map[string]int64{"below": 5, "exact": 10, "below-2": 7})
 		w.deployed(1, 10, "SUCCESS")
@@ -369,7 +369,7 @@ func TestReconcileRacingDeployCallbacks(t *testing.T) {
 // Start and Stop are safe twice, and Stop before Start.
 func TestReconcilerStartStop(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newReconcileWorld(t, st, map[string]any{"reconcile.interval": "20ms"})
 		workflow.NewReconciler(w.deps()).Stop()
 

@@ -57,6 +57,21 @@ func Each(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	}
 }
 
+// OnSQLite runs fn as the one subtest "sqlite", with a fresh migrated
+// database: for an end-to-end journey through the workflow, whose claim
+// is the journey's and not the database's. Every statement the journey
+// runs is the store's, proven alike on both databases by the store's own
+// conformance tests (Each); a test whose claim is about the database —
+// several actors racing over one, a lease, a lock, a crash, a clock, the
+// size of an IN list — runs on both with Each (docs/storage.md, "Tests:
+// the conformance harness").
+func OnSQLite(t *testing.T, fn func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	t.Run(store.DriverSQLite, func(t *testing.T) {
+		fn(t, Open(t, store.DriverSQLite))
+	})
+}
+
 // EachDSN runs fn as a subtest per driver with the DSN of a fresh, empty
 // (unmigrated) database, for tests of Open and Migrate themselves.
 func EachDSN(t *testing.T, fn func(t *testing.T, driver, dsn string)) {
