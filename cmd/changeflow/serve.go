@@ -101,7 +101,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Settings: func() permission.Settings { return permission.SettingsFromConfig(cfg.Current()) },
 	})
 
-	// Rate limiting (R-RL-1, R-RL-2): one limiter per process, its idle
+	// Rate limiting: one limiter per process, its idle
 	// buckets swept by the janitor; the quota heartbeats this instance so
 	// the optional global quota can divide a limit by the live instances.
 	// The defers run before env.close closes the store.
@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer quota.Stop()
 
 	// Expired idempotency records are removed in bounded chunks on the
-	// records' own expiry index (R-IDEM-1).
+	// records' own expiry index.
 	idemCleanup := httpapi.NewIdempotencyCleanup(st, cfg, logger)
 	if err := idemCleanup.Start(ctx); err != nil {
 		return fmt.Errorf("start idempotency cleanup: %w", err)
@@ -129,7 +129,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	m := metrics.New(logger, version)
 
 	// The workflow: durable steps claimed from the database by every
-	// instance (R-WF-9), the callback sink that applies approval and deploy
+	// instance, the callback sink that applies approval and deploy
 	// callbacks, and the success metric counted once per flip (I9).
 	appr := approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(cfg.Current()) }})
 	engine, err := newEngine(cfg, st, logger)
@@ -176,7 +176,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("start workflow engine: %w", err)
 	}
 	defer engine.Stop()
-	// Reconciliation of lost deploy callbacks (R-WF-11) on every instance
+	// Reconciliation of lost deploy callbacks on every instance
 	// every reconcile.interval; its flips count the same validated metric
 	// through wdeps.OnValidated, once per flip. Each run also applies
 	// approval decisions recorded but never applied (a crash between the
@@ -194,7 +194,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	expiry.Wake = engine.Wake
 	expiry.Start(ctx)
 	defer expiry.Stop()
-	// Batch rounds (R-WF-10) and the batch timeout sweep on every instance
+	// Batch rounds and the batch timeout sweep on every instance
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
 	rounds := workflow.NewRounds(wdeps, engine)
@@ -402,7 +402,7 @@ func refuseWeakSecrets(snap *config.Snapshot) error {
 	return fmt.Errorf("%w (outside --local every token must be a secret of its own):%s", errWeakSecrets, b.String())
 }
 
-// newResolver builds the one identity resolver (R-ID-1): the directory
+// newResolver builds the one identity resolver: the directory
 // file when configured, auth-proxy headers from identity.trustedProxies
 // (read per request, so a reload applies), and OIDC bearer tokens when
 // oidc.issuer is set.

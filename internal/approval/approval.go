@@ -53,7 +53,7 @@ type Form struct {
 // Ext is the form's extension block, returned unchanged in the decision
 // callback. MRID (the MR's iid, in decimal) is set only by the legacy
 // flow, where the MR exists before the approval — so a callback with
-// ext.mrId belongs to the legacy flow (docs/workflow.md, R-WF-12).
+// ext.mrId belongs to the legacy flow (docs/workflow.md).
 type Ext struct {
 	MRID string `json:"mrId,omitempty"`
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzTargetAccess feeds arbitrary access modes, window bounds, zones and
-// instants to the R-ACC-1 resolution and checks the rules that must hold
+// instants to the access-window resolution and checks the rules that must hold
 // whatever the input: no panic; the mode is one of the three, blank means
 // TEST_WINDOW and anything but OPEN/TEST_WINDOW (trimmed, any case) means
 // CLOSED; a CLOSED target is never open; a TEST_WINDOW target is open only

@@ -107,7 +107,7 @@ func itemTable(instanceID string) []item {
 		stringItem(KeyEtcdTLSKey, "", restart, "missing/empty → no client certificate; see config.etcd.tls.cert",
 			"PEM private key of config.etcd.tls.cert"),
 
-		// Rate limiting (R-RL-1, R-RL-2).
+		// Rate limiting.
 		durItem(KeyRateLimitWindow, 60*sec, 1*ms, sec, hot, "a zero window would divide Retry-After by zero; limits themselves fail open"),
 		{key: KeyRateLimitTrustedProxies, typ: "list of IPs or CIDRs", fallback: "missing/empty → none (the peer address is the client); malformed entries dropped with reason; an explicit [] is none without a warning",
 			why: "trusting a malformed entry could let clients forge X-Forwarded-For", resolve: resolveProxies},
@@ -129,7 +129,7 @@ func itemTable(instanceID string) []item {
 			fallback: "missing/empty/malformed → 1m; negative or below 1s → 1s; above 5m → 5m",
 			why:      "how far in the future a token's iat may lie: clocks differ, so 0 would refuse an issuer a moment ahead; a large skew would accept tokens minted with a forward-dated clock", resolve: resolveDuration},
 
-		// Access windows (R-ACC-1).
+		// Access windows.
 		{key: KeyAccessTimezone, typ: "IANA zone name, e.g. Europe/Berlin", def: "UTC",
 			fallback: "missing/empty → UTC; unknown zone (or \"Local\") → every window is outside",
 			why:      "a window read in the wrong zone would open a restricted resource at the wrong hours", resolve: resolveTimezone},
@@ -142,7 +142,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyWorkflowMaxRegenerations, 3, 0, 20, hot, "how often one single-request MR is regenerated on the target after a failed rebase caused by a change made outside changeflow; a conflict made only by changeflow's own merges of the file always regenerates (it is progress, bounded by the requests); 0 = every outside conflict goes to a person; the cap stops a target that keeps moving from looping"),
 		durItem(KeyWorkflowPollInterval, 1*sec, 10*ms, ms, hot, "how long an idle instance waits before it looks for due work again (the latency between polling steps); every look is a claim query, so below 10ms it would spin against the database"),
 
-		// Reconciliation (R-WF-11).
+		// Reconciliation.
 		durItem(KeyReconcileInterval, 1*minute, 1*ms, sec, hot, "0 would spin"),
 		durItem(KeyReconcileMinAge, 2*minute, 0, sec, hot, "minAge ≥ maxAge would be an empty window: both fall back to defaults"),
 		durItem(KeyReconcileMaxAge, 24*hr, 0, sec, hot, "see minAge"),
@@ -155,7 +155,7 @@ func itemTable(instanceID string) []item {
 		intItem(KeyExpiryRenewWindow, 25, 0, 100, hot, "percent of a grant's duration, at its end, during which re-applying renews it (outside it the answer stays ALREADY_IN_EFFECT, saying when renewal opens); with expiry.renewWindowMin the window is the longer of the two; 0 leaves only the minimum, 100 allows renewing at once"),
 		durItem(KeyExpiryRenewWindowMin, 24*hr, 0, sec, hot, "the shortest renewal window whatever the grant's duration (a one-day grant's last quarter would be six hours, too short to get an approval in); 0 leaves only the percentage"),
 
-		// Batching (R-WF-10).
+		// Batching.
 		durItem(KeyBatchInterval, 30*sec, 1*ms, sec, hot, "0 would spin"),
 		durItem(KeyBatchGatherWindow, 2*sec, 10*ms, sec, hot,
 			"an admission runs its project's round this long after the first admission of a burst, so the admissions of the next moments share its MR: longer makes bigger batches (fewer MRs and pipelines) and adds that much latency to each request; the minimum is a round per admission (one MR per request when they trickle in) — not 0, since a claim takes only requests admitted before the database clock's now (millisecond precision) and a round in the admission's own millisecond would miss it. batch.interval stays the safety net (a crash of the admitting instance before its round)"),
@@ -180,7 +180,7 @@ func itemTable(instanceID string) []item {
 		durItem(KeyAuthzCacheTTL, 30*sec, 0, sec, hot,
 			"how long the permission service's answer for one account and one set of rule codes is reused (the ops routes, /api/me, the admin check); a deny is kept for the shorter of this and 10s, never longer than an allow, so a rule just granted works within seconds; a failed check is never cached (it denies, and the next call asks again); a cached answer is served while the service is down until it expires, then the check fails closed; a rule revoked at the permission service still works for up to this long; 0 asks the service on every call"),
 
-		// Idempotency (R-IDEM-1).
+		// Idempotency.
 		durItem(KeyIdempotencyTTL, 24*hr, 1*minute, sec, hot, "0 would expire records at once and let duplicates through"),
 		durItem(KeyIdempotencyCleanupInterval, 10*minute, 1*ms, sec, hot, "0 would spin"),
 		durItem(KeyIdempotencyInFlightLease, 30*sec, 1*sec, sec, hot,
@@ -188,7 +188,7 @@ func itemTable(instanceID string) []item {
 				"below 1s a merely slow first request would be raced by its own client's retry (still one request, but a wasted attempt); "+
 				"a lease at or beyond idempotency.ttl never fires"),
 
-		// Circuit breaker (R-EXT-1).
+		// Circuit breaker.
 		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),
 		durItem(KeyBreakerOpenFor, 30*sec, 1*ms, sec, hot, "0 would never fail fast"),
 
@@ -205,7 +205,7 @@ func itemTable(instanceID string) []item {
 	return it
 }
 
-// pollingItems are one polling tier (R-WF-7): shortAttempts polls every
+// pollingItems are one polling tier: shortAttempts polls every
 // shortInterval, then every longInterval until timeout.
 func pollingItems(tier string, short time.Duration, attempts int64, long, timeout time.Duration) []item {
 	p := "polling." + tier + "."

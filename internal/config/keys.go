@@ -122,7 +122,7 @@ const (
 	KeyBreakerOpenFor  = "breaker.openFor"
 )
 
-// Polling tiers (R-WF-7). Each tier has the four keys
+// Polling tiers. Each tier has the four keys
 // polling.<tier>.{shortInterval,shortAttempts,longInterval,timeout}.
 const (
 	PollingPipeline = "pipeline"

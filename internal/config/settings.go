@@ -92,8 +92,8 @@ type Approval struct {
 	BaseURL    string
 	MaxRetries int
 	Backoff    time.Duration
-	// CheckItems selects the direct-HTTP approver that sends check items
-	// (R-WF-8); false is the client-library approver.
+	// CheckItems selects the direct-HTTP approver that sends check items;
+	// false is the client-library approver.
 	CheckItems bool
 	// VerifyDecisions (approval.verifyDecisions) treats an approval
 	// callback as a wake-up: the decision applied is read back from the
@@ -198,7 +198,7 @@ func (s *Snapshot) Batch() Batch {
 	}
 }
 
-// PollingTier is one polling.<tier>.* group (R-WF-7): ShortAttempts polls
+// PollingTier is one polling.<tier>.* group: ShortAttempts polls
 // every ShortInterval, then every LongInterval until Timeout.
 type PollingTier struct {
 	ShortInterval time.Duration
@@ -227,7 +227,7 @@ type Idempotency struct {
 	TTL             time.Duration
 	CleanupInterval time.Duration
 	// InFlightLease is how long an IN_FLIGHT key belongs to the request
-	// that took it before a retry may take it over (R-IDEM-2).
+	// that took it before a retry may take it over.
 	InFlightLease time.Duration
 }
 
@@ -249,8 +249,7 @@ func (s *Snapshot) Breaker() Breaker {
 	return Breaker{Failures: s.num(KeyBreakerFailures), OpenFor: s.dur(KeyBreakerOpenFor)}
 }
 
-// Instance is instance.* and the global rate-limit switch that uses it
-// (R-RL-2).
+// Instance is instance.* and the global rate-limit switch that uses it.
 type Instance struct {
 	ID                string
 	HeartbeatInterval time.Duration

@@ -171,14 +171,14 @@ func (s *Snapshot) Location() (*time.Location, Resolution) {
 
 // TrustedProxies returns ratelimit.trustedProxies as prefixes (a single IP
 // is a /32 or /128). The client address is the right-most X-Forwarded-For
-// hop not inside one of them (R-RL-1).
+// hop not inside one of them.
 func (s *Snapshot) TrustedProxies() ([]netip.Prefix, Resolution) {
 	p, _ := s.vals[KeyRateLimitTrustedProxies].([]netip.Prefix)
 	return slices.Clone(p), s.res[KeyRateLimitTrustedProxies]
 }
 
 // IdentityTrustedProxies returns the peers whose auth-proxy login headers
-// are believed (R-ID-1); empty means none.
+// are believed; empty means none.
 func (s *Snapshot) IdentityTrustedProxies() ([]netip.Prefix, Resolution) {
 	p, _ := s.vals[KeyIdentityTrustedProxies].([]netip.Prefix)
 	return slices.Clone(p), s.res[KeyIdentityTrustedProxies]
@@ -243,8 +243,8 @@ func (s *Snapshot) GitLabToken(name string) (token string, ok bool, res Resoluti
 // GitLabTokenNames lists the configured bot token names, sorted.
 func (s *Snapshot) GitLabTokenNames() []string { return sortedKeys(s.gitlabTok) }
 
-// HTTPTimeout returns the deadline for outbound calls to dependency
-// (R-EXT-1). It is never 0: every call has a deadline.
+// HTTPTimeout returns the deadline for outbound calls to dependency.
+// It is never 0: every call has a deadline.
 func (s *Snapshot) HTTPTimeout(dependency string) (time.Duration, Resolution) {
 	d := strings.ToLower(dependency)
 	key := famHTTP + "." + d

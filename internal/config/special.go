@@ -12,7 +12,7 @@ import (
 
 	// Zone data is embedded so access.timezone means the same on every
 	// host, including minimal containers without /usr/share/zoneinfo
-	// (R-ACC-1: never the host's idea of time). Costs ~450 KB of binary.
+	// (never the host's idea of time). Costs ~450 KB of binary.
 	_ "time/tzdata"
 )
 
@@ -218,7 +218,7 @@ func resolveProxies(it *item, r raw, _ map[string]any) result {
 }
 
 // resolveTimezone loads the zone windows are read in. "Local" is refused:
-// R-ACC-1 says one fixed zone, never the host's, so the same file means the
+// Access windows use one fixed zone, never the host's, so the same file means the
 // same hours on every instance. An unknown zone yields a nil location, which
 // Target.Open treats as "outside every window".
 func resolveTimezone(it *item, r raw, _ map[string]any) result {

@@ -40,7 +40,7 @@ type Target struct {
 //     "2026-12-01T09:00:00+01:00" pins the instant).
 //
 // Start is inclusive, end exclusive. Anything missing or malformed makes
-// the window invalid, which means outside (R-ACC-1).
+// the window invalid, which means outside.
 type Window struct {
 	// Start and End are the bounds as configured, for display.
 	Start, End string
@@ -90,7 +90,7 @@ func (w Window) String() string {
 	return fmt.Sprintf("%s–%s %s", w.Start, w.End, zone)
 }
 
-// Open implements R-ACC-1 for this target at now: OPEN is open, CLOSED is
+// Open decides the access window for this target at now: OPEN is open, CLOSED is
 // closed, TEST_WINDOW is open only inside a well-formed window in
 // access.timezone. why is a short operator-facing explanation (for logs and
 // the TARGET_NOT_OPEN detail).

@@ -2,8 +2,8 @@ package domain
 
 import "strings"
 
-// AccessMode says whether users may request a binding to a target right now
-// (R-ACC-1). It is configuration, resolved per request, so a typo must never
+// AccessMode says whether users may request a binding to a target right now.
+// It is configuration, resolved per request, so a typo must never
 // open a restricted resource: see ParseAccessMode.
 type AccessMode string
 

@@ -9,7 +9,7 @@ type BindingStatus string
 const (
 	// BindingApprovalSending: written by submission just before the approval
 	// system is called; left when the call returns (SENT) or a callback
-	// arrives first (the callback guard accepts SENDING, R-WF-5).
+	// arrives first (the callback guard accepts SENDING).
 	BindingApprovalSending BindingStatus = "APPROVAL_SENDING"
 	// BindingApprovalSent: the approval system has the request; left by the
 	// approval callback.

@@ -46,11 +46,11 @@ const (
 )
 
 // GenericMessage is the only message a client ever sees for a server-side
-// failure: the cause stays in the log (R-ERR-1).
+// failure: the cause stays in the log.
 const GenericMessage = "Something went wrong on our side. Please try again later."
 
 // AccessDeniedMessage is the fixed 403 message, so a rejected caller cannot
-// learn which permission the route needs (R-AUTH-1).
+// learn which permission the route needs.
 const AccessDeniedMessage = "Access denied"
 
 // Error is the one typed error of the system. Message is safe to show to a

@@ -46,10 +46,10 @@ const (
 	// Left by the poll (running, passed, failed) or the create failure.
 	StepCreateMRCreated StepStatus = 10007
 	// StepCreatePipelineRunning: the check pipeline runs and is polled in
-	// tiers (R-WF-7); left by passed, failed or timed out.
+	// tiers; left by passed, failed or timed out.
 	StepCreatePipelineRunning StepStatus = 10008
-	// StepCreatePoolRejected: the worker pool refused a creation-phase action
-	// (R-WF-3), persisted so pollers see a failure; binding CREATE_FAILED.
+	// StepCreatePoolRejected: the worker pool refused a creation-phase action,
+	// persisted so pollers see a failure; binding CREATE_FAILED.
 	// Left by an operator's retrigger (next_action still names the action).
 	StepCreatePoolRejected StepStatus = 10009
 	// StepCreateApprovalSubmitting: the approval submit is due (binding
@@ -156,7 +156,7 @@ const (
 // the result; a person confirms. The binding stays where it was.
 const (
 	// StepHandlePipelinePending: the pipeline poll after a rebase timed out
-	// (R-WF-7: timeout is not failure). Left by an operator or a GitLab
+	// (timeout is not failure). Left by an operator or a GitLab
 	// pipeline webhook.
 	StepHandlePipelinePending StepStatus = 10501
 	// StepHandleMergeUnknown: the merge answer was lost and reading the MR

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The central transition table (R-WF-2, I7): every legal (from → to) move
+// The central transition table (I7): every legal (from → to) move
 // of both state layers. Every state write is checked against it before it
 // is written; docs/workflow.md shows both maps (generated, and a test keeps
 // them equal). A from-state of "" (binding) or StepNone (step) is the

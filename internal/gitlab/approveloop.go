@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/config"
 )
 
-// LoopSettings are approval.maxRetries and approval.backoffMs (R-WF-6).
+// LoopSettings are approval.maxRetries and approval.backoffMs.
 type LoopSettings struct {
 	// MaxRetries is how many times a failed approve is retried; negative
 	// is treated as 0 (one attempt), as the seed does.
@@ -36,8 +36,8 @@ type ApprovalReader interface {
 	GetApprovals(ctx context.Context, bot Bot, project string, iid int64) (Approvals, error)
 }
 
-// ApproveAsBot gives bot's approval of the MR, safely re-runnable (R-WF-6,
-// seed MR lifecycle §3.4):
+// ApproveAsBot gives bot's approval of the MR, safely re-runnable
+// (seed MR lifecycle §3.4):
 //
 //   - Before every attempt it reads the approvals with bot's own token;
 //     user_has_approved ends the loop with success and no approve call, so

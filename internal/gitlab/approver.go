@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Approver gives one bot's approval of an MR at sha (R-WF-8). Every
+// Approver gives one bot's approval of an MR at sha. Every
 // implementation reports failures as a *Error with the real HTTP status,
 // so the approval loop and its 401 handling are the same whichever runs.
 type Approver interface {

@@ -7,8 +7,8 @@ import (
 	"changeflow/internal/outbound"
 )
 
-// guard applies the per-call deadline and the GitLab circuit breaker
-// (R-EXT-1). There is one guard per dependency: every bot's client and the
+// guard applies the per-call deadline and the GitLab circuit breaker.
+// There is one guard per dependency: every bot's client and the
 // direct-HTTP approver share it, because they all fail together when
 // GitLab is down.
 type guard struct {

@@ -1,8 +1,8 @@
 // Package gitlab is changeflow's port to GitLab and its adapter over the
 // official client library (gitlab.com/gitlab-org/api/client-go), plus the
 // approval pieces the workflow builds on: the Approver component with its
-// client-library and direct-HTTP (check items) implementations (R-WF-8) and
-// the bot approval loop (R-WF-6).
+// client-library and direct-HTTP (check items) implementations and
+// the bot approval loop.
 //
 // Nothing from the client library leaks out: the port speaks this
 // package's types, and every failure is a *Error carrying the real HTTP
@@ -145,7 +145,7 @@ type Comparison struct {
 }
 
 // CheckItemsAPI is the part of GitLab the client library cannot express:
-// the company's approve-with-check-items extension (R-WF-8, docs/adapters.md), spoken in
+// the company's approve-with-check-items extension (docs/adapters.md), spoken in
 // plain HTTP with the same tokens, deadline and breaker as GitLab.
 type CheckItemsAPI interface {
 	// CheckItems reads the project's required check items
@@ -284,7 +284,7 @@ type Approvals struct {
 	ApprovalsLeft   int64
 }
 
-// CheckItem is one required check item of a project (R-WF-8).
+// CheckItem is one required check item of a project.
 type CheckItem struct {
 	Key     string `json:"key"`
 	Version int    `json:"version"`

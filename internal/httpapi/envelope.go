@@ -18,7 +18,7 @@ type Envelope struct {
 	Data    any         `json:"data"`
 }
 
-// statusOf is the one table from error code to HTTP status (R-ERR-1). A code
+// statusOf is the one table from error code to HTTP status. A code
 // that is not here is a server error: unknown must never look like success
 // or like the client's fault.
 var statusOf = map[domain.Code]int{
@@ -81,7 +81,7 @@ const (
 // writeError maps err onto the envelope and logs it at the level its class
 // deserves: client errors at warn with the detail, server errors at error
 // with the cause, and the client of a server error sees only the generic
-// message (R-ERR-1). An error that is not a *domain.Error is a server error
+// message. An error that is not a *domain.Error is a server error
 // whatever its text says, so no driver or upstream message can leak.
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	var de *domain.Error

@@ -16,8 +16,8 @@ import (
 // allowlist only (route.business) — an explicit list, not a wildcard, so
 // unrelated traffic never reaches it. It runs after rate limiting and
 // authorization, so refused requests are not counted here. "received" is
-// counted on arrival, "succeeded" after completion for 2xx only
-// (R-MET-1). Labels are the route pattern and the stage: bounded.
+// counted on arrival, "succeeded" after completion for 2xx only.
+// Labels are the route pattern and the stage: bounded.
 type activity struct {
 	logger  *slog.Logger
 	counter *prometheus.CounterVec

@@ -81,7 +81,7 @@ type ConfigSource interface {
 // WorkSubmitter runs an operation's due action now if the worker pool
 // takes it; *workflow.Engine implements it. A pool refusal is persisted
 // by the engine as the action's declared failure before it returns, so a
-// poller sees "failed", never "processing" (R-LRO-1).
+// poller sees "failed", never "processing".
 type WorkSubmitter interface {
 	Submit(ctx context.Context, operationID string) (ok bool, err error)
 }

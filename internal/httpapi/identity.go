@@ -16,8 +16,8 @@ type IdentityResolver interface {
 // resolveIdentity is the outer link that resolves the caller once per
 // request, before the mux and every per-route link, and stores the
 // Resolution in the context: rate limiting keys on it, authorization
-// decides on it, metrics and handlers read it — one answer for all of them
-// (R-ID-1). It never writes a response. A request whose context already
+// decides on it, metrics and handlers read it — one answer for all of them.
+// It never writes a response. A request whose context already
 // carries a Resolution keeps it, so nothing is resolved twice. With no
 // resolver every caller is anonymous, which denies every protected route.
 func (s *Server) resolveIdentity(next http.Handler) http.Handler {

@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/store/storetest"
 )
 
-// TestSabotagedMetricsChangeNoResponse proves R-MET-1 across the whole
+// TestSabotagedMetricsChangeNoResponse proves the metrics rules across the whole
 // server: two identical worlds, one whose every HTTP and business metric
 // recorder panics, answer the same sequence of requests — every route
 // kind, success and failure, user, ops, callbacks, unmatched — with the

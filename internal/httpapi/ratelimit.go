@@ -46,7 +46,7 @@ type RateLimiting struct {
 	// missing limit means no limiting.
 	Config RateLimitConfig
 	// Quota divides a limit among the live instances when
-	// ratelimit.global.enabled is on (R-RL-2); nil keeps per-instance
+	// ratelimit.global.enabled is on; nil keeps per-instance
 	// limits whatever the switch says.
 	Quota RateLimitQuota
 	// Now is the clock; nil means time.Now.
@@ -75,8 +75,8 @@ type rateLimiter struct {
 
 // newRateLimiter builds the link state and registers
 // changeflow_rate_limited_total. The counter is labelled by bucket only —
-// never by subject — so its series stay bounded by the number of buckets
-// (R-MET-1). A registry that refuses it leaves the counter unregistered:
+// never by subject — so its series stay bounded by the number of buckets.
+// A registry that refuses it leaves the counter unregistered:
 // rate limiting works the same, only the series is missing (and logged).
 func newRateLimiter(d Deps) *rateLimiter {
 	rl := &rateLimiter{deps: d.RateLimit, logger: d.Logger}

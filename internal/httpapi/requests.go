@@ -17,7 +17,7 @@ import (
 	"changeflow/internal/workflow"
 )
 
-// headerReplayed marks a replayed response (R-IDEM-1).
+// headerReplayed marks a replayed response.
 const headerReplayed = "Idempotent-Replayed"
 
 // submitMessage is the 429 text of the apply bucket (seed 3.2).
@@ -28,7 +28,7 @@ type acceptedData struct {
 	OperationID string `json:"operationId"`
 }
 
-// handleSubmit is POST /api/requests (docs/api.md, "User endpoints", R-IDEM-1).
+// handleSubmit is POST /api/requests (docs/api.md, "User endpoints").
 //
 // The chain has already run rate limiting (bucket apply) and the login
 // check; the body is read only now, so a malformed body from a caller
@@ -238,7 +238,7 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 	// The first state and the first action come from the workflow's entry
 	// row for the switch in force; the action is scheduled in the same
 	// transaction (due at once), so the request is durable work from the
-	// moment it exists and the engine's pool picks it up (R-LRO-1): the
+	// moment it exists and the engine's pool picks it up: the
 	// 202 never waits for the approval system or GitLab.
 	entry := workflow.Entry(snap.Workflow().ApproveFirst)
 	// A re-application while the access is in effect renews it once its

@@ -24,7 +24,7 @@ const (
 )
 
 // IdempotencyCleanup is the service that removes expired idempotency
-// records (R-IDEM-1) every idempotency.cleanupInterval, read from the
+// records every idempotency.cleanupInterval, read from the
 // configuration before each wait so a reload applies from the next run.
 // Every instance may run it: the deletes re-check expiry by the DB clock
 // and touch disjoint or already-deleted rows, so overlapping runs are

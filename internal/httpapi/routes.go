@@ -181,7 +181,7 @@ func (s *Server) handle(rt route) {
 
 // apiMetrics counts arrival before the handler and status and latency
 // after it. It never writes a response and never reads the body; the
-// recorder itself swallows its own failures (R-MET-1).
+// recorder itself swallows its own failures.
 func (s *Server) apiMetrics(pattern string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.deps.Metrics.RequestReceived(pattern, r.Method)

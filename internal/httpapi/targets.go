@@ -25,7 +25,7 @@ type targetView struct {
 }
 
 // handleTargets is GET /api/targets: every configured target with its
-// access state right now (R-ACC-1), read from the configuration in force
+// access state right now, read from the configuration in force
 // on each request so a reload shows at once, and what the caller holds or
 // has under way on it (mine), so the page offers what applies to them —
 // renew or give back what they hold — rather than a request the server

@@ -61,7 +61,7 @@ type previewEntry struct {
 // client mistake a typo for GitLab being down. Otherwise it is advisory,
 // so on any failure — bad days, GitLab down or slow, no project
 // configured, a binding file that does not parse — it answers 200 OK with
-// empty data ({}) and logs why (R-ERR-4): a preview never blocks a user
+// empty data ({}) and logs why: a preview never blocks a user
 // from submitting, and the submission itself validates properly.
 func (s *Server) handlePreview() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,8 +12,8 @@ import (
 	"changeflow/internal/outbound"
 )
 
-// DependencySettings are the outbound-call settings of one dependency
-// (R-EXT-1), read per call so configuration reloads apply: Timeout bounds
+// DependencySettings are the outbound-call settings of one dependency,
+// read per call so configuration reloads apply: Timeout bounds
 // each call (≤ 0 means 5s: every call has a deadline); BreakerFailures
 // consecutive failures open the breaker (≤ 0 means 5) for BreakerOpenFor
 // (≤ 0 means 30s).

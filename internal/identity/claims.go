@@ -87,7 +87,7 @@ var (
 	ErrUnverifiedEmail = errors.New("oidc: email is not verified")
 )
 
-// MapClaims maps a verified token's claims to an identity (R-SEC-1). The
+// MapClaims maps a verified token's claims to an identity. The
 // account comes from exactly one claim, p.AccountClaim, matched on exactly
 // one directory field, p.AccountField. Nothing else is consulted:
 // preferred_username (which many issuers let the user edit) counts only

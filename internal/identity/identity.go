@@ -1,5 +1,5 @@
 // Package identity resolves who is calling: one resolver shared by
-// business logic, rate limiting and metrics (R-ID-1). The HTTP edge
+// business logic, rate limiting and metrics. The HTTP edge
 // resolves each request once and stores the Resolution in the request's
 // context; every consumer reads it from there, so the three can never
 // disagree about a caller again (the seed's "three copies" limitation).

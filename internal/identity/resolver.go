@@ -53,7 +53,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Resolver is the one identity resolver (R-ID-1). The HTTP edge calls
+// Resolver is the one identity resolver. The HTTP edge calls
 // Resolve once per request and stores the result with NewContext;
 // business logic, rate limiting and metrics read it from there.
 type Resolver struct {

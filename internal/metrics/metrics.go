@@ -1,5 +1,5 @@
 // Package metrics owns changeflow's Prometheus registry and the guarded
-// recorders every other package goes through. The rules of R-MET-1 live
+// recorders every other package goes through. The metrics rules live
 // here once: a recorder never panics into its caller, never blocks a
 // request on its own failure, and never emits an empty, invalid or
 // unbounded label value.
@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// MaxLabelLen bounds every label value (R-MET-1: truncate to 128).
+// MaxLabelLen bounds every label value (truncate to 128).
 const MaxLabelLen = 128
 
 // Metrics is the process's registry plus the HTTP series. It is created in
@@ -247,7 +247,7 @@ func (m *Metrics) SecurityEvent(kind string) {
 
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
-// exists for the tests that prove R-MET-1 across whole servers — metrics
+// exists for the tests that prove the metrics rules across whole servers — metrics
 // never change a response — and is never called in production code.
 func (m *Metrics) Sabotage() {
 	broken := func() *prometheus.CounterVec {

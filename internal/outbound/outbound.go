@@ -1,5 +1,5 @@
 // Package outbound is the plumbing every outbound HTTP client of the
-// service shares (R-EXT-1): the per-dependency settings with their clamped
+// service shares: the per-dependency settings with their clamped
 // fallbacks, the circuit breaker rebuilt when breaker.* changes, the error
 // carrying the real HTTP status, and the one-request helper that gives a
 // call its deadline and bounds what it reads. The approval, permission,

@@ -1,7 +1,7 @@
-// Package permission is the client of the permission service (R-AUTH-1):
+// Package permission is the client of the permission service:
 // POST {permission.baseURL}/v1/check {subject, ruleCodes} answers
 // {granted:[…]}. All a route's rule codes go in one round trip. Every call
-// has a deadline and passes a circuit breaker (R-EXT-1); any failure is an
+// has a deadline and passes a circuit breaker; any failure is an
 // error, which the authorization link turns into a denial.
 package permission
 

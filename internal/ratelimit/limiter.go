@@ -1,8 +1,8 @@
-// Package ratelimit is changeflow's rate limiter (R-RL-1): a sliding-window
+// Package ratelimit is changeflow's rate limiter: a sliding-window
 // log per key, atomic per key, sharded so that keys do not contend on one
 // lock, and garbage-collected so that memory stays bounded however many
 // distinct callers come and go. It also holds the optional global quota of
-// R-RL-2 (instances.go), which divides a limit among the live instances.
+// the global quota (quota.go), which divides a limit among the live instances.
 //
 // The limiter has no clock of its own: every call passes now, so tests
 // drive time and the HTTP link reads one injectable clock.

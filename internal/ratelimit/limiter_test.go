@@ -171,7 +171,7 @@ func TestIdleBucketsAreReclaimedOnAccess(t *testing.T) {
 	}
 }
 
-// TestMillionCallersLeaveNoFootprint is the memory test of R-RL-1: a
+// TestMillionCallersLeaveNoFootprint is the rate limiter's memory test: a
 // million distinct callers, the window passes, a few keys stay active and
 // a sweep runs — the limiter returns to (nearly) its empty size.
 func TestMillionCallersLeaveNoFootprint(t *testing.T) {

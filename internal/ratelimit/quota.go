@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/config"
 )
 
-// Global quota (R-RL-2). The seed's limitation: rate limiting is per
+// Global quota. The seed's limitation: rate limiting is per
 // instance, so the effective quota is "limit × instances". Without a shared
 // cache, each instance heartbeats into the database and counts the live
 // ones; a limit then becomes ceil(limit / live) per instance. The split is

@@ -8,7 +8,7 @@ import (
 	"changeflow/internal/domain"
 )
 
-// Delivery dedupe (I4, R-WF-5 first layer): every callback and webhook is
+// Delivery dedupe (I4, the first layer): every callback and webhook is
 // recorded by the id its sender gives the delivery, with a plain INSERT on
 // a unique key. A duplicate key means "already delivered": the insert
 // returns false and the caller answers 2xx DUPLICATE without acting again.

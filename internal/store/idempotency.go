@@ -12,7 +12,7 @@ import (
 )
 
 // IdempotencyOutcome is the answer to "may this request proceed?" for an
-// idempotency key (R-IDEM-1).
+// idempotency key.
 type IdempotencyOutcome int
 
 // The outcomes of IdempotencyBegin.
@@ -129,7 +129,7 @@ type IdempotencyResult struct {
 }
 
 // IdempotencyBegin decides whether a request under (p.Subject, p.Key) may
-// proceed (seed §3.4 checkOrInsert, extended by R-IDEM-1 and R-IDEM-2):
+// proceed (check-or-insert, with expiry and takeover):
 //
 //  1. look up the caller's key: a live record answers at once (Duplicate
 //     with the stored response, InFlight, or KeyReused when the request

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Instance heartbeats (R-RL-2): each running instance upserts its row in
+// Instance heartbeats: each running instance upserts its row in
 // instance_heartbeat every instance.heartbeatInterval, and the global rate
 // limit divides a limit by the number of rows beaten within
 // instance.liveAfter. Both the write and the comparison use the database

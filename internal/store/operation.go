@@ -165,7 +165,7 @@ type OperationCreateParams struct {
 	Actor string
 	// NextAction, when set, schedules the workflow's first action in the
 	// same transaction, due at once (DB clock): durable from the moment the
-	// request exists (R-WF-9). A submission that schedules work must start
+	// request exists. A submission that schedules work must start
 	// from the transition table's entry row (domain.CheckEntry).
 	NextAction string
 }
@@ -194,7 +194,7 @@ const maxOperationIDLen = 64
 // OperationCreate inserts a new operation in p.Step, with version 1, and its
 // first step-history row, in one transaction. An operationId that already
 // exists is an error wrapping domain.ErrDuplicate: the caller answers it
-// through the idempotency record (R-IDEM-1), which knows the winner.
+// through the idempotency record, which knows the winner.
 //
 // Most callers want OperationSubmit, which also applies the binding.
 func (s *Store) OperationCreate(ctx context.Context, p OperationCreateParams) (Operation, error) {

@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/domain"
 )
 
-// Reconciliation's reads (R-WF-11, MR lifecycle §3.7). The scan never
+// Reconciliation's reads (MR lifecycle §3.7). The scan never
 // writes: every flip goes through BindingMarkValidated, the method the
 // deploy callback uses, so the two paths racing flip a binding once.
 

@@ -110,7 +110,7 @@ type BindingMove struct {
 }
 
 // TransitionParams moves one operation's step and, optionally, its
-// binding's status, together (R-WF-1: two-layer state in one transaction).
+// binding's status, together (two-layer state in one transaction).
 type TransitionParams struct {
 	OperationID string
 	FromStep    int
@@ -250,8 +250,8 @@ func bindingMoveText(p TransitionManyParams) string {
 	return fmt.Sprintf(" (binding %s → %s)", p.BindingFrom, p.BindingTo)
 }
 
-// checkTable checks the move against the central transition table (R-WF-2,
-// I7): the step from FromStep to ToStep and, when bindings move, the
+// checkTable checks the move against the central transition table
+// (I7): the step from FromStep to ToStep and, when bindings move, the
 // binding from BindingFrom to BindingTo. The guarded UPDATEs write only
 // rows that are still in exactly these from-states, so checking the
 // parameters checks every row that can be written. An illegal move is a

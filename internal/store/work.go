@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/domain"
 )
 
-// Durable execution (R-WF-9): the next action of every in-flight request
+// Durable execution: the next action of every in-flight request
 // and when it is due live in its operation row (next_action, due_at).
 // Workers on every instance take due rows with a guarded UPDATE that
 // writes an owner and a lease expiry from the DB clock, run one step, and
@@ -169,7 +169,7 @@ type WorkCompleteParams struct {
 	Binding domain.BindingStatus
 	// UnlessStopped writes Step and Binding only when the stored step is
 	// not already a failed or pending step: the safety net's declared
-	// failure loses to a more specific state the step wrote itself (R-WF-4).
+	// failure loses to a more specific state the step wrote itself.
 	UnlessStopped bool
 	// NextAction is the action to run next, due Delay after the DB clock;
 	// "" with KeepAction false clears it (the request needs no more work).
@@ -390,8 +390,8 @@ func bindingMove(ctx context.Context, tx *sql.Tx, d Dialect, b Binding, to domai
 		string(to), b.ID, string(b.Status), b.Version)
 }
 
-// WorkReject persists the worker pool's refusal of a claimed operation
-// (R-WF-3, R-LRO-1): the step's declared rejection state is written
+// WorkReject persists the worker pool's refusal of a claimed operation:
+// the step's declared rejection state is written
 // through the same checked transition as any outcome, next_action is kept
 // (a retrigger resumes it) and the row is no longer due, so a poller sees
 // "failed", never "processing".

@@ -10,8 +10,8 @@ import (
 	"changeflow/internal/domain"
 )
 
-// WorkCallbackParams is a callback's transition of the request it is for
-// (R-WF-5): the guard, the two-layer state to write and the work to
+// WorkCallbackParams is a callback's transition of the request it is for:
+// the guard, the two-layer state to write and the work to
 // schedule, all in one transaction.
 type WorkCallbackParams struct {
 	OperationID string

@@ -39,7 +39,7 @@ import (
 // Errors the engine answers better itself are passed through: a busy
 // database and a spent lease deadline are retries, a lost lease drops the
 // outcome, a stopping instance gives the work back. A panic is an error
-// here too (the safety net's contract, R-WF-4).
+// here too (the safety net's contract).
 //
 // Retries that run out are answered the same way, through the engine's
 // Declaration.OnExhausted (batchDecl): a step whose transient answers
@@ -96,7 +96,7 @@ func (d Deps) batchStepFailed(ctx context.Context, w Work, fail Failure, err err
 // failureLegal reports whether the driver may move to fail from its
 // current state (both layers, the grant's vocabulary as the batch path
 // reads it), and is not already stopped in a failure of its own (which
-// wins, as over the safety net: R-WF-4). A failed read answers false: the
+// wins, as over the safety net). A failed read answers false: the
 // driver then keeps its state, which is always legal.
 func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fail Failure) bool {
 	states, err := d.Store.BatchMemberStates(ctx, batchID)

@@ -13,7 +13,7 @@ import (
 
 // ApprovalEvent is an approval callback as the workflow acts on it
 // (docs/api.md, "Callbacks"), after the HTTP layer authenticated, parsed and recorded it once
-// by its delivery id (the first layer of R-WF-5).
+// by its delivery id (the first layer of dedupe).
 type ApprovalEvent struct {
 	DeliveryKey string
 	ApprovalID  string
@@ -60,7 +60,7 @@ const (
 	CallbackDeferred
 )
 
-// approvalWaiting is the callback guard's waiting set (R-WF-5): SENDING is
+// approvalWaiting is the callback guard's waiting set: SENDING is
 // in it because the decision can arrive before SENT is written.
 var approvalWaiting = []domain.BindingStatus{domain.BindingApprovalSending, domain.BindingApprovalSent}
 
@@ -79,7 +79,7 @@ func NewCallbacks(d Deps, e *Engine) *Callbacks { return &Callbacks{d: d, e: e} 
 // transaction with the work it schedules (store.WorkCallbackApply):
 // ownership by operationId (a re-applied binding has a newer one), the
 // waiting set {APPROVAL_SENDING, APPROVAL_SENT}, then by payload shape
-// (R-WF-12) — ext.mrId present = legacy, so approvals sent before a
+// — ext.mrId present = legacy, so approvals sent before a
 // switch of workflow.approveFirst finish on the flow they began:
 //
 //   - APPROVED, legacy → HANDLE_STARTED, MERGING, approve;
@@ -203,8 +203,8 @@ func (d Deps) batching(op store.Operation) bool {
 }
 
 // Deploy marks in effect (MERGED → VALIDATED) the requests of the MR the
-// deployment reports, matched exactly by project and MR iid (R-WF-11,
-// beyond the seed's watermark). The flip (store.BindingMarkValidated) is
+// deployment reports, matched exactly by project and MR iid
+// (beyond the seed's watermark). The flip (store.BindingMarkValidated) is
 // the only path to the success side effect (Deps.OnValidated, I9): a
 // duplicate, a race with reconciliation or a callback for a request not
 // yet MERGED flips nothing and emits nothing. MERGED is written only by

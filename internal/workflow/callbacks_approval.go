@@ -180,7 +180,7 @@ func (d Deps) refuseApproval(ctx context.Context, ev ApprovalEvent, reason strin
 // (store.WorkCallbackApply), bound to bind under the row locks. The flow
 // is the database's: an operation with an MR is on the legacy flow
 // (bind checked that ext.mrId agrees), so approvals sent before a switch
-// of workflow.approveFirst finish on the flow they began (R-WF-12):
+// of workflow.approveFirst finish on the flow they began:
 //
 //   - APPROVED, legacy → HANDLE_STARTED, MERGING, approve;
 //   - APPROVED, approve-first, target without batching → CREATE_STARTED,

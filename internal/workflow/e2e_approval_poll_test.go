@@ -131,7 +131,7 @@ func TestApprovalPollAppliesALostCallback(t *testing.T) {
 // TestApprovalPollClosesALostRejection: a legacy request whose rejection's
 // callback is lost is closed as the callback would close it — REJECTED,
 // close_mr scheduled because the approval carries ext.mrId (the flow by
-// payload shape, R-WF-12), the MR closed.
+// payload shape), the MR closed.
 func TestApprovalPollClosesALostRejection(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {

@@ -99,7 +99,7 @@ func TestEarlyDeployCallback(t *testing.T) {
 
 // TestStepOrderSwitchMidFlight: workflow.approveFirst is switched on while
 // a legacy approval is pending; its callback carries ext.mrId, so it
-// finishes on the legacy flow (R-WF-12), and a request submitted after
+// finishes on the legacy flow, and a request submitted after
 // the switch takes the approve-first flow.
 func TestStepOrderSwitchMidFlight(t *testing.T) {
 	t.Parallel()
@@ -129,7 +129,7 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 // direct-HTTP approver sends the project's check items (read once, cached
 // per project); when GitLab's list changes between two requests, the
 // first approve of the second request answers 422 with the current list,
-// and the approver rebuilds and retries exactly once (R-WF-8).
+// and the approver rebuilds and retries exactly once.
 func TestCheckItemsChangeSelfHeals(t *testing.T) {
 	t.Parallel()
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {

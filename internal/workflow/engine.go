@@ -256,7 +256,7 @@ func (e *Engine) RunDue(ctx context.Context) (int, error) {
 }
 
 // Submit runs operationID's due action now if the pool takes it (the
-// async entry, R-WF-3). A refusal is persisted as the action's declared
+// async entry). A refusal is persisted as the action's declared
 // rejection state before Submit returns, so a poller sees "failed", never
 // "processing"; the error then wraps ErrPoolFull. A row that is not due
 // or is held elsewhere returns ok false.

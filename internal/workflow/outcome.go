@@ -1,4 +1,4 @@
-// Package workflow is changeflow's durable step engine (R-WF-9): the next
+// Package workflow is changeflow's durable step engine: the next
 // action of every in-flight request and when it is due live in its
 // operation row; engines on every instance claim due rows under a lease,
 // run one registered Step each in a bounded pool, and record the step's
@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Transition is the state a step's outcome writes: both layers (R-WF-1),
+// Transition is the state a step's outcome writes: both layers,
 // checked against the central table (I7). Zero fields leave a layer alone.
 type Transition struct {
 	Step    domain.StepStatus
@@ -49,7 +49,7 @@ const (
 	// stops in the given (more specific) failure state.
 	OutcomeFail
 	// OutcomeTimedOut: a poll ran out of time; the outcome is unknown
-	// (R-WF-7) — distinct from failed, for hints and metrics.
+	// — distinct from failed, for hints and metrics.
 	OutcomeTimedOut
 )
 

@@ -8,7 +8,7 @@ import (
 
 // NextPoll returns how long to wait before poll number attempt+1, after
 // poll number attempt (1-based) found the remote state unsettled, and
-// whether the poll timed out instead (R-WF-7): the first ShortAttempts
+// whether the poll timed out instead: the first ShortAttempts
 // polls are followed by ShortInterval, later ones by LongInterval, and
 // once the intervals scheduled so far add up to Timeout the poll is over.
 //

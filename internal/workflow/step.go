@@ -10,7 +10,7 @@ import (
 // Step is one action of the workflow. Run must be safe to run twice (a
 // crash or a lost lease re-runs it): it reads remote state before it
 // writes. It must not sleep; it returns an Outcome and the engine persists
-// it. An error or a panic leaves the declared failure state (R-WF-4).
+// it. An error or a panic leaves the declared failure state.
 type Step interface {
 	// Declare names the step's failure states. Called once at Register.
 	Declare() Declaration
@@ -25,7 +25,7 @@ type Declaration struct {
 	// panics, unless the row already shows a more specific failed or
 	// pending step. Required.
 	OnError Failure
-	// OnReject is written when the worker pool refuses the work (R-WF-3);
+	// OnReject is written when the worker pool refuses the work;
 	// zero means OnError.
 	OnReject Failure
 	// OnExhausted, when set, answers a run whose retries ran out — a

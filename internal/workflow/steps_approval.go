@@ -16,14 +16,14 @@ import (
 //
 // The binding is APPROVAL_SENDING before the call (legacy: written here
 // as progress; approve-first: written at submission) and APPROVAL_SENT
-// after it. The decision's callback may arrive before SENT is written
-// (R-WF-5): the sink accepts SENDING as waiting, moves the request on and
+// after it. The decision's callback may arrive before SENT is written:
+// the sink accepts SENDING as waiting, moves the request on and
 // pre-empts this step's lease, so this step's own SENT write is then
 // dropped (ErrPreempted) instead of moving the request back.
 //
 // The flow is decided by what the database holds: an operation with an
 // MR is on the legacy flow and its form carries ext.mrId, which is how
-// the callback tells the flows apart (R-WF-12).
+// the callback tells the flows apart.
 func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 	op := w.Operation
 	if domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting {

@@ -182,7 +182,7 @@ func (d Deps) retryLater(err error, reason string) Outcome {
 	return out
 }
 
-// Declarations of the business steps (R-WF-4): the state the safety net
+// Declarations of the business steps: the state the safety net
 // leaves on an error or panic, and on a pool refusal.
 var (
 	createDecl = Declaration{

@@ -53,7 +53,7 @@ func (h *handle) read(ctx context.Context) (gitlab.MR, error) {
 	return h.d.GitLab.GetMR(ctx, h.project, h.w.Operation.MRIID)
 }
 
-// merged finishes as merged (R-WF-6: an MR found merged is not approved
+// merged finishes as merged (an MR found merged is not approved
 // or merged again — a second approve would be refused and recorded as a
 // false "approval failed"). The table has HANDLE_MERGED after approval or
 // a rebase; from a running pipeline the row passes HANDLE_APPROVED first.
@@ -79,7 +79,7 @@ type stepEnd struct {
 // the row is already at entry's step or at one of alsoAt (the step runs
 // again — a retry, a lease taken over — or resumes its own later stage; a
 // zero entry writes nothing); then the MR read before anything is written
-// to it (R-WF-6). A non-nil end ends the step: the MR found merged
+// to it. A non-nil end ends the step: the MR found merged
 // (finish as merged, handle.merged) or closed outside (closedOutside),
 // the read failed (retry, retryOr), or a write failed.
 func (d Deps) beginHandling(ctx context.Context, w Work, entry Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *stepEnd) {
@@ -114,7 +114,7 @@ func closedOutside(mr gitlab.MR) Outcome {
 }
 
 // approve is approve: the two bot approvals, each through
-// gitlab.ApproveAsBot on its own (never retried as a pair, R-WF-6), after
+// gitlab.ApproveAsBot on its own (never retried as a pair), after
 // reading the MR — merged → finish as merged, closed → fail.
 // Approve-first arrives from CREATE_SUCCEEDED/MR_CREATED and first moves
 // to HANDLE_STARTED/MERGING; legacy arrives there from the callback.
@@ -264,7 +264,7 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 }
 
 // pollRebase is poll_rebase: the rebase GitLab runs asynchronously, then
-// the pipeline of the new head, in tiers (R-WF-7). A failed rebase is
+// the pipeline of the new head, in tiers. A failed rebase is
 // HANDLE_REBASE_CONFLICT (deterministic: CONTACT_MAINTAINERS); a failed
 // pipeline HANDLE_PIPELINE_FAILED; a poll that runs out of time is
 // HANDLE_REBASE_PENDING or HANDLE_PIPELINE_PENDING (KEEP_WAITING); a

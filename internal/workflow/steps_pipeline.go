@@ -17,7 +17,7 @@ const (
 )
 
 // pollPipeline is poll_pipeline: one look at the MR's head pipeline, in
-// tiers (polling.pipeline.*, R-WF-7) — passed, failed or timed out:
+// tiers (polling.pipeline.*) — passed, failed or timed out:
 //
 //   - success → legacy: submit_approval (CREATE_SUCCEEDED, MR_CREATED);
 //     approve-first: approve (same state; approve moves it on);

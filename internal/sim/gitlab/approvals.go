@@ -151,7 +151,7 @@ func (s *Server) handleGetApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleGetCheckItems: GET /projects/:id/approval_check_items — the
-// simulator-only extension of R-WF-8, docs/adapters.md (the company's upstream change).
+// simulator-only extension, docs/adapters.md (the company's upstream change).
 func (s *Server) handleGetCheckItems(w http.ResponseWriter, r *http.Request) {
 	p := s.lockProject(w, r)
 	if p == nil {

@@ -60,7 +60,7 @@ func seedUsers() []*user {
 }
 
 // CheckItem is one entry of a project's required approval check items
-// (R-WF-8, docs/adapters.md, a simulator-only extension modelling the company's
+// (docs/adapters.md, a simulator-only extension modelling the company's
 // upstream change). An approve call must acknowledge every configured item
 // at its current version.
 type CheckItem struct {

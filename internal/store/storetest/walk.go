@@ -10,7 +10,7 @@ import (
 
 // Named legal step paths, each from a request's first step to the deploy
 // callback, hop by hop as the workflow writes them. store.Transition checks
-// every write against the central transition table (R-WF-2, I7), so a test
+// every write against the central transition table (I7), so a test
 // that needs an operation in some step gets there by walking one of these
 // paths (WalkTo) instead of jumping; TestNamedPathsAreLegal keeps them
 // legal when the table changes.
