@@ -103,6 +103,14 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     assert.equal(await other.locator('[data-testid=yours]').count(), 0);
     assert.match(await page.locator('tr[data-target=legacy-ftp] .access').innerText(), /^Closed to requests$/);
     await shot(page, 'targets-held');
+    // At a phone's width the row and its buttons fit the window.
+    const phone = await newPage(chrome.browser, server.base, 'alice', { width: 390, height: 800 });
+    await phone.goto('/');
+    await phone.locator('tr[data-target=billing-dashboard] [data-testid=give-back]').waitFor();
+    const { scroll, client } = await phone.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+    assert.ok(scroll <= client, `the Targets page is ${scroll} px wide in a ${client} px window`);
+    await shot(phone, 'targets-held-phone');
+    await phone.context().close();
 
     // Renew opens the renewal form, filled in like the access; submitting
     // it is the confirmation.

@@ -17,7 +17,7 @@ const requestLink = (id: string) => `/requests/${encodeURIComponent(id)}`;
 /** Yours is what the caller holds on the target, in words, with its end
  * and links to the requests concerned. */
 function Yours({ m }: { m?: Mine }) {
-  if (!m) return <span class="muted">—</span>;
+  if (!m) return <span class="muted none">—</span>;
   if (!held(m)) {
     const failed = m.status === 'CREATE_FAILED' || m.status === 'HANDLE_FAILED';
     return (
