@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of the web app's cache and fallback rules (docs/webapp.md, seed
-# 3.8) against a running server: every header and status code a release
+# Smoke test of the web app's cache and fallback rules (docs/webapp.md)
+# against a running server: every header and status code a release
 # depends on. Usage: scripts/smoke-static.sh [BASE_URL]
 # (default http://127.0.0.1:8080, the local run). Exits non-zero on the
 # first mismatch. The browser tests run it against their server.

@@ -4,7 +4,7 @@
 // that a Manager swaps atomically on every successful reload.
 //
 // Every item has a documented fallback chosen by the consequence of
-// misconfiguration (seed 004 §3.3, docs/configuration.md): a rate limit that cannot be read
+// misconfiguration (docs/configuration.md): a rate limit that cannot be read
 // stops limiting rather than blocking everyone, an unknown access mode closes
 // the target, missing authorization rules deny, a broken switch keeps the old
 // workflow, and counts and durations are clamped rather than going negative.

@@ -19,7 +19,7 @@ type Target struct {
 	// File is the binding file in the config repo; defaults to
 	// bindings/<key>.yaml.
 	File string
-	// AccessMode is resolved as in the seed: blank → TEST_WINDOW, unknown →
+	// AccessMode is resolved so: blank → TEST_WINDOW, unknown →
 	// CLOSED.
 	AccessMode domain.AccessMode
 	// Window is the test window, meaningful when AccessMode is TEST_WINDOW.

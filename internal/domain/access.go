@@ -19,8 +19,8 @@ const (
 	AccessClosed AccessMode = "CLOSED"
 )
 
-// ParseAccessMode resolves configuration text exactly as the seed's
-// resolve(): blank → TEST_WINDOW (restricted, the default), trimmed
+// ParseAccessMode resolves configuration text:
+// blank → TEST_WINDOW (restricted, the default), trimmed
 // case-insensitive OPEN / TEST_WINDOW, anything else → CLOSED. known reports
 // whether raw was blank or one of the names, so callers can say why a value
 // fell back. CLOSED written out is unknown to the switch but maps to the same

@@ -94,7 +94,7 @@ func (s BindingStatus) Valid() bool {
 	return false
 }
 
-// BatchStatus is the state of a merge batch, stored as the seed's TINYINT
+// BatchStatus is the state of a merge batch, stored as small integer
 // codes because the generated active_slot column tests them numerically.
 type BatchStatus int
 

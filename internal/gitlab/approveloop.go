@@ -13,7 +13,7 @@ import (
 // LoopSettings are approval.maxRetries and approval.backoffMs.
 type LoopSettings struct {
 	// MaxRetries is how many times a failed approve is retried; negative
-	// is treated as 0 (one attempt), as the seed does.
+	// is treated as 0 (one attempt).
 	MaxRetries int
 	// Backoff before retry n is Backoff << (n-1), each wait capped at
 	// MaxBackoffWait.
@@ -36,8 +36,7 @@ type ApprovalReader interface {
 	GetApprovals(ctx context.Context, bot Bot, project string, iid int64) (Approvals, error)
 }
 
-// ApproveAsBot gives bot's approval of the MR, safely re-runnable
-// (seed MR lifecycle §3.4):
+// ApproveAsBot gives bot's approval of the MR, safely re-runnable:
 //
 //   - Before every attempt it reads the approvals with bot's own token;
 //     user_has_approved ends the loop with success and no approve call, so

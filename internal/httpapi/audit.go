@@ -16,8 +16,8 @@ import (
 // endpoint. Only the server sets it (docs/api.md, "Operations endpoints").
 const OperatorParam = "__authenticatedOperator"
 
-// opsParams builds an ops call's parameter map. Order matters (seed 004
-// §3.4): the client's parameters are copied first and the login identity
+// opsParams builds an ops call's parameter map. Order matters:
+// the client's parameters are copied first and the login identity
 // is written over the reserved name afterwards, so a client that sends
 // its own __authenticatedOperator cannot forge the operator. Client keys
 // that fold to a reserved name, or into the server's "__" namespace

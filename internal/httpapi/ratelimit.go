@@ -17,8 +17,8 @@ import (
 	"changeflow/internal/ratelimit"
 )
 
-// RateLimitSpec is a route's rate-limit metadata, what the seed wrote as
-// @RateLimit. The limit is configuration item ratelimit.<Bucket>.limit,
+// RateLimitSpec is a route's rate-limit metadata.
+// The limit is configuration item ratelimit.<Bucket>.limit,
 // read on every request; its built-in default lives with the other
 // defaults in internal/config (apply = 10), so a route never carries a
 // second copy of it.
@@ -112,8 +112,8 @@ func newRateLimiter(d Deps) *rateLimiter {
 // changeflow_rate_limited_total.
 //
 // Rate limiting runs before the idempotency check, so a duplicate
-// submission over quota gets 429 rather than DUPLICATE_SUBMIT. Accepted
-// (seed 3.2): the client retries after Retry-After and then gets the
+// submission over quota gets 429 rather than DUPLICATE_SUBMIT. Accepted:
+// the client retries after Retry-After and then gets the
 // replay; the alternative would read and hash the body of every refused
 // request, which is the work rate limiting exists to avoid.
 func (s *Server) rateLimit(spec RateLimitSpec, next http.Handler) http.Handler {
@@ -169,7 +169,7 @@ func (rl *rateLimiter) allow(w http.ResponseWriter, r *http.Request, bucket, msg
 // quota a request spends: the canonical account when the edge resolved
 // one, so one person's tabs and browsers share a quota; otherwise "ip:" +
 // the client address, so that one anonymous caller cannot exhaust a bucket
-// shared by every anonymous caller (seed 3.2).
+// shared by every anonymous caller.
 func rateLimitKey(prefix string, r *http.Request, snap *config.Snapshot) string {
 	if res, ok := identity.FromContext(r.Context()); ok && res.Authenticated() {
 		return prefix + res.Identity.Account

@@ -20,8 +20,8 @@ const maxForwardedHops = 32
 // proxy appends the address it received the connection from, so walking
 // from the right over trusted proxies reaches the first address that no
 // proxy of ours vouches for beyond "this is who connected": that is the
-// client. Hops to its left were written by the client and are ignored (the
-// seed took the left-most hop, which any client can forge).
+// client. Hops to its left were written by the client and are ignored (any
+// client can forge them).
 //
 // When every hop is a trusted proxy, the request came from inside the
 // proxy network and the left-most hop is its origin. A malformed hop, or a

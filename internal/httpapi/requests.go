@@ -20,7 +20,7 @@ import (
 // headerReplayed marks a replayed response.
 const headerReplayed = "Idempotent-Replayed"
 
-// submitMessage is the 429 text of the apply bucket (seed 3.2).
+// submitMessage is the 429 text of the apply bucket.
 const submitMessage = "Too many submissions, please try again later"
 
 // acceptedData is the body of a 202: what the client polls.
@@ -35,8 +35,8 @@ type acceptedData struct {
 // who is over quota or not logged in gets 429 or 401, never 400 (R-X-1).
 //
 // Rate limiting runs before the idempotency check, so a duplicate
-// submission over quota gets 429 rather than DUPLICATE_SUBMIT. Accepted
-// (seed 3.2): the client retries after Retry-After and then gets the
+// submission over quota gets 429 rather than DUPLICATE_SUBMIT. Accepted:
+// the client retries after Retry-After and then gets the
 // replay; checking idempotency first would read, hash and look up the
 // body of every refused request — the work rate limiting exists to avoid.
 //

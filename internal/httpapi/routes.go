@@ -10,7 +10,7 @@ import (
 )
 
 // route is one endpoint and its cross-cutting metadata. Go has no
-// annotations, so what the seed expressed with @RateLimit and path lists is
+// annotations, so the rate limit and allowlist membership are
 // data here, next to the handler it governs.
 type route struct {
 	pattern string
@@ -18,7 +18,7 @@ type route struct {
 	// metrics: false for endpoints whose traffic is not API traffic
 	// (the Prometheus scrape itself).
 	metrics bool
-	// rateLimit: the route's quota (the seed's @RateLimit); nil means the
+	// rateLimit: the route's quota; nil means the
 	// route is not rate limited.
 	rateLimit *RateLimitSpec
 	// login: the route needs a login identity; without one it answers 401
@@ -32,8 +32,8 @@ type route struct {
 	// declaring rules (GET /api/me). It and every route with rules spend
 	// the caller's authz bucket ahead of authorization (handle).
 	checks bool
-	// business: the route is on the business-activity allowlist (the
-	// seed's path list): changeflow_business_activity_total counts it
+	// business: the route is on the business-activity allowlist:
+	// changeflow_business_activity_total counts it
 	// (handlers_activity.go).
 	business bool
 }

@@ -2,7 +2,7 @@
 // business logic, rate limiting and metrics. The HTTP edge
 // resolves each request once and stores the Resolution in the request's
 // context; every consumer reads it from there, so the three can never
-// disagree about a caller again (the seed's "three copies" limitation).
+// disagree about a caller again.
 package identity
 
 import "context"

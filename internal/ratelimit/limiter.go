@@ -66,7 +66,7 @@ type shard struct {
 
 // bucket is one key's log: the admission times of the last window, oldest
 // first, as millisecond offsets from base in a ring. Denied calls are not
-// logged, as in the seed: a caller hammering a full bucket does not
+// logged: a caller hammering a full bucket does not
 // extend its own wait.
 type bucket struct {
 	key    string

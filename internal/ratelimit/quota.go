@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/config"
 )
 
-// Global quota. The seed's limitation: rate limiting is per
+// Global quota. Without it, rate limiting is per
 // instance, so the effective quota is "limit × instances". Without a shared
 // cache, each instance heartbeats into the database and counts the live
 // ones; a limit then becomes ceil(limit / live) per instance. The split is
@@ -147,7 +147,7 @@ func (q *Quota) Refresh(ctx context.Context) (int, error) {
 // Live returns the cached number of live instances, at least 1. A count
 // older than the liveAfter it was taken with — the database has been
 // unreachable that long — falls back to 1, i.e. per-instance limits: the
-// seed's behaviour and the failure direction of every rate-limit setting
+// behaviour without the quota and the failure direction of every rate-limit setting
 // (never block legitimate traffic because a dependency failed).
 func (q *Quota) Live() int {
 	n := q.live.Load()

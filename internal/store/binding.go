@@ -110,7 +110,7 @@ func bindingGet(ctx context.Context, q queryer, d Dialect, subject, targetKey, l
 // BindingGetByOperation returns the binding whose current owner is
 // operationID, or an error wrapping domain.ErrNotFound. Not found is the
 // callback guard's answer for a stale operationId: the row was re-applied
-// for a newer request (seed MR lifecycle §3.3).
+// for a newer request.
 func (s *Store) BindingGetByOperation(ctx context.Context, operationID string) (Binding, error) {
 	b, err := scanBinding(s.queryRowPrepared(ctx, readBindingByOperation, func() string {
 		return "SELECT " + s.dialect.bindingColumns() + " FROM binding WHERE operation_id = ?"

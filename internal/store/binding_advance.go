@@ -53,8 +53,8 @@ type BindingAdvanceParams struct {
 	TakeExpiry bool
 }
 
-// BindingAdvance is the state-advancing method several paths share (seed
-// §3.6, MR lifecycle §3.7 markValidated): callbacks, reconciliation and
+// BindingAdvance is the state-advancing method several paths share:
+// callbacks, reconciliation and
 // operators may all try to move the same binding at once.
 //
 // In one transaction, in the fixed lock order operation → binding:
@@ -189,7 +189,7 @@ type BindingMarkValidatedParams struct {
 	Note           string
 }
 
-// BindingMarkValidated is the seed's markValidated (MR lifecycle §3.7):
+// BindingMarkValidated moves
 // MERGED → VALIDATED for the binding owned by OperationID, repairing a
 // lagging step to CalledBackStep. The deploy callback and reconciliation
 // both call it; it returns a non-nil *Flip to exactly one of them, and

@@ -116,7 +116,7 @@ func (e applyRaceError) Error() string { return "binding changed concurrently: "
 func (e applyRaceError) Unwrap() error { return e.cause }
 
 // BindingApply records a new request's application for a relationship
-// (I5, seed §3.5):
+// (I5):
 //   - no row: insert one (version 1);
 //   - a re-appliable row (Binding.Reappliable; not an expired VALIDATED
 //     one, whose removal is due): reset it in place — new
@@ -162,7 +162,7 @@ func (s *Store) retryApply(ctx context.Context, fn func(tx *sql.Tx) error) error
 
 // bindingApplyTx is one attempt of BindingApply inside tx.
 //
-// The read is a plain (non-locking) one, as in the seed: correctness comes
+// The read is a plain (non-locking) one: correctness comes
 // from the unique key on insert and from the pinned UPDATE on reset, not
 // from holding a lock between the read and the write.
 func bindingApplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams) (BindingApplyResult, error) {

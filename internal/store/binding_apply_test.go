@@ -171,9 +171,9 @@ func TestBindingResetIfVersion(t *testing.T) {
 	})
 }
 
-// TestBindingResetDefeatsABA is the seed's ABA limitation, fixed: between
+// TestBindingResetDefeatsABA is the ABA problem, fixed: between
 // a re-application's read and its reset the row leaves REJECTED and comes
-// back to it. The seed's status-only guard would let the stale reset
+// back to it. A status-only guard would let the stale reset
 // through; the version guard refuses it.
 func TestBindingResetDefeatsABA(t *testing.T) {
 	t.Parallel()
@@ -195,7 +195,7 @@ func TestBindingResetDefeatsABA(t *testing.T) {
 		require.Equal(t, read.Status, now.Status, "A → B → A")
 		require.Equal(t, read.Version+2, now.Version)
 
-		// The seed's guard, status only, would match the row.
+		// A status-only guard would match the row.
 		tx, err := s.DB().BeginTx(ctx, nil)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), mustExec(t, tx,

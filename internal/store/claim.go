@@ -104,7 +104,7 @@ type BatchClaimParams struct {
 	lockingRead bool
 }
 
-// BatchClaim runs one claim round for a project (seed §3.2, I1–I3):
+// BatchClaim runs one claim round for a project (I1–I3):
 //
 //  1. Outside any transaction, one lock-free read answers "nothing waiting"
 //     and "slot occupied" (a committed active batch) without taking the slot
@@ -340,7 +340,7 @@ func claimMark(ctx context.Context, tx *sql.Tx, d Dialect, batchID int64, read [
 }
 
 // claimRecordHistory appends the members to merge_batch_history, one
-// multi-row INSERT per chunk (the seed inserted row by row). The unique
+// multi-row INSERT per chunk rather than one per row. The unique
 // request_id makes a second claim of a row impossible even here.
 func claimRecordHistory(ctx context.Context, tx *sql.Tx, batchID int64, members []BatchMember) error {
 	for _, part := range chunk(members, InChunkSize) {

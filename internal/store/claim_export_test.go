@@ -16,7 +16,7 @@ func ClaimAfterRead(p BatchClaimParams, fn func(ctx context.Context, tx *sql.Tx,
 }
 
 // ClaimLockingRead returns p with the claim's read turned into
-// "… FOR UPDATE", the variant the seed rejected.
+// "… FOR UPDATE", the variant the claim avoids.
 func ClaimLockingRead(p BatchClaimParams) BatchClaimParams {
 	p.lockingRead = true
 	return p

@@ -15,8 +15,8 @@ import (
 
 // TestAdmissionCommitsWhileAClaimIsOpen is I3, non-blocking admission,
 // proven against the real claim: its transaction is held open between the
-// read of the waiting set and the guarded UPDATE, the moment the seed's
-// argument is about.
+// read of the waiting set and the guarded UPDATE, the moment the
+// invariant is about.
 //
 // MariaDB: admissions into the same project, another project, and a
 // duplicate all commit while the claim is open, and the claim then takes

@@ -25,8 +25,8 @@ const (
 
 // InChunkSize is the most values one IN (…) list may carry. Both databases
 // accept far more, but long lists make plans unpredictable and statements
-// huge (the seed's limitation: "IN lists can reach over a thousand
-// placeholders"); 500 keeps every list well below SQLite's default limit of
+// huge (unchunked, a list could reach over a thousand
+// placeholders); 500 keeps every list well below SQLite's default limit of
 // 32766 variables and MariaDB's packet size.
 const InChunkSize = 500
 
@@ -53,8 +53,8 @@ func (d Dialect) IsMySQL() bool { return d.name == DriverMySQL }
 
 // Now returns the SQL expression for the database clock, with the same
 // precision as the stored defaults. Conditions such as "created_at < now"
-// use it so that the write time and the comparison time come from one clock
-// (seed §3.2), whatever the skew between application hosts.
+// use it so that the write time and the comparison time come from one clock,
+// whatever the skew between application hosts.
 //
 // MariaDB evaluates it once per statement; SQLite once per sqlite3_step.
 func (d Dialect) Now() string {

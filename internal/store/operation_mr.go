@@ -7,8 +7,8 @@ import (
 
 // OperationListByMR returns the operations whose MR is (projectID, mrIID),
 // oldest first: one for a single-request MR, every member for a batch MR.
-// The deploy callback matches exactly through it (beyond the
-// seed's watermark), using idx_operation_mr.
+// The deploy callback matches exactly through it (not by a
+// watermark), using idx_operation_mr.
 func (s *Store) OperationListByMR(ctx context.Context, projectID, mrIID int64) ([]Operation, error) {
 	rows, err := s.db.QueryContext(ctx,
 		"SELECT "+operationColumns+" FROM operation WHERE project_id = ? AND mr_iid = ? ORDER BY id", projectID, mrIID)

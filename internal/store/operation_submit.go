@@ -48,7 +48,7 @@ type OperationSubmitResult struct {
 //  3. the first step-history row, naming the binding's new status.
 //
 // The lock order is operation, then binding, as in every cross-table
-// transition (seed §3.6). The new operation row is invisible to other
+// transition. The new operation row is invisible to other
 // transactions until commit, so no other path can hold it first.
 // A lost race on the binding retries the whole transaction, as BindingApply
 // does.

@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/domain"
 )
 
-// Reconciliation's reads (MR lifecycle §3.7). The scan never
+// Reconciliation's reads. The scan never
 // writes: every flip goes through BindingMarkValidated, the method the
 // deploy callback uses, so the two paths racing flip a binding once.
 
@@ -114,7 +114,7 @@ func scanIDs(rows *sql.Rows) ([]string, error) {
 // ReconcileLookup is the scan's two comparison queries for the window's
 // operationIds:
 //
-//  1. one IN query per chunk of ≤ chunkSize ids (the seed's bulk
+//  1. one IN query per chunk of ≤ chunkSize ids (a bulk
 //     operationId → MR map), by uk_operation_operation_id; the exact
 //     match rides along as an EXISTS on idx_deploy_callback_mr;
 //  2. one query for the highest mr_iid per project among SUCCESS deploy

@@ -51,7 +51,7 @@ func TestActiveSlotAdmitsOneActiveBatchPerProject(t *testing.T) {
 			require.NoError(t, insertBatch(t, db, 1, batchFailed))
 		}
 
-		// The terminal transition frees the slot by itself (seed §3.1).
+		// The terminal transition frees the slot by itself.
 		require.Equal(t, int64(1), mustExec(t, db,
 			"UPDATE merge_batch SET status = ? WHERE project_id = ? AND status = ?", batchSucceeded, 1, batchRunning))
 		require.NoError(t, insertBatch(t, db, 1, batchBlocked), "slot free again")
@@ -245,7 +245,7 @@ func TestClaimDoesNotBlockAdmission(t *testing.T) {
 }
 
 // claimWaitingAndHold admits n requests into project, claims them as the
-// seed's claim transaction does, and — while that transaction is still open
+// claim transaction does, and — while that transaction is still open
 // — admits one more on another connection, which must not wait.
 func claimWaitingAndHold(t *testing.T, s *store.Store, project int64, n int) []int64 {
 	t.Helper()

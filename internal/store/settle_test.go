@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/store/storetest"
 )
 
-// The settlement of a batch (seed §3.7, storage half) as the product runs
+// The settlement of a batch (its storage half) as the product runs
 // it: one BatchApply whose first write is the batch's guarded move to
 // FAILED or SUCCEEDED (the workflow's batch_settle, the timeout sweep, an
 // operator's settlement of a BLOCKED batch), with the members' release and
@@ -137,7 +137,7 @@ func TestBatchSucceededSettlementKeepsMembersClaimed(t *testing.T) {
 
 func TestBatchSecondSettlementRollsBackBeforeDoingAnything(t *testing.T) {
 	t.Parallel()
-	// Seed §3.3: the guarded batch write comes first, so the losing path of
+	// The guarded batch write comes first, so the losing path of
 	// two racing settlements fails there and changes nothing — not even
 	// the re-admissions it carries.
 	storetest.Each(t, func(t *testing.T, s *store.Store) {

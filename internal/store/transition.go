@@ -18,7 +18,7 @@ import (
 // domain.ErrPreempted. The status alone is not enough: a row can leave a
 // state and come back to it (MERGING → HANDLE_FAILED → retrigger →
 // MERGING) between a caller's read and its write, and a status-only guard
-// would let the stale write through — the ABA limitation the seed lists.
+// would let the stale write through — the ABA problem.
 
 // forUpdate returns the clause that makes a SELECT take exclusive row
 // locks until the transaction ends: " FOR UPDATE" on MariaDB/MySQL, "" on
@@ -211,8 +211,8 @@ func (p TransitionManyParams) validate() error {
 //     and the affected-row count must equal the chunk. A second path
 //     settling the same operations therefore fails at its first statement
 //     and rolls back before it has written anything else;
-//  2. then the bindings, in the fixed lock order operation → binding
-//     (seed §3.6): UPDATE binding … WHERE status = from AND (subject_id,
+//  2. then the bindings, in the fixed lock order operation → binding:
+//     UPDATE binding … WHERE status = from AND (subject_id,
 //     target_key, operation_id, version) IN (…tuples), again count-checked. operation_id pins ownership: a binding re-applied for
 //     a newer request is not moved by the old one;
 //  3. one multi-row INSERT of step history per chunk.

@@ -67,7 +67,7 @@ func TestRaceGuardedWritesLoseNoUpdate(t *testing.T) {
 }
 
 // TestRaceStatusOnlyGuardLosesUpdates is the control for the test above:
-// the same load with the seed's status-only guard, carrying the version
+// the same load with a status-only guard, carrying the version
 // the writer read plus one. A writer whose read is stale by a round trip
 // passes the guard and writes a version that was already written, so the
 // version no longer counts the writes. It only reports what it saw: the

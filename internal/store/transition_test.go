@@ -229,7 +229,7 @@ func TestTransitionDoesNotMoveABindingReappliedForANewerRequest(t *testing.T) {
 
 // TestOperationSetStepIfVersionDefeatsABA: the operation leaves a step and
 // comes back to it between a reader's read and its write. A status-only
-// guard (the seed's) would pass; the version guard fails.
+// guard would pass; the version guard fails.
 func TestOperationSetStepIfVersionDefeatsABA(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -253,7 +253,7 @@ func TestOperationSetStepIfVersionDefeatsABA(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), mustExec(t, tx,
 			"UPDATE operation SET step_status = ? WHERE operation_id = ? AND step_status = ?",
-			int(domain.StepHandleMerged), "op-aba", read.Step), "the seed's status-only guard passes")
+			int(domain.StepHandleMerged), "op-aba", read.Step), "a status-only guard passes")
 		require.NoError(t, tx.Rollback())
 
 		_, err = s.OperationSetStepIfVersion(ctx, store.OperationSetStepIfVersionParams{

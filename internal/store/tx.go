@@ -13,8 +13,8 @@ import (
 // with the driver error still in the chain.
 //
 // A failed statement inside fn does not doom the transaction on either
-// driver — a duplicate key can be caught and the transaction committed
-// (seed §3.4). opts may be nil. On SQLite the isolation level is ignored
+// driver — a duplicate key can be caught and the transaction committed.
+// opts may be nil. On SQLite the isolation level is ignored
 // (every transaction is serializable) and a read-only transaction begins
 // DEFERRED, so it does not take the write lock.
 //

@@ -16,8 +16,8 @@ import (
 
 func TestDuplicateInsideTransactionLeavesItUsable(t *testing.T) {
 	t.Parallel()
-	// The seed's claim catches the slot's duplicate key inside the
-	// transaction and goes on (seed §3.2, "one thing to verify").
+	// The claim catches the slot's duplicate key inside the
+	// transaction and goes on.
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		err := s.InTx(t.Context(), nil, func(tx *sql.Tx) error {
 			require.NoError(t, insertBatch(t, tx, 1, batchRunning))

@@ -92,7 +92,7 @@ func New(fsys fs.FS) (*Handler, error) {
 //     so client routes and links to a removed asset directory both land in
 //     the app, no-store;
 //   - anything else (a removed hashed script, a missing icon): 404 in the
-//     API's JSON envelope, no-store, never a 500 (seed 3.8).
+//     API's JSON envelope, no-store, never a 500.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", h.ContentSecurityPolicy())
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -23,7 +23,7 @@ type SettleResult struct {
 	Readmitted int `json:"readmitted"`
 }
 
-// SettleBatch settles a RUNNING or BLOCKED batch (seed §3.7): close its MR
+// SettleBatch settles a RUNNING or BLOCKED batch: close its MR
 // if it is open, re-read it, and let merged win —
 //
 //   - merged → every member MERGED (checked moves from wherever it is),

@@ -204,7 +204,7 @@ func (d Deps) batching(op store.Operation) bool {
 
 // Deploy marks in effect (MERGED → VALIDATED) the requests of the MR the
 // deployment reports, matched exactly by project and MR iid
-// (beyond the seed's watermark). The flip (store.BindingMarkValidated) is
+// (not by a watermark). The flip (store.BindingMarkValidated) is
 // the only path to the success side effect (Deps.OnValidated, I9): a
 // duplicate, a race with reconciliation or a callback for a request not
 // yet MERGED flips nothing and emits nothing. MERGED is written only by

@@ -5,7 +5,7 @@ import (
 )
 
 // pool is a fixed set of workers with a bounded queue. trySubmit never
-// blocks: a full pool refuses (the seed's AbortPolicy), and the caller
+// blocks: a full pool refuses, and the caller
 // persists the refusal. Running work on the caller's goroutine
 // (CallerRunsPolicy) or an unbounded queue would hide overload.
 type pool struct {

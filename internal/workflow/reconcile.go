@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Reconciliation for lost deploy callbacks (MR lifecycle §3.7).
+// Reconciliation for lost deploy callbacks.
 //
 // A run scans the MERGED bindings whose updated_at lies in
 // (now − reconcile.maxAge, now − reconcile.minAge) by the database clock,

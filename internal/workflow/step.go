@@ -18,8 +18,8 @@ type Step interface {
 	Run(ctx context.Context, w Work) (Outcome, error)
 }
 
-// Declaration is a step's declared failure states, the seed's
-// @WorkflowStep(onErrorStep, onErrorStatus).
+// Declaration is a step's declared failure states: the step and
+// status written when it errs.
 type Declaration struct {
 	// OnError is written by the safety net when Run returns an error or
 	// panics, unless the row already shows a more specific failed or

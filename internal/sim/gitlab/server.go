@@ -67,7 +67,7 @@ type Options struct {
 	// ApprovalsRequired per MR (default 2).
 	ApprovalsRequired int
 	// CompatAll401Approvals makes every approve refusal 401, as GitLab 13.x
-	// (and the seed's GitLab) answered.
+	// answered.
 	CompatAll401Approvals bool
 	// LegacyMerge406 answers 406 where current GitLab answers 422.
 	LegacyMerge406 bool
