@@ -72,6 +72,12 @@ type requestView struct {
 	MR              *mrView              `json:"mr,omitempty"`
 	BatchID         int64                `json:"batchId,omitempty"`
 	ExpiresAt       *time.Time           `json:"expiresAt,omitempty"`
+	// ExpiresFromApproval is true while an approve-first grant waits for
+	// its approval: its days count from the approval, so its end is not
+	// known yet and expiresAt is absent (docs/api.md, "When the access
+	// ends"). The approval fixes expiresAt. A renewal's end is known from
+	// its submission and is shown.
+	ExpiresFromApproval bool `json:"expiresFromApproval,omitempty"`
 	// RenewFrom is when re-applying starts renewing this grant: present
 	// while its access is in effect and has an expiry (docs/api.md,
 	// "Renewing access").
@@ -322,7 +328,16 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 	if op.MRIID != 0 {
 		v.MR = &mrView{IID: op.MRIID, URL: op.MRURL}
 	}
-	if !op.ExpiresAt.IsZero() {
+	switch {
+	case op.MRIID == 0 && v.Kind == domain.OperationGrant && domain.AwaitsApproval(step):
+		// Waiting for its approval without an MR is the approve-first
+		// flow (the legacy flow asks once its MR exists; the workflow
+		// tells the flows apart the same way). The stored expiry is the
+		// submission's provisional one, which the approval replaces
+		// (domain.ApprovedExpiry): showing it would promise an end the
+		// request will not get.
+		v.ExpiresFromApproval = true
+	case !op.ExpiresAt.IsZero():
 		at := op.ExpiresAt.UTC()
 		v.ExpiresAt = &at
 	}

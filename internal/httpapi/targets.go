@@ -22,6 +22,11 @@ type targetView struct {
 	// Mine is the caller's own access or request on the target
 	// (targets_mine.go); omitted when there is none.
 	Mine *mineView `json:"mine,omitempty"`
+	// DaysFromApproval is true on the approve-first flow
+	// (workflow.approveFirst, read per request): a new grant's days count
+	// from its approval, not its submission, so the form shows its end
+	// as "if approved now" (docs/workflow.md, "When the access ends").
+	DaysFromApproval bool `json:"daysFromApproval"`
 }
 
 // handleTargets is GET /api/targets: every configured target with its
@@ -49,9 +54,12 @@ func (s *Server) handleTargets() http.Handler {
 			return
 		}
 		now := s.now()
-		for _, t := range b.Config.Current().Targets() {
+		snap := b.Config.Current()
+		approveFirst := snap.Workflow().ApproveFirst
+		for _, t := range snap.Targets() {
 			open, why := t.Open(now)
-			v := targetView{Key: t.Key, Title: t.Title, AccessMode: t.AccessMode, Open: open, MaxDays: t.MaxDays}
+			v := targetView{Key: t.Key, Title: t.Title, AccessMode: t.AccessMode, Open: open, MaxDays: t.MaxDays,
+				DaysFromApproval: approveFirst}
 			if !open {
 				v.Why = why
 			}

@@ -130,7 +130,15 @@ func (s *Server) preview(ctx context.Context, key, daysParam, subject string, fu
 	if err != nil {
 		return previewData{}, fmt.Errorf("parse %s: %w", t.File, err)
 	}
-	entry := bindingfile.Entry{Subject: subject, ExpiresAt: s.now().Add(time.Duration(days) * 24 * time.Hour)}
+	// The entry the request would write: a renewal of the access the file
+	// holds extends its end (domain.RenewalExpiry, as the submission
+	// decides), a new grant counts from now — on the approve-first flow
+	// "if approved now", its days counting from the approval.
+	var current time.Time
+	if own, ok := cur.Entry(subject); ok {
+		current = own.ExpiresAt
+	}
+	entry := bindingfile.Entry{Subject: subject, ExpiresAt: domain.RenewalExpiry(s.now(), current, days, t.MaxDays)}
 	next := cur.With(entry)
 	e, _ := next.Entry(subject)
 	scope, after := previewScopeFile, next.Marshal()

@@ -102,6 +102,31 @@ func TestPreview(t *testing.T) {
 				t.Fatalf("operator's preview %v", r.data)
 			}
 		})
+		t.Run("a renewal's entry extends the end the file holds, at most the maximum from now", func(t *testing.T) {
+			cur := bindingfile.File{}.
+				With(bindingfile.Entry{Subject: "bob", ExpiresAt: worldNow.Add(3 * 24 * time.Hour), OperationID: "d"}).
+				With(bindingfile.Entry{Subject: "alice", ExpiresAt: worldNow.Add(-time.Hour), OperationID: "a"})
+			if _, err := w.gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: "main", Message: "bob in effect",
+				Actions: []gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: "bindings/" + tOpen + ".yaml", Content: string(cur.Marshal())}}}); err != nil {
+				t.Fatal(err)
+			}
+			for days, want := range map[string]time.Time{
+				"5":  worldNow.Add(8 * 24 * time.Hour),  // Dec 3 + 5 days: the days left are kept
+				"30": worldNow.Add(30 * 24 * time.Hour), // cut to now + maxDays
+			} {
+				r := w.do(req{method: "GET", path: path + "?days=" + days, user: "bob"})
+				r.want(t, 200, "OK")
+				e, _ := r.data["entry"].(map[string]any)
+				if e["expiresAt"] != want.Format(time.RFC3339) {
+					t.Fatalf("bob renewing for %s days: entry %v, want until %s", days, e, want.Format(time.RFC3339))
+				}
+			}
+			// An end that has passed counts from now, as a new grant does.
+			r := w.do(req{method: "GET", path: path + "?days=5", user: "alice"})
+			if e, _ := r.data["entry"].(map[string]any); e["expiresAt"] != worldNow.Add(5*24*time.Hour).Format(time.RFC3339) {
+				t.Fatalf("alice: entry %v", e)
+			}
+		})
 		t.Run("preview degrades to 200 with empty data", func(t *testing.T) {
 			for name, c := range map[string]struct {
 				path string

@@ -119,6 +119,9 @@ func (v *requestView) appendJSON(b []byte) ([]byte, error) {
 			return b, err
 		}
 	}
+	if v.ExpiresFromApproval {
+		b = append(b, `,"expiresFromApproval":true`...)
+	}
 	if v.RenewFrom != nil {
 		b = append(b, `,"renewFrom":`...)
 		if b, err = appendJSONTime(b, *v.RenewFrom); err != nil {

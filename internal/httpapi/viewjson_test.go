@@ -35,6 +35,8 @@ func fillEvery(t *testing.T, v reflect.Value, n int) {
 			f.Set(reflect.ValueOf(time.Date(2020+n%9, time.Month(1+n%12), 1+n%28, n%24, n%60, n%60, n*1000003, time.FixedZone("Z", (n%5-2)*3600))))
 		case f.Kind() == reflect.String:
 			f.SetString(trickyStrings[1+n%(len(trickyStrings)-1)] + fmt.Sprint(n))
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
 		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
 			f.SetInt(int64(n*1000 + 1))
 		case f.Kind() == reflect.Pointer:

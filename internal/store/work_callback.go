@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"changeflow/internal/domain"
 )
@@ -36,8 +37,19 @@ type WorkCallbackParams struct {
 	// row lock, after the staleness guard. nil (a retrigger) checks
 	// nothing.
 	Approval *ApprovalBinding
-	Actor    string
-	Note     string
+	// ApprovedAt, when non-zero, is an approve-first approval's time: a
+	// grant's days count from it (domain.ApprovedExpiry, capped at
+	// MaxDays, the target's longest access), not from the submission, so
+	// days spent waiting for the approver are not lost. The operation's
+	// and the binding's expiry are rewritten in this transaction, before
+	// the MR that writes it into the file exists, and binding_history
+	// gains a row with it. A renewal keeps its submission's expiry (see
+	// domain.ApprovedExpiry); zero (legacy, a rejection, a retrigger)
+	// leaves the expiry as it is.
+	ApprovedAt time.Time
+	MaxDays    int
+	Actor      string
+	Note       string
 }
 
 // ApprovalBinding is what an approval decision must match on the locked
@@ -117,10 +129,11 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 		mrIID           sql.NullInt64
 		kind            domain.OperationKind
 		grantOp         string
+		days            sql.NullInt64
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT subject, target_key, step_status, approval_id, mr_iid, "+kindOf("")+", COALESCE(grant_operation_id, '') FROM operation WHERE operation_id = ?"+d.forUpdate(),
-		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID, &kind, &grantOp)
+		"SELECT subject, target_key, step_status, approval_id, mr_iid, "+kindOf("")+", COALESCE(grant_operation_id, ''), days FROM operation WHERE operation_id = ?"+d.forUpdate(),
+		p.OperationID).Scan(&subject, &target, &step, &approvalID, &mrIID, &kind, &grantOp, &days)
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkCallbackResult{}, nil
 	}
@@ -175,6 +188,16 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	if p.Step != step {
 		set += ", version = version + 1"
 	}
+	if !p.ApprovedAt.IsZero() && kind == domain.OperationGrant && days.Valid && days.Int64 > 0 {
+		// A row from before days were stored keeps its expiry: without
+		// the days asked there is nothing to count from the approval.
+		exp := domain.ApprovedExpiry(p.ApprovedAt, int(days.Int64), p.MaxDays)
+		set += ", expires_at = ?"
+		vals = append(vals, d.Time(exp))
+		if err := approvalExpiryTx(ctx, tx, d, b, p, exp); err != nil {
+			return WorkCallbackResult{}, err
+		}
+	}
 	if adopt {
 		// Guarded like the check above: only while still unrecorded.
 		set += ", approval_id = ?"
@@ -211,6 +234,22 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	}
 	res.Applied = true
 	return res, nil
+}
+
+// approvalExpiryTx writes the expiry an approval fixed (exp) where it
+// lives beside the operation: the grant's binding row, which the expiry
+// scan reads once the grant is in effect, and one binding_history row —
+// the history is append-only — so it says until when the approved access
+// runs, not the provisional end the submission recorded.
+func approvalExpiryTx(ctx context.Context, tx *sql.Tx, d Dialect, b Binding, p WorkCallbackParams, exp time.Time) error {
+	if err := execOne(ctx, tx,
+		"UPDATE binding "+d.PrimaryKeyHint()+" SET expires_at = ? WHERE id = ? AND operation_id = ?",
+		d.Time(exp), b.ID, p.OperationID); err != nil {
+		return fmt.Errorf("set the approved expiry: %w", err)
+	}
+	return bindingHistoryInsert(ctx, tx, d, BindingApplyParams{
+		Subject: b.Subject, TargetKey: b.TargetKey, OperationID: p.OperationID, Status: p.Binding, ExpiresAt: exp,
+	})
 }
 
 // Check compares the binding with an operation's recorded approval id and

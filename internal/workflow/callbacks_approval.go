@@ -189,6 +189,10 @@ func (d Deps) refuseApproval(ctx context.Context, ev ApprovalEvent, reason strin
 //     BatchAdmitTx) for a batch round to claim;
 //   - REJECTED / WITHDRAWN → CLOSE_REJECTED / CLOSE_WITHDRAWN, REJECTED;
 //     legacy also schedules close_mr.
+//
+// An approve-first APPROVED also fixes the request's expiry: its days
+// count from the approval (domain.ApprovedExpiry), written in the same
+// transaction, before the MR that puts it into the file is built.
 func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Operation, decision string, bind store.ApprovalBinding, actor, note string) (CallbackResult, string, error) {
 	legacy := op.MRIID != 0
 	p := store.WorkCallbackParams{
@@ -207,6 +211,15 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 			}
 		default:
 			p.Step, p.Binding, p.NextAction = int(domain.StepCreateStarted), domain.BindingMRCreating, ActionCreateMR
+		}
+		if !legacy {
+			// Approve-first: no MR carries the end date yet, so the days
+			// count from now, the approval, rather than from the
+			// submission (docs/workflow.md, "When the access ends").
+			p.ApprovedAt = d.now()
+			if t, ok := d.Config().Target(op.TargetKey); ok {
+				p.MaxDays = t.MaxDays
+			}
 		}
 	case "REJECTED", "WITHDRAWN":
 		p.Step, p.Binding = int(domain.StepCloseRejected), domain.BindingRejected

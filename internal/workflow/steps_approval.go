@@ -38,12 +38,18 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 		Title:       fmt.Sprintf("Bind %s to %s", op.Subject, op.TargetKey),
 		Fields: map[string]any{
 			"targetKey": op.TargetKey, "subject": op.Subject, "reason": op.Reason, "days": op.Days,
-			"expiresAt": op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"),
 		},
 	}
 	if op.MRIID != 0 {
 		form.Ext.MRID = strconv.FormatInt(op.MRIID, 10)
 		form.Fields["mrUrl"] = op.MRURL
+	}
+	if op.MRIID != 0 || op.Kind == domain.OperationRenew {
+		// The end is fixed before the decision on the legacy flow (its MR
+		// carries it) and for a renewal (from the grant's end); an
+		// approve-first grant counts its days from the approval, so its
+		// approver is shown the days alone.
+		form.Fields["expiresAt"] = op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z")
 	}
 	a, err := approval.EnsureSubmitted(ctx, d.Approval, form)
 	if err != nil {

@@ -73,6 +73,19 @@ type Deps struct {
 	// head, branch or MR; kind is one of SecurityEventKinds), after its
 	// audit record: the security metric. May be nil.
 	OnSecurityEvent func(ctx context.Context, kind string)
+	// Now is the clock an approve-first approval is timed by: the days
+	// of the request count from it (store.WorkCallbackParams.ApprovedAt).
+	// The application's clock, like the submission's; nil means
+	// time.Now. Tests set it to approve "days later".
+	Now func() time.Time
+}
+
+// now is d's clock (Deps.Now).
+func (d Deps) now() time.Time {
+	if d.Now == nil {
+		return time.Now()
+	}
+	return d.Now()
 }
 
 // renewalFlipped reports the end of a renewal that flip f records, if it
