@@ -97,6 +97,9 @@ export interface Target {
   why?: string;
   /** the longest access a request may ask for */
   maxDays: number;
+  /** true on the approve-first flow: a new grant's days count from its
+   * approval (docs/api.md, "When the access ends") */
+  daysFromApproval?: boolean;
   /** what the caller holds or has under way on it; absent for nothing */
   mine?: Mine;
 }
@@ -135,6 +138,9 @@ export interface RequestView {
   mr?: { iid: number; url: string };
   batchId?: number;
   expiresAt?: string;
+  /** true while an approve-first grant waits for its approval: its days
+   * count from the approval, so it has no expiresAt yet */
+  expiresFromApproval?: boolean;
   createdAt?: string;
   updatedAt: string;
   /** GRANT (a request for access), RENEW (the renewal of one in effect)

@@ -504,6 +504,14 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
                 <dd data-testid="days">{x.days}</dd>
               </>
             )}
+            {x.expiresFromApproval && x.days !== undefined && x.days > 0 && (
+              <>
+                <dt>Access ends</dt>
+                <dd data-testid="ends-after-approval">
+                  {x.days} day{x.days === 1 ? '' : 's'} after it is approved: the days count from the approval, not from when you asked.
+                </dd>
+              </>
+            )}
             <dt>Status</dt>
             <dd>
               <Status status={x.status} renewed={carried(x)} step={x.step.name} />

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, fieldProblems, type RequestView, type Target } from '../api';
 import { ErrorNote, Stamp } from '../components';
+import { endDate, requestedDays } from '../enddate';
 import { useGet } from '../hooks';
 import { accessWords, closedWords, dayWords, when } from '../words';
 
@@ -117,6 +118,13 @@ function SubmitForm({ target, account, onNew }: { target: Target; account?: stri
   // when it refuses anyway.
   const [problems, setProblems] = useState<Record<string, string>>({});
   const [now, setNow] = useState(Date.now());
+  // The clock the end-date preview counts from: a form left open for an
+  // hour still shows the end a submission would get now.
+  const [clock, setClock] = useState(Date.now());
+  useEffect(() => {
+    const id = window.setInterval(() => setClock(Date.now()), 30_000);
+    return () => window.clearInterval(id);
+  }, []);
   // The ref closes the gap between a click and the re-render that disables
   // the button: a double click must send one request.
   const inFlight = useRef(false);
@@ -269,6 +277,7 @@ function SubmitForm({ target, account, onNew }: { target: Target; account?: stri
             </span>
           )}
         </label>
+        <EndPreview days={days} target={target} renewsUntil={renews?.expiresAt} renewing={!!renews} nowMs={clock} />
         <div class="row">
           <button type="submit" disabled={busy || locked || waitSeconds > 0}>
             {busy ? 'Submitting…' : locked ? 'Submitted' : renews ? 'Submit renewal' : 'Submit request'}
@@ -325,6 +334,44 @@ function SubmitForm({ target, account, onNew }: { target: Target; account?: stri
         </>
       )}
     </section>
+  );
+}
+
+/** EndPreview says, before submit, when the access would end with the
+ * days typed (docs/webapp.md, "The end date"): the server's rule
+ * (enddate.ts) applied to the clock now. Nothing while the days field
+ * holds something the target does not allow: its check says why. */
+function EndPreview({
+  days,
+  target,
+  renewing,
+  renewsUntil,
+  nowMs,
+}: {
+  days: string;
+  target: Target;
+  renewing: boolean;
+  renewsUntil?: string;
+  nowMs: number;
+}) {
+  const n = requestedDays(days, target.maxDays);
+  if (n === undefined) return null;
+  const e = endDate(nowMs, n, target.maxDays, renewing ? renewsUntil : undefined);
+  const count = `${n} day${n === 1 ? '' : 's'}`;
+  const cap = e.capped ? `, cut to ${target.maxDays} day${target.maxDays === 1 ? '' : 's'} from now, this target's longest access` : '';
+  let how: string;
+  if (renewing) {
+    how = e.from === 'current' ? `${count} added to your access's current end, ${when(renewsUntil)}${cap}.` : `${count} from now${cap}.`;
+  } else if (target.daysFromApproval) {
+    how = `the ${count} count from the approval, so this is the end if it is approved now; each day the approval takes moves the end a day later.`;
+  } else {
+    how = `${count} from now${cap}.`;
+  }
+  return (
+    <p class="muted small" data-testid="end-date" data-from={e.from} data-capped={e.capped ? 'true' : undefined}>
+      {renewing ? 'Renewed, your access would end on ' : target.daysFromApproval ? 'If approved now, your access would end on ' : 'Your access would end on '}
+      <Stamp iso={e.iso} />: {how}
+    </p>
   );
 }
 
