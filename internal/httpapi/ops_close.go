@@ -101,7 +101,7 @@ func (s *Server) closeAnswer(ctx context.Context, id string, ans workflow.Withdr
 			where = fmt.Sprintf("batch %d", ans.Result.BatchID)
 		}
 		return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
-			fmt.Sprintf("The request is in %s: retrigger or settle the batch instead; a member is not closed on its own.", where),
+			fmt.Sprintf("The request is in %s, whose merge request is under way: a member is closed only once its batch is blocked or has ended. Settle the batch instead.", where),
 			"close %s: claimed by %s", id, where)
 	case store.WithdrawRefused:
 		ended := ans.Result.Binding.OperationID != id || step.Kind() == domain.KindClosed ||

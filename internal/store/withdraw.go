@@ -28,7 +28,9 @@ const (
 	WithdrawFromBatchSet WithdrawPlace = "batch_set"
 	// WithdrawFromMR: its single-request MR is being created or checked
 	// (MR_CREATING or MR_CREATED, no batch), or it stopped on a failure
-	// (CREATE_FAILED or HANDLE_FAILED, no batch). Only the step moves now; the
+	// (CREATE_FAILED or HANDLE_FAILED, no batch), or it is a member of a
+	// BLOCKED batch, or the stopped culprit of an ended one (its MR is the
+	// batch's). Only the step moves now; the
 	// scheduled action closes the MR and then moves the binding — to
 	// CLOSED, or to MERGED when the MR turned out merged.
 	WithdrawFromMR WithdrawPlace = "mr"
@@ -101,7 +103,8 @@ type WithdrawResult struct {
 	// Step is the operation's step as found.
 	Step int
 	// BatchID is the claiming batch for WithdrawClaimed (0 when the claim
-	// is known only from the waiting set's row).
+	// is known only from the waiting set's row), or the batch a member
+	// withdrawn from the MR place leaves (BLOCKED, or ended).
 	BatchID int64
 	// Claimed is the action claimed for WithdrawParams.ClaimOwner (MR
 	// place only), to run with the engine; nil otherwise.
@@ -133,15 +136,19 @@ type WithdrawResult struct {
 //     the action has closed the MR — had it moved to CLOSED now, a new
 //     request could take the row before the action learns that the MR was
 //     merged by hand meanwhile, and "merged wins" would have nothing to
-//     follow. A member of a claimed batch (a waiting row with a batch, or
-//     a batch id) is WithdrawClaimed;
+//     follow. A member of a claimed batch: see 7;
 //  6. CREATE_FAILED / HANDLE_FAILED (a grant or a renewal stopped on a
 //     failure, waiting for an operator), with no waiting-set row and no
 //     batch, from a step the table lets the withdrawal leave: the same
 //     as 5 — only the step moves, and the action closes its MR, if it has
 //     one ("merged wins" again). A stopped revocation is not the
 //     requester's to withdraw: it is refused;
-//  7. anything else: WithdrawRefused.
+//  7. a member of a batch (a waiting row with a batch, or a batch id) in
+//     place 5 or 6 leaves it only when its batch is BLOCKED, or has ended
+//     with the member stopped on a failure (batchLetsGo): then as 5, the
+//     action settling a BLOCKED batch without it first; else
+//     WithdrawClaimed;
+//  8. anything else: WithdrawRefused.
 //
 // An operator's close (WithdrawParams.Cancel) takes only places 5 and 6,
 // and of 5 only a stopped step (a pending pipeline or rebase), writing
@@ -238,15 +245,19 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 	case view == domain.BindingMRCreating || view == domain.BindingMRCreated, stopped:
 		var rowBatch sql.NullInt64
 		err := tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", p.OperationID).Scan(&rowBatch)
-		switch {
-		case err == nil:
-			res.Outcome, res.BatchID = WithdrawClaimed, max(rowBatch.Int64, batchID.Int64)
-			return res, nil
-		case !errors.Is(err, sql.ErrNoRows):
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return WithdrawResult{}, fmt.Errorf("read waiting set: %w", translate(err))
-		case batchID.Int64 != 0:
-			res.Outcome, res.BatchID = WithdrawClaimed, batchID.Int64
-			return res, nil
+		}
+		if claimed := max(rowBatch.Int64, batchID.Int64); claimed != 0 {
+			ok, err := batchLetsGo(ctx, tx, claimed, stopped)
+			if err != nil {
+				return WithdrawResult{}, err
+			}
+			if !ok || domain.CheckStep(domain.StepStatus(step), toStep) != nil {
+				res.Outcome, res.BatchID = WithdrawClaimed, claimed
+				return res, nil
+			}
+			res.BatchID = claimed
 		}
 		res.Place, w.to, w.action = WithdrawFromMR, b.Status, p.Action
 	default:
@@ -265,6 +276,28 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 		res.Claimed = &it
 	}
 	return res, nil
+}
+
+// batchLetsGo says whether a member of batch id may leave it by a
+// withdrawal (or an operator's close): the batch is BLOCKED — it waits for
+// a person, and the withdraw action settles it without this member (its
+// MR closed, merged wins, the others back in the waiting set) — or it has
+// ended and the member stopped on a failure (the culprit of a failed
+// check pipeline, left with its own failure). A RUNNING batch keeps its
+// members: its MR may be merging.
+//
+// The batch row is read, not locked: settlements lock the batch before
+// its members, and a lock here, after the operation's, could deadlock
+// against them. A batch resumed between this read and the commit (an
+// operator's retrigger) is still settled by the withdraw action, as an
+// operator's settlement would be.
+func batchLetsGo(ctx context.Context, tx *sql.Tx, id int64, stopped bool) (bool, error) {
+	var status domain.BatchStatus
+	err := tx.QueryRowContext(ctx, "SELECT status FROM merge_batch WHERE id = ?", id).Scan(&status)
+	if err != nil {
+		return false, fmt.Errorf("read batch %d: %w", id, translate(err))
+	}
+	return status == domain.BatchBlocked || !status.Active() && stopped, nil
 }
 
 // claimInTx is WorkClaimOne's claim inside tx, on a row this transaction

@@ -162,7 +162,7 @@ func (d Deps) batchFollow(ctx context.Context, batchID int64, driver string, dri
 		return err
 	}
 	moves, err := planMoves(members, target, func(m store.BatchMemberState) bool {
-		return m.OperationID != driver && m.Binding != "" && !behindOrAt(m, target)
+		return m.OperationID != driver && !leaving(m) && m.Binding != "" && !behindOrAt(m, target)
 	}, "batch-"+strconv.FormatInt(batchID, 10), "follows the batch MR")
 	if err != nil || len(moves) == 0 {
 		return err

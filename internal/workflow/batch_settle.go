@@ -98,7 +98,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 	}
 	var unschedule []string
 	for _, m := range states {
-		if m.OperationID != runningDriver && m.NextAction != "" {
+		if m.OperationID != runningDriver && m.NextAction != "" && !leaving(m) {
 			unschedule = append(unschedule, m.OperationID)
 		}
 	}
@@ -106,7 +106,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 	if merged {
 		res.Merged, res.Status = true, domain.BatchSucceeded.String()
 		if p.Moves, err = planMoves(states, msMerged, func(m store.BatchMemberState) bool {
-			return m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
+			return !leaving(m) && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
 		}, actor, fmt.Sprintf("batch %d settled: MR !%d merged", b.ID, b.MRIID)); err != nil {
 			return res, err
 		}
@@ -114,7 +114,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 	} else {
 		res.Status = domain.BatchFailed.String()
 		pick := func(m store.BatchMemberState) bool {
-			return m.OperationID != culprit && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
+			return m.OperationID != culprit && !leaving(m) && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
 		}
 		if p.Moves, err = planMoves(states, msAdmitted, pick, actor,
 			fmt.Sprintf("batch %d failed (%s): back to the waiting set", b.ID, code)); err != nil {
@@ -149,6 +149,12 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 	}
 	return res, nil
 }
+
+// leaving reports whether m is being withdrawn or closed out of its batch
+// (next action withdraw, Deps.leaveBatch): no settlement, catch-up or
+// finish moves it or clears its action — its withdrawal does, from the
+// MR's state it reads (closed: CLOSED; merged: it follows the merge).
+func leaving(m store.BatchMemberState) bool { return m.NextAction == ActionWithdraw }
 
 // closeAndRead closes the batch's MR if it is open and reads it again; it
 // reports whether the MR is merged. No MR recorded → the MR of the batch's
@@ -242,7 +248,7 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 	}
 	driver := w.Operation.OperationID
 	moves, err := planMoves(states, msMerged, func(m store.BatchMemberState) bool {
-		return m.OperationID != driver && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
+		return m.OperationID != driver && !leaving(m) && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
 	}, "batch-"+strconv.FormatInt(b.ID, 10), fmt.Sprintf("batch MR !%d merged", b.MRIID))
 	if err != nil {
 		return Outcome{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"changeflow/internal/approval"
@@ -112,6 +113,11 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 			return Done("", Transition{Step: endStep, Note: strings.Join(notes, "; ")}), nil
 		}
 	}
+	if mrPlace && op.BatchID != 0 {
+		if end := d.leaveBatch(ctx, op, endStep); end != nil {
+			return end.out, end.err
+		}
+	}
 	mr, found, end := d.closeForWithdrawal(ctx, op, waited)
 	if end != nil {
 		return end.out, end.err
@@ -156,6 +162,46 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
 	}
 	return out, nil
+}
+
+// codeMemberWithdrawn is the failure code of a batch settled because one
+// of its members was withdrawn by its owner or closed by an operator.
+const codeMemberWithdrawn = "BATCH_MEMBER_WITHDRAWN"
+
+// leaveBatch takes a withdrawn (or closed) member out of its batch before
+// its MR — the batch's — is closed. A batch still active (BLOCKED when the
+// guarded write took the withdrawal, store.OperationWithdraw) is settled
+// without the member: its MR closed and read again, merged wins (the
+// others MERGED; this member then finds the MR merged and follows it),
+// else FAILED with the others back in the waiting set, so that the next
+// round builds an MR without it. The member is this action's to finish:
+// the settlement leaves a member whose next action is withdraw alone. An
+// ended batch (the culprit of a failed check pipeline) needs nothing.
+func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain.StepStatus) *stepEnd {
+	b, err := d.Store.BatchGet(ctx, op.BatchID)
+	if err != nil {
+		out, err := d.retryOr(err, "read batch")
+		return &stepEnd{out, err}
+	}
+	if !b.Status.Active() {
+		return nil
+	}
+	why := "withdrawn by its owner"
+	if endStep == domain.StepCloseCancelled {
+		why = "closed by an operator"
+	}
+	_, err = d.settleBatch(ctx, b.ID, settleOpts{code: codeMemberWithdrawn,
+		message: fmt.Sprintf("%s left the batch: %s", op.OperationID, why), actor: "batch-" + strconv.FormatInt(b.ID, 10)})
+	switch {
+	case err == nil:
+		return nil
+	case transient(err), errors.Is(err, errMRWontClose), errors.Is(err, domain.ErrPreempted):
+		// The MR may still merge, or GitLab did not answer: settle again
+		// later; past the retries the withdrawal stops at CLOSE_FAILED for
+		// a retrigger, its batch still waiting for a person.
+		return &stepEnd{out: d.retryLater(err, "settle the batch without this request: "+err.Error())}
+	}
+	return &stepEnd{err: fmt.Errorf("settle batch %d without this request: %w", b.ID, err)}
 }
 
 // reached says whether operationID's history has step.
