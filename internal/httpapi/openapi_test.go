@@ -364,6 +364,34 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 	}
 }
 
+// TestRunbookServed: GET /api/runbook serves docs/runbook.md as built in,
+// as Markdown with no login, an ETag and 304 on a match.
+func TestRunbookServed(t *testing.T) {
+	h, _ := newTestServer(t, fakeReady{})
+	rec, _ := do(t, h, "GET", "/api/runbook", nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+	}
+	if !bytes.Equal(rec.Body.Bytes(), docs.Runbook()) || !bytes.HasPrefix(rec.Body.Bytes(), []byte("# Runbook")) {
+		t.Fatalf("the served runbook is not docs/runbook.md: %.80q", rec.Body.String())
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "text/markdown; charset=utf-8" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	etag := rec.Header().Get("ETag")
+	if etag == "" {
+		t.Fatal("no ETag")
+	}
+	req := httptest.NewRequest("GET", "/api/runbook", nil)
+	req.Header.Set("If-None-Match", etag)
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	conformRecorded(t, req, nil, rec.Code, rec.Header(), rec.Body.Bytes())
+	if rec.Code != http.StatusNotModified || rec.Body.Len() != 0 {
+		t.Fatalf("If-None-Match with the ETag: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
 // TestOpenAPIServed: GET /api/openapi.json serves the embedded YAML as
 // JSON, with no login, an ETag and 304 on a match.
 func TestOpenAPIServed(t *testing.T) {
@@ -533,6 +561,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /metrics", 405, req{method: "PUT", path: "/metrics"})
 		call("GET /api/openapi.json", 200, req{method: "GET", path: "/api/openapi.json"})
 		call("GET /api/openapi.json", 405, req{method: "POST", path: "/api/openapi.json"})
+		call("GET /api/runbook", 200, req{method: "GET", path: "/api/runbook"})
+		call("GET /api/runbook", 405, req{method: "POST", path: "/api/runbook"})
 		call("GET /api/me", 200, req{method: "GET", path: "/api/me", user: "olivia"})
 		call("GET /api/me", 401, req{method: "GET", path: "/api/me"})
 		call("GET /api/app-config", 200, req{method: "GET", path: "/api/app-config"})

@@ -84,6 +84,8 @@ func (s *Server) routes() {
 		{pattern: "GET /api/app-config", handler: s.handleAppConfig(), metrics: true},
 		// The API description (docs/openapi.yaml, openapi.go): no login.
 		{pattern: "GET /api/openapi.json", handler: s.handleOpenAPI(), metrics: true},
+		// The operators' runbook (docs/runbook.md, runbook.go): no login.
+		{pattern: "GET /api/runbook", handler: s.handleRunbook(), metrics: true},
 
 		// Callbacks (docs/api.md, "Callbacks"): authenticated by their shared token in
 		// the handler, before the body is read; no login. One bucket per

@@ -67,6 +67,8 @@ type Server struct {
 	pages http.Handler
 	// openapi is the API description served at GET /api/openapi.json.
 	openapi openAPIDoc
+	// runbook is docs/runbook.md, served at GET /api/runbook.
+	runbook runbookDoc
 	// registered lists every route handed to the mux, in order, so the
 	// tests can hold the API description to the routes actually served.
 	registered []route
@@ -108,7 +110,7 @@ func buildServer(d Deps, extra ...route) *Server {
 			return snap.AuthzCacheTTL(), snap
 		}, nil)
 	}
-	s := &Server{deps: d, mux: http.NewServeMux(), openapi: newOpenAPIDoc(docs.OpenAPIYAML())}
+	s := &Server{deps: d, mux: http.NewServeMux(), openapi: newOpenAPIDoc(docs.OpenAPIYAML()), runbook: newRunbookDoc(docs.Runbook())}
 	if s.openapi.err != nil {
 		d.Logger.Error("the embedded API description does not convert; GET /api/openapi.json answers 500", "err", s.openapi.err)
 	}

@@ -13,6 +13,7 @@ import { hintWords, when } from '../words';
 import type { DeployCallback } from './deploy';
 import { Checks } from './checks';
 import { Find } from './find';
+import { Runbook } from './runbook';
 import { SecurityEvents } from './security';
 import { DeployInbox, DeployTable } from './deploy';
 
@@ -140,6 +141,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/security" class={path === '/console/security' ? 'active' : ''}>
           Security events
         </a>
+        <a href="/console/runbook" class={path === '/console/runbook' ? 'active' : ''} data-testid="runbook-tab">
+          Runbook
+        </a>
       </nav>
       {batch ? (
         <BatchDetail key={batch.id} id={batch.id} />
@@ -157,6 +161,8 @@ export default function Console({ path }: { path: string }) {
         <Checks />
       ) : path === '/console/security' ? (
         <SecurityEvents />
+      ) : path === '/console/runbook' ? (
+        <Runbook />
       ) : (
         <Lookup id={req?.id ?? ''} />
       )}
@@ -258,6 +264,55 @@ function RevokeCard({ id, subject, onDone, reload }: { id: string; subject: stri
   );
 }
 
+/** closable: a request an operator may close (POST …/close): stopped,
+ * and not a removal — closing one would leave the access in the file.
+ * The server decides the rest (a pending step still merging, a batch
+ * still running) and says so in words. */
+function closable(x: OpsRequest): boolean {
+  return stopped(x.operation) && x.operation.kind !== 'REVOKE' && x.operation.nextAction !== 'withdraw';
+}
+
+/** CloseCard gives up on a stopped request, with the reason the operator
+ * gives (required; it goes into the request's step history and the
+ * audit): its MR is closed and the request ends closed, or follows its
+ * merge when a person merged the MR meanwhile. */
+function CloseCard({ id, subject, onDone, reload }: { id: string; subject: string; onDone: (m: string) => void; reload: () => void }) {
+  const [reason, setReason] = useState('');
+  return (
+    <div class="card actions" data-testid="ops-close-card">
+      <p>
+        Or give up on it: close it with a reason. Its merge request is closed and the request ends closed; {subject} can ask again at once.
+        If someone merged the merge request meanwhile, the request follows its merge instead.
+      </p>
+      <div class="row">
+        <input
+          name="close-reason"
+          class="lookup"
+          placeholder="why the request is closed"
+          aria-label="Reason for closing"
+          value={reason}
+          onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+        />
+      </div>
+      <Confirmed
+        testid="ops-close"
+        label="Close request"
+        question={`Close ${subject}'s request now? Its merge request is closed and nothing of it takes effect.`}
+        onDone={onDone}
+        run={async () => {
+          const res = await call<{ status: string }>('POST', `/ops/requests/${encodeURIComponent(id)}/close`, { reason });
+          reload();
+          return res.code === 'ACCEPTED'
+            ? 'Closed: its merge request is being closed.'
+            : res.data.status === 'CLOSED'
+              ? 'Closed: its merge request is closed and nothing of it takes effect.'
+              : `It had already ended: ${res.data.status}.`;
+        }}
+      />
+    </div>
+  );
+}
+
 function OpsRequestView({ id }: { id: string }) {
   const r = useGet<OpsRequest>(`/ops/requests/${encodeURIComponent(id)}`, 3000);
   const [done, setDone] = useState('');
@@ -276,7 +331,8 @@ function OpsRequestView({ id }: { id: string }) {
                 <p>
                   This request stopped at <span class="mono">{x.step.name}</span>
                   {x.operation.lastError ? <> ({String(x.operation.lastError)})</> : null}. Fix the cause, then re-trigger it: it resumes
-                  from <span class="mono">{String(x.operation.nextAction)}</span>, reading what already exists first.
+                  from <span class="mono">{String(x.operation.nextAction)}</span>, reading what already exists first. What each stopped state
+                  means, and the ways out: <a href="/console/runbook">the runbook</a>.
                   {x.operation.kind === 'REVOKE' && (
                     <> This is a revocation: until it is re-triggered and deployed, the entry stays in the access file and the access is still granted.</>
                   )}
@@ -308,6 +364,7 @@ function OpsRequestView({ id }: { id: string }) {
               />
             </div>
           )}
+          {closable(x) && <CloseCard id={id} subject={x.operation.subject} onDone={setDone} reload={r.reload} />}
           <div class="card">
             <Progress status={x.status} />
             <dl class="facts">

@@ -189,16 +189,23 @@ function ApproveHere({ status }: { status: string }) {
 
 /** withdrawable: where a withdrawal applies (docs/api.md, "Withdraw a
  * request") — waiting for the approval, waiting in the batch set (no
- * batch has claimed it: no batchId yet), or its own merge request open.
- * The server decides: a claim that came first answers 409, shown in
- * words. */
+ * batch has claimed it: no batchId yet), its own merge request open, or
+ * stopped on a failure (alone or in a batch: a batch that waits for a
+ * person lets its members go). The server decides: a claim that came
+ * first, or a batch still running, answers 409, shown in words. */
 export function withdrawable(x: RequestView): boolean {
   // A renewal reads as its own progress (APPROVAL_SENT, MR_CREATED, …),
   // so it is withdrawable from the same places; withdrawn, the access it
   // would extend stays as it is.
   if (x.kind === 'REVOKE' || x.step.name === 'CLOSE_REQUESTER_WITHDRAWN') return false;
-  if (x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT') return true;
+  if (x.status === 'APPROVAL_SENDING' || x.status === 'APPROVAL_SENT' || failed(x)) return true;
   return (x.status === 'MR_CREATING' || x.status === 'MR_CREATED') && !x.batchId;
+}
+
+/** failed: the request stopped on a failure and waits for an operator;
+ * its owner may give up on it instead, and ask again at once. */
+function failed(x: RequestView): boolean {
+  return x.kind !== 'REVOKE' && (x.status === 'CREATE_FAILED' || x.status === 'HANDLE_FAILED');
 }
 
 /** renewUnderWayWords is the server's refusal to give back an access
@@ -278,7 +285,9 @@ function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone:
       question={
         isRenewal
           ? `Withdraw your renewal for ${title}? Your access stays as it is and still ends when it was going to; you can renew again later.`
-          : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
+          : failed(x)
+            ? `Withdraw your failed request for ${title}? Its proposed change is closed; you can ask again right after.`
+            : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
       }
       onDone={onDone}
       run={async () => {
@@ -286,7 +295,8 @@ function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone:
           const res = await call<RequestView>('POST', `/api/requests/${encodeURIComponent(x.operationId)}/withdraw`);
           if (res.code === 'ACCEPTED') return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
           if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') {
-            return isRenewal ? 'Withdrawn: your access stays as it was, until it ends as before.' : 'Withdrawn: nothing of this request takes effect.';
+            if (isRenewal) return 'Withdrawn: your access stays as it was, until it ends as before.';
+            return failed(x) ? 'Withdrawn: nothing of this request takes effect. You can ask again now.' : 'Withdrawn: nothing of this request takes effect.';
           }
           return `It had already ended: ${statusWord(res.data.status, res.data.step.name).toLowerCase()}.`;
         } catch (e) {
@@ -388,9 +398,13 @@ function Actions({ x }: { x: RequestView }) {
       {withdraw && (
         <>
           <p>
-            {isRenewal
-              ? 'Changed your mind? You can withdraw this renewal while it has not taken effect; the access it renews stays exactly as it is.'
-              : 'Changed your mind? You can withdraw this request while it has not taken effect.'}
+            {failed(x)
+              ? isRenewal
+                ? 'Rather not wait for the operators? Withdraw this renewal: its proposed change is closed, your access stays exactly as it is, and you can renew again at once.'
+                : 'Rather not wait for the operators? Withdraw this request: its proposed change is closed, and you can ask again at once.'
+              : isRenewal
+                ? 'Changed your mind? You can withdraw this renewal while it has not taken effect; the access it renews stays exactly as it is.'
+                : 'Changed your mind? You can withdraw this request while it has not taken effect.'}
           </p>
           <Withdraw x={x} title={title} onDone={setDone} />
         </>
