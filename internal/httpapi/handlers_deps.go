@@ -41,6 +41,8 @@ type RequestStore interface {
 	BindingListBySubject(ctx context.Context, subject string) ([]store.Binding, error)
 	BatchQueuePosition(ctx context.Context, operationID string) (store.QueuePosition, error)
 	BatchWaitingCount(ctx context.Context, projectID int64) (int, error)
+	// BatchGet: the status read says when a member's batch is BLOCKED.
+	BatchGet(ctx context.Context, id int64) (store.Batch, error)
 }
 
 // OpsStore is what the read-only operations endpoints need.

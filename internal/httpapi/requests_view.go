@@ -128,6 +128,10 @@ const (
 	blockPipeline   = "PIPELINE"
 	blockRebase     = "REBASE"
 	blockDeployment = "DEPLOYMENT"
+	// blockBlockedBatch: a member of a BLOCKED batch that is not failed
+	// itself waits for a person; it is the one state of a claimed member
+	// its owner may withdraw, so the page offers that.
+	blockBlockedBatch = "BLOCKED_BATCH"
 )
 
 // handleRequestGet is GET /api/requests/{operationId}: the owner sees
@@ -488,12 +492,27 @@ func approverComment(ctx context.Context, st RequestStore, operationID string) (
 
 // blocker says what op waits on now, from what the data says: the
 // approval (binding APPROVAL_*), a batch round and the queue position
-// (admitted), the check pipeline (MR created, pipeline running or its
-// outcome pending), a rebase, or the deployment (MERGED). A request that
+// (admitted), a person when its batch is BLOCKED (a member following it),
+// the check pipeline (MR created, pipeline running or its outcome
+// pending), a rebase, or the deployment (MERGED). A request that
 // is finished, failed or moving on its own has none.
 func (s *Server) blocker(ctx context.Context, op store.Operation, status domain.BindingStatus) (*blockerView, error) {
 	since := op.UpdatedAt.UTC()
 	step := domain.StepStatus(op.Step)
+	if op.BatchID != 0 && step != domain.StepCreateAdmitted && (status == domain.BindingMRCreating || status == domain.BindingMRCreated) {
+		// A member following its batch (its MR the batch's): while the
+		// batch is BLOCKED nothing moves until a person acts, and its
+		// owner may withdraw it (store.OperationWithdraw lets such a
+		// member go). One more indexed read, for claimed members only.
+		b, err := s.deps.Business.Requests.BatchGet(ctx, op.BatchID)
+		switch {
+		case err == nil && b.Status == domain.BatchBlocked:
+			return &blockerView{Kind: blockBlockedBatch, Since: b.UpdatedAt.UTC(),
+				Detail: "Its batch stopped and waits for a person; the operators see it. You can withdraw this request and ask again."}, nil
+		case err != nil && !errors.Is(err, domain.ErrNotFound):
+			return nil, err
+		}
+	}
 	switch {
 	case status == domain.BindingApprovalSending || status == domain.BindingApprovalSent:
 		return &blockerView{Kind: blockApproval, Detail: "Waiting for the approval decision.", Since: since}, nil

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"changeflow/internal/domain"
@@ -173,6 +174,55 @@ func TestBlockerBatchQueue(t *testing.T) {
 		}
 		if b == nil || b.Kind != blockBatch || b.Detail != "Position 2 in the queue for the next batch round." {
 			t.Fatalf("blocker %+v", b)
+		}
+	})
+}
+
+// TestBlockerBlockedBatch: a member following its batch (MR created, the
+// batch's) waits on the pipeline while the batch runs, and on a person
+// once the batch is BLOCKED — the state its owner may withdraw it from,
+// which the page offers on this blocker; the blocker does not say so of a
+// member already merging, which cannot leave.
+func TestBlockerBlockedBatch(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		ctx := t.Context()
+		if _, err := st.BatchAdmit(ctx, "op-bbm", 1); err != nil {
+			t.Fatal(err)
+		}
+		untilClaimable(t, st, "op-bbm")
+		claim, err := st.BatchClaim(ctx, store.BatchClaimParams{ProjectID: 1, MaxRequests: 10})
+		if err != nil || claim.Outcome != store.ClaimClaimed {
+			t.Fatalf("claim %+v %v", claim, err)
+		}
+		s := &Server{deps: Deps{Business: Business{Requests: st}}}
+		member := store.Operation{OperationID: "op-bbm", BatchID: claim.BatchID, Step: int(domain.StepCreateMRCreated)}
+		kindOf := func(op store.Operation, status domain.BindingStatus) *blockerView {
+			t.Helper()
+			b, err := s.blocker(ctx, op, status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		if b := kindOf(member, domain.BindingMRCreating); b == nil || b.Kind != blockPipeline {
+			t.Fatalf("running batch: %+v", b)
+		}
+		if _, err := st.BatchBlock(ctx, store.BatchBlockParams{ID: claim.BatchID, Version: 1, Code: "BATCH_NEEDS_A_PERSON", Message: "a bot may not approve"}); err != nil {
+			t.Fatal(err)
+		}
+		b := kindOf(member, domain.BindingMRCreating)
+		if b == nil || b.Kind != blockBlockedBatch || !strings.Contains(b.Detail, "You can withdraw this request and ask again.") {
+			t.Fatalf("blocked batch: %+v", b)
+		}
+		succeeded := member
+		succeeded.Step = int(domain.StepCreateSucceeded)
+		if b := kindOf(succeeded, domain.BindingMRCreated); b == nil || b.Kind != blockBlockedBatch {
+			t.Fatalf("blocked batch, checks passed: %+v", b)
+		}
+		merging := member
+		merging.Step = int(domain.StepHandleStarted)
+		if b := kindOf(merging, domain.BindingMerging); b != nil && b.Kind == blockBlockedBatch {
+			t.Fatalf("a merging member cannot leave: %+v", b)
 		}
 	})
 }

@@ -116,7 +116,7 @@ describe('a failed request names whom to contact, in a real browser', { skip: sk
     assert.match(await actions.innerText(), /Rather not wait for the operators\? Withdraw this request: its proposed change is closed, and you can ask again at once\./);
     const withdraw = page.locator('[data-testid=withdraw]');
     await withdraw.getByRole('button', { name: 'Withdraw' }).click();
-    assert.match(await withdraw.innerText(), /Withdraw your failed request for Billing dashboard\? Its proposed change is closed; you can ask again right after\./);
+    assert.match(await withdraw.innerText(), /Withdraw your stopped request for Billing dashboard\? Its proposed change is closed; you can ask again right after\./);
     assert.deepEqual(posts, [], 'nothing is sent before the confirmation');
     await withdraw.getByRole('button', { name: 'Yes, withdraw' }).click();
     const done = page.locator('[data-testid=done]');

@@ -202,10 +202,11 @@ export function withdrawable(x: RequestView): boolean {
   return (x.status === 'MR_CREATING' || x.status === 'MR_CREATED') && !x.batchId;
 }
 
-/** failed: the request stopped on a failure and waits for an operator;
- * its owner may give up on it instead, and ask again at once. */
+/** failed: the request stopped on a failure, or follows a batch that
+ * stopped (blocker BLOCKED_BATCH), and waits for an operator; its owner
+ * may give up on it instead, and ask again at once. */
 function failed(x: RequestView): boolean {
-  return x.kind !== 'REVOKE' && (x.status === 'CREATE_FAILED' || x.status === 'HANDLE_FAILED');
+  return x.kind !== 'REVOKE' && (x.status === 'CREATE_FAILED' || x.status === 'HANDLE_FAILED' || x.blocker?.kind === 'BLOCKED_BATCH');
 }
 
 /** renewUnderWayWords is the server's refusal to give back an access
@@ -286,7 +287,7 @@ function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone:
         isRenewal
           ? `Withdraw your renewal for ${title}? Your access stays as it is and still ends when it was going to; you can renew again later.`
           : failed(x)
-            ? `Withdraw your failed request for ${title}? Its proposed change is closed; you can ask again right after.`
+            ? `Withdraw your stopped request for ${title}? Its proposed change is closed; you can ask again right after.`
             : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
       }
       onDone={onDone}
