@@ -104,6 +104,9 @@ func (b *builder) build(m merged, now time.Time) (*Snapshot, error) {
 			s.restartKey[key] = true
 		case strings.HasPrefix(key, famCallbacks+"."):
 			res := resolveToken(r, "reject every callback")
+			if cur, ok := strings.CutSuffix(parts[2], previousSuffix); ok && callbackEntries()[cur] == cur {
+				res = resolvePreviousToken(r, cur)
+			}
 			s.callbacks[parts[2]] = res.val.(string)
 			s.vals[key] = res.val
 			put(key, r, res)
@@ -223,6 +226,19 @@ func resolveToken(r raw, consequence string) result {
 		return result{val: "", fellBack: true, reason: fellBack("empty → %s", consequence)}
 	}
 	return result{val: s, text: masked, reason: builtinOr(r)}
+}
+
+// resolvePreviousToken resolves callbacks.tokens.<current>Previous. Unlike
+// a current token, blank is not a fallback: no previous value is the
+// normal state outside a rotation, and an operator clears a finished
+// rotation by setting it empty as often as by removing it, so neither may
+// raise a start-up warning.
+func resolvePreviousToken(r raw, current string) result {
+	v := strings.TrimSpace(text(r.v))
+	if !r.set || v == "" {
+		return result{val: "", reason: "empty → only callbacks.tokens." + current + " is accepted"}
+	}
+	return result{val: v, text: masked, reason: builtinOr(r)}
 }
 
 // buildTargets resolves every target named by a key or a declaration.

@@ -271,6 +271,9 @@ func familyDocs() []familyDoc {
 		{key: "callbacks.tokens.<name>", typ: "string (secret, masked); names approval, deploy, gitlab", def: "none",
 			fallback: "missing/empty → reject every callback; outside --local a simulator's well-known token, one shorter than 32 bytes, or one another token shares → refused: serve does not start, a reload rejects that kind's callbacks",
 			why:      "an unauthenticated callback could approve or validate anything; a shared secret lets one system speak as another (openssl rand -hex 32 makes one)"},
+		{key: "callbacks.tokens.<name>Previous", typ: "string (secret, masked); names approvalPrevious, deployPrevious, gitlabPrevious", def: "none",
+			fallback: "missing/empty → only callbacks.tokens.<name> is accepted (no warning: the normal state outside a rotation); outside --local the same rules as the current token, and a value equal to its own current token → refused: serve does not start, a reload accepts only the current token",
+			why:      "lets a sender keep the old value while the new one is rolled out (docs/configuration.md, \"Rotating a callback token\"); each callback accepted with it counts in changeflow_callback_token_previous_total, so it can be removed once that stops rising; never accepted when callbacks.tokens.<name> is unset"},
 		{key: "http.timeout.<dependency>", typ: "duration (bare integer = seconds)", def: "gitlab 10s, approval 5s, permission 2s, oidc 5s; others 10s",
 			fallback: "missing/empty/malformed → the dependency's default; < 1ms → 1ms", why: "every outbound call has a deadline; 0 would mean none"},
 	}

@@ -65,6 +65,9 @@ func (km *keymap) canonical(key string) (canon string, declare string, ok bool) 
 	case n == 3 && lp[0] == "gitlab" && lp[1] == "tokens":
 		return famGitLabTok + "." + lp[2], "", true
 	case n == 3 && lp[0] == "callbacks" && lp[1] == "tokens":
+		if c, ok := callbackEntries()[lp[2]]; ok {
+			return famCallbacks + "." + c, "", true
+		}
 		return famCallbacks + "." + lp[2], "", true
 	case n == 3 && lp[0] == "http" && lp[1] == "timeout":
 		return famHTTP + "." + lp[2], "", true

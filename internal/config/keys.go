@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Keys of the flat (non-family) items, for the generic accessors
 // (Snapshot.Duration, Int, Bool, String, List) and for Overlay maps.
 // Keys are camelCase and matched case-insensitively in every source.
@@ -139,6 +141,31 @@ const (
 	CallbackDeploy   = "deploy"
 	CallbackGitLab   = "gitlab"
 )
+
+// previousSuffix turns a callback token name into the name of its
+// previous value, e.g. approvalPrevious: the token a sender may still use
+// while a rotation is under way (docs/configuration.md, "Rotating a
+// callback token").
+const previousSuffix = "Previous"
+
+// CallbackPreviousKey is the item holding the previous value of the
+// callback token called name, e.g. callbacks.tokens.approvalPrevious.
+func CallbackPreviousKey(name string) string {
+	return famCallbacks + "." + strings.ToLower(name) + previousSuffix
+}
+
+// callbackEntries maps the lower-case spelling of every callback token
+// name changeflow reads onto its canonical spelling. The family's free
+// segment is otherwise lower-cased, which would turn approvalPrevious into
+// approvalprevious in /ops/config and in every message.
+func callbackEntries() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{CallbackApproval, CallbackDeploy, CallbackGitLab} {
+		m[n] = n
+		m[strings.ToLower(n+previousSuffix)] = n + previousSuffix
+	}
+	return m
+}
 
 // Default rate-limit bucket and the authorization route names that have
 // built-in rule codes (docs/api.md, "Operations endpoints"). httpapi registers its routes under these

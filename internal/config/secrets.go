@@ -28,8 +28,9 @@ const GenerateHint = "openssl rand -hex 32"
 // authenticate someone it must not: a published simulator token, a value
 // shorter than its minimum, or the same value as another token. The item
 // falls back as if it were unset (a callback kind is rejected, a bot has no
-// token), so a weak value arriving by reload is never applied; at start-up
-// outside --local it stops the service.
+// token, a previous callback token is not accepted), so a weak value
+// arriving by reload is never applied; at start-up outside --local it
+// stops the service.
 type RefusedSecret struct {
 	// Key is the item, e.g. "callbacks.tokens.deploy".
 	Key string `json:"key"`
@@ -53,7 +54,10 @@ func (s *Snapshot) RefusedSecrets() []RefusedSecret {
 // deployments, GitLab's webhook secret could approve requests, a callback
 // secret could act as a bot on GitLab), and two approver bots with one
 // token are one approval twice. Every member of a shared group falls back,
-// because there is no telling which of them was meant.
+// because there is no telling which of them was meant — except a previous
+// callback token equal to its own current one, where only the previous
+// falls back. callbacks.tokens.*Previous obey the same rules as the
+// current tokens: whoever sends the retired value is trusted as much.
 func (b *builder) refuseWeakSecrets(s *Snapshot) {
 	type tok struct{ key, val string }
 	var toks []tok
@@ -78,29 +82,45 @@ func (b *builder) refuseWeakSecrets(s *Snapshot) {
 		if !callback {
 			fix = "give the bot a personal or project access token of its own, made in GitLab (scope api), in " + EnvName(t.key)
 		}
+		var others []string
+		for _, k := range byVal[t.val] {
+			if k != t.key {
+				others = append(others, k)
+			}
+		}
+		current, previous := strings.CutSuffix(t.key, previousSuffix)
+		previous = previous && callback
+		// A previous token equal to its own current one is a rotation
+		// half done (the new value never set, or the old one copied
+		// twice): it speaks for no one else, so only the previous item is
+		// refused and the kind keeps working on its current token.
+		ownPair := len(others) == 1 && (others[0] == t.key+previousSuffix || previous && others[0] == current)
 		var problem string
 		switch min := minTokenBytes(callback); {
 		case simtoken.IsWellKnown(t.val):
 			problem = "is the simulators' well-known token, published with changeflow: anyone can send it"
 		case len(t.val) < min:
 			problem = fmt.Sprintf("is %d bytes long, shorter than the %d bytes a secret needs here", len(t.val), min)
-		case len(byVal[t.val]) > 1:
-			var others []string
-			for _, k := range byVal[t.val] {
-				if k != t.key {
-					others = append(others, k)
-				}
-			}
+		case ownPair && previous:
+			problem = "is the same value as " + current + ", the token it is meant to be replaced by: a previous value is the one being retired"
+			fix = "set " + current + " to the new secret and this item to the old one, or remove this item once no sender uses the old one"
+		case ownPair:
+			continue
+		case len(others) > 0:
 			problem = "is the same value as " + strings.Join(others, ", ") + ": whoever holds one can act as the other"
 		default:
 			continue
 		}
 		s.refused = append(s.refused, RefusedSecret{Key: t.key, Problem: problem, Fix: fix})
 		consequence := "no token"
-		if callback {
+		switch {
+		case previous:
+			consequence = "accept only " + current
+			s.callbacks[strings.TrimPrefix(t.key, famCallbacks+".")] = ""
+		case callback:
 			consequence = "reject every callback"
 			s.callbacks[strings.TrimPrefix(t.key, famCallbacks+".")] = ""
-		} else {
+		default:
 			s.gitlabTok[strings.TrimPrefix(t.key, famGitLabTok+".")] = ""
 		}
 		s.vals[t.key] = ""

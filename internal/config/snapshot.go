@@ -227,6 +227,20 @@ func (s *Snapshot) CallbackToken(name string) (token string, ok bool, res Resolu
 	return tok, tok != "", r
 }
 
+// CallbackPreviousToken returns callbacks.tokens.<name>Previous, the value
+// a callback of kind name is accepted with besides its current token while
+// a rotation is under way. ok false means only the current token is
+// accepted. It is never a reason to accept a callback whose current token
+// is unset: CallbackToken decides whether the kind is accepted at all.
+func (s *Snapshot) CallbackPreviousToken(name string) (token string, ok bool) {
+	cur, known := callbackEntries()[strings.ToLower(name)]
+	if !known || strings.HasSuffix(cur, previousSuffix) {
+		return "", false
+	}
+	tok := s.callbacks[cur+previousSuffix]
+	return tok, tok != ""
+}
+
 // GitLabToken returns the bot token called name (e.g. committer,
 // approver1). ok false means it is not configured.
 func (s *Snapshot) GitLabToken(name string) (token string, ok bool, res Resolution) {

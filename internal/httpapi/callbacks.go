@@ -92,10 +92,13 @@ type CallbackSink interface {
 const recordedMessage = "Recorded; the workflow acts on it from the callback inbox."
 
 // checkCallbackToken authenticates a callback by its shared token,
-// compared in constant time against callbacks.tokens.<name>. No token
-// configured rejects every callback of that kind (docs/configuration.md): an
-// unauthenticated callback could approve anything. It runs before the
-// body is read.
+// compared in constant time against callbacks.tokens.<name> and, while it
+// is set, callbacks.tokens.<name>Previous (a rotation under way,
+// docs/configuration.md). No current token configured rejects every
+// callback of that kind, whatever the previous one holds
+// (docs/configuration.md): an unauthenticated callback could approve
+// anything, and a retired value must not outlive the one replacing it. It
+// runs before the body is read.
 func (s *Server) checkCallbackToken(r *http.Request, name, header string) error {
 	deny := func(why string) error {
 		return domain.Errorf(domain.CodeUnauthenticated, "Invalid or missing callback token.", "callback %s: %s", name, why)
@@ -103,21 +106,41 @@ func (s *Server) checkCallbackToken(r *http.Request, name, header string) error 
 	if s.deps.Business.Config == nil {
 		return deny("no configuration source")
 	}
-	want, ok, _ := s.deps.Business.Config.Current().CallbackToken(name)
+	snap := s.deps.Business.Config.Current()
+	want, ok, _ := snap.CallbackToken(name)
 	if !ok {
 		return deny("callbacks.tokens." + name + " not configured → reject every callback")
 	}
+	prev, prevSet := snap.CallbackPreviousToken(name)
 	got := r.Header.Get(header)
 	if got == "" {
 		return deny("no " + header + " header")
 	}
-	// Hash both sides first so the comparison's time depends on neither
-	// token's length.
-	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	if subtle.ConstantTimeCompare(g[:], w[:]) != 1 {
+	// Hash every side first so the comparisons' time depends on no
+	// token's length, and compare against both values every time, the
+	// previous one masked when unset, so the time does not tell whether a
+	// previous token is configured or which one matched. Only after a
+	// match does the path differ (counting the previous token's use),
+	// when the caller holds a valid token anyway.
+	g, w, p := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want)), sha256.Sum256([]byte(prev))
+	cur := subtle.ConstantTimeCompare(g[:], w[:])
+	old := subtle.ConstantTimeCompare(g[:], p[:]) & subtle.ConstantTimeEq(int32(boolInt(prevSet)), 1)
+	if cur|old != 1 {
 		return deny("token mismatch")
 	}
+	if cur != 1 {
+		s.deps.Metrics.CallbackTokenPrevious(name)
+		s.prevWarn.used(s.deps.Logger, name, header)
+	}
 	return nil
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // callbackHandler is the shared shape of the three callback endpoints:

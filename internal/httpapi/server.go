@@ -72,6 +72,9 @@ type Server struct {
 	// registered lists every route handed to the mux, in order, so the
 	// tests can hold the API description to the routes actually served.
 	registered []route
+	// prevWarn rate-limits the warning a callback authenticated with a
+	// previous token logs (callbacks_previous.go).
+	prevWarn *previousWarnings
 	// root is the whole handler tree: the outer middleware around the mux.
 	root http.Handler
 }
@@ -115,6 +118,7 @@ func buildServer(d Deps, extra ...route) *Server {
 		d.Logger.Error("the embedded API description does not convert; GET /api/openapi.json answers 500", "err", s.openapi.err)
 	}
 	s.rl = newRateLimiter(d)
+	s.prevWarn = newPreviousWarnings(d.Business.Now)
 	s.act = newActivity(d)
 	s.routes()
 	for _, rt := range extra {

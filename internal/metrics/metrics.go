@@ -38,6 +38,7 @@ type Metrics struct {
 	revokeLag     *prometheus.HistogramVec
 	renewals      *prometheus.CounterVec
 	security      *prometheus.CounterVec
+	prevToken     *prometheus.CounterVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -110,13 +111,24 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Name: "changeflow_security_events_total",
 		Help: "Security events: content on changeflow's branches it did not write (foreign_head, foreign_branch, foreign_mr), counted once per event recorded.",
 	}, []string{"kind"})
+	// callback is one of callbackKinds (config's callback token names, a
+	// closed set validated in the recorder).
+	m.prevToken = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_callback_token_previous_total",
+		Help: "Callbacks authenticated with callbacks.tokens.<callback>Previous rather than the current token, by callback (approval, deploy, gitlab); once it stops rising, the previous token can be removed.",
+	}, []string{"callback"})
+	// Every series exists from the start at 0, so "has it risen in the
+	// last week?" is answerable before the first use, not only after.
+	for k := range callbackKinds {
+		m.prevToken.WithLabelValues(k)
+	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
 		Help:        "Build information; the value is always 1.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, m.security, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, m.security, m.prevToken, info)
 	return m
 }
 
@@ -245,6 +257,20 @@ func (m *Metrics) SecurityEvent(kind string) {
 	})
 }
 
+// callbackKinds is the closed label set of the previous-token series (the
+// callback token names of internal/config; metrics imports no config).
+var callbackKinds = map[string]bool{"approval": true, "deploy": true, "gitlab": true}
+
+// CallbackTokenPrevious counts one callback of kind callback authenticated
+// with its previous token; any other kind is dropped (closed set).
+func (m *Metrics) CallbackTokenPrevious(callback string) {
+	m.guard("callback_token_previous", func() {
+		if callbackKinds[callback] {
+			m.prevToken.WithLabelValues(callback).Inc()
+		}
+	})
+}
+
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
 // exists for the tests that prove the metrics rules across whole servers — metrics
@@ -254,7 +280,7 @@ func (m *Metrics) Sabotage() {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	}
 	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn, m.revocations = broken(), broken(), broken(), broken(), broken(), broken()
-	m.renewals, m.security = broken(), broken()
+	m.renewals, m.security, m.prevToken = broken(), broken(), broken()
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	m.revokeLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 }
