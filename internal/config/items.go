@@ -77,8 +77,9 @@ func itemTable(instanceID string) []item {
 		boolItem(KeyApprovalVerifyDecisions, true, hot, "true applies only the decision read back from the approval system for the approval changeflow recorded, so a forged callback carrying the shared token can at most cause a read; false trusts the callback's claim (still bound to the recorded approvalId and MR) and saves one read per decision"),
 		simURLItem(KeyPermissionBaseURL, "/permission/", "unset: every permission check fails, which denies"),
 		simURLItem(KeyOIDCIssuer, "/oidc/", "unset: bearer tokens cannot be verified, so they authenticate nobody"),
-		stringItem(KeyIdentityDirectoryFile, "", restart, "missing/empty → unset (no directory: only canonical accounts resolve)",
+		withType(stringItem(KeyIdentityDirectoryFile, "", restart, "missing/empty → unset (no directory: only canonical accounts resolve)",
 			"an untrusted identity skips metrics rather than guessing"),
+			"string (path of a YAML list of `{account, email, employeeId, displayName}`; example: docs/directory.example.yaml)"),
 
 		// Instance and process.
 		{key: KeyInstanceID, typ: "string (no whitespace)", def: instanceID, restart: true,

@@ -155,6 +155,13 @@ func stringItem(key, def string, restart bool, fallback, why string) item {
 	return item{key: key, typ: "string", def: def, restart: restart, fallback: fallback, why: why, resolve: resolveString}
 }
 
+// withType replaces an item's type column, for an item whose plain type
+// ("string") does not say what the value must hold.
+func withType(it item, typ string) item {
+	it.typ = typ
+	return it
+}
+
 func resolveString(it *item, r raw, _ map[string]any) result {
 	show := func(s string) string {
 		if it.secret {
