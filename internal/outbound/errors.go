@@ -89,3 +89,31 @@ func HealthyAnswer(status int) bool {
 func TransientStatus(status int) bool {
 	return status == 0 || status == http.StatusTooManyRequests || status >= 500
 }
+
+// StatusOf returns the HTTP status of err's *Error, or 0.
+func StatusOf(err error) int {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Status
+	}
+	return 0
+}
+
+// OutcomeUnknown says err is an *Error whose request may have been
+// applied: read remote state before repeating a write.
+func OutcomeUnknown(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.Unknown
+}
+
+// IsBreakerOpen says err is an *Error for a call the open breaker refused.
+func IsBreakerOpen(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.BreakerOpen
+}
+
+// IsTransient says err is an *Error a later retry may cure: no answer, 429
+// or 5xx (TransientStatus).
+func IsTransient(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && TransientStatus(e.Status)
+}

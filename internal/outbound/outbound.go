@@ -1,11 +1,12 @@
 // Package outbound is the plumbing every outbound HTTP client of the
-// service shares: the per-dependency settings with their clamped
-// fallbacks, the circuit breaker rebuilt when breaker.* changes, the error
-// carrying the real HTTP status, and the one-request helper that gives a
-// call its deadline and bounds what it reads. The approval, permission,
-// GitLab and identity clients build on it; each keeps its own public
-// types and error contract (which statuses count against its breaker,
-// which error a caller tests for), because those differ on purpose.
+// service shares: Client, built the same way by each adapter from its
+// settings source, its dependency's name and its deadline fallback, owning
+// the dependency's circuit breaker (rebuilt when breaker.* changes) and
+// doing one request with its deadline, a bounded read and the error
+// carrying the real HTTP status. The approval, permission, GitLab and
+// identity clients build on it; each keeps its endpoints, its public types
+// and its error contract (which statuses count against its breaker, which
+// error a caller tests for), because those differ on purpose.
 package outbound
 
 import (
@@ -55,4 +56,33 @@ func (s Settings) WithDefaults(timeout time.Duration) Settings {
 		s.BreakerOpenFor = DefaultBreakerOpenFor
 	}
 	return s
+}
+
+// Endpoint is the settings of a dependency reached at one base URL with
+// no credentials of its own (the approval system, the permission
+// service). Such an adapter declares its Settings as this type, so its
+// callers still write approval.Settings{BaseURL: …, Timeout: …} while the
+// fields and their reading are written once; the adapter's doc says what
+// its fallback deadline is and what an empty BaseURL does to a call.
+type Endpoint struct {
+	// BaseURL is <dependency>.baseURL.
+	BaseURL string
+	// Timeout bounds one call; ≤ 0 means the client's fallback.
+	Timeout time.Duration
+	// BreakerFailures consecutive failures (≤ 0 means 5) open the breaker
+	// for BreakerOpenFor (≤ 0 means 30s).
+	BreakerFailures int
+	BreakerOpenFor  time.Duration
+}
+
+// EndpointFromConfig reads http.timeout.<dependency> and breaker.* from a
+// snapshot, with baseURL (the snapshot's <dependency>.baseURL).
+func EndpointFromConfig(s *config.Snapshot, dependency, baseURL string) Endpoint {
+	o := SettingsFromConfig(s, dependency)
+	return Endpoint{BaseURL: baseURL, Timeout: o.Timeout, BreakerFailures: o.BreakerFailures, BreakerOpenFor: o.BreakerOpenFor}
+}
+
+// Call is e's call settings, fallbacks not yet applied (Client does).
+func (e Endpoint) Call() Settings {
+	return Settings{Timeout: e.Timeout, BreakerFailures: e.BreakerFailures, BreakerOpenFor: e.BreakerOpenFor}
 }
