@@ -94,26 +94,17 @@ func (s Status) Decided() bool {
 	return s == Approved || s == Rejected || s == Withdrawn
 }
 
-// Settings are read on every call, so reloads apply.
-type Settings struct {
-	// BaseURL is approval.baseURL ("…/approval/"); "" fails every call.
-	BaseURL string
-	// Timeout bounds one call; ≤ 0 means 5s.
-	Timeout time.Duration
-	// BreakerFailures consecutive failures (≤ 0 means 5) open the breaker
-	// for BreakerOpenFor (≤ 0 means 30s).
-	BreakerFailures int
-	BreakerOpenFor  time.Duration
-}
+// Settings are read on every call, so configuration reloads apply:
+// BaseURL is approval.baseURL ("…/approval/"; "" fails every call with an
+// *Error), Timeout http.timeout.approval (≤ 0 means 5s), and breaker.*
+// (outbound.Endpoint).
+type Settings outbound.Endpoint
 
 // SettingsFromConfig reads approval.baseURL, http.timeout.approval and
 // breaker.* from a snapshot.
 func SettingsFromConfig(s *config.Snapshot) Settings {
-	o := outbound.SettingsFromConfig(s, "approval")
-	return Settings{BaseURL: s.Endpoints().Approval, Timeout: o.Timeout, BreakerFailures: o.BreakerFailures, BreakerOpenFor: o.BreakerOpenFor}
+	return Settings(outbound.EndpointFromConfig(s, "approval", s.Endpoints().Approval))
 }
 
-// call is s's call settings with the fallbacks applied (5s deadline).
-func (s Settings) call() outbound.Settings {
-	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}.WithDefaults(5 * time.Second)
-}
+// call is s's call settings; the client applies the fallbacks.
+func (s Settings) call() outbound.Settings { return outbound.Endpoint(s).Call() }

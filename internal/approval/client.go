@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strings"
+	"time"
 
 	"changeflow/internal/outbound"
 )
@@ -23,29 +23,17 @@ type Options struct {
 
 // Client is the HTTP adapter of Service.
 type Client struct {
-	settings func() Settings
-	http     *http.Client
-	breaker  outbound.Breaker[struct{}]
+	out *outbound.Client[Settings]
 }
 
 var _ Service = (*Client)(nil)
 
 // New returns a Client; it does no I/O.
 func New(opts Options) *Client {
-	settings := opts.Settings
-	if settings == nil {
-		settings = func() Settings { return Settings{} }
-	}
-	tr := opts.Transport
-	if tr == nil {
-		tr = http.DefaultTransport
-	}
-	// Plain net/http: it never replays a POST on its own (only idempotent
-	// requests on a reused connection), so a submit is sent once per call.
-	c := &Client{settings: settings, http: &http.Client{Transport: tr}}
-	c.breaker.Name = service
-	c.breaker.IsSuccessful = healthyAnswer
-	return c
+	return &Client{out: outbound.NewClient(outbound.Options[Settings]{
+		Service: service, Settings: opts.Settings, Call: Settings.call, Timeout: 5 * time.Second,
+		Transport: opts.Transport, IsSuccessful: healthyAnswer,
+	})}
 }
 
 // Submit implements Service: 201 new, 200 the existing one for the
@@ -98,46 +86,14 @@ func (c *Client) Withdraw(ctx context.Context, approvalID, comment string) (Appr
 	return out, err
 }
 
+// do sends one request to the approval system; a 2xx answer is decoded
+// into out, any other is an *Error with the system's status and message.
 func (c *Client) do(ctx context.Context, op, method, path string, body []byte, out any) error {
-	cfg := c.settings()
-	if cfg.BaseURL == "" {
+	s := c.out.Settings()
+	if s.BaseURL == "" {
 		return &Error{Service: service, Op: op, Message: "approval.baseURL is not configured"}
 	}
-	s := cfg.call()
-	u := strings.TrimSuffix(cfg.BaseURL, "/") + "/" + path
-	_, err := c.breaker.Call(ctx, s, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.call(ctx, op, method, u, body, out)
-	})
-	if outbound.IsOpen(err) {
-		return &Error{Service: service, Op: op, BreakerOpen: true, Message: "circuit open", Err: err}
-	}
-	return err
-}
-
-func (c *Client) call(ctx context.Context, op, method, u string, body []byte, out any) error {
-	status, raw, err := outbound.Do(ctx, c.http, service, op, method, u, nil, body)
-	if err != nil {
-		return err
-	}
-	if status < 200 || status > 299 {
-		e := &Error{Service: service, Op: op, Status: status, Message: http.StatusText(status)}
-		var b struct {
-			Message string `json:"message"`
-			Error   string `json:"error"`
-		}
-		if json.Unmarshal(raw, &b) == nil {
-			if b.Message != "" {
-				e.Message = b.Message
-			} else if b.Error != "" {
-				e.Message = b.Error
-			}
-		}
-		return e
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return &Error{Service: service, Op: op, Status: status, Message: "unusable answer: " + err.Error(), Err: err}
-	}
-	return nil
+	return c.out.Do(ctx, s, outbound.Request{Op: op, Method: method, URL: outbound.JoinURL(s.BaseURL, path), Body: body, Out: out})
 }
 
 // healthyAnswer: a 4xx other than 429 is the system refusing this

@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"errors"
 	"net/http"
 
 	"changeflow/internal/outbound"
@@ -15,13 +14,7 @@ import (
 type Error = outbound.Error
 
 // StatusOf returns the HTTP status of err's *Error, or 0.
-func StatusOf(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Status
-	}
-	return 0
-}
+func StatusOf(err error) int { return outbound.StatusOf(err) }
 
 // IsNotFound: 404.
 func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
@@ -31,22 +24,10 @@ func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
 func IsAlreadyDecided(err error) bool { return StatusOf(err) == http.StatusConflict }
 
 // OutcomeUnknown: the request may have been applied; look up first.
-func OutcomeUnknown(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Unknown
-}
+func OutcomeUnknown(err error) bool { return outbound.OutcomeUnknown(err) }
 
 // IsBreakerOpen: the call was refused by the open breaker.
-func IsBreakerOpen(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.BreakerOpen
-}
+func IsBreakerOpen(err error) bool { return outbound.IsBreakerOpen(err) }
 
 // IsTransient: no answer, 429 or 5xx — a later retry may succeed.
-func IsTransient(err error) bool {
-	var e *Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	return outbound.TransientStatus(e.Status)
-}
+func IsTransient(err error) bool { return outbound.IsTransient(err) }

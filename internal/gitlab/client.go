@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -35,11 +36,10 @@ type Options struct {
 // library (and plain net/http for the check-items extension). One
 // client-library client per bot token, one breaker for GitLab.
 type Client struct {
-	settings  func() Settings
-	transport http.RoundTripper
-	http      *http.Client
-	logger    *slog.Logger
-	guard     *guard
+	// out is the plumbing: settings, deadline, the one breaker of this
+	// client, and plain HTTP for the direct calls.
+	out    *outbound.Client[Settings]
+	logger *slog.Logger
 
 	// pipelinesPerPage and maxPipelinePages override ListMRPipelines'
 	// paging (tests set them small to cross pages and reach the bound);
@@ -65,22 +65,24 @@ var (
 
 // New returns a Client; it does no I/O.
 func New(opts Options) *Client {
-	settings := opts.Settings
-	if settings == nil {
-		settings = func() Settings { return Settings{} }
-	}
-	tr := opts.Transport
-	if tr == nil {
-		tr = http.DefaultTransport
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{
-		settings: settings, transport: tr, http: &http.Client{Transport: tr}, logger: logger, guard: newGuard(opts.BreakerName),
-		clients: map[clientKey]*gl.Client{}, users: map[clientKey]User{},
-	}
+	out := outbound.NewClient(outbound.Options[Settings]{
+		Service: "gitlab", BreakerName: opts.BreakerName, Settings: opts.Settings, Call: Settings.call, Timeout: 10 * time.Second,
+		Transport: opts.Transport, IsSuccessful: healthyAnswer,
+		Adapt: func(e *outbound.Error) error { return fromOutbound(e) },
+	})
+	return &Client{out: out, logger: logger, clients: map[clientKey]*gl.Client{}, users: map[clientKey]User{}}
+}
+
+// healthyAnswer says err is an answer from a working GitLab: any 4xx but
+// 429 is GitLab refusing this request, not GitLab failing, so it must not
+// open the breaker (a run of 401s from duplicate approvals would otherwise
+// cut the service off from a healthy GitLab).
+func healthyAnswer(err error) bool {
+	return err == nil || outbound.HealthyAnswer(StatusOf(err))
 }
 
 // lib returns the client-library client for bot under s.
@@ -108,7 +110,7 @@ func (c *Client) lib(s Settings, op string, bot Bot) (*gl.Client, error) {
 	}
 	cl, err := gl.NewClient(token,
 		gl.WithBaseURL(key.base),
-		gl.WithHTTPClient(&http.Client{Transport: c.transport}),
+		gl.WithHTTPClient(&http.Client{Transport: c.out.HTTP().Transport}),
 		gl.WithoutRetries(),
 		gl.WithCustomRetryMax(0),
 		gl.WithCustomLimiter(rate.NewLimiter(rate.Inf, 0)),
@@ -120,14 +122,15 @@ func (c *Client) lib(s Settings, op string, bot Bot) (*gl.Client, error) {
 	return cl, nil
 }
 
-// call runs fn as bot through the guard and translates its failure.
+// call runs fn as bot with the deadline, through the breaker, and
+// translates its failure.
 func (c *Client) call(ctx context.Context, op string, bot Bot, fn func(ctx context.Context, cl *gl.Client) (*gl.Response, error)) error {
-	s := c.settings()
+	s := c.out.Settings()
 	cl, err := c.lib(s, op, bot)
 	if err != nil {
 		return err
 	}
-	return c.guard.do(ctx, s, op, func(ctx context.Context) error {
+	return c.out.Call(ctx, s, op, func(ctx context.Context) error {
 		resp, err := fn(ctx, cl)
 		if err != nil {
 			return translate(op, resp, err)
@@ -234,7 +237,7 @@ func toCommit(cm *gl.Commit) Commit {
 
 // CurrentUser implements GitLab; an answer is cached per token.
 func (c *Client) CurrentUser(ctx context.Context, bot Bot) (User, error) {
-	s := c.settings()
+	s := c.out.Settings()
 	key := clientKey{s.apiBase(), s.Tokens.token(bot)}
 	c.mu.Lock()
 	cached, ok := c.users[key]

@@ -3,7 +3,6 @@ package gitlab
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -15,8 +14,7 @@ import (
 // CheckItems implements CheckItemsAPI: GET /projects/:id/approval_check_items.
 func (c *Client) CheckItems(ctx context.Context, bot Bot, project string) ([]CheckItem, error) {
 	var items []CheckItem
-	err := c.direct(ctx, "CheckItems", bot, http.MethodGet, "projects/"+url.PathEscape(project)+"/approval_check_items", nil,
-		func(body []byte) error { return json.Unmarshal(body, &items) })
+	err := c.direct(ctx, "CheckItems", bot, http.MethodGet, "projects/"+url.PathEscape(project)+"/approval_check_items", nil, &items)
 	if items == nil && err == nil {
 		items = []CheckItem{}
 	}
@@ -42,11 +40,11 @@ func (c *Client) ApproveWithCheckItems(ctx context.Context, bot Bot, project str
 	return c.direct(ctx, "Approve", bot, http.MethodPost, path, raw, nil)
 }
 
-// direct sends one JSON request as bot through the guard; a non-2xx answer
-// is a *Error with GitLab's status and message (and, for a 422 carrying
-// one, the current check items).
-func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path string, body []byte, decode func([]byte) error) error {
-	s := c.settings()
+// direct sends one JSON request as bot with the deadline, through the
+// breaker; a non-2xx answer is a *Error with GitLab's status and message
+// (and, for a 422 carrying one, the current check items).
+func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path string, body []byte, out any) error {
+	s := c.out.Settings()
 	if s.BaseURL == "" {
 		return &Error{Op: op, Message: "gitlab.baseURL is not configured"}
 	}
@@ -54,26 +52,14 @@ func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path st
 	if token == "" {
 		return &Error{Op: op, Message: fmt.Sprintf("no token for bot %q (gitlab.tokens.%s)", bot, bot)}
 	}
-	return c.guard.do(ctx, s, op, func(ctx context.Context) error {
-		status, raw, err := outbound.Do(ctx, c.http, "gitlab", op, method, s.apiBase()+path,
-			http.Header{"Private-Token": {token}}, body)
-		if err != nil {
-			var o *outbound.Error
-			if errors.As(err, &o) {
-				return fromOutbound(o)
+	return c.out.Do(ctx, s, outbound.Request{Op: op, Method: method, URL: s.apiBase() + path,
+		Header: http.Header{"Private-Token": {token}}, Body: body,
+		Answer: func(status int, raw []byte) error {
+			if !outbound.Success(status) {
+				return answerError(op, status, raw)
 			}
-			return err
-		}
-		if status < 200 || status > 299 {
-			return answerError(op, status, raw)
-		}
-		if decode != nil {
-			if err := decode(raw); err != nil {
-				return &Error{Op: op, Status: status, Message: "unusable answer: " + err.Error(), Err: err}
-			}
-		}
-		return nil
-	})
+			return outbound.DecodeAnswer("gitlab", op, status, raw, out)
+		}})
 }
 
 // answerError reads GitLab's error body: {"message": string | [string] |

@@ -50,14 +50,18 @@ func fromOutbound(o *outbound.Error) *Error {
 // Unwrap exposes the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// StatusOf returns the HTTP status of err's *Error, or 0.
-func StatusOf(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Status
+// shared is err's *Error as the shared error, for the shared Is*
+// helpers; nil when err holds no *Error. (nil, not a nil *outbound.Error:
+// that would be a non-nil error.)
+func shared(err error) error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.outbound()
 	}
-	return 0
+	return nil
 }
+
+// StatusOf returns the HTTP status of err's *Error, or 0.
+func StatusOf(err error) int { return outbound.StatusOf(shared(err)) }
 
 func hasStatus(err error, status int) bool { return StatusOf(err) == status }
 
@@ -91,25 +95,13 @@ func IsMergeFailed(err error) bool {
 
 // OutcomeUnknown says err is a *Error whose request may have been applied:
 // read before retrying a write.
-func OutcomeUnknown(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Unknown
-}
+func OutcomeUnknown(err error) bool { return outbound.OutcomeUnknown(shared(err)) }
 
 // IsBreakerOpen says the call was refused by the open circuit breaker.
-func IsBreakerOpen(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.BreakerOpen
-}
+func IsBreakerOpen(err error) bool { return outbound.IsBreakerOpen(shared(err)) }
 
 // IsTransient says a retry later may succeed: no answer, 429 or 5xx.
-func IsTransient(err error) bool {
-	var e *Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	return outbound.TransientStatus(e.Status)
-}
+func IsTransient(err error) bool { return outbound.IsTransient(shared(err)) }
 
 // IsStaleWrite says a commit was refused because what the caller read is
 // no longer what the commit would land on: a 400 with one of the messages

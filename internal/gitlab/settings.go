@@ -43,9 +43,10 @@ func SettingsFromConfig(s *config.Snapshot) Settings {
 	}
 }
 
-// call is s's call settings with the fallbacks applied (10s deadline).
+// call is s's call settings; the client applies the fallbacks (a 10s
+// deadline, the breaker's).
 func (s Settings) call() outbound.Settings {
-	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}.WithDefaults(10 * time.Second)
+	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}
 }
 
 // apiBase is BaseURL with exactly one trailing "/api/v4/".

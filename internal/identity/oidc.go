@@ -15,6 +15,8 @@ import (
 
 	gooidc "github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/sync/singleflight"
+
+	"changeflow/internal/outbound"
 )
 
 // Errors of the OIDC adapter. All of them are login-layer failures (401).
@@ -67,7 +69,10 @@ type OIDCOptions struct {
 // forged tokens make us call the issuer; a token whose key is no longer
 // published fails.
 type OIDC struct {
-	opts   OIDCOptions
+	opts OIDCOptions
+	// out gives every call to the issuer its deadline and breaker;
+	// client sends through it.
+	out    *outbound.Client[DependencySettings]
 	client *http.Client
 	logger *slog.Logger
 
@@ -94,11 +99,7 @@ func NewOIDC(opts OIDCOptions) *OIDC {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	settings := opts.Settings
-	if settings == nil {
-		settings = func() DependencySettings { return DependencySettings{} }
-	}
-	opts.Settings = func() DependencySettings { return withDefaults(settings()) }
+	out := newIssuerClient(opts.Settings, opts.Transport)
 	policy, audience := opts.Policy, opts.Audience
 	if policy == nil {
 		policy = func() OIDCPolicy { return OIDCPolicy{} }
@@ -112,10 +113,14 @@ func NewOIDC(opts OIDCOptions) *OIDC {
 	}
 	return &OIDC{
 		opts:   opts,
-		client: &http.Client{Transport: newBreakerTransport("oidc", opts.Transport, opts.Settings)},
+		out:    out,
+		client: &http.Client{Transport: out.RoundTripper()},
 		logger: logger,
 	}
 }
+
+// timeout is the deadline of one call to the issuer in force.
+func (o *OIDC) timeout() time.Duration { return o.out.CallSettings(o.out.Settings()).Timeout }
 
 // Policy returns the oidc.* items in force, defaults applied.
 func (o *OIDC) Policy() OIDCPolicy { return o.opts.Policy() }
@@ -131,7 +136,7 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.opts.Settings().Timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout())
 	defer cancel()
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
@@ -193,7 +198,7 @@ func (o *OIDC) verifier(ctx context.Context) (*gooidc.IDTokenVerifier, error) {
 	// One discovery for all concurrent callers; it runs on its own
 	// deadline, so one caller giving up does not fail the others.
 	ch := o.flight.DoChan("discover", func() (any, error) {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.opts.Settings().Timeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.timeout())
 		defer cancel()
 		v, err := o.discover(dctx)
 		o.mu.Lock()
@@ -250,7 +255,7 @@ func (o *OIDC) discover(ctx context.Context) (*gooidc.IDTokenVerifier, error) {
 		url:        pc.JWKSURL,
 		client:     o.client,
 		minRefresh: func() time.Duration { return o.opts.Policy().JWKSMinRefresh },
-		timeout:    func() time.Duration { return o.opts.Settings().Timeout },
+		timeout:    o.timeout,
 		now:        o.opts.Now,
 	}
 	// The audience is checked by Verify against the policy in force

@@ -11,10 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"changeflow/internal/config"
@@ -33,29 +31,20 @@ var (
 	ErrBadAnswer = errors.New("permission: unusable answer")
 )
 
-// Settings are read per call, so configuration reloads apply.
-type Settings struct {
-	// BaseURL is permission.baseURL; "" denies every check.
-	BaseURL string
-	// Timeout bounds one check; ≤ 0 means 2s.
-	Timeout time.Duration
-	// BreakerFailures consecutive failures (≤ 0 means 5) open the breaker
-	// for BreakerOpenFor (≤ 0 means 30s).
-	BreakerFailures int
-	BreakerOpenFor  time.Duration
-}
+// Settings are read on every check, so configuration reloads apply:
+// BaseURL is permission.baseURL ("" denies every check: ErrNotConfigured),
+// Timeout http.timeout.permission (≤ 0 means 2s), and breaker.*
+// (outbound.Endpoint).
+type Settings outbound.Endpoint
 
 // SettingsFromConfig reads permission.baseURL, http.timeout.permission and
 // breaker.* from a snapshot.
 func SettingsFromConfig(s *config.Snapshot) Settings {
-	o := outbound.SettingsFromConfig(s, "permission")
-	return Settings{BaseURL: s.Endpoints().Permission, Timeout: o.Timeout, BreakerFailures: o.BreakerFailures, BreakerOpenFor: o.BreakerOpenFor}
+	return Settings(outbound.EndpointFromConfig(s, "permission", s.Endpoints().Permission))
 }
 
-// call is s's call settings with the fallbacks applied (2s deadline).
-func (s Settings) call() outbound.Settings {
-	return outbound.Settings{Timeout: s.Timeout, BreakerFailures: s.BreakerFailures, BreakerOpenFor: s.BreakerOpenFor}.WithDefaults(2 * time.Second)
-}
+// call is s's call settings; the client applies the fallbacks.
+func (s Settings) call() outbound.Settings { return outbound.Endpoint(s).Call() }
 
 // Options configures a Client.
 type Options struct {
@@ -67,31 +56,21 @@ type Options struct {
 
 // Client checks rule codes against the permission service.
 type Client struct {
-	settings func() Settings
-	http     *http.Client
-	// breaker counts only what says the service itself is unwell: no
-	// answer, our deadline, a 5xx (countsAsFailure). A 4xx answer is about
-	// the check that got it — typically a subject the service does not know
-	// — and denies that caller alone: counting it would let anyone who can
-	// send five requests as an unknown user deny every operator for the
-	// breaker's open interval.
-	breaker outbound.Breaker[[]string]
+	// out's breaker counts only what says the service itself is unwell:
+	// no answer, our deadline, a 5xx (countsAsFailure). A 4xx answer is
+	// about the check that got it — typically a subject the service does
+	// not know — and denies that caller alone: counting it would let anyone
+	// who can send five requests as an unknown user deny every operator for
+	// the breaker's open interval.
+	out *outbound.Client[Settings]
 }
 
 // New returns a Client; it does no I/O.
 func New(opts Options) *Client {
-	settings := opts.Settings
-	if settings == nil {
-		settings = func() Settings { return Settings{} }
-	}
-	tr := opts.Transport
-	if tr == nil {
-		tr = http.DefaultTransport
-	}
-	c := &Client{settings: settings, http: &http.Client{Transport: tr}}
-	c.breaker.Name = "permission"
-	c.breaker.IsSuccessful = func(err error) bool { return !countsAsFailure(err) }
-	return c
+	return &Client{out: outbound.NewClient(outbound.Options[Settings]{
+		Service: "permission", Settings: opts.Settings, Call: Settings.call, Timeout: 2 * time.Second,
+		Transport: opts.Transport, IsSuccessful: func(err error) bool { return !countsAsFailure(err) }, Adapt: adapt,
+	})}
 }
 
 // StatusError is a non-200 answer from the service. It matches
@@ -136,17 +115,13 @@ type checkResponse struct {
 	Granted *[]string `json:"granted"`
 }
 
-// maxAnswer bounds the answer read: a grant list is small, and a huge
-// body from a broken service must not be read into memory.
-const maxAnswer = 1 << 20
-
 // Check asks which of ruleCodes subject holds, in one round trip, and
 // returns the granted ones that were asked for (a code the service grants
 // without being asked is not trusted). A nil error with an empty list
 // means "none granted"; any error means the answer is unknown — the
 // caller must deny.
 func (c *Client) Check(ctx context.Context, subject string, ruleCodes []string) ([]string, error) {
-	cfg := c.settings()
+	cfg := c.out.Settings()
 	if cfg.BaseURL == "" {
 		return nil, ErrNotConfigured
 	}
@@ -157,14 +132,10 @@ func (c *Client) Check(ctx context.Context, subject string, ruleCodes []string) 
 	if err != nil {
 		return nil, err
 	}
-	url := strings.TrimSuffix(cfg.BaseURL, "/") + "/v1/check"
-	granted, err := c.breaker.Call(ctx, cfg.call(), func(ctx context.Context) ([]string, error) {
-		return c.call(ctx, url, body)
-	})
-	switch {
-	case outbound.IsOpen(err):
-		return nil, fmt.Errorf("%w: %w", ErrBreakerOpen, err)
-	case err != nil:
+	var granted []string
+	err = c.out.Do(ctx, cfg, outbound.Request{Op: "Check", Method: http.MethodPost, URL: outbound.JoinURL(cfg.BaseURL, "v1/check"), Body: body,
+		Answer: func(status int, raw []byte) (err error) { granted, err = answer(status, raw); return err }})
+	if err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, len(granted))
@@ -176,30 +147,37 @@ func (c *Client) Check(ctx context.Context, subject string, ruleCodes []string) 
 	return out, nil
 }
 
-func (c *Client) call(ctx context.Context, url string, body []byte) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("permission: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("permission: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// The upstream body is not read into the error: it must not reach
-		// a log line that could reach a client.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
-		return nil, &StatusError{Status: resp.StatusCode}
+// answer reads the grant list of a 200. The body of any other answer is
+// not put into the error: it must not reach a log line that could reach a
+// client.
+func answer(status int, raw []byte) ([]string, error) {
+	if status != http.StatusOK {
+		return nil, &StatusError{Status: status}
 	}
 	var out checkResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&out); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadAnswer, err)
 	}
 	if out.Granted == nil {
 		return nil, fmt.Errorf("%w: no granted list", ErrBadAnswer)
 	}
 	return *out.Granted, nil
+}
+
+// adapt is this package's error contract for the client's *outbound.Error:
+// the open breaker is ErrBreakerOpen; no answer is "permission: <cause>";
+// an answer whose body was cut short is what its status makes it (a
+// StatusError, or for a 200 an ErrBadAnswer) — the cause kept, so our
+// deadline cutting the body still counts against the breaker.
+func adapt(e *outbound.Error) error {
+	switch {
+	case e.BreakerOpen:
+		return fmt.Errorf("%w: %w", ErrBreakerOpen, e.Err)
+	case e.Status == 0:
+		return fmt.Errorf("permission: %w", e.Err)
+	case e.Status != http.StatusOK:
+		return &StatusError{Status: e.Status}
+	default:
+		return fmt.Errorf("%w: %w", ErrBadAnswer, e.Err)
+	}
 }
