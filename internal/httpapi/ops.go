@@ -83,6 +83,9 @@ type opsRequestView struct {
 	// over (the binding above is then the revocation's): which one, its
 	// state and why. Absent while the grant holds its binding.
 	Revocation *opsRevocation `json:"revocation,omitempty"`
+	// Progress is the request's step bar, the one its owner's page shows
+	// (requestView.Progress).
+	Progress []domain.ProgressStep `json:"progress"`
 }
 
 // opsRevocation names a grant's revocation in the grant's detail.
@@ -230,8 +233,10 @@ func (s *Server) handleOpsRequest() http.Handler {
 		}
 		v := opsRequestView{Operation: toOpsOperation(op), Step: stepView{op.Step, domain.StepStatus(op.Step).String()}}
 		b, err := st.BindingGetByOperation(ctx, id)
+		var own *store.Binding
 		switch {
 		case err == nil:
+			own = &b
 			v.Binding = &opsBinding{Subject: b.Subject, TargetKey: b.TargetKey, Status: b.Status, OperationID: b.OperationID,
 				ExpiresAt: timePtr(b.ExpiresAt), Expired: b.Expired, Version: b.Version, UpdatedAt: b.UpdatedAt.UTC()}
 			v.Status = b.Status
@@ -256,6 +261,30 @@ func (s *Server) handleOpsRequest() http.Handler {
 			if v.Revocation, v.Binding, err = opsRevocationOf(ctx, st, id); err != nil {
 				return id, nil, domain.Internal("ops request revocation", err)
 			}
+		}
+		if s.deps.Business.Requests != nil {
+			// The status and step bar its owner's page shows, decided by
+			// the same code: a grant whose binding went on to a
+			// revocation or a renewal reads as what became of its access
+			// (REVOKED, …), never as the VALIDATED its own history ends
+			// with. A request holding its binding keeps the binding's own
+			// status here (a renewal's RENEWING), the operators' word.
+			pv, err := s.requestViewOf(ctx, op, own, false)
+			if err != nil {
+				return id, nil, domain.Internal("ops request view", err)
+			}
+			if own == nil {
+				v.Status = pv.Status
+			}
+			v.Progress = pv.Progress
+		} else {
+			// No status store wired (a server built for the ops reads
+			// alone): the bar from what was read here.
+			in := domain.ProgressInput{Flow: op.Flow, Kind: op.Kind, Status: v.Status, Step: domain.StepStatus(op.Step)}
+			for _, x := range steps {
+				in.History = append(in.History, domain.StepStatus(x.ToStep))
+			}
+			v.Progress = domain.Progress(in)
 		}
 		v.Hint = domain.HintFor(domain.StepStatus(op.Step), v.Status)
 		if qp, err := st.BatchQueuePosition(ctx, id); err == nil {

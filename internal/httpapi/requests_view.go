@@ -105,6 +105,11 @@ type requestView struct {
 	Renewal *renewalView `json:"renewal,omitempty"`
 	// Renews is, on a renewal, the grant it renews.
 	Renews string `json:"renews,omitempty"`
+	// Progress is the step bar (docs/api.md, "The step bar"), decided
+	// from the request's flow, kind, status and history
+	// (domain.Progress): the one both the request page and the console
+	// draw.
+	Progress []domain.ProgressStep `json:"progress"`
 }
 
 // renewalView is a grant's renewal as its status read shows it: the
@@ -431,6 +436,10 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 		v.Renews = op.GrantOperationID
 	}
 	v.Hint = domain.HintFor(step, v.Status)
+	var err error
+	if v.Progress, err = progressOf(ctx, st, op, v); err != nil {
+		return requestView{}, err
+	}
 	if withBlocker {
 		bl, err := s.blocker(ctx, op, v.Status)
 		if err != nil {
@@ -444,6 +453,30 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 		}
 	}
 	return v, nil
+}
+
+// progressOf is the step bar of op as v shows it. The history is read
+// only for a step that does not say where the request stood (a generic
+// failure, a closing step: domain.ProgressNeedsHistory) — never for the
+// steps a request waits at, so the status read stays one statement. A
+// page of "my requests" pays one indexed read per request that ended
+// without effect or stopped on a generic failure: accepted, as the bar's
+// truth for those is in their history alone.
+func progressOf(ctx context.Context, st RequestStore, op store.Operation, v requestView) ([]domain.ProgressStep, error) {
+	step := domain.StepStatus(op.Step)
+	in := domain.ProgressInput{Flow: op.Flow, Kind: v.Kind, Status: v.Status, Step: step,
+		Renewed: v.Renewal != nil && v.Renewal.Status == domain.BindingValidated}
+	if domain.ProgressNeedsHistory(step) {
+		steps, err := st.OperationStepList(ctx, op.OperationID)
+		if err != nil {
+			return nil, fmt.Errorf("step bar history: %w", err)
+		}
+		in.History = make([]domain.StepStatus, len(steps))
+		for i, x := range steps {
+			in.History[i] = domain.StepStatus(x.ToStep)
+		}
+	}
+	return domain.Progress(in), nil
 }
 
 // renewalEnd is the status of a renewal that no longer owns its binding,

@@ -167,6 +167,23 @@ func (v *requestView) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"renews":`...)
 		b = appendJSONString(b, v.Renews)
 	}
+	b = append(b, `,"progress":`...)
+	if v.Progress == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, p := range v.Progress {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"key":`...)
+			b = appendJSONString(b, string(p.Key))
+			b = append(b, `,"state":`...)
+			b = appendJSONString(b, string(p.State))
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 

@@ -24,7 +24,7 @@ type OperationWithBinding struct {
 // statement (a LEFT JOIN on the binding's operation_id index), narrowed to
 // what a request's status view shows (GET /api/requests/{operationId} and
 // its event stream's authorization, the reads every person's browser
-// repeats): prepared once on SQLite, it selects 20 columns instead of 38
+// repeats): prepared once on SQLite, it selects 21 columns instead of 38
 // and reads its times without the driver's conversion (dbTime). The two
 // separate reads were two thirds of the status read's cost, and one
 // statement reads both rows in one snapshot, which two reads never
@@ -33,7 +33,7 @@ type OperationWithBinding struct {
 // Only these fields are set; every other field of Operation and Binding is
 // its zero value, so hand the result to nothing but the view:
 //
-//   - Operation: OperationID, Subject, TargetKey, Kind, GrantOperationID,
+//   - Operation: OperationID, Subject, TargetKey, Flow, Kind, GrantOperationID,
 //     RevokeReason, Step, BatchID, MRIID, MRURL, Reason, Days, ExpiresAt,
 //     CreatedAt, UpdatedAt;
 //   - Binding (when HasBinding): ID, OperationID, Status, ExpiresAt,
@@ -55,14 +55,14 @@ func (s *Store) OperationViewGet(ctx context.Context, operationID string) (Opera
 	// to the heap on its own, being handed to Scan as an interface.
 	r := &viewRow{}
 	row := s.queryRowPrepared(ctx, readOperationView, s.operationViewQuery, operationID)
-	err := row.Scan(&r.operationID, &r.subject, &r.targetKey, &r.kind, &r.grantOp, &r.revokeReason, &r.step,
+	err := row.Scan(&r.operationID, &r.subject, &r.targetKey, &r.flow, &r.kind, &r.grantOp, &r.revokeReason, &r.step,
 		&r.batchID, &r.mrIID, &r.mrURL, &r.reason, &r.days, &r.expiresAt, &r.createdAt, &r.updatedAt,
 		&r.bID, &r.bStatus, &r.bExpiresAt, &r.bUpdatedAt, &r.bExpired)
 	if err != nil {
 		return OperationWithBinding{}, fmt.Errorf("get the view of operation %s: %w", operationID, translate(err))
 	}
 	out := OperationWithBinding{Operation: Operation{
-		OperationID: r.operationID, Subject: r.subject, TargetKey: r.targetKey,
+		OperationID: r.operationID, Subject: r.subject, TargetKey: r.targetKey, Flow: r.flow,
 		Kind: domain.OperationKind(r.kind), GrantOperationID: r.grantOp.String, RevokeReason: domain.RevokeReason(r.revokeReason.String),
 		Step: int(r.step), BatchID: r.batchID.Int64, MRIID: r.mrIID.Int64, MRURL: r.mrURL.String,
 		Reason: r.reason, Days: int(r.days.Int64),
@@ -85,12 +85,12 @@ func (s *Store) OperationViewGet(ctx context.Context, operationID string) (Opera
 // int64s for the NOT NULL columns, so that database/sql assigns them
 // without reflection.
 type viewRow struct {
-	operationID, subject, targetKey, kind, reason string
-	step, bExpired                                int64
-	grantOp, revokeReason, mrURL, bStatus         sql.NullString
-	batchID, mrIID, days, bID                     sql.NullInt64
-	expiresAt, createdAt, updatedAt               dbTime
-	bExpiresAt, bUpdatedAt                        dbTime
+	operationID, subject, targetKey, flow, kind, reason string
+	step, bExpired                                      int64
+	grantOp, revokeReason, mrURL, bStatus               sql.NullString
+	batchID, mrIID, days, bID                           sql.NullInt64
+	expiresAt, createdAt, updatedAt                     dbTime
+	bExpiresAt, bUpdatedAt                              dbTime
 }
 
 // operationViewQuery is OperationViewGet's statement, in its Scan's order;
@@ -99,7 +99,7 @@ type viewRow struct {
 // in bindingColumns.
 func (s *Store) operationViewQuery() string {
 	d := s.dialect
-	return "SELECT o.operation_id, o.subject, o.target_key, o.kind, o.grant_operation_id, o.revoke_reason, o.step_status, " +
+	return "SELECT o.operation_id, o.subject, o.target_key, o.flow, o.kind, o.grant_operation_id, o.revoke_reason, o.step_status, " +
 		"o.batch_id, o.mr_iid, o.mr_url, o.reason, o.days, " +
 		d.viewTime("o.expires_at") + ", " + d.viewTime("o.created_at") + ", " + d.viewTime("o.updated_at") + ", " +
 		"b.id, b.status, " + d.viewTime("b.expires_at") + ", " + d.viewTime("b.updated_at") + ", " +

@@ -15,7 +15,7 @@ import (
 // fields its documentation lists, every other one zero.
 func viewOf(o store.Operation, b store.Binding, has bool) store.OperationWithBinding {
 	out := store.OperationWithBinding{Operation: store.Operation{
-		OperationID: o.OperationID, Subject: o.Subject, TargetKey: o.TargetKey, Kind: o.Kind,
+		OperationID: o.OperationID, Subject: o.Subject, TargetKey: o.TargetKey, Flow: o.Flow, Kind: o.Kind,
 		GrantOperationID: o.GrantOperationID, RevokeReason: o.RevokeReason, Step: o.Step,
 		BatchID: o.BatchID, MRIID: o.MRIID, MRURL: o.MRURL, Reason: o.Reason, Days: o.Days,
 		ExpiresAt: o.ExpiresAt, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
