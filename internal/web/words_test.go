@@ -62,10 +62,17 @@ func TestWordsCoverEveryState(t *testing.T) {
 	for _, s := range domain.Steps() {
 		steps = append(steps, s.String())
 	}
+	var keys, states []string
+	for _, k := range domain.ProgressKeys {
+		keys = append(keys, string(k))
+	}
+	for _, s := range domain.ProgressStates {
+		states = append(states, string(s))
+	}
 	for _, c := range []struct {
 		block string
 		want  []string
-	}{{"statusWords", statuses}, {"stepWords", steps}} {
+	}{{"statusWords", statuses}, {"stepWords", steps}, {"progressWords", keys}, {"progressStateWords", states}} {
 		got := objectKeys(t, src, c.block)
 		for _, w := range c.want {
 			if !slices.Contains(got, w) {

@@ -159,6 +159,16 @@ export interface RequestView {
   renewal?: { operationId: string; status: string; expiresAt?: string };
   /** on a renewal: the grant it renews */
   renews?: string;
+  /** the step bar, decided by the server from the request's history */
+  progress?: ProgressStep[];
+}
+
+/** ProgressStep is one step of the step bar (docs/api.md, "The step
+ * bar"): key APPROVAL, PROPOSED, CHECKS, MERGED, DEPLOYED, REMOVED,
+ * RENEWED or EXPIRED; state DONE, CURRENT, FAILED, SKIPPED or TODO. */
+export interface ProgressStep {
+  key: string;
+  state: string;
 }
 
 /** Me is GET /api/me: who the server takes the caller to be, and whether

@@ -1,7 +1,8 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError } from './api';
-import { isFailed, phaseIndex, phases, renewedWord, statusWord, when, whenExact } from './words';
+import type { ProgressStep } from './api';
+import { isFailed, progressStateWord, progressWord, renewedWord, statusWord, when, whenExact } from './words';
 
 export function ErrorNote({ children }: { children?: ComponentChildren }) {
   if (!children) return null;
@@ -23,17 +24,30 @@ export function Status({ status, renewed, step }: { status: string; renewed?: bo
   return <span class={`status ${cls}`}>{statusWord(status, step)}</span>;
 }
 
-/** Progress shows the external phase as a line of steps. */
-export function Progress({ status }: { status: string }) {
-  const at = phaseIndex(status);
-  const failed = isFailed(status);
+/** Progress is the step bar: the server decides each step's state from
+ * the request's real history (docs/api.md, "The step bar"), so the
+ * request page and the console draw the same bar and neither guesses it
+ * from the status. Each step says its state in words too (its title,
+ * read out by screen readers and shown on hover), not only by its
+ * colour. */
+export function Progress({ steps, kind }: { steps?: ProgressStep[]; kind?: string }) {
+  const shown = (steps ?? []).filter((p) => progressWord(p.key, kind));
+  if (shown.length === 0) return null;
   return (
-    <ol class="progress" aria-label="Progress">
-      {phases.map((p, i) => {
-        const cls = i < at || (i === at && status === 'VALIDATED') ? 'done' : i === at ? (failed ? 'failed' : 'current') : 'todo';
+    <ol class="progress" aria-label="Progress" data-testid="progress">
+      {shown.map((p) => {
+        const cls = p.state.toLowerCase();
+        const at = p.state === 'CURRENT' || p.state === 'FAILED';
         return (
-          <li key={p} class={cls} aria-current={i === at ? 'step' : undefined}>
-            {p}
+          <li
+            key={p.key}
+            class={cls}
+            data-key={p.key}
+            data-state={p.state}
+            title={`${progressWord(p.key, kind)}: ${progressStateWord(p.state)}`}
+            aria-current={at ? 'step' : undefined}
+          >
+            {progressWord(p.key, kind)}
           </li>
         );
       })}

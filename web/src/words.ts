@@ -185,6 +185,19 @@ export function renewedTodo(expiresAt?: string): Todo {
   };
 }
 
+/** renewsWords is the "Renews" line of a renewal's page, from the
+ * renewal's live status: the access it renews stays as it is only while
+ * the renewal is under way; once the renewal is in effect it carries the
+ * access itself, and one that ended without effect changed nothing. */
+export function renewsWords(status: string): { link: string; rest: string } {
+  if (status === 'VALIDATED') return { link: 'your earlier request', rest: '; this renewal carries its access now' };
+  if (isRevocationStatus(status)) return { link: 'your earlier request', rest: '; this renewal carried its access on until it was removed' };
+  if (status === 'REJECTED' || status === 'CLOSED') {
+    return { link: 'your access', rest: ', which this renewal did not change: it stays as it was, until it ends as before' };
+  }
+  return { link: 'your access in effect', rest: ', which stays as it is until this renewal is in effect' };
+}
+
 /** revokeReasonWords says why an access ends, for a revocation's page. */
 export function revokeReasonWords(reason?: string): string {
   switch (reason) {
@@ -225,29 +238,41 @@ export function closedWords(mode: string, why?: string): string {
   return 'This target takes no requests: its owners have closed it.';
 }
 
-/** The external phases as a progress line; failures stop where they happen. */
-export const phases = ['Approval', 'Change proposed', 'Merged', 'Deployed', 'In effect'] as const;
+/** progressWords names the step bar's steps (docs/api.md, "The step
+ * bar"): the server decides each step's state from the request's real
+ * history; these are only its words. A revocation's proposed change is a
+ * removal. internal/web's TestWordsCoverEveryState checks every key the
+ * domain lists has words here. */
+const progressWords: Record<string, string> = {
+  APPROVAL: 'Approval',
+  PROPOSED: 'Change proposed',
+  CHECKS: 'Checks',
+  MERGED: 'Merged',
+  DEPLOYED: 'Deployed',
+  REMOVED: 'Access removed',
+  RENEWED: 'Renewed',
+  EXPIRED: 'Expired',
+};
 
-export function phaseIndex(status: string): number {
-  switch (status) {
-    case 'APPROVAL_SENDING':
-    case 'APPROVAL_SENT':
-    case 'REJECTED':
-      return 0;
-    case 'MR_CREATING':
-    case 'MR_CREATED':
-    case 'CREATE_FAILED':
-      return 1;
-    case 'MERGING':
-    case 'HANDLE_FAILED':
-      return 2;
-    case 'MERGED':
-      return 3;
-    case 'VALIDATED':
-      return 4;
-    default:
-      return -1;
-  }
+/** progressWord is a step of the bar in words ('' for a key this release
+ * does not know: the step is left out rather than shown as a code). */
+export function progressWord(key: string, kind?: string): string {
+  if (key === 'PROPOSED' && kind === 'REVOKE') return 'Removal proposed';
+  return progressWords[key] ?? '';
+}
+
+/** progressStateWords says a step's state for screen readers (the colour
+ * says it to the eye). */
+const progressStateWords: Record<string, string> = {
+  DONE: 'done',
+  CURRENT: 'under way',
+  FAILED: 'stopped here',
+  SKIPPED: 'will not happen',
+  TODO: 'not reached yet',
+};
+
+export function progressStateWord(state: string): string {
+  return progressStateWords[state] ?? '';
 }
 
 export function isFailed(status: string): boolean {

@@ -57,7 +57,7 @@ export const testTokens = {
   gitlab: 'web-test-gitlab-webhook-9c4f1a8e5b2d7c60',
 };
 
-function configYAML(dir, applyLimit, simPort, port, production = false, extra = '') {
+function configYAML(dir, applyLimit, simPort, port, production = false, extra = '', approveFirst = true) {
   const sim = `http://127.0.0.1:${simPort}`;
   const yaml = `
 server:
@@ -92,7 +92,7 @@ identity:
   directoryFile: ${join(dir, 'directory.yaml')}
   trustedProxies: [127.0.0.1/32, "::1/128"]
 workflow:
-  approveFirst: true
+  approveFirst: ${approveFirst}
 polling:
   # Decisions reach the service by their callbacks here; the fallback
   # poll of the approval system waits longer than any test, so a test
@@ -188,8 +188,10 @@ export function buildRelease(release = '') {
  * Two releases share one origin and one database by passing the same dir
  * and port. */
 /** extra is YAML appended to the configuration: top-level sections the
- * base one does not have (expiry: …), for a test that needs them. */
-export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0, production = false, extra = '' } = {}) {
+ * base one does not have (expiry: …), for a test that needs them.
+ * approveFirst false serves the legacy flow (the MR first, its approval
+ * once its checks pass). */
+export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 0, production = false, extra = '', approveFirst = true } = {}) {
   const ownBin = !bin;
   if (!bin) bin = buildRelease('');
   const ownDir = !dir;
@@ -197,7 +199,7 @@ export async function startServer({ applyLimit = 10, bin = '', dir = '', port = 
   writeFileSync(join(dir, 'directory.yaml'), readFileSync(join(repoRoot, 'cmd/changeflow/local/directory.yaml')));
   const cfg = join(dir, 'changeflow.yaml');
   const simPort = await freePort();
-  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port, production, extra));
+  writeFileSync(cfg, configYAML(dir, applyLimit, simPort, port, production, extra, approveFirst));
 
   const child = spawn(bin, ['serve', '--config', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';

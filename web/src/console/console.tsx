@@ -4,7 +4,7 @@
 // approval decision, settle a batch, run a round or reconciliation now —
 // each ask for a confirmation first and answer in words.
 import { useState } from 'preact/hooks';
-import type { Step } from '../api';
+import type { ProgressStep, Step } from '../api';
 import { call } from '../api';
 import { Confirmed, Done, ErrorNote, Progress, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
@@ -18,7 +18,7 @@ import { SecurityEvents } from './security';
 import { DeployInbox, DeployTable } from './deploy';
 
 interface OpsRequest {
-  operation: Record<string, unknown> & { operationId: string; subject: string; targetKey: string; mr?: { iid: number; url: string } };
+  operation: Record<string, unknown> & { operationId: string; subject: string; targetKey: string; version: number; mr?: { iid: number; url: string } };
   status: string;
   step: Step;
   hint: string;
@@ -33,6 +33,8 @@ interface OpsRequest {
   audit: { actor: string; action: string; params: string; outcome: string; at: string }[];
   /** On a grant: the revocation that took its binding over. */
   revocation?: { operationId: string; status: string; reason: string; text: string };
+  /** The step bar, as the owner's page shows it. */
+  progress?: ProgressStep[];
 }
 
 /** Why a revocation was made, for operators (the code beside it). */
@@ -313,10 +315,40 @@ function CloseCard({ id, subject, onDone, reload }: { id: string; subject: strin
   );
 }
 
+/** Said is a write's answer and the live states in which it still holds
+ * (as on a person's request page): the banner goes once the request has
+ * moved past what it announced, without a reload. */
+interface Said {
+  words: string;
+  holds: (x: OpsRequest) => boolean;
+}
+
+/** ended: the request is over (in effect, rejected, closed, removed). */
+function ended(x: OpsRequest): boolean {
+  return x.status === 'VALIDATED' || x.status === 'REJECTED' || x.status === 'CLOSED' || x.status === 'REVOKED';
+}
+
+/** sinceOrMoving is when a re-trigger's or a replay's answer holds: while
+ * the request is still as the operator saw it (the answer comes before
+ * the page's next read), or on its way — neither stopped again nor over. */
+function sinceOrMoving(seen: OpsRequest): (y: OpsRequest) => boolean {
+  const v = seen.operation.version;
+  return (y) => y.operation.version === v || (!stopped(y.operation) && !unpolled(y) && !ended(y));
+}
+
+/** sinceOrClosed is when a close's answer holds: while the request is
+ * still as the operator saw it, or once it is closed. */
+function sinceOrClosed(seen: OpsRequest): (y: OpsRequest) => boolean {
+  const v = seen.operation.version;
+  return (y) => y.operation.version === v || y.status === 'CLOSED';
+}
+
 function OpsRequestView({ id }: { id: string }) {
   const r = useGet<OpsRequest>(`/ops/requests/${encodeURIComponent(id)}`, 3000);
-  const [done, setDone] = useState('');
+  const [said, setSaid] = useState<Said | null>(null);
   const x = r.data;
+  const done = said && x && said.holds(x) ? said.words : '';
+  const say = (holds: (y: OpsRequest) => boolean) => (words: string) => setSaid({ words, holds });
   return (
     <div data-testid="ops-request">
       <Done>{done}</Done>
@@ -324,7 +356,15 @@ function OpsRequestView({ id }: { id: string }) {
       {r.loading && !x && <p>Loading…</p>}
       {x && (
         <>
-          {inEffect(x, id) && <RevokeCard id={id} subject={x.operation.subject} onDone={setDone} reload={r.reload} />}
+          {inEffect(x, id) && (
+            <RevokeCard
+              id={id}
+              subject={x.operation.subject}
+              // True while the access is in effect or being removed.
+              onDone={say((y) => y.binding?.status === 'VALIDATED' || y.binding?.status === 'REVOKING')}
+              reload={r.reload}
+            />
+          )}
           {(stopped(x.operation) || unpolled(x)) && (
             <div class="card actions">
               {stopped(x.operation) ? (
@@ -351,7 +391,10 @@ function OpsRequestView({ id }: { id: string }) {
                     ? `Re-run this request from ${String(x.operation.nextAction)} now?`
                     : 'Poll the approval system for this request now?'
                 }
-                onDone={setDone}
+                // True while the page still shows the state the operator
+                // acted on, or the request moves on; once it stopped again
+                // or ended, the page says where it is.
+                onDone={say(sinceOrMoving(x))}
                 run={async () => {
                   // The step the operator saw: the server refuses if the
                   // request moved since (docs/api.md).
@@ -364,9 +407,16 @@ function OpsRequestView({ id }: { id: string }) {
               />
             </div>
           )}
-          {closable(x) && <CloseCard id={id} subject={x.operation.subject} onDone={setDone} reload={r.reload} />}
+          {closable(x) && (
+            <CloseCard
+              id={id}
+              subject={x.operation.subject}
+              onDone={say(sinceOrClosed(x))}
+              reload={r.reload}
+            />
+          )}
           <div class="card">
-            <Progress status={x.status} />
+            <Progress steps={x.progress} kind={String(x.operation.kind ?? '')} />
             <dl class="facts">
               <dt>{x.operation.kind === 'REVOKE' ? 'Access of' : 'Requested by'}</dt>
               <dd>{x.operation.subject}</dd>
@@ -534,7 +584,7 @@ function OpsRequestView({ id }: { id: string }) {
                             testid="replay"
                             label="Replay"
                             question={`Apply this ${c.result} decision now? It passes the same check as a delivery: if the request has moved on, nothing changes.`}
-                            onDone={setDone}
+                            onDone={say(sinceOrMoving(x))}
                             run={async () => {
                               const res = await call<{ applied: boolean }>('POST', `/ops/requests/${encodeURIComponent(id)}/replay-approval`, {});
                               r.reload();

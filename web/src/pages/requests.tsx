@@ -3,7 +3,7 @@ import { ApiError, call, type RequestView } from '../api';
 import { Confirmed, Done, ErrorNote, Progress, Status, Stamp } from '../components';
 import { useAppConfig, useGet, useMe } from '../hooks';
 import { useLive } from '../live';
-import { isRevocationStatus, renewedTodo, revokeReasonWords, statusWord, stepWord, when, whatToDo } from '../words';
+import { isRevocationStatus, renewedTodo, renewsWords, revokeReasonWords, statusWord, stepWord, when, whatToDo } from '../words';
 
 const POLL_MS = 3000;
 
@@ -276,8 +276,12 @@ export function GiveBack({
 }
 
 /** Withdraw withdraws x after asking (POST /api/requests/{id}/withdraw),
- * on the request page and in a row of my requests alike. */
-function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone: (message: string) => void }) {
+ * on the request page and in a row of my requests alike. onDone gets the
+ * answer and the live states in which it still holds (Said). */
+function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone: (message: string, holds: (y: RequestView) => boolean) => void }) {
+  // Which states the answer holds in depends on the answer: run sets it
+  // just before onDone reads it.
+  let holds: (y: RequestView) => boolean = () => false;
   const isRenewal = x.kind === 'RENEW';
   return (
     <Confirmed
@@ -290,16 +294,24 @@ function Withdraw({ x, title, onDone }: { x: RequestView; title: string; onDone:
             ? `Withdraw your stopped request for ${title}? Its proposed change is closed; you can ask again right after.`
             : `Withdraw your request for ${title}? It will not take effect; you can ask again later.`
       }
-      onDone={onDone}
+      onDone={(words) => onDone(words, holds)}
       run={async () => {
         try {
           const res = await call<RequestView>('POST', `/api/requests/${encodeURIComponent(x.operationId)}/withdraw`);
-          if (res.code === 'ACCEPTED') return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
+          if (res.code === 'ACCEPTED') {
+            // True until the withdrawal is carried out: then the status
+            // and "What to do" say it is over.
+            holds = (y) => y.step.name === 'CLOSE_REQUESTER_WITHDRAWN' && y.status !== 'CLOSED' && y.status !== 'REJECTED';
+            return 'Withdrawn: the proposed change is being closed, and nothing of it takes effect.';
+          }
           if (res.data.step.name === 'CLOSE_REQUESTER_WITHDRAWN') {
+            holds = (y) => y.step.name === 'CLOSE_REQUESTER_WITHDRAWN';
             if (isRenewal) return 'Withdrawn: your access stays as it was, until it ends as before.';
             return failed(x) ? 'Withdrawn: nothing of this request takes effect. You can ask again now.' : 'Withdrawn: nothing of this request takes effect.';
           }
-          return `It had already ended: ${statusWord(res.data.status, res.data.step.name).toLowerCase()}.`;
+          const ended = res.data.status;
+          holds = (y) => y.status === ended;
+          return `It had already ended: ${statusWord(ended, res.data.step.name).toLowerCase()}.`;
         } catch (e) {
           // The merge won the race: say what to do in words, not
           // with the API's path the message names.
@@ -355,12 +367,23 @@ function RenewButton({ x, compact }: { x: RequestView; compact?: boolean }) {
   );
 }
 
+/** Said is an action's answer in words and the live states in which it
+ * still holds: the banner is shown only while the request's live state
+ * is one of them, so it never outlives what it announced ("being given
+ * back…" goes once the access is removed, without a reload). */
+interface Said {
+  words: string;
+  holds: (x: RequestView) => boolean;
+}
+
 /** Actions are what the owner may do to the request now: give an access
  * in effect back, renew it, withdraw a request not yet in effect. Each
  * asks first (Confirmed) and answers in words; the page then follows the
  * request's new state by itself. */
 function Actions({ x }: { x: RequestView }) {
-  const [done, setDone] = useState('');
+  const [said, setSaid] = useState<Said | null>(null);
+  const done = said && said.holds(x) ? said.words : '';
+  const say = (words: string, holds: (y: RequestView) => boolean) => setSaid({ words, holds });
   const title = x.targetTitle || x.targetKey;
   // A grant whose renewal is in effect is acted on through the renewal
   // (it owns the access).
@@ -393,7 +416,14 @@ function Actions({ x }: { x: RequestView }) {
             No longer need it? Give the access back: it is removed from the access file by a change like the one that granted it, with no
             approval needed.{renewing && ' Its renewal under way is closed with it.'}
           </p>
-          <GiveBack operationId={x.operationId} title={title} renewing={renewing} onDone={setDone} />
+          <GiveBack
+            operationId={x.operationId}
+            title={title}
+            renewing={renewing}
+            // True while the access is still in effect (the answer comes
+            // before the page's next read) or being removed.
+            onDone={(words) => say(words, (y) => y.status === 'VALIDATED' || y.status === 'REVOKING')}
+          />
         </>
       )}
       {withdraw && (
@@ -407,7 +437,7 @@ function Actions({ x }: { x: RequestView }) {
                 ? 'Changed your mind? You can withdraw this renewal while it has not taken effect; the access it renews stays exactly as it is.'
                 : 'Changed your mind? You can withdraw this request while it has not taken effect.'}
           </p>
-          <Withdraw x={x} title={title} onDone={setDone} />
+          <Withdraw x={x} title={title} onDone={say} />
         </>
       )}
     </div>
@@ -438,7 +468,7 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
       {x && <Actions key={x.operationId} x={x} />}
       {x && (
         <div class="card" data-testid="request-detail" data-operation-id={x.operationId}>
-          {x.kind !== 'REVOKE' && !isRevocationStatus(x.status) && !carried(x) && <Progress status={x.status} />}
+          <Progress steps={x.progress} kind={x.kind} />
           <dl class="facts">
             <dt>Target</dt>
             <dd>
@@ -459,10 +489,13 @@ export function RequestPage({ id, user }: { id: string; user: string }) {
               <>
                 <dt>Renews</dt>
                 <dd>
+                  {/* Follows the renewal's live status: "stays as it is
+                      until this renewal is in effect" is true only while
+                      it is not. */}
                   <a href={`/requests/${encodeURIComponent(x.renews)}`} data-testid="renews-link">
-                    your access in effect
+                    {renewsWords(x.status).link}
                   </a>
-                  , which stays as it is until this renewal is in effect
+                  <span data-testid="renews-words">{renewsWords(x.status).rest}</span>
                 </dd>
               </>
             )}
