@@ -107,23 +107,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The defers run before env.close closes the store.
 	limiter := ratelimit.New()
 	janitor := ratelimit.NewJanitor(limiter, 0, nil)
-	if err := janitor.Start(ctx); err != nil {
-		return fmt.Errorf("start rate-limit janitor: %w", err)
-	}
-	defer janitor.Stop()
 	quota := ratelimit.NewQuota(ratelimit.QuotaOptions{Store: st, Config: cfg, Logger: logger})
-	if err := quota.Start(ctx); err != nil {
-		return fmt.Errorf("start instance heartbeat: %w", err)
-	}
-	defer quota.Stop()
 
 	// Expired idempotency records are removed in bounded chunks on the
 	// records' own expiry index.
 	idemCleanup := httpapi.NewIdempotencyCleanup(st, cfg, logger)
-	if err := idemCleanup.Start(ctx); err != nil {
-		return fmt.Errorf("start idempotency cleanup: %w", err)
-	}
-	defer idemCleanup.Stop()
 	gl, glPreview := gitlabClients(func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg.Current()) }, logger)
 
 	m := metrics.New(logger, version)
@@ -172,10 +160,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)
-	if err := engine.Start(ctx); err != nil {
-		return fmt.Errorf("start workflow engine: %w", err)
-	}
-	defer engine.Stop()
 	// Reconciliation of lost deploy callbacks on every instance
 	// every reconcile.interval; its flips count the same validated metric
 	// through wdeps.OnValidated, once per flip. Each run also applies
@@ -183,23 +167,26 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// two).
 	reconciler := workflow.NewReconciler(wdeps)
 	reconciler.Wake = engine.Wake
-	if err := reconciler.Start(ctx); err != nil {
-		return fmt.Errorf("start reconciliation: %w", err)
-	}
-	defer reconciler.Stop()
 	// The expiry scan on every instance every expiry.interval: each
 	// expired grant's revocation is created once however many instances
 	// scan at once (docs/workflow.md, "Revocation (access ends)").
 	expiry := workflow.NewExpiry(wdeps)
 	expiry.Wake = engine.Wake
-	expiry.Start(ctx)
-	defer expiry.Stop()
 	// Batch rounds and the batch timeout sweep on every instance
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
 	rounds := workflow.NewRounds(wdeps, engine)
-	rounds.Start(ctx)
-	defer rounds.Stop()
+	// Every background part starts here, in this order, and stops in the
+	// reverse order before the store closes (the defers run before
+	// env.close); each Stop waits for its pass in progress.
+	stop, err := startParts(ctx, []part{
+		{"rate-limit janitor", janitor}, {"instance heartbeat", quota}, {"idempotency cleanup", idemCleanup},
+		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
 	callbacks := workflow.NewCallbacks(wdeps, engine)
 	// The live status streams' one poller (docs/api.md, "Live status");
 	// closed when the server shuts down, so open streams end and
@@ -518,4 +505,34 @@ func gitlabClients(settings func() gitlab.Settings, logger *slog.Logger) (workfl
 	workflowClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger})
 	previewClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger, BreakerName: "gitlab-preview"})
 	return workflowClient, previewClient
+}
+
+// part is a background part of a serving process: started once, stopped
+// once, Stop waiting for its work in progress.
+type part struct {
+	name string
+	svc  interface {
+		Start(context.Context) error
+		Stop()
+	}
+}
+
+// startParts starts parts in order and returns the function that stops
+// them in the reverse order. If one fails to start, those started before
+// it are stopped and the error names it.
+func startParts(ctx context.Context, parts []part) (stop func(), err error) {
+	started := make([]part, 0, len(parts))
+	stop = func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].svc.Stop()
+		}
+	}
+	for _, p := range parts {
+		if err := p.svc.Start(ctx); err != nil {
+			stop()
+			return nil, fmt.Errorf("start %s: %w", p.name, err)
+		}
+		started = append(started, p)
+	}
+	return stop, nil
 }

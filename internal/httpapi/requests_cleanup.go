@@ -1,9 +1,9 @@
 package httpapi
 
 import (
+	"changeflow/internal/periodic"
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -36,9 +36,7 @@ type IdempotencyCleanup struct {
 	// onRun, when set, receives each run's count (tests).
 	onRun func(deleted int, err error)
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	svc periodic.Service
 }
 
 // NewIdempotencyCleanup returns a stopped cleanup service. config may be
@@ -53,46 +51,18 @@ func NewIdempotencyCleanup(st IdempotencyExpirer, config ConfigSource, logger *s
 // Start runs the loop until ctx ends or Stop is called; the first run is
 // one interval after Start. Starting a running service does nothing.
 func (c *IdempotencyCleanup) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	c.cancel, c.done = cancel, make(chan struct{})
-	go c.loop(ctx, c.done)
+	c.svc.Start(ctx, periodic.Every{Interval: c.interval, Fallback: defaultCleanupIn, Pass: c.pass}.Loop)
 	return nil
 }
 
 // Stop ends the loop and waits for a run in progress; safe to call twice
 // and before Start.
-func (c *IdempotencyCleanup) Stop() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.cancel, c.done = nil, nil
-	c.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (c *IdempotencyCleanup) Stop() { c.svc.Stop() }
 
-func (c *IdempotencyCleanup) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	t := time.NewTimer(c.interval())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := c.RunOnce(ctx)
-			if c.onRun != nil {
-				c.onRun(n, err)
-			}
-			t.Reset(c.interval())
-		}
+func (c *IdempotencyCleanup) pass(ctx context.Context) {
+	n, err := c.RunOnce(ctx)
+	if c.onRun != nil {
+		c.onRun(n, err)
 	}
 }
 

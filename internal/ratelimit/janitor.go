@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"changeflow/internal/periodic"
 	"context"
 	"time"
 )
@@ -21,7 +22,7 @@ type Janitor struct {
 	now   func() time.Time
 	// onSweep, when set, receives each sweep's count (tests).
 	onSweep func(removed int)
-	svc     service
+	svc     periodic.Service
 }
 
 // NewJanitor returns a stopped janitor for l that sweeps every interval
@@ -40,25 +41,16 @@ func NewJanitor(l *Limiter, every time.Duration, now func() time.Time) *Janitor 
 // Start sweeps every interval until ctx ends or Stop is called. Starting
 // a running janitor does nothing.
 func (j *Janitor) Start(ctx context.Context) error {
-	j.svc.start(ctx, j.run)
+	j.svc.Start(ctx, periodic.Every{Fallback: j.every, Pass: j.sweep}.Loop)
 	return nil
 }
 
 // Stop ends the loop and waits for it; safe to call twice.
-func (j *Janitor) Stop() { j.svc.stop() }
+func (j *Janitor) Stop() { j.svc.Stop() }
 
-func (j *Janitor) run(ctx context.Context) {
-	t := time.NewTicker(j.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n := j.l.Sweep(j.now())
-			if j.onSweep != nil {
-				j.onSweep(n)
-			}
-		}
+func (j *Janitor) sweep(context.Context) {
+	n := j.l.Sweep(j.now())
+	if j.onSweep != nil {
+		j.onSweep(n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/periodic"
 )
 
 // Global quota. Without it, rate limiting is per
@@ -65,7 +66,7 @@ type Quota struct {
 	liveAfter atomic.Int64 // the liveAfter it was counted with
 	lastPrune atomic.Int64
 
-	svc service
+	svc periodic.Service
 }
 
 // NewQuota returns a stopped service; Start starts it.
@@ -83,13 +84,13 @@ func NewQuota(o QuotaOptions) *Quota {
 // (re-read each time, so a reload applies) until ctx ends or Stop is
 // called. Starting a running service does nothing.
 func (q *Quota) Start(ctx context.Context) error {
-	q.svc.start(ctx, q.run)
+	q.svc.Start(ctx, q.run)
 	return nil
 }
 
 // Stop ends the loop and waits for it. Safe to call twice, or without
 // Start. The instance's row stays and stops counting after liveAfter.
-func (q *Quota) Stop() { q.svc.stop() }
+func (q *Quota) Stop() { q.svc.Stop() }
 
 func (q *Quota) run(ctx context.Context) {
 	for {

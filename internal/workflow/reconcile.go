@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/periodic"
 	"changeflow/internal/store"
 )
 
@@ -60,7 +61,7 @@ type Reconciler struct {
 	// decision, so the engine runs the action it scheduled at once.
 	Wake func()
 
-	bg background
+	svc periodic.Service
 }
 
 // NewReconciler returns a reconciler over d (Store, Config, Logger and
@@ -70,36 +71,28 @@ func NewReconciler(d Deps) *Reconciler { return &Reconciler{d: d} }
 // Start runs RunOnce every reconcile.interval until Stop or ctx ends. A
 // second Start, or one after Stop, does nothing.
 func (r *Reconciler) Start(ctx context.Context) error {
-	r.bg.start(ctx, r.loop)
+	r.svc.Start(ctx, periodic.Every{Interval: r.interval, Fallback: time.Minute, Pass: r.pass}.Loop)
 	return nil
 }
 
 // Stop stops the loop and waits for a run in progress. Safe twice, and
 // before Start.
-func (r *Reconciler) Stop() { r.bg.stop() }
+func (r *Reconciler) Stop() { r.svc.Stop() }
 
-func (r *Reconciler) loop(ctx context.Context) {
-	timer := time.NewTimer(r.interval())
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		res, err := r.RunOnce(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.d.logger().Warn("reconcile", "err", err)
-		case res.Validated > 0:
-			r.d.logger().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
-		}
-		if n, err := r.ReplayApprovalInbox(ctx); err != nil && ctx.Err() == nil {
-			r.d.logger().Warn("replay recorded approval decisions", "err", err)
-		} else if n > 0 {
-			r.d.logger().Info("applied recorded approval decisions from the callback inbox", "applied", n)
-		}
-		timer.Reset(r.interval())
+// pass is one run of the loop: reconciliation, then the replay of
+// recorded approval decisions.
+func (r *Reconciler) pass(ctx context.Context) {
+	res, err := r.RunOnce(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.d.logger().Warn("reconcile", "err", err)
+	case res.Validated > 0:
+		r.d.logger().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
+	}
+	if n, err := r.ReplayApprovalInbox(ctx); err != nil && ctx.Err() == nil {
+		r.d.logger().Warn("replay recorded approval decisions", "err", err)
+	} else if n > 0 {
+		r.d.logger().Info("applied recorded approval decisions from the callback inbox", "applied", n)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/periodic"
 	"changeflow/internal/store"
 )
 
@@ -45,7 +46,7 @@ type Expiry struct {
 	// create_mr is due, so the engine starts them at once.
 	Wake func()
 
-	bg background
+	svc periodic.Service
 }
 
 // NewExpiry returns the expiry scan over d.
@@ -170,34 +171,26 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 
 // Start runs ScanOnce every expiry.interval until Stop or ctx ends. A
 // second Start, or one after Stop, does nothing.
-func (x *Expiry) Start(ctx context.Context) {
-	x.bg.start(ctx, x.loop)
+func (x *Expiry) Start(ctx context.Context) error {
+	x.svc.Start(ctx, periodic.Every{
+		Interval: func() time.Duration { return x.d.Config().Expiry().Interval },
+		Fallback: time.Minute, Pass: x.pass,
+	}.Loop)
+	return nil
 }
 
 // Stop stops the loop and waits for a scan in progress. Safe twice, and
 // before Start.
-func (x *Expiry) Stop() { x.bg.stop() }
+func (x *Expiry) Stop() { x.svc.Stop() }
 
-func (x *Expiry) loop(ctx context.Context) {
-	for {
-		interval := x.d.Config().Expiry().Interval
-		if interval <= 0 {
-			interval = time.Minute
-		}
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		res, err := x.ScanOnce(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			x.d.logger().Warn("expiry scan", "err", err)
-		case res.Revoked > 0:
-			x.d.logger().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
-		}
+// pass is one scan of the loop.
+func (x *Expiry) pass(ctx context.Context) {
+	res, err := x.ScanOnce(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		x.d.logger().Warn("expiry scan", "err", err)
+	case res.Revoked > 0:
+		x.d.logger().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
 	}
 }
 

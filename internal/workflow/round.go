@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/periodic"
 	"changeflow/internal/store"
 )
 
@@ -136,11 +137,8 @@ type Rounds struct {
 	// every round (default 2 minutes).
 	ResumeAfter time.Duration
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	svc periodic.Service
+	mu  sync.Mutex
 	// building holds the batches a round of this process is building right
 	// now: a batch whose recorded builder is this instance is resumed at
 	// once only when no round here is still on it (rounds overlap: the
@@ -535,30 +533,13 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 // batch at once), and rounds and the timeout sweep every batch.interval
 // (read at every pass) for every gitlab.projects entry with a numeric id,
 // until Stop or ctx ends. Safe to call twice; a no-op after Stop.
-func (r *Rounds) Start(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started || r.stopped {
-		return
-	}
-	r.started = true
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go r.loop(ctx)
+func (r *Rounds) Start(ctx context.Context) error {
+	r.svc.Start(ctx, r.loop)
+	return nil
 }
 
 // Stop ends the loop and waits for a running round. Safe twice.
-func (r *Rounds) Stop() {
-	r.mu.Lock()
-	r.stopped = true
-	cancel, done := r.cancel, r.done
-	r.cancel = nil
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (r *Rounds) Stop() { r.svc.Stop() }
 
 // loop runs triggered rounds when they are due (RoundTrigger) and a full
 // Tick every batch.interval. The interval is measured from the last Tick,
@@ -566,7 +547,6 @@ func (r *Rounds) Stop() {
 // never postpones the safety net (the timeout sweep, the resumption of a
 // batch whose round died).
 func (r *Rounds) loop(ctx context.Context) {
-	defer close(r.done)
 	trig := r.d.RoundTrigger
 	clock := trig.clock
 	lastTick := clock.Now()
