@@ -34,6 +34,16 @@ func secretsFinding(s *config.Snapshot, local bool) Finding {
 			missing = append(missing, r.Key)
 		}
 	}
+	// A previous callback token is a rotation under way: accepted, but a
+	// second secret that opens the same door, so it is worth a warning
+	// until it is removed — a rotation forgotten half way would otherwise
+	// keep the retired value valid for good.
+	var rotating []string
+	for _, name := range []string{config.CallbackApproval, config.CallbackDeploy, config.CallbackGitLab} {
+		if _, ok := s.CallbackPreviousToken(name); ok {
+			rotating = append(rotating, name)
+		}
+	}
 	switch {
 	case len(bad) > 0:
 		f.Status = StatusFail
@@ -43,6 +53,15 @@ func secretsFinding(s *config.Snapshot, local bool) Finding {
 		f.Status = StatusWarn
 		f.Detail = "not set, so every callback of that kind is rejected (changeflow then only polls): " + strings.Join(missing, ", ")
 		f.Fix = "set each to its own secret (`" + config.GenerateHint + "`) and give the same value to the system that sends it"
+	case len(rotating) > 0:
+		var keys, series []string
+		for _, n := range rotating {
+			keys = append(keys, config.CallbackPreviousKey(n))
+			series = append(series, `changeflow_callback_token_previous_total{callback="`+n+`"}`)
+		}
+		f.Status = StatusWarn
+		f.Detail = "a rotation is under way: the retired value is still accepted through " + strings.Join(keys, ", ")
+		f.Fix = "once the sender has the new value and " + strings.Join(series, ", ") + " stops rising, remove " + strings.Join(keys, ", ") + " (docs/configuration.md, \"Rotating a callback token\")"
 	default:
 		f.Status = StatusOK
 		f.Detail = fmt.Sprintf("every token is set, not a simulator's, long enough (callbacks ≥ %d bytes, GitLab ≥ %d) and unlike every other",

@@ -60,6 +60,8 @@ func TestConfigFindings(t *testing.T) {
 		{"approval and deploy alike", false, with(map[string]any{"callbacks.tokens.deploy": strings.Repeat("a1", 32)}), "secrets", StatusFail, "the same value"},
 		{"a short token", false, with(map[string]any{"callbacks.tokens.gitlab": "short"}), "secrets", StatusFail, "shorter than"},
 		{"a callback kind without a token", false, with(map[string]any{"callbacks.tokens.gitlab": ""}), "secrets", StatusWarn, "callbacks.tokens.gitlab"},
+		{"a rotation under way", false, with(map[string]any{"callbacks.tokens.deployPrevious": strings.Repeat("p4", 32)}), "secrets", StatusWarn, "callbacks.tokens.deployPrevious"},
+		{"a previous token equal to its current one", false, with(map[string]any{"callbacks.tokens.deployPrevious": strings.Repeat("d2", 32)}), "secrets", StatusFail, "meant to be replaced by"},
 		{"the local profile's tokens", true, map[string]any{"callbacks.tokens.deploy": simtoken.Callback, "callbacks.tokens.approval": simtoken.Callback}, "secrets", StatusOK, "local profile"},
 		{"no trusted proxy", false, with(nil), "trusted-proxies", StatusOK, ""},
 		{"the auth proxy's own address", false, with(map[string]any{"identity.trustedProxies": []any{"10.0.0.5/32"}}), "trusted-proxies", StatusOK, ""},
