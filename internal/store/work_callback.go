@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"changeflow/internal/domain"
@@ -53,23 +52,8 @@ type WorkCallbackParams struct {
 }
 
 // ApprovalBinding is what an approval decision must match on the locked
-// operation row to be applied: the recorded approval id and, legacy flow,
-// the operation's MR. The recorded approval id is never overwritten: a
-// callback naming another approval is refused, which is what keeps a
-// decision for some other approval — or a forged one — from moving a
-// request, and a later real decision from becoming stale.
-type ApprovalBinding struct {
-	// ApprovalID must equal operation.approval_id.
-	ApprovalID string
-	// Adopt allows an operation with no approval id recorded yet
-	// (submit_approval has not had its answer) to take ApprovalID. Only
-	// for an id the approval system itself named for this operation
-	// (read back by operationId), never for a callback's bare claim.
-	Adopt bool
-	// MRIID must equal operation.mr_iid; 0 means the operation must have
-	// no MR (approve-first: the approval comes before the MR).
-	MRIID int64
-}
+// operation row to be applied (domain.ApprovalBinding).
+type ApprovalBinding = domain.ApprovalBinding
 
 // WorkCallbackResult is what WorkCallbackApply did.
 type WorkCallbackResult struct {
@@ -148,84 +132,30 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 		return WorkCallbackResult{}, fmt.Errorf("lock binding: %w", translate(err))
 	}
 	res := WorkCallbackResult{Current: b}
-	// A retrigger names the grant's status of the step it resumes; a
-	// revocation shows its own (domain.OperationKind.Binding).
-	// A renewal's rejection hands the row back to its grant (restore).
-	restore := kind.EndsWithoutEffect(p.Binding)
-	p.Binding = kind.Binding(p.Binding)
-	// The waiting set is named in the grant's vocabulary: a renewal's
-	// RENEWING is read as the grant status of its step (GrantView).
-	waiting := slices.Contains(p.Waiting, b.Status) ||
-		slices.Contains(p.Waiting, kind.GrantView(b.Status, domain.StepStatus(step)))
-	if b.OperationID != p.OperationID || !waiting {
-		return res, nil
-	}
-	adopt := false
-	if a := p.Approval; a != nil {
-		res.Refused, adopt = a.Check(approvalID.String, mrIID.Int64)
-		if res.Refused != "" {
-			return res, nil
-		}
-	}
-	if err := domain.CheckStep(domain.StepStatus(step), domain.StepStatus(p.Step)); err != nil {
+	plan, err := domain.PlanCallback(domain.CallbackState{
+		Kind: kind, Step: domain.StepStatus(step), Binding: b.Status, BindingOwned: b.OperationID == p.OperationID,
+		ApprovalID: approvalID.String, MRIID: mrIID.Int64, Days: int(days.Int64),
+	}, p.callback())
+	if err != nil {
 		return WorkCallbackResult{}, err
 	}
-	if b.Status != p.Binding {
-		if err := domain.CheckBinding(b.Status, p.Binding); err != nil {
-			return WorkCallbackResult{}, err
-		}
-		if err := bindingMove(ctx, tx, d, b, p.Binding, restore, grantOp); err != nil {
+	if res.Refused = plan.Refused; !plan.Apply {
+		return res, nil
+	}
+	if plan.Move != "" {
+		if err := bindingMove(ctx, tx, d, b, plan.Move, plan.Restore, grantOp); err != nil {
 			return WorkCallbackResult{}, fmt.Errorf("move binding: %w", err)
 		}
 		res.Flip = &Flip{
 			OperationID: p.OperationID, Subject: subject, TargetKey: target,
-			From: b.Status, To: p.Binding, BindingVersion: b.Version + 1,
-			FromStep: step, ToStep: p.Step, EndedWithoutEffect: restore,
+			From: b.Status, To: plan.Move, BindingVersion: b.Version + 1,
+			FromStep: step, ToStep: int(plan.Step), EndedWithoutEffect: plan.Restore,
 		}
 	}
-	set := "step_status = ?"
-	vals := []any{p.Step}
-	if p.Step != step {
-		set += ", version = version + 1"
+	if err := s.callbackApply(ctx, tx, p, plan, b); err != nil {
+		return WorkCallbackResult{}, err
 	}
-	if !p.ApprovedAt.IsZero() && kind == domain.OperationGrant && days.Valid && days.Int64 > 0 {
-		// A row from before days were stored keeps its expiry: without
-		// the days asked there is nothing to count from the approval.
-		exp := domain.ApprovedExpiry(p.ApprovedAt, int(days.Int64), p.MaxDays)
-		set += ", expires_at = ?"
-		vals = append(vals, d.Time(exp))
-		if err := approvalExpiryTx(ctx, tx, d, b, p, exp); err != nil {
-			return WorkCallbackResult{}, err
-		}
-	}
-	if adopt {
-		// Guarded like the check above: only while still unrecorded.
-		set += ", approval_id = ?"
-		vals = append(vals, p.Approval.ApprovalID)
-	}
-	if p.NextAction == "" {
-		set += ", next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"
-	}
-	vals = append(vals, p.OperationID)
-	where := " WHERE operation_id = ?"
-	if adopt {
-		where += " AND (approval_id IS NULL OR approval_id = '')"
-	}
-	if err := execOne(ctx, tx,
-		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET "+set+where, vals...); err != nil {
-		return WorkCallbackResult{}, fmt.Errorf("write step: %w", err)
-	}
-	if p.NextAction != "" {
-		if err := s.WorkScheduleTx(ctx, tx, p.OperationID, p.NextAction, 0); err != nil {
-			return WorkCallbackResult{}, err
-		}
-	}
-	if p.AdmitProject != 0 {
-		if _, err := s.BatchAdmitTx(ctx, tx, p.OperationID, p.AdmitProject); err != nil {
-			return WorkCallbackResult{}, err
-		}
-	}
-	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: p.Step, actor: p.Actor, note: p.Note}
+	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: int(plan.Step), actor: p.Actor, note: p.Note}
 	if res.Flip != nil {
 		hist.fromBinding, hist.toBinding = res.Flip.From, res.Flip.To
 	}
@@ -236,43 +166,81 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	return res, nil
 }
 
+// callback is the part of p that domain.PlanCallback decides from.
+func (p WorkCallbackParams) callback() domain.Callback {
+	return domain.Callback{
+		Waiting: p.Waiting, Step: domain.StepStatus(p.Step), Binding: p.Binding,
+		Approval: p.Approval, ApprovedAt: p.ApprovedAt, MaxDays: p.MaxDays,
+	}
+}
+
+// callbackApply writes the operation's part of plan (step, the approved
+// expiry with its binding's, the adopted approval id, the next action)
+// and the admission to the batch waiting set p asks for.
+func (s *Store) callbackApply(ctx context.Context, tx *sql.Tx, p WorkCallbackParams, plan domain.CallbackPlan, b Binding) error {
+	d := s.dialect
+	set := "step_status = ?"
+	vals := []any{int(plan.Step)}
+	if plan.StepWritten {
+		set += ", version = version + 1"
+	}
+	if !plan.Expiry.IsZero() {
+		set += ", expires_at = ?"
+		vals = append(vals, d.Time(plan.Expiry))
+		// The binding's status once this callback applies: the one the
+		// plan moves it to, or the one it is already in.
+		status := b.Status
+		if plan.Move != "" {
+			status = plan.Move
+		}
+		if err := approvalExpiryTx(ctx, tx, d, b, p.OperationID, status, plan.Expiry); err != nil {
+			return err
+		}
+	}
+	if plan.AdoptApproval {
+		// Guarded like the check: only while still unrecorded.
+		set += ", approval_id = ?"
+		vals = append(vals, p.Approval.ApprovalID)
+	}
+	if p.NextAction == "" {
+		set += ", next_action = NULL, due_at = NULL, attempts = 0, lease_owner = NULL, lease_expires_at = NULL"
+	}
+	vals = append(vals, p.OperationID)
+	where := " WHERE operation_id = ?"
+	if plan.AdoptApproval {
+		where += " AND (approval_id IS NULL OR approval_id = '')"
+	}
+	if err := execOne(ctx, tx,
+		"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+" SET "+set+where, vals...); err != nil {
+		return fmt.Errorf("write step: %w", err)
+	}
+	if p.NextAction != "" {
+		if err := s.WorkScheduleTx(ctx, tx, p.OperationID, p.NextAction, 0); err != nil {
+			return err
+		}
+	}
+	if p.AdmitProject != 0 {
+		if _, err := s.BatchAdmitTx(ctx, tx, p.OperationID, p.AdmitProject); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // approvalExpiryTx writes the expiry an approval fixed (exp) where it
 // lives beside the operation: the grant's binding row, which the expiry
 // scan reads once the grant is in effect, and one binding_history row —
 // the history is append-only — so it says until when the approved access
 // runs, not the provisional end the submission recorded.
-func approvalExpiryTx(ctx context.Context, tx *sql.Tx, d Dialect, b Binding, p WorkCallbackParams, exp time.Time) error {
+func approvalExpiryTx(ctx context.Context, tx *sql.Tx, d Dialect, b Binding, operationID string, status domain.BindingStatus, exp time.Time) error {
 	if err := execOne(ctx, tx,
 		"UPDATE binding "+d.PrimaryKeyHint()+" SET expires_at = ? WHERE id = ? AND operation_id = ?",
-		d.Time(exp), b.ID, p.OperationID); err != nil {
+		d.Time(exp), b.ID, operationID); err != nil {
 		return fmt.Errorf("set the approved expiry: %w", err)
 	}
 	return bindingHistoryInsert(ctx, tx, d, BindingApplyParams{
-		Subject: b.Subject, TargetKey: b.TargetKey, OperationID: p.OperationID, Status: p.Binding, ExpiresAt: exp,
+		Subject: b.Subject, TargetKey: b.TargetKey, OperationID: operationID, Status: status, ExpiresAt: exp,
 	})
-}
-
-// Check compares the binding with an operation's recorded approval id and
-// MR: it returns why it refuses ("" to apply) and whether the approval id
-// is to be recorded (Adopt on an unrecorded one). WorkCallbackApply runs
-// it under the row lock; the workflow runs it first, so a refused
-// callback costs no read of the approval system.
-func (a ApprovalBinding) Check(recordedID string, mrIID int64) (refused string, adopt bool) {
-	switch {
-	case a.ApprovalID == "":
-		return "the callback names no approvalId", false
-	case a.MRIID != mrIID && mrIID == 0:
-		return fmt.Sprintf("ext.mrId %d given, but the request has no MR (approve-first flow)", a.MRIID), false
-	case a.MRIID != mrIID && a.MRIID == 0:
-		return fmt.Sprintf("no ext.mrId, but the request is on the legacy flow with MR !%d", mrIID), false
-	case a.MRIID != mrIID:
-		return fmt.Sprintf("ext.mrId %d is not this request's MR !%d", a.MRIID, mrIID), false
-	case recordedID == "" && !a.Adopt:
-		return "no approval id is recorded for this request yet", false
-	case recordedID != "" && recordedID != a.ApprovalID:
-		return fmt.Sprintf("approvalId %q is not the approval changeflow submitted for this request", clipRunes(a.ApprovalID, 64)), false
-	}
-	return "", recordedID == ""
 }
 
 // WorkExpedite makes operationID's pending action due now when it is
