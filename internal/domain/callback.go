@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 )
 
 // ApprovalBinding is what an approval decision must match on the locked
@@ -44,25 +43,9 @@ func (a ApprovalBinding) Check(recordedID string, mrIID int64) (refused string, 
 	case recordedID == "" && !a.Adopt:
 		return "no approval id is recorded for this request yet", false
 	case recordedID != "" && recordedID != a.ApprovalID:
-		return fmt.Sprintf("approvalId %q is not the approval changeflow submitted for this request", clip(a.ApprovalID, 64)), false
+		return fmt.Sprintf("approvalId %q is not the approval changeflow submitted for this request", ClipRunes(a.ApprovalID, 64)), false
 	}
 	return "", recordedID == ""
-}
-
-// clip keeps the first n runes of s (bytes of invalid UTF-8 count as
-// one rune each and are kept as they are).
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
 }
 
 // Callback is a callback's transition of the request it is for: the

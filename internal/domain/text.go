@@ -1,6 +1,9 @@
 package domain
 
-import "unicode"
+import (
+	"unicode"
+	"unicode/utf8"
+)
 
 // UnsafeTextRune says r may not appear in free text a caller gives
 // (a request's reason): text that changeflow writes into MR descriptions,
@@ -42,4 +45,21 @@ func FirstUnsafeTextRune(s string) (r rune, pos int, ok bool) {
 		i++
 	}
 	return 0, 0, false
+}
+
+// ClipRunes keeps the first n runes of s, where a column or a message
+// holds at most n (bytes of invalid UTF-8 count as one rune each and are
+// kept as they are).
+func ClipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
 }

@@ -350,16 +350,4 @@ func nullStatus(s domain.BindingStatus) any {
 // MariaDB, without splitting a UTF-8 sequence. Free-text columns (notes,
 // reasons) are clipped rather than refused: losing the tail of a note is
 // better than failing the transition it describes.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
-}
+func clipRunes(s string, n int) string { return domain.ClipRunes(s, n) }
