@@ -33,7 +33,12 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	// MR_CREATED, MERGING, HANDLE_FAILED → MR_CREATING: a member of a batch
 	// that settled FAILED is re-admitted to the waiting set (batch path).
 	BindingMRCreated: {BindingApprovalSending, BindingMerging, BindingCreateFailed, BindingHandleFailed, BindingClosed, BindingMRCreating, BindingMerged},
-	BindingMerging:   {BindingMerged, BindingHandleFailed, BindingMRCreating},
+	// MERGING → CLOSED: a member following a BLOCKED batch into its
+	// handling (the batch's rebased pipeline failed), withdrawn by its
+	// owner once the withdraw action has settled the batch without it
+	// and read its MR closed (store.OperationWithdraw lets no other
+	// merging request go).
+	BindingMerging:   {BindingMerged, BindingHandleFailed, BindingMRCreating, BindingClosed},
 	BindingMerged:    {BindingValidated},
 	BindingValidated: {BindingClosed, BindingRevoking, BindingRenewing},
 	// CREATE_FAILED → MERGED: a stopped request withdrawn by its owner
@@ -110,6 +115,12 @@ var (
 	// waiting in the batch set is cut there (expiry wins in every place
 	// but a claimed batch, domain.ExpiryCutOf).
 	renewLapsed = []StepStatus{StepRenewExpired}
+	// leftBlockedBatch: a member following a BLOCKED batch into its
+	// handling (HANDLE_STARTED, its driver stopped at the rebased
+	// pipeline's failure) withdrawn by its owner: the withdraw action
+	// settles the batch without it first (docs/workflow.md, "Withdrawing
+	// a request"). The store's guarded write takes no other row here.
+	leftBlockedBatch = []StepStatus{StepCloseRequesterWithdrawn}
 )
 
 // stepTransitions lists, for each step, the steps it may move to. Writing
@@ -145,7 +156,7 @@ var stepTransitions = map[StepStatus][]StepStatus{
 	// HANDLE_STARTED → HANDLE_REBASING: the head check before the
 	// approval found the MR's head not what changeflow writes (regenerate)
 	// or not changeflow's at all (rebuild on a fresh branch).
-	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged, StepHandleRebasing}, handleFailures, calledBack, batchRequeue, renewLapsed),
+	StepHandleStarted:  join([]StepStatus{StepHandleApproved, StepHandleApproveFailed, StepHandleApproveForbidden, StepHandleMerged, StepHandleRebasing}, handleFailures, calledBack, batchRequeue, renewLapsed, leftBlockedBatch),
 	StepHandleApproved: join([]StepStatus{StepHandleMerged, StepHandleRebasing, StepHandleMergeUnknown}, handleFailures, calledBack, batchRequeue, renewLapsed),
 	// HANDLE_REBASING → REVOKE_ABSENT: regenerating a removal whose entry
 	// is gone from the target's head (the binding move REVOKING → REVOKED

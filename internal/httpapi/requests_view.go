@@ -532,7 +532,8 @@ func approverComment(ctx context.Context, st RequestStore, operationID string) (
 func (s *Server) blocker(ctx context.Context, op store.Operation, status domain.BindingStatus) (*blockerView, error) {
 	since := op.UpdatedAt.UTC()
 	step := domain.StepStatus(op.Step)
-	if op.BatchID != 0 && step != domain.StepCreateAdmitted && (status == domain.BindingMRCreating || status == domain.BindingMRCreated) {
+	if op.BatchID != 0 && step != domain.StepCreateAdmitted &&
+		(status == domain.BindingMRCreating || status == domain.BindingMRCreated || status == domain.BindingMerging) {
 		// A member following its batch (its MR the batch's): while the
 		// batch is BLOCKED nothing moves until a person acts, and its
 		// owner may withdraw it (store.OperationWithdraw lets such a

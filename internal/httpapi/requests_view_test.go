@@ -181,8 +181,9 @@ func TestBlockerBatchQueue(t *testing.T) {
 // TestBlockerBlockedBatch: a member following its batch (MR created, the
 // batch's) waits on the pipeline while the batch runs, and on a person
 // once the batch is BLOCKED — the state its owner may withdraw it from,
-// which the page offers on this blocker; the blocker does not say so of a
-// member already merging, which cannot leave.
+// which the page offers on this blocker (MR created, checks passed, or
+// following the batch into handling); a merged member waits for its
+// deployment.
 func TestBlockerBlockedBatch(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		ctx := t.Context()
@@ -221,8 +222,13 @@ func TestBlockerBlockedBatch(t *testing.T) {
 		}
 		merging := member
 		merging.Step = int(domain.StepHandleStarted)
-		if b := kindOf(merging, domain.BindingMerging); b != nil && b.Kind == blockBlockedBatch {
-			t.Fatalf("a merging member cannot leave: %+v", b)
+		if b := kindOf(merging, domain.BindingMerging); b == nil || b.Kind != blockBlockedBatch {
+			t.Fatalf("blocked batch, the member in handling: %+v", b)
+		}
+		merged := member
+		merged.Step = int(domain.StepHandleMerged)
+		if b := kindOf(merged, domain.BindingMerged); b == nil || b.Kind != blockDeployment {
+			t.Fatalf("a merged member waits for its deployment: %+v", b)
 		}
 	})
 }

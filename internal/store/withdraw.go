@@ -144,7 +144,7 @@ type WithdrawResult struct {
 //     one ("merged wins" again). A stopped revocation is not the
 //     requester's to withdraw: it is refused;
 //  7. a member of a batch (a waiting row with a batch, or a batch id) in
-//     place 5 or 6 leaves it only when its batch is BLOCKED, or has ended
+//     place 5 or 6, or following its batch at MERGING, leaves it only when its batch is BLOCKED, or has ended
 //     with the member stopped on a failure (batchLetsGo): then as 5, the
 //     action settling a BLOCKED batch without it first; else
 //     WithdrawClaimed;
@@ -242,7 +242,11 @@ func (s *Store) withdrawTx(ctx context.Context, tx *sql.Tx, p WithdrawParams) (W
 			return res, nil
 		}
 		res.Place, w.to = WithdrawFromBatchSet, domain.BindingClosed
-	case view == domain.BindingMRCreating || view == domain.BindingMRCreated, stopped:
+	case view == domain.BindingMRCreating || view == domain.BindingMRCreated, stopped,
+		// A batch member following its batch into handling: only a
+		// BLOCKED batch lets it go (batchLetsGo, below); a merging
+		// request of its own, or of a running batch, never.
+		view == domain.BindingMerging && batchID.Int64 != 0 && !p.Cancel:
 		var rowBatch sql.NullInt64
 		err := tx.QueryRowContext(ctx, "SELECT batch_id FROM merge_batch_request WHERE operation_id = ?", p.OperationID).Scan(&rowBatch)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

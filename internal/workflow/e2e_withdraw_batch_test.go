@@ -136,3 +136,51 @@ func TestWithdrawAMemberOfABlockedBatchAndAskAgain(t *testing.T) {
 		w.filesExact("op-wb1", "op-wb2", "op-wb3", "op-wb4")
 	})
 }
+
+// TestWithdrawAMergingMemberOfABlockedBatchAndAskAgain: the batch's head,
+// rebased onto main, fails its pipeline, so the batch is BLOCKED with its
+// follower already in handling (HANDLE_STARTED, MERGING). Before, no
+// move led from there to a withdrawal. Its owner withdraws it: the batch
+// is settled without it (MR closed, FAILED BATCH_MEMBER_WITHDRAWN, the
+// driver back in the waiting set), the member ends CLOSED; once main is
+// fixed the driver and the owner's new request take effect; main matches
+// the database.
+func TestWithdrawAMergingMemberOfABlockedBatchAndAskAgain(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		ids := []string{"op-wm1", "op-wm2"}
+		w, broken, r := blockedByRebasedPipeline(t, st, ids)
+		o, b := w.state("op-wm2")
+		require.Equal(t, domain.StepHandleStarted, domain.StepStatus(o.Step), "the follower is in handling")
+		require.Equal(t, domain.BindingMerging, b.Status)
+
+		ans := w.withdraw("op-wm2")
+		require.Equal(t, store.WithdrawApplied, ans.Result.Outcome, "%+v", ans.Result)
+		require.Equal(t, store.WithdrawFromMR, ans.Result.Place)
+		require.False(t, ans.Merged)
+		require.False(t, ans.Pending)
+		require.Equal(t, domain.BindingClosed, ans.Binding.Status)
+		require.Equal(t, domain.StepCloseRequesterWithdrawn, domain.StepStatus(ans.Operation.Step))
+		bt, err := st.BatchGet(t.Context(), r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchFailed, bt.Status)
+		require.Equal(t, "BATCH_MEMBER_WITHDRAWN", bt.FailureCode)
+		mrs := w.batchMRs(r.BatchID)
+		require.Len(t, mrs, 1)
+		require.Equal(t, "closed", mrs[0]["state"])
+		w.until("op-wm1", "back in the waiting set", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
+		w.until("op-wm2", "withdrawn", withdrawnDone)
+
+		broken.Store(false)
+		w.askAgain("op-wm3", fmt.Sprintf("user-%s-%d", "op-wm2", 1))
+		w.roundsUntilIdle()
+		for _, id := range []string{"op-wm1", "op-wm3"} {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			w.validatedOnce(id)
+		}
+		file := w.fileOnMain(tBatched)
+		require.Contains(t, file, `operationId: "op-wm3"`)
+		require.NotContains(t, file, `operationId: "op-wm2"`)
+		w.filesExact("op-wm1", "op-wm2", "op-wm3")
+	})
+}

@@ -52,6 +52,7 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 	}
 	mrPlace := err == nil && (b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated ||
 		b.Status == domain.BindingCreateFailed || b.Status == domain.BindingHandleFailed ||
+		b.Status == domain.BindingMerging && op.BatchID != 0 ||
 		op.Kind == domain.OperationRenew && b.Status == domain.BindingRenewing)
 	endStep := domain.StepCloseRequesterWithdrawn
 	switch st := domain.StepStatus(op.Step); st {
