@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,63 @@ func TestWithdrawAMergingMemberOfABlockedBatchAndAskAgain(t *testing.T) {
 		require.Contains(t, file, `operationId: "op-wm3"`)
 		require.NotContains(t, file, `operationId: "op-wm2"`)
 		w.filesExact("op-wm1", "op-wm2", "op-wm3")
+	})
+}
+
+// TestOperatorClosesTheStoppedDriverOfABlockedBatch: a bot may not
+// approve, so a batch of two is BLOCKED with its driver stopped at
+// HANDLE_APPROVE_FORBIDDEN. An operator closes the driver with a reason:
+// the batch is settled without it (MR closed, FAILED
+// BATCH_MEMBER_WITHDRAWN, the other member waiting again), the driver
+// ends CLOSED with CLOSE_CANCELLED and the reason in its history, not
+// counted as a withdrawal; once the bot is fixed the other member takes
+// effect; main matches the database.
+func TestOperatorClosesTheStoppedDriverOfABlockedBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"op-cd1", "op-cd2"}
+		w.admitted(ids...)
+		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		require.Eventually(t, func() bool {
+			_, _ = w.eng.RunDue(t.Context())
+			b, err := st.BatchGet(t.Context(), r.BatchID)
+			return err == nil && b.Status == domain.BatchBlocked
+		}, 20*time.Second, 5*time.Millisecond)
+		o, _ := w.state("op-cd1")
+		require.Equal(t, domain.StepHandleApproveForbidden, domain.StepStatus(o.Step), "the driver shows the failure")
+
+		ans, err := w.withdrawer().Close(t.Context(), "op-cd1", "olivia", "the bot's rights are being reviewed")
+		require.NoError(t, err)
+		require.Equal(t, store.WithdrawApplied, ans.Result.Outcome, "%+v", ans.Result)
+		require.False(t, ans.Merged)
+		require.Equal(t, domain.BindingClosed, ans.Binding.Status)
+		require.Equal(t, domain.StepCloseCancelled, domain.StepStatus(ans.Operation.Step))
+		b, err := st.BatchGet(t.Context(), r.BatchID)
+		require.NoError(t, err)
+		require.Equal(t, domain.BatchFailed, b.Status)
+		require.Equal(t, "BATCH_MEMBER_WITHDRAWN", b.FailureCode)
+		require.Contains(t, b.FailureMessage, "closed by an operator")
+		require.Equal(t, "closed", w.batchMRs(r.BatchID)[0]["state"])
+		w.until("op-cd2", "back in the waiting set", at(domain.StepCreateAdmitted, domain.BindingMRCreating))
+		require.Zero(t, w.withdrawnCount(store.WithdrawFromMR), "an operator's close is no withdrawal")
+		hist, err := st.OperationStepList(t.Context(), "op-cd1")
+		require.NoError(t, err)
+		found := false
+		for _, h := range hist {
+			found = found || domain.StepStatus(h.ToStep) == domain.StepCloseCancelled && h.Actor == "olivia" &&
+				strings.Contains(h.Note, "the bot's rights are being reviewed")
+		}
+		require.True(t, found, "history: %+v", hist)
+
+		w.reload(nil)
+		w.roundsUntilIdle()
+		w.until("op-cd2", "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		w.validatedOnce("op-cd2")
+		require.NotContains(t, w.fileOnMain(tBatched), `operationId: "op-cd1"`)
+		w.filesExact("op-cd1", "op-cd2")
 	})
 }
