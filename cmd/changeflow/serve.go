@@ -26,7 +26,6 @@ import (
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
-	"changeflow/internal/workflow/httpsink"
 )
 
 // runServe is the composition root: configuration, storage, metrics and
@@ -204,7 +203,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: glPreview,
-			Sink:         httpsink.New(callbacks),
+			Sink:         httpapi.NewWorkflowSink(callbacks),
 			Work:         engine,
 			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Expiry: expiry, Engine: engine, Deps: wdeps},

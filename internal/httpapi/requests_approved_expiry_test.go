@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,38 +14,13 @@ import (
 	"changeflow/internal/workflow"
 )
 
-// approvalOnly is the callback sink of the composition root
-// (workflow/httpsink, which this package cannot import) for approvals
-// only: these tests deliver no other callback.
-type approvalOnly struct{ c *workflow.Callbacks }
-
-func (s approvalOnly) Approval(ctx context.Context, cb ApprovalCallback) (SinkOutcome, error) {
-	r, err := s.c.Approval(ctx, workflow.ApprovalEvent{DeliveryKey: cb.DeliveryKey, ApprovalID: cb.ApprovalID,
-		OperationID: cb.OperationID, Result: cb.Result, MRID: cb.MRID})
-	switch r {
-	case workflow.CallbackApplied:
-		return SinkApplied, err
-	case workflow.CallbackDeferred:
-		return SinkRecorded, err
-	}
-	return SinkStale, err
-}
-
-func (approvalOnly) Deploy(context.Context, DeployCallback) (SinkOutcome, error) {
-	return 0, errors.New("no deploy callback in this test")
-}
-
-func (approvalOnly) GitLab(context.Context, GitLabEvent) (SinkOutcome, error) {
-	return 0, errors.New("no GitLab event in this test")
-}
-
 // withApprovals applies approval callbacks through the workflow, timed by
 // clock (the approval's time).
 func withApprovals(clock *atomic.Pointer[time.Time]) worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		w.overlay["approval.verifyDecisions"] = false
 		wd := workflow.Deps{Store: w.st, Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}
-		d.Business.Sink = approvalOnly{c: workflow.NewCallbacks(wd, nil)}
+		d.Business.Sink = NewWorkflowSink(workflow.NewCallbacks(wd, nil))
 	}
 }
 

@@ -65,7 +65,7 @@ const (
 var approvalWaiting = []domain.BindingStatus{domain.BindingApprovalSending, domain.BindingApprovalSent}
 
 // Callbacks acts on callbacks: the workflow side of the HTTP layer's
-// CallbackSink (internal/workflow/httpsink adapts it).
+// CallbackSink (httpapi.WorkflowSink adapts it).
 type Callbacks struct {
 	d Deps
 	e *Engine

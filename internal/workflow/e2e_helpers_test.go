@@ -28,7 +28,6 @@ import (
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
-	"changeflow/internal/workflow/httpsink"
 )
 
 const (
@@ -245,7 +244,7 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Metrics: metrics.New(logger, "test"), Version: "test",
-		Business: httpapi.Business{Config: w, Callbacks: st, Sink: httpsink.New(w.cbs)},
+		Business: httpapi.Business{Config: w, Callbacks: st, Sink: httpapi.NewWorkflowSink(w.cbs)},
 	})
 	handler.Store(&srv)
 	return w
