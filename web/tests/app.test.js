@@ -313,6 +313,13 @@ describe('the web app in a real browser', { skip: skip || false }, () => {
     // request waits for a decision.
     await detail.locator('dd .status', { hasText: 'Waiting for approval' }).first().waitFor({ timeout: 20000 });
     assert.equal(await retrigger.count(), 0, 'nothing left to re-trigger');
+    // Its next look at the approval system is due later: the time is in
+    // words, to the second with its zone, never the API's ISO string.
+    const due = detail.locator('dt', { hasText: 'Due at' }).locator('xpath=following-sibling::dd[1]');
+    await due.waitFor({ timeout: 20000 });
+    const dueText = await due.innerText();
+    assert.match(dueText, /\d{1,2}:\d{2}:\d{2}/, `Due at: ${dueText}`);
+    assert.doesNotMatch(dueText, /\d{4}-\d{2}-\d{2}T/, `Due at: ${dueText}`);
     const forms = await (await sim('approvals', 'GET')).json();
     assert.ok(forms.items.some((a) => a.operationId === id && a.status === 'PENDING'));
     if (process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1') await page.screenshot({ path: join(repoRoot, 'docs', 'screenshots', 'console-retriggered.png'), fullPage: true });

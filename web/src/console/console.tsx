@@ -9,7 +9,7 @@ import { call } from '../api';
 import { Confirmed, Done, ErrorNote, Progress, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
 import { match, navigate } from '../router';
-import { hintWords, when } from '../words';
+import { hintWords, when, whenExact } from '../words';
 import type { DeployCallback } from './deploy';
 import { Checks } from './checks';
 import { Find } from './find';
@@ -515,7 +515,7 @@ function OpsRequestView({ id }: { id: string }) {
                 x.operation[k] !== undefined && x.operation[k] !== '' ? (
                   <>
                     <dt title={k}>{label}</dt>
-                    <dd class="mono small">{String(x.operation[k])}</dd>
+                    <dd class="mono small">{k === 'dueAt' ? whenExact(String(x.operation[k])) : String(x.operation[k])}</dd>
                   </>
                 ) : null,
               )}
