@@ -5,69 +5,30 @@
 // "Needs attention" view lists a request stopped on a failure with why.
 // Against the real binary and its simulators. Run: npm test --prefix web.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { launchBrowser, mainMatchesDatabase, newPage, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
+import { describe, it } from 'node:test';
+import { approve, mainMatchesDatabase, newPage, serverAndBrowser, skipReason, sqlite, sqliteSkipReason, statusIs, submitRequest } from './harness.js';
 
 const skip = skipReason() || sqliteSkipReason();
 
-async function submit(server, account, operationId, targetKey) {
-  const r = await fetch(`${server.base}/api/requests`, {
-    method: 'POST',
-    headers: { 'X-Auth-Request-User': account, 'Idempotency-Key': operationId, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ targetKey, reason: 'find test' }),
-  });
-  assert.equal(r.status, 202, await r.text());
-}
-
-async function approve(server, operationId) {
-  for (const deadline = Date.now() + 20000; Date.now() < deadline; ) {
-    const list = await (await fetch(`${server.sim}/approval/_control/approvals`)).json();
-    const form = list.items.find((a) => a.operationId === operationId && a.status === 'PENDING');
-    if (form) {
-      const r = await fetch(`${server.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST', body: '{}' });
-      assert.equal(r.status, 200, await r.text());
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`no approval form for ${operationId}`);
-}
-
-async function statusIs(server, account, operationId, status, timeout = 90000) {
-  let last;
-  for (const deadline = Date.now() + timeout; Date.now() < deadline; ) {
-    const r = await fetch(`${server.base}/api/requests/${encodeURIComponent(operationId)}`, { headers: { 'X-Auth-Request-User': account } });
-    last = (await r.json()).data;
-    if (last?.status === status) return last;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  assert.fail(`${operationId} never reached ${status}; last ${JSON.stringify(last)}`);
+function submit(server, account, operationId, targetKey) {
+  return submitRequest(server, account, operationId, { targetKey, reason: 'find test' });
 }
 
 describe('finding requests in the console', { skip: skip || false }, () => {
-  let server;
-  let chrome;
-  before(async () => {
-    server = await startServer({ applyLimit: 100 });
-    chrome = await launchBrowser();
-  });
-  after(async () => {
-    await chrome?.close();
-    await server?.stop();
-  });
+  const live = serverAndBrowser({ applyLimit: 100 });
 
   it('an operator finds what bob has now in two clicks, filters, pages, opens a row, and sees what needs attention', async () => {
-    await submit(server, 'bob', 'find-bob-1', 'billing-dashboard');
-    await approve(server, 'find-bob-1');
-    await statusIs(server, 'bob', 'find-bob-1', 'VALIDATED');
-    await submit(server, 'bob', 'find-bob-2', 'payments-db-readonly');
-    await submit(server, 'alice', 'find-alice-1', 'payments-db-readonly');
+    await submit(live.server, 'bob', 'find-bob-1', 'billing-dashboard');
+    await approve(live.server, 'find-bob-1');
+    await statusIs(live.server, 'bob', 'find-bob-1', 'VALIDATED');
+    await submit(live.server, 'bob', 'find-bob-2', 'payments-db-readonly');
+    await submit(live.server, 'alice', 'find-alice-1', 'payments-db-readonly');
     // alice's stopped on a failed check pipeline, as a crash would leave it.
-    await statusIs(server, 'alice', 'find-alice-1', 'APPROVAL_SENT');
-    sqlite(server.db, "UPDATE binding SET status = 'CREATE_FAILED' WHERE operation_id = 'find-alice-1'");
-    sqlite(server.db, "UPDATE operation SET step_status = 10004, due_at = NULL WHERE operation_id = 'find-alice-1'");
+    await statusIs(live.server, 'alice', 'find-alice-1', 'APPROVAL_SENT');
+    sqlite(live.server.db, "UPDATE binding SET status = 'CREATE_FAILED' WHERE operation_id = 'find-alice-1'");
+    sqlite(live.server.db, "UPDATE operation SET step_status = 10004, due_at = NULL WHERE operation_id = 'find-alice-1'");
 
-    const page = await newPage(chrome.browser, server.base, 'olivia');
+    const page = await newPage(live.chrome.browser, live.server.base, 'olivia');
     await page.goto('/console');
     // Click 1: the Requests tab lists everything, newest first.
     await page.click('nav.tabs a[href="/console/find"]');
@@ -117,7 +78,7 @@ describe('finding requests in the console', { skip: skip || false }, () => {
     await page.context().close();
 
     // At a phone's width the page, its filters and its rows fit the window.
-    const phone = await newPage(chrome.browser, server.base, 'olivia', { width: 390, height: 800 });
+    const phone = await newPage(live.chrome.browser, live.server.base, 'olivia', { width: 390, height: 800 });
     await phone.goto('/console/find?attention=true');
     await phone.locator('[data-testid=find-results] tbody tr').first().waitFor({ timeout: 20000 });
     const { scroll, client } = await phone.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
@@ -125,6 +86,6 @@ describe('finding requests in the console', { skip: skip || false }, () => {
     await phone.context().close();
 
     // The binding file on main holds exactly the access the database has in effect.
-    assert.deepEqual(await mainMatchesDatabase(server, 'billing-dashboard'), ['bob find-bob-1']);
+    assert.deepEqual(await mainMatchesDatabase(live.server, 'billing-dashboard'), ['bob find-bob-1']);
   });
 });

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
+import { after, before } from 'node:test';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -367,4 +368,62 @@ export async function mainMatchesDatabase(server, target) {
     .filter(Boolean);
   assert.deepEqual(await entriesOnMain(server, `bindings/${target}.yaml`), inDb, `the binding file of ${target} on main and the database`);
   return inDb;
+}
+
+/** serverAndBrowser starts a server (startServer's options) and chromium
+ * before the enclosing describe's tests and stops both after them. The
+ * returned object holds them (server, chrome) once the tests run: hooks
+ * cannot hand values back any other way. */
+export function serverAndBrowser(options = {}) {
+  const live = { server: null, chrome: null };
+  before(async () => {
+    live.server = await startServer(options);
+    live.chrome = await launchBrowser();
+  });
+  after(async () => {
+    await live.chrome?.close();
+    await live.server?.stop();
+  });
+  return live;
+}
+
+/** submitRequest posts a request as account straight to the API (body:
+ * targetKey, reason, days …) and expects it taken. */
+export async function submitRequest(server, account, operationId, body) {
+  const r = await fetch(`${server.base}/api/requests`, {
+    method: 'POST',
+    headers: { 'X-Auth-Request-User': account, 'Idempotency-Key': operationId, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  assert.equal(r.status, 202, await r.text());
+}
+
+/** approve approves operationId's pending form in the approval simulator,
+ * waiting up to 20 s for the form to be asked. */
+export async function approve(server, operationId) {
+  for (const deadline = Date.now() + 20000; Date.now() < deadline; ) {
+    const list = await (await fetch(`${server.sim}/approval/_control/approvals`)).json();
+    const form = list.items.find((a) => a.operationId === operationId && a.status === 'PENDING');
+    if (form) {
+      const r = await fetch(`${server.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST', body: '{}' });
+      assert.equal(r.status, 200, await r.text());
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`no approval form for ${operationId}`);
+}
+
+/** statusIs polls account's status read of operationId until want holds
+ * (a status, or a predicate on the read) and returns that read. */
+export async function statusIs(server, account, operationId, want, timeout = 90000) {
+  const pred = typeof want === 'function' ? want : (d) => d?.status === want;
+  let last;
+  for (const deadline = Date.now() + timeout; Date.now() < deadline; ) {
+    const r = await fetch(`${server.base}/api/requests/${encodeURIComponent(operationId)}`, { headers: { 'X-Auth-Request-User': account } });
+    last = (await r.json()).data;
+    if (pred(last)) return last;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.fail(`${operationId} never reached ${want}; last ${JSON.stringify(last)}`);
 }

@@ -9,8 +9,8 @@
 // Against the real binary and its simulators, in both flows. Run: npm
 // test --prefix web.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { launchBrowser, mainMatchesDatabase, newPage, skipReason, sqliteSkipReason, startServer } from './harness.js';
+import { describe, it } from 'node:test';
+import { mainMatchesDatabase, newPage, serverAndBrowser, skipReason, sqliteSkipReason } from './harness.js';
 
 const skip = skipReason() || sqliteSkipReason();
 const target = 'billing-dashboard';
@@ -98,26 +98,17 @@ async function mainMatches(server) {
 }
 
 describe('the step bar in the legacy flow, in a real browser', { skip: skip || false }, () => {
-  let server;
-  let chrome;
-  before(async () => {
-    server = await startServer({ applyLimit: 100, approveFirst: false });
-    chrome = await launchBrowser();
-  });
-  after(async () => {
-    await chrome?.close();
-    await server?.stop();
-  });
+  const live = serverAndBrowser({ applyLimit: 100, approveFirst: false });
 
   it('a failed check pipeline fails the checks; the approval, never asked for, is not shown done', async () => {
     const id = 'steps-legacy-failed';
-    assert.equal((await post(`${server.sim}/gitlab/_control/pipelines`, { outcome: 'fail', count: 1 })).status, 200);
-    await submit(server, 'alice', id);
-    const failed = await statusIs(server, 'alice', id, 'CREATE_FAILED');
+    assert.equal((await post(`${live.server.sim}/gitlab/_control/pipelines`, { outcome: 'fail', count: 1 })).status, 200);
+    await submit(live.server, 'alice', id);
+    const failed = await statusIs(live.server, 'alice', id, 'CREATE_FAILED');
     assert.equal(failed.step.name, 'CREATE_PIPELINE_FAILED');
     const want = 'PROPOSED:DONE CHECKS:FAILED APPROVAL:TODO MERGED:TODO DEPLOYED:TODO';
 
-    const page = await newPage(chrome.browser, server.base, 'alice');
+    const page = await newPage(live.chrome.browser, live.server.base, 'alice');
     await page.goto(`/requests/${id}`);
     const detail = page.locator('[data-testid=request-detail]');
     await barIs(detail, want, 'the request page');
@@ -128,7 +119,7 @@ describe('the step bar in the legacy flow, in a real browser', { skip: skip || f
     assert.equal(await detail.locator('[data-testid=progress] li[data-key=APPROVAL]').getAttribute('class'), 'todo');
     await page.context().close();
 
-    const ops = await newPage(chrome.browser, server.base, 'olivia');
+    const ops = await newPage(live.chrome.browser, live.server.base, 'olivia');
     await ops.goto(`/console/requests/${id}`);
     const card = ops.locator('[data-testid=ops-request] .card').filter({ has: ops.locator('[data-testid=progress]') });
     await barIs(card, want, 'the console');
@@ -137,13 +128,13 @@ describe('the step bar in the legacy flow, in a real browser', { skip: skip || f
 
   it('a legacy grant goes through its steps in its order to in effect, then given back to "Access removed"', async () => {
     const id = 'steps-legacy-grant';
-    await submit(server, 'bob', id);
-    await statusIs(server, 'bob', id, 'APPROVAL_SENT');
-    const page = await newPage(chrome.browser, server.base, 'bob');
+    await submit(live.server, 'bob', id);
+    await statusIs(live.server, 'bob', id, 'APPROVAL_SENT');
+    const page = await newPage(live.chrome.browser, live.server.base, 'bob');
     await page.goto(`/requests/${id}`);
     const detail = page.locator('[data-testid=request-detail]');
     await barIs(detail, 'PROPOSED:DONE CHECKS:DONE APPROVAL:CURRENT MERGED:TODO DEPLOYED:TODO', 'with the approvers');
-    await approve(server, id);
+    await approve(live.server, id);
     await barIs(detail, 'PROPOSED:DONE CHECKS:DONE APPROVAL:DONE MERGED:DONE DEPLOYED:DONE', 'in effect');
     await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor();
 
@@ -153,30 +144,21 @@ describe('the step bar in the legacy flow, in a real browser', { skip: skip || f
     await detail.locator('.status', { hasText: 'Access removed; you can ask again' }).waitFor({ timeout: 90000 });
     await barIs(detail, 'PROPOSED:DONE CHECKS:DONE APPROVAL:DONE MERGED:DONE DEPLOYED:DONE REMOVED:DONE', 'removed');
     await page.context().close();
-    await mainMatches(server);
+    await mainMatches(live.server);
   });
 });
 
 describe('the step bar and live words in the approve-first flow, in a real browser', { skip: skip || false }, () => {
-  let server;
-  let chrome;
-  before(async () => {
-    server = await startServer({ applyLimit: 100 });
-    chrome = await launchBrowser();
-  });
-  after(async () => {
-    await chrome?.close();
-    await server?.stop();
-  });
+  const live = serverAndBrowser({ applyLimit: 100 });
 
   it('a grant given back: the banner goes once the access is removed, without a reload; its page and the console say "Access removed"', async () => {
     const id = 'steps-give-back';
-    await submit(server, 'alice', id);
-    const page = await newPage(chrome.browser, server.base, 'alice');
+    await submit(live.server, 'alice', id);
+    const page = await newPage(live.chrome.browser, live.server.base, 'alice');
     await page.goto(`/requests/${id}`);
     const detail = page.locator('[data-testid=request-detail]');
     await barIs(detail, 'APPROVAL:CURRENT PROPOSED:TODO CHECKS:TODO MERGED:TODO DEPLOYED:TODO', 'waiting for approval');
-    await approve(server, id);
+    await approve(live.server, id);
     await barIs(detail, 'APPROVAL:DONE PROPOSED:DONE CHECKS:DONE MERGED:DONE DEPLOYED:DONE', 'in effect');
 
     // A mark on the window: were the page reloaded, it would be gone.
@@ -206,7 +188,7 @@ describe('the step bar and live words in the approve-first flow, in a real brows
 
     // The console's view of the grant: the same bar, the binding's real
     // state, and never "In effect" for this request.
-    const ops = await newPage(chrome.browser, server.base, 'olivia');
+    const ops = await newPage(live.chrome.browser, live.server.base, 'olivia');
     await ops.goto(`/console/requests/${id}`);
     const card = ops.locator('[data-testid=ops-request] .card').filter({ has: ops.locator('[data-testid=progress]') });
     await barIs(card, 'APPROVAL:DONE PROPOSED:DONE CHECKS:DONE MERGED:DONE DEPLOYED:DONE REMOVED:DONE', 'the console');
@@ -216,15 +198,15 @@ describe('the step bar and live words in the approve-first flow, in a real brows
     assert.match(await binding.innerText(), /^Access removed; you can ask again/);
     assert.equal(await card.locator('.status', { hasText: 'In effect' }).count(), 0, 'the console says "In effect"');
     await ops.context().close();
-    await mainMatches(server);
+    await mainMatches(live.server);
   });
 
   it('an operator revokes: the console banner goes once the access is removed, without a reload', async () => {
     const id = 'steps-ops-revoke';
-    await submit(server, 'bob', id);
-    await approve(server, id);
-    await statusIs(server, 'bob', id, 'VALIDATED');
-    const ops = await newPage(chrome.browser, server.base, 'olivia');
+    await submit(live.server, 'bob', id);
+    await approve(live.server, id);
+    await statusIs(live.server, 'bob', id, 'VALIDATED');
+    const ops = await newPage(live.chrome.browser, live.server.base, 'olivia');
     await ops.goto(`/console/requests/${id}`);
     const revokeCard = ops.locator('[data-testid=ops-revoke-card]');
     await revokeCard.waitFor();
@@ -238,34 +220,34 @@ describe('the step bar and live words in the approve-first flow, in a real brows
     const done = ops.locator('[data-testid=done]');
     await done.waitFor();
     assert.match(await done.innerText(), /^Revoked: /);
-    await statusIs(server, 'bob', id, 'REVOKED');
+    await statusIs(live.server, 'bob', id, 'REVOKED');
     await done.waitFor({ state: 'detached', timeout: 10000 });
     assert.equal(await ops.evaluate(() => window.stepsMark), 'not reloaded', 'the page was reloaded');
     const card = ops.locator('[data-testid=ops-request] .card').filter({ has: ops.locator('[data-testid=progress]') });
     await barIs(card, 'APPROVAL:DONE PROPOSED:DONE CHECKS:DONE MERGED:DONE DEPLOYED:DONE REMOVED:DONE', 'the console');
     await ops.context().close();
-    await mainMatches(server);
+    await mainMatches(live.server);
   });
 
   it('a renewal: "stays as it is until this renewal is in effect" only until it is; then the renewal says it carries the access', async () => {
     // A one-day grant: its renewal window is open from the start.
     const id = 'steps-renew-grant';
-    await submit(server, 'adam', id, { days: 1 });
-    await approve(server, id);
-    await statusIs(server, 'adam', id, 'VALIDATED');
+    await submit(live.server, 'adam', id, { days: 1 });
+    await approve(live.server, id);
+    await statusIs(live.server, 'adam', id, 'VALIDATED');
     const renewal = 'steps-renew-renewal';
-    await submit(server, 'adam', renewal, { days: 1 });
-    const waiting = await statusIs(server, 'adam', renewal, 'APPROVAL_SENT');
+    await submit(live.server, 'adam', renewal, { days: 1 });
+    const waiting = await statusIs(live.server, 'adam', renewal, 'APPROVAL_SENT');
     assert.equal(waiting.renews, id, 'a renewal of the grant');
 
-    const page = await newPage(chrome.browser, server.base, 'adam');
+    const page = await newPage(live.chrome.browser, live.server.base, 'adam');
     await page.goto(`/requests/${renewal}`);
     const detail = page.locator('[data-testid=request-detail]');
     await barIs(detail, 'APPROVAL:CURRENT PROPOSED:TODO CHECKS:TODO MERGED:TODO DEPLOYED:TODO', 'the renewal waiting');
     const renews = detail.locator('dt', { hasText: 'Renews' }).locator('xpath=following-sibling::dd[1]');
     assert.equal((await renews.innerText()).trim(), 'your access in effect, which stays as it is until this renewal is in effect');
 
-    await approve(server, renewal);
+    await approve(live.server, renewal);
     await barIs(detail, 'APPROVAL:DONE PROPOSED:DONE CHECKS:DONE MERGED:DONE DEPLOYED:DONE', 'the renewal in effect');
     await detail.locator('.status.ok', { hasText: 'In effect' }).waitFor();
     assert.equal((await renews.innerText()).trim(), 'your earlier request; this renewal carries its access now');
@@ -275,6 +257,6 @@ describe('the step bar and live words in the approve-first flow, in a real brows
     await page.goto(`/requests/${id}`);
     await barIs(page.locator('[data-testid=request-detail]'), 'APPROVAL:DONE PROPOSED:DONE CHECKS:DONE MERGED:DONE DEPLOYED:DONE RENEWED:DONE', 'the renewed grant');
     await page.context().close();
-    await mainMatches(server);
+    await mainMatches(live.server);
   });
 });

@@ -10,8 +10,8 @@
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { launchBrowser, mainMatchesDatabase, newPage, repoRoot, skipReason, sqliteSkipReason, startServer } from './harness.js';
+import { describe, it } from 'node:test';
+import { approve, mainMatchesDatabase, newPage, repoRoot, serverAndBrowser, skipReason, sqliteSkipReason, statusIs, submitRequest } from './harness.js';
 
 const skip = skipReason() || sqliteSkipReason();
 const update = process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1';
@@ -25,41 +25,8 @@ async function shot(page, name) {
 }
 
 /** submit posts a request as account straight to the API. */
-async function submit(server, account, operationId, targetKey, reason, days) {
-  const r = await fetch(`${server.base}/api/requests`, {
-    method: 'POST',
-    headers: { 'X-Auth-Request-User': account, 'Idempotency-Key': operationId, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ targetKey, reason, days }),
-  });
-  assert.equal(r.status, 202, await r.text());
-}
-
-/** approve approves operationId's pending form in the approval simulator. */
-async function approve(server, operationId) {
-  for (const deadline = Date.now() + 20000; Date.now() < deadline; ) {
-    const list = await (await fetch(`${server.sim}/approval/_control/approvals`)).json();
-    const form = list.items.find((a) => a.operationId === operationId && a.status === 'PENDING');
-    if (form) {
-      const r = await fetch(`${server.sim}/approval/_control/approvals/${form.approvalId}/approve`, { method: 'POST', body: '{}' });
-      assert.equal(r.status, 200, await r.text());
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`no approval form for ${operationId}`);
-}
-
-/** statusIs polls the status read until pred (or the status) holds. */
-async function statusIs(server, account, operationId, want, timeout = 90000) {
-  const pred = typeof want === 'function' ? want : (d) => d?.status === want;
-  let last;
-  for (const deadline = Date.now() + timeout; Date.now() < deadline; ) {
-    const r = await fetch(`${server.base}/api/requests/${encodeURIComponent(operationId)}`, { headers: { 'X-Auth-Request-User': account } });
-    last = (await r.json()).data;
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  assert.fail(`${operationId} never reached ${want}; last ${JSON.stringify(last)}`);
+function submit(server, account, operationId, targetKey, reason, days) {
+  return submitRequest(server, account, operationId, { targetKey, reason, days });
 }
 
 // A time stamp in words with its zone, to the minute ("Dec 3, 2026,
@@ -68,26 +35,17 @@ const stamp = /[A-Z][a-z]{2} \d+, \d{4}, \d\d:\d\d [AP]M UTC/;
 const exactStamp = /[A-Z][a-z]{2} \d+, \d{4}, \d\d:\d\d:\d\d [AP]M UTC/;
 
 describe('what you hold, in a real browser', { skip: skip || false }, () => {
-  let server;
-  let chrome;
-  before(async () => {
-    server = await startServer({ applyLimit: 100 });
-    chrome = await launchBrowser();
-  });
-  after(async () => {
-    await chrome?.close();
-    await server?.stop();
-  });
+  const live = serverAndBrowser({ applyLimit: 100 });
 
   it('the Targets page shows alice\'s access and its end; Renew opens the renewal, Give back removes the access', async () => {
     const id = 'tg-held';
     // One day: its renewal window (the last quarter, at least a day) is
     // open from the start.
-    await submit(server, 'alice', id, 'billing-dashboard', 'month-end close', 1);
-    await approve(server, id);
-    const granted = await statusIs(server, 'alice', id, 'VALIDATED');
+    await submit(live.server, 'alice', id, 'billing-dashboard', 'month-end close', 1);
+    await approve(live.server, id);
+    const granted = await statusIs(live.server, 'alice', id, 'VALIDATED');
 
-    const page = await newPage(chrome.browser, server.base, 'alice');
+    const page = await newPage(live.chrome.browser, live.server.base, 'alice');
     await page.goto('/');
     const row = page.locator('tr[data-target=billing-dashboard]');
     const yours = row.locator('[data-testid=yours]');
@@ -104,7 +62,7 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     assert.match(await page.locator('tr[data-target=legacy-ftp] .access').innerText(), /^Closed to requests$/);
     await shot(page, 'targets-held');
     // At a phone's width the row and its buttons fit the window.
-    const phone = await newPage(chrome.browser, server.base, 'alice', { width: 390, height: 800 });
+    const phone = await newPage(live.chrome.browser, live.server.base, 'alice', { width: 390, height: 800 });
     await phone.goto('/');
     await phone.locator('tr[data-target=billing-dashboard] [data-testid=give-back]').waitFor();
     const { scroll, client } = await phone.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
@@ -122,7 +80,7 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     const renewal = await page.getAttribute('form', 'data-operation-id');
     await page.getByRole('button', { name: 'Submit renewal' }).click();
     await page.locator('[data-testid=submitted]').waitFor();
-    await statusIs(server, 'alice', id, (d) => d?.renewal?.operationId === renewal);
+    await statusIs(live.server, 'alice', id, (d) => d?.renewal?.operationId === renewal);
 
     // Back on the targets: the access, its renewal under way, no second
     // Renew; Give back says it drops the renewal.
@@ -146,22 +104,22 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     assert.equal(await row.locator('[data-testid=yours-removal]').getAttribute('href'), `/requests/${id}~revoke`);
 
     // Removed and deployed: the target offers a new request again.
-    await statusIs(server, 'alice', id, 'REVOKED');
+    await statusIs(live.server, 'alice', id, 'REVOKED');
     await page.reload();
     await row.locator('[data-testid=request-access]').waitFor();
     assert.equal(await row.locator('[data-testid=yours]').count(), 0);
-    await statusIs(server, 'alice', renewal, 'CLOSED');
+    await statusIs(live.server, 'alice', renewal, 'CLOSED');
     await page.context().close();
   });
 
   it('"my requests" says when each access ends and offers what each row allows; a withdrawn request reads "Withdrawn" and asks again filled in', async () => {
-    await submit(server, 'bob', 'tg-bob-held', 'billing-dashboard', 'invoice run', 2);
-    await approve(server, 'tg-bob-held');
-    const held = await statusIs(server, 'bob', 'tg-bob-held', 'VALIDATED');
-    await submit(server, 'bob', 'tg-bob-wait', 'payments-db-readonly', 'audit prep', 3);
-    await statusIs(server, 'bob', 'tg-bob-wait', 'APPROVAL_SENT');
+    await submit(live.server, 'bob', 'tg-bob-held', 'billing-dashboard', 'invoice run', 2);
+    await approve(live.server, 'tg-bob-held');
+    const held = await statusIs(live.server, 'bob', 'tg-bob-held', 'VALIDATED');
+    await submit(live.server, 'bob', 'tg-bob-wait', 'payments-db-readonly', 'audit prep', 3);
+    await statusIs(live.server, 'bob', 'tg-bob-wait', 'APPROVAL_SENT');
 
-    const page = await newPage(chrome.browser, server.base, 'bob');
+    const page = await newPage(live.chrome.browser, live.server.base, 'bob');
     await page.goto('/requests');
     const heldRow = page.locator('tr[data-operation-id=tg-bob-held]');
     const waitRow = page.locator('tr[data-operation-id=tg-bob-wait]');
@@ -200,14 +158,14 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     assert.notEqual(anew, 'tg-bob-wait');
     await page.getByRole('button', { name: 'Submit request' }).click();
     await page.locator('[data-testid=submitted]').waitFor();
-    const asked = await statusIs(server, 'bob', anew, 'APPROVAL_SENT');
+    const asked = await statusIs(live.server, 'bob', anew, 'APPROVAL_SENT');
     assert.equal(asked.reason, 'audit prep');
     assert.equal(asked.days, 3);
     await page.context().close();
   });
 
   it('the console\'s step history reads to the second, with its time zone', async () => {
-    const page = await newPage(chrome.browser, server.base, 'olivia');
+    const page = await newPage(live.chrome.browser, live.server.base, 'olivia');
     await page.goto('/console/requests/tg-bob-held');
     const cells = page.locator('[data-testid=step-history] tbody tr td:first-child');
     await cells.first().waitFor();
@@ -218,12 +176,12 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
   });
 
   it('a person without operations rights who signs in on a console link reads what the console needs and where to go', async () => {
-    const page = await newPage(chrome.browser, server.base); // nobody picked
+    const page = await newPage(live.chrome.browser, live.server.base); // nobody picked
     await page.goto('/console/batches');
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.waitForURL((u) => u.href.startsWith(`${server.sim}/oidc/authorize?`));
+    await page.waitForURL((u) => u.href.startsWith(`${live.server.sim}/oidc/authorize?`));
     await page.click('button[data-sub="alice"]');
-    await page.waitForURL(`${server.base}/console/batches`);
+    await page.waitForURL(`${live.server.base}/console/batches`);
     const words = page.locator('[data-testid=no-console]');
     await words.waitFor();
     const text = await words.innerText();
@@ -234,12 +192,12 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     assert.equal(await words.locator('a[href="/requests"]').count(), 1);
     assert.equal(await page.locator('header nav a[href="/console"]').count(), 0, 'no Operations tab');
     await words.locator('a[href="/requests"]').click();
-    await page.waitForURL(`${server.base}/requests`);
+    await page.waitForURL(`${live.server.base}/requests`);
     await page.locator('[data-testid=my-requests], main p.muted').first().waitFor();
     await page.context().close();
 
     // The binding files on main hold exactly what the database has in effect.
-    assert.deepEqual(await mainMatchesDatabase(server, 'billing-dashboard'), ['bob tg-bob-held']);
-    assert.deepEqual(await mainMatchesDatabase(server, 'payments-db-readonly'), []);
+    assert.deepEqual(await mainMatchesDatabase(live.server, 'billing-dashboard'), ['bob tg-bob-held']);
+    assert.deepEqual(await mainMatchesDatabase(live.server, 'payments-db-readonly'), []);
   });
 });
