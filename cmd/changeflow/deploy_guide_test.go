@@ -41,49 +41,28 @@ import (
 func TestDeployGuide(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	adminDSN := storetest.NewDatabase(t, store.DriverMySQL) // skips without MariaDB (fails in CI)
-	dsn := guideUser(t, adminDSN)
+	dsn := guideUser(t) // skips without MariaDB (fails in CI)
 
 	appPort := freePort(t)
 	appBase := fmt.Sprintf("http://127.0.0.1:%d", appPort)
 	sim := startSim(t, dir, []string{appBase})
 
-	example, err := os.ReadFile(filepath.Join("..", "..", "docs", "changeflow.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	file := filepath.Join(dir, "changeflow.yaml")
-	if err := os.WriteFile(file, example, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	copyDoc(t, "changeflow.example.yaml", file)
 	// The guide's example directory, unchanged: its people are the
 	// simulated world's.
-	directory, err := os.ReadFile(filepath.Join("..", "..", "docs", "directory.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dirFile := filepath.Join(dir, "directory.yaml")
-	if err := os.WriteFile(dirFile, directory, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := childEnv(
-		"CHANGEFLOW_DATABASE_DSN="+dsn,
-		"CHANGEFLOW_SERVER_LISTEN="+strings.TrimPrefix(appBase, "http://"),
-		"CHANGEFLOW_SERVER_PUBLICURL="+appBase+"/",
-		"CHANGEFLOW_GITLAB_BASEURL="+sim.base+"/gitlab/",
-		"CHANGEFLOW_APPROVAL_BASEURL="+sim.base+"/approval/",
-		"CHANGEFLOW_PERMISSION_BASEURL="+sim.base+"/permission/",
-		"CHANGEFLOW_OIDC_ISSUER="+sim.base+"/oidc/",
-		"CHANGEFLOW_IDENTITY_DIRECTORYFILE="+dirFile,
-		// The example's placeholder secrets replaced, as the guide says,
-		// by the values the simulated world was given (startSim).
-		"CHANGEFLOW_GITLAB_TOKENS_COMMITTER="+procCommitterToken,
-		"CHANGEFLOW_GITLAB_TOKENS_APPROVER1="+procApprover1Token,
-		"CHANGEFLOW_GITLAB_TOKENS_APPROVER2="+procApprover2Token,
-		"CHANGEFLOW_CALLBACKS_TOKENS_APPROVAL="+procApprovalToken,
-		"CHANGEFLOW_CALLBACKS_TOKENS_DEPLOY="+procDeployToken,
-		"CHANGEFLOW_CALLBACKS_TOKENS_GITLAB="+procWebhookToken,
-	)
+	copyDoc(t, "directory.example.yaml", dirFile)
+	env := childEnv(append([]string{
+		"CHANGEFLOW_DATABASE_DSN=" + dsn,
+		"CHANGEFLOW_SERVER_LISTEN=" + strings.TrimPrefix(appBase, "http://"),
+		"CHANGEFLOW_SERVER_PUBLICURL=" + appBase + "/",
+		"CHANGEFLOW_GITLAB_BASEURL=" + sim.base + "/gitlab/",
+		"CHANGEFLOW_APPROVAL_BASEURL=" + sim.base + "/approval/",
+		"CHANGEFLOW_PERMISSION_BASEURL=" + sim.base + "/permission/",
+		"CHANGEFLOW_OIDC_ISSUER=" + sim.base + "/oidc/",
+		"CHANGEFLOW_IDENTITY_DIRECTORYFILE=" + dirFile,
+	}, procSecretsEnv()...)...)
 
 	// changeflow migrate, as the guide's upgrade procedure runs it.
 	mig := startProc(t, dir, "migrate", env, "migrate", "--config", file)
@@ -93,17 +72,7 @@ func TestDeployGuide(t *testing.T) {
 	}
 
 	srv := startProc(t, dir, "serve", env, "serve", "--config", file)
-	waitFor(t, 60*time.Second, "serve ready", func() bool {
-		if srv.exited() {
-			t.Fatalf("serve exited:\n%s", tail(srv.output(), 4000))
-		}
-		resp, err := http.Get(appBase + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	waitServeReady(t, srv, appBase, "serve")
 	// A production configuration must not warn about its own example: no
 	// item fell back, no key is unknown — and, as the guide promises of a
 	// clean start, nothing at all at warn or error level (a deployment
@@ -216,11 +185,13 @@ func cleanStart(t *testing.T, what, log string) {
 	}
 }
 
-// guideUser creates the database user docs/deploy.md describes, with the
-// grants printed in its "Database" section between the grants markers, on
-// the test's database, and returns that user's DSN.
-func guideUser(t *testing.T, adminDSN string) string {
+// guideUser creates a throwaway MariaDB database and on it the database
+// user docs/deploy.md describes, with the grants printed in its
+// "Database" section between the grants markers, and returns that user's
+// DSN. It skips the test without MariaDB (fails in CI).
+func guideUser(t *testing.T) string {
 	t.Helper()
+	adminDSN := storetest.NewDatabase(t, store.DriverMySQL)
 	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -29,8 +29,7 @@ import (
 func TestDeployGuideTrial(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	adminDSN := storetest.NewDatabase(t, store.DriverMySQL) // skips without MariaDB (fails in CI)
-	dsn := guideUser(t, adminDSN)
+	dsn := guideUser(t) // skips without MariaDB (fails in CI)
 
 	appBase := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	simAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -46,13 +45,8 @@ func TestDeployGuideTrial(t *testing.T) {
 		"CHANGEFLOW_SERVER_LISTEN=" + strings.TrimPrefix(appBase, "http://"),
 		"CHANGEFLOW_SERVER_PUBLICURL=" + appBase + "/",
 		"CHANGEFLOW_IDENTITY_DIRECTORYFILE=" + dirFile,
-		"CHANGEFLOW_GITLAB_TOKENS_COMMITTER=" + procCommitterToken,
-		"CHANGEFLOW_GITLAB_TOKENS_APPROVER1=" + procApprover1Token,
-		"CHANGEFLOW_GITLAB_TOKENS_APPROVER2=" + procApprover2Token,
-		"CHANGEFLOW_CALLBACKS_TOKENS_APPROVAL=" + procApprovalToken,
-		"CHANGEFLOW_CALLBACKS_TOKENS_DEPLOY=" + procDeployToken,
-		"CHANGEFLOW_CALLBACKS_TOKENS_GITLAB=" + procWebhookToken,
 	}
+	instance = append(instance, procSecretsEnv()...)
 	here := strings.NewReplacer(
 		"127.0.0.1:8090", simAddr,
 		"http://127.0.0.1:8080", appBase,
@@ -70,17 +64,7 @@ func TestDeployGuideTrial(t *testing.T) {
 
 	serveCmd := guideCommand(t, "trial:serve", here, instance)
 	srv := startProc(t, dir, "serve", childEnv(serveCmd.env...), serveCmd.args...)
-	waitFor(t, 60*time.Second, "serve ready", func() bool {
-		if srv.exited() {
-			t.Fatalf("the guide's changeflow serve exited:\n%s", tail(srv.output(), 4000))
-		}
-		resp, err := http.Get(appBase + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	waitServeReady(t, srv, appBase, "the guide's changeflow serve")
 	cleanStart(t, "serve in the guide's trial", srv.output())
 
 	var appCfg struct {
@@ -99,6 +83,38 @@ func TestDeployGuideTrial(t *testing.T) {
 	}
 	world := &simProc{proc: sim, base: "http://" + simAddr}
 	world.filesExact(t, storetest.OpenDSN(t, store.DriverMySQL, dsn), []string{"payments-db-readonly"}, []string{op})
+}
+
+// procSecretsEnv is the instance's secrets as CHANGEFLOW_* variables:
+// the example configuration's placeholders replaced, as the guide says,
+// by the values the simulated world was given (startSim).
+func procSecretsEnv() []string {
+	return []string{
+		"CHANGEFLOW_GITLAB_TOKENS_COMMITTER=" + procCommitterToken,
+		"CHANGEFLOW_GITLAB_TOKENS_APPROVER1=" + procApprover1Token,
+		"CHANGEFLOW_GITLAB_TOKENS_APPROVER2=" + procApprover2Token,
+		"CHANGEFLOW_CALLBACKS_TOKENS_APPROVAL=" + procApprovalToken,
+		"CHANGEFLOW_CALLBACKS_TOKENS_DEPLOY=" + procDeployToken,
+		"CHANGEFLOW_CALLBACKS_TOKENS_GITLAB=" + procWebhookToken,
+	}
+}
+
+// waitServeReady waits up to a minute for srv's /readyz at appBase to
+// pass; srv exiting first fails the test with the end of its log, named
+// by who.
+func waitServeReady(t *testing.T, srv *proc, appBase, who string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "serve ready", func() bool {
+		if srv.exited() {
+			t.Fatalf("%s exited:\n%s", who, tail(srv.output(), 4000))
+		}
+		resp, err := http.Get(appBase + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // copyDoc copies docs/name to dst unchanged.

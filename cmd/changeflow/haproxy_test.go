@@ -176,24 +176,9 @@ func TestHAProxyExample(t *testing.T) {
 // from its /metrics: which instance the proxy chose.
 func appConfigServed(t *testing.T, s *serveProc) int {
 	t.Helper()
-	resp, err := procClient.Get(s.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	total := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(l, "changeflow_http_requests_total{") || !strings.Contains(l, `route="GET /api/app-config"`) {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%g", &v); err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		total += int(v)
-	}
-	return total
+	return s.metricSumWhere(t, func(l string) bool {
+		return strings.HasPrefix(l, "changeflow_http_requests_total{") && strings.Contains(l, `route="GET /api/app-config"`)
+	})
 }
 
 // getStatus is the status of GET url (as user through the auth-proxy

@@ -533,6 +533,13 @@ func (s *serveProc) requestStatus(t *testing.T, user, operationID string) string
 // target on this instance's /metrics.
 func (s *serveProc) validatedMetric(t *testing.T) int {
 	t.Helper()
+	return s.metricSumWhere(t, func(l string) bool { return strings.HasPrefix(l, "changeflow_requests_validated_total{") })
+}
+
+// metricSumWhere sums the values of the series on this instance's
+// /metrics whose line match picks.
+func (s *serveProc) metricSumWhere(t *testing.T, match func(line string) bool) int {
+	t.Helper()
 	resp, err := procClient.Get(s.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +548,7 @@ func (s *serveProc) validatedMetric(t *testing.T) int {
 	b, _ := io.ReadAll(resp.Body)
 	total := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(l, "changeflow_requests_validated_total{") {
+		if !match(l) {
 			continue
 		}
 		var v float64

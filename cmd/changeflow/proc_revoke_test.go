@@ -147,24 +147,7 @@ func (s *serveProc) expiryScan() (int, error) {
 // metricSum sums every series of metric name on s's /metrics.
 func (s *serveProc) metricSum(t *testing.T, name string) int {
 	t.Helper()
-	resp, err := procClient.Get(s.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	total := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%g", &v); err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		total += int(v)
-	}
-	return total
+	return s.metricSumWhere(t, func(l string) bool { return strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") })
 }
 
 // trailersOnMain counts, per operationId, the non-merge commits on main
