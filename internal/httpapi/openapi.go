@@ -93,16 +93,24 @@ func (s *Server) handleOpenAPI() http.Handler {
 			writeError(w, r, s.deps.Logger, domain.Internal("openapi document", doc.err))
 			return
 		}
-		w.Header().Set("ETag", doc.etag)
-		w.Header().Set("Cache-Control", "no-cache")
-		if etagMatches(r.Header.Get("If-None-Match"), doc.etag) {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(doc.json)
+		writeDocument(w, r, doc.etag, "application/json", doc.json)
 	})
+}
+
+// writeDocument answers with one of the documents built into the binary
+// (the API description, the runbook): revalidated by its ETag on every
+// use (no-cache), so a client never reads an older version's document,
+// and 304 when the client's copy is this one.
+func writeDocument(w http.ResponseWriter, r *http.Request, etag, contentType string, body []byte) {
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", "no-cache")
+	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(body)
 }
 
 // etagMatches reports whether an If-None-Match value names etag (or is *).

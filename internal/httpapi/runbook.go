@@ -26,15 +26,6 @@ func newRunbookDoc(md []byte) runbookDoc {
 // it.
 func (s *Server) handleRunbook() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		doc := s.runbook
-		w.Header().Set("ETag", doc.etag)
-		w.Header().Set("Cache-Control", "no-cache")
-		if etagMatches(r.Header.Get("If-None-Match"), doc.etag) {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(doc.md)
+		writeDocument(w, r, s.runbook.etag, "text/markdown; charset=utf-8", s.runbook.md)
 	})
 }
