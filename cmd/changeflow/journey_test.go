@@ -9,20 +9,37 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// freePort returns a loopback port nobody listens on right now.
+// freePort returns a loopback port nobody listens on right now, and one
+// this test binary has never handed out before. The port is free only
+// until the child process binds it: two parallel tests asking at nearly
+// the same time could otherwise both get it, and then one's instance
+// "answers" /healthz from the other's server (a submit then met a
+// simulator's 404). Never handing a port out twice closes that window
+// among this package's own processes.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if _, taken := handedOutPorts.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no loopback port this test binary has not handed out already")
+	return 0
 }
+
+// handedOutPorts are the ports freePort returned (port → true).
+var handedOutPorts sync.Map
 
 // TestLocalJourneyReachesValidated is the composition root's end-to-end
 // check: the local profile's shape (embedded simulators, auto-approval,

@@ -462,6 +462,11 @@ func startServeProc(t *testing.T, dir, file, id string, port int, env ...string)
 		if p.exited() {
 			t.Fatalf("%s exited:\n%s", id, tail(p.output(), 4000))
 		}
+		// Only once it says it serves on this address: a /healthz
+		// answered before that is some other server's on the same port.
+		if !strings.Contains(p.output(), "serving on "+s.base) {
+			return false
+		}
 		resp, err := procClient.Get(s.base + "/healthz")
 		if err != nil {
 			return false
