@@ -69,7 +69,7 @@ test:
 	@$(MAKE) --no-print-directory image-test unit-test
 	$(call PHASE,browser tests)
 	@if command -v npm >/dev/null 2>&1; then \
-		npm ci --prefix web --no-audit --no-fund && GO=$(GO) npm test --prefix web; \
+		npm ci --prefix web --no-audit --no-fund && npm run gen:api:check --prefix web && GO=$(GO) npm test --prefix web; \
 	elif [ "$$CHANGEFLOW_TEST_REQUIRE_SERVICES" = 1 ]; then echo "npm is required for the web app's browser tests"; exit 1; \
 	else echo "*** SKIPPING the web app's browser tests: npm not found ***"; fi
 	$(call PHASE,fuzzing)
