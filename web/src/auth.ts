@@ -11,15 +11,11 @@
 // localStorage's forever, at the cost of signing in again in a new tab.
 // An expired token is dropped; a 401 to a call that carried one drops it
 // as well, so the header offers "Sign in" again.
+import type { components } from './api.gen';
 
-export interface AppConfig {
-  oidc?: { issuer: string; clientId: string };
-  simulators?: { index: string; approval: string };
-  /** the local run's "acting as" picker is offered (docs/webapp.md) */
-  userPicker?: boolean;
-  /** whom a person asks when a request failed (ui.contact, or its fallback) */
-  contact?: string;
-}
+/** AppConfig is GET /api/app-config; {} when it could not be read, so
+ * every field may be absent (no login offered, no links, no picker). */
+export type AppConfig = Partial<components['schemas']['AppConfigAnswer']['data']>;
 
 let configPromise: Promise<AppConfig> | null = null;
 

@@ -3,20 +3,16 @@
 // reconciliation, the expiry scan); and one batch with its requests.
 import { useState } from 'preact/hooks';
 import { call } from '../api';
+import type { components } from '../api.gen';
 import { Confirmed, Done, ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
 import { when } from '../words';
 import { type Batch, opsLink } from './shared';
 
-interface RoundResult {
-  projectId: number;
-  outcome: string;
-  batchId?: number;
-  members?: number;
-  mrIid?: number;
-  resumed?: boolean;
-  blocked?: boolean;
-}
+type Schemas = components['schemas'];
+
+/** RoundResult is one project's answer to POST /ops/rounds. */
+type RoundResult = Schemas['RoundsAnswer']['data']['rounds'][number];
 
 /** roundWords is one project's round answer (POST /ops/rounds) in words. */
 function roundWords(x: RoundResult): string {
@@ -39,7 +35,7 @@ function roundWords(x: RoundResult): string {
 }
 
 export function Batches() {
-  const r = useGet<{ items: Batch[] }>('/ops/batches?limit=50', 5000);
+  const r = useGet<Schemas['BatchListAnswer']['data']>('/ops/batches?limit=50', 5000);
   const [done, setDone] = useState('');
   return (
     <>
@@ -51,7 +47,7 @@ export function Batches() {
           question="Start a batch round now for every project (safe beside the scheduled ones)?"
           onDone={setDone}
           run={async () => {
-            const res = await call<{ rounds: RoundResult[] }>('POST', '/ops/rounds', {});
+            const res = await call<Schemas['RoundsAnswer']['data']>('POST', '/ops/rounds', {});
             r.reload();
             return res.data.rounds.length ? res.data.rounds.map(roundWords).join(' ') : 'No project is configured.';
           }}
@@ -62,7 +58,7 @@ export function Batches() {
           question="Check every merged request against the deployment now (safe beside the scheduled runs)?"
           onDone={setDone}
           run={async () => {
-            const res = await call<{ scanned: number; validated: number; waiting: number }>('POST', '/ops/reconcile', {});
+            const res = await call<Schemas['ReconcileAnswer']['data']>('POST', '/ops/reconcile', {});
             const d = res.data;
             return `Reconciliation checked ${d.scanned} request(s): ${d.validated} now in effect, ${d.waiting} still waiting.`;
           }}
@@ -73,7 +69,7 @@ export function Batches() {
           question="Look for accesses whose time is up now, and start removing each (safe beside the scheduled scans)?"
           onDone={setDone}
           run={async () => {
-            const res = await call<{ scanned: number; revoked: number; chunks: number }>('POST', '/ops/expiry/scan', {});
+            const res = await call<Schemas['ExpiryScanAnswer']['data']>('POST', '/ops/expiry/scan', {});
             r.reload();
             const d = res.data;
             if (d.scanned === 0) return 'The expiry scan found no access whose time is up.';
@@ -120,7 +116,7 @@ export function Batches() {
                       onDone={setDone}
                       question={`Settle batch #${b.id}? Its MR is closed if still open and read again: merged wins, otherwise the batch fails and its requests wait for the next round.`}
                       run={async () => {
-                        const res = await call<{ status: string; merged: boolean; alreadySettled: boolean; readmitted: number }>(
+                        const res = await call<Schemas['SettleAnswer']['data']>(
                           'POST',
                           `/ops/batches/${b.id}/settle`,
                           {},

@@ -1,24 +1,15 @@
 // The deployment checks in the console: GET /ops/checks, the report
 // `changeflow doctor` prints — each check with its verdict, what was
 // found and what to change, worst first.
+import type { components } from '../api.gen';
 import { ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
 
-export interface Finding {
-  id: string;
-  project?: string;
-  subject?: string;
-  status: 'ok' | 'warn' | 'fail';
-  title: string;
-  detail: string;
-  fix?: string;
-}
+/** Report is GET /ops/checks: the verdict, and each check's finding. */
+type Report = components['schemas']['ChecksAnswer']['data'];
 
-interface Report {
-  status: 'ok' | 'warn' | 'fail';
-  checkedAt: string;
-  findings: Finding[];
-}
+/** Finding is one check's verdict, what it found and what to change. */
+export type Finding = Report['findings'][number];
 
 const verdict: Record<string, string> = { ok: 'OK', warn: 'Warning', fail: 'Problem' };
 const rank: Record<string, number> = { fail: 0, warn: 1, ok: 2 };

@@ -1,16 +1,12 @@
 // The console's configuration page: the effective configuration, grouped,
 // folded and searchable, with what fell back to a default and why.
 import { useState } from 'preact/hooks';
+import type { components } from '../api.gen';
 import { ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
 
-interface ConfigItem {
-  key: string;
-  value: unknown;
-  source: string;
-  fellBack: boolean;
-  reason?: string;
-}
+type ConfigAnswer = components['schemas']['ConfigAnswer']['data'];
+type ConfigItem = ConfigAnswer['items'][number];
 
 /** groupOf is a configuration key's group: its first segment
  * ("ratelimit.apply.limit" → "ratelimit"). */
@@ -28,7 +24,7 @@ function valueText(v: unknown): string {
  * its items fell back) and searchable over key, value, source and reason:
  * a hundred items fit a page, and a phone. */
 export function Config() {
-  const r = useGet<{ version: number; loadedAt: string; fellBack: number; unknownKeys: string[] | null; items: ConfigItem[] }>('/ops/config');
+  const r = useGet<ConfigAnswer>('/ops/config');
   const [onlyFallbacks, setOnlyFallbacks] = useState(false);
   const [query, setQuery] = useState('');
   const [open, setOpen] = useState<Record<string, boolean>>({});

@@ -3,23 +3,16 @@
 // changeflow itself merged count, so a callback for any other MR is shown
 // here with why it changed nothing — the listing is the only place a
 // callback for an MR no request has (UNKNOWN_MR) appears.
+import type { components } from '../api.gen';
 import { ErrorNote } from '../components';
 import { useGet } from '../hooks';
 import { when } from '../words';
 
-export interface DeployCallback {
-  id: number;
-  deliveryKey: string;
-  projectId: number;
-  mrIid: number;
-  status: string;
-  /** What became of it (RECORDED until the workflow classified it). */
-  disposition: string;
-  reason?: string;
-  /** Later deliveries of the same key, answered as duplicates. */
-  duplicates?: number;
-  receivedAt: string;
-}
+type Schemas = components['schemas'];
+
+/** DeployCallback is one deploy callback received for an MR, and what
+ * became of it (RECORDED until the workflow classified it). */
+export type DeployCallback = Schemas['DeployCallbackRecord'];
 
 /** A deploy callback's disposition in words an operator reads without the docs. */
 const deployWords: Record<string, string> = {
@@ -73,7 +66,7 @@ export function DeployTable({ items, testid }: { items: DeployCallback[]; testid
 
 /** DeployInbox is the console page of every recorded deploy callback. */
 export function DeployInbox() {
-  const r = useGet<{ items: DeployCallback[]; nextCursor: string }>('/ops/callbacks/deploy?limit=100', 5000);
+  const r = useGet<Schemas['DeployCallbackListAnswer']['data']>('/ops/callbacks/deploy?limit=100', 5000);
   return (
     <>
       <p class="muted small">

@@ -5,32 +5,14 @@
 // so a view can be shared and the back button walks them; a person's name
 // in a row opens what that person has in effect now.
 import { useEffect, useState } from 'preact/hooks';
-import type { Step } from '../api';
+import type { components } from '../api.gen';
 import { ErrorNote, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
 import { navigate } from '../router';
 import { statusWord } from '../words';
 
-interface Found {
-  operationId: string;
-  subject: string;
-  targetKey: string;
-  targetTitle?: string;
-  kind: string;
-  flow: string;
-  status: string;
-  step: Step;
-  batchId?: number;
-  createdAt: string;
-  updatedAt: string;
-  expiresAt?: string;
-  attention?: string;
-}
-
-interface FoundPage {
-  items: Found[];
-  nextCursor: string;
-}
+/** FoundPage is one page of GET /ops/requests. */
+type FoundPage = components['schemas']['OpsFindAnswer']['data'];
 
 /** The states a request can hold, in the order a request goes through them. */
 const states = [

@@ -4,36 +4,23 @@
 // out an operator has (re-trigger, replay, close, revoke), each asking for
 // a confirmation first.
 import { useState } from 'preact/hooks';
-import type { ProgressStep, Step } from '../api';
 import { call } from '../api';
+import type { components } from '../api.gen';
 import { Confirmed, Done, ErrorNote, Progress, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
 import { navigate } from '../router';
 import { hintWords, when, whenExact } from '../words';
-import type { DeployCallback } from './deploy';
 import { DeployTable } from './deploy';
 import { CloseCard, RevokeCard } from './requestcards';
-import { type Batch, opsLink } from './shared';
+import { opsLink } from './shared';
 
-interface OpsRequest {
-  operation: Record<string, unknown> & { operationId: string; subject: string; targetKey: string; version: number; mr?: { iid: number; url: string } };
-  status: string;
-  step: Step;
-  hint: string;
-  binding: { status: string; operationId: string; expiresAt?: string; expired: boolean; version: number; updatedAt: string } | null;
-  steps: { from: Step; to: Step; fromBinding?: string; toBinding?: string; actor: string; note?: string; at: string }[];
-  batch?: Batch;
-  queue?: { projectId: number; batchId?: number; position?: number; admittedAt: string };
-  /** The callback inbox, newest first: the first is what a replay applies. */
-  approvalCallbacks: ApprovalCallback[];
-  /** The deploy callbacks recorded for the request's MR, newest first. */
-  deployCallbacks?: DeployCallback[];
-  audit: { actor: string; action: string; params: string; outcome: string; at: string }[];
-  /** On a grant: the revocation that took its binding over. */
-  revocation?: { operationId: string; status: string; reason: string; text: string };
-  /** The step bar, as the owner's page shows it. */
-  progress?: ProgressStep[];
-}
+type Schemas = components['schemas'];
+
+/** OpsRequest is GET /ops/requests/{id}: the operation and its binding
+ * side by side, with the step history, the callback inboxes (newest
+ * first: the first approval callback is what a replay applies), the
+ * audit, the grant's revocation and the step bar the owner's page shows. */
+type OpsRequest = Schemas['OpsRequestAnswer']['data'];
 
 /** Why a revocation was made, for operators (the code beside it). */
 const revokeReasonWords: Record<string, string> = {
@@ -44,7 +31,7 @@ const revokeReasonWords: Record<string, string> = {
 
 /** operationFields names, in words, the request's own fields the console
  * shows as they are: the key in the field's title, for who reads the API. */
-const operationFields: [string, string][] = [
+const operationFields: [keyof OpsRequest['operation'], string][] = [
   ['nextAction', 'Next action'],
   ['dueAt', 'Due at'],
   ['attempts', 'Attempts so far'],
@@ -52,19 +39,10 @@ const operationFields: [string, string][] = [
   ['lastError', 'Last error'],
 ];
 
-interface ApprovalCallback {
-  deliveryKey: string;
-  approvalId: string;
-  result: string;
-  /** callback (delivered to us) or poll (poll_approval found it). */
-  source?: string;
-  /** What the workflow did with it the last time it acted on it. */
-  disposition?: string;
-  reason?: string;
-  /** Later deliveries of the same key, answered as duplicates. */
-  duplicates?: number;
-  receivedAt: string;
-}
+/** ApprovalCallback is one entry of the request's approval callback
+ * inbox: how it came (delivered, or found by polling) and what the
+ * workflow did with it the last time it acted on it. */
+type ApprovalCallback = Schemas['ApprovalCallbackRecord'];
 
 /** A callback's disposition in words an operator reads without the docs. */
 const dispositionWords: Record<string, string> = {
@@ -233,7 +211,7 @@ function OpsRequestView({ id }: { id: string }) {
                 run={async () => {
                   // The step the operator saw: the server refuses if the
                   // request moved since (docs/api.md).
-                  const res = await call<{ action: string; from: Step }>('POST', `/ops/requests/${encodeURIComponent(id)}/retrigger`, {
+                  const res = await call<Schemas['RetriggerAnswer']['data']>('POST', `/ops/requests/${encodeURIComponent(id)}/retrigger`, {
                     step: x.step.name,
                   });
                   r.reload();
@@ -421,7 +399,7 @@ function OpsRequestView({ id }: { id: string }) {
                             question={`Apply this ${c.result} decision now? It passes the same check as a delivery: if the request has moved on, nothing changes.`}
                             onDone={say(sinceOrMoving(x))}
                             run={async () => {
-                              const res = await call<{ applied: boolean }>('POST', `/ops/requests/${encodeURIComponent(id)}/replay-approval`, {});
+                              const res = await call<Schemas['ReplayAnswer']['data']>('POST', `/ops/requests/${encodeURIComponent(id)}/replay-approval`, {});
                               r.reload();
                               return res.data.applied
                                 ? `Replayed: the recorded ${c.result} decision was applied, and the request moves on.`

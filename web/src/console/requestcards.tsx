@@ -3,6 +3,7 @@
 // (required; it goes into the audit) and asks before it sends.
 import { useState } from 'preact/hooks';
 import { call } from '../api';
+import type { components } from '../api.gen';
 import { Confirmed } from '../components';
 
 /** RevokeCard revokes someone's access in effect, with the reason the
@@ -33,7 +34,7 @@ export function RevokeCard({ id, subject, onDone, reload }: { id: string; subjec
         question={`Revoke ${subject}'s access now? It ends once the removal is deployed.`}
         onDone={onDone}
         run={async () => {
-          const res = await call<{ created: boolean; revocationId: string }>('POST', `/ops/requests/${encodeURIComponent(id)}/revoke`, { reason });
+          const res = await call<components['schemas']['RevokeData']>('POST', `/ops/requests/${encodeURIComponent(id)}/revoke`, { reason });
           reload();
           return res.data.created
             ? `Revoked: ${res.data.revocationId} removes the entry; the access ends once that is deployed.`
@@ -72,7 +73,7 @@ export function CloseCard({ id, subject, onDone, reload }: { id: string; subject
         question={`Close ${subject}'s request now? Its merge request is closed and nothing of it takes effect.`}
         onDone={onDone}
         run={async () => {
-          const res = await call<{ status: string }>('POST', `/ops/requests/${encodeURIComponent(id)}/close`, { reason });
+          const res = await call<components['schemas']['WithdrawAnswer']['data']>('POST', `/ops/requests/${encodeURIComponent(id)}/close`, { reason });
           reload();
           return res.code === 'ACCEPTED'
             ? 'Closed: its merge request is being closed.'

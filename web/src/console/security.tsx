@@ -2,19 +2,15 @@
 // first — content on changeflow's branches that changeflow did not write
 // (docs/security.md, "Only what changeflow wrote"), with what it found and
 // what it did about it.
+import type { components } from '../api.gen';
 import { ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
 
-export interface SecurityEvent {
-  id: number;
-  kind: string;
-  resource: string;
-  mrIid?: number;
-  branch?: string;
-  sha?: string;
-  why: string;
-  at: string;
-}
+type SecurityEventList = components['schemas']['SecurityEventListAnswer']['data'];
+
+/** SecurityEvent is one thing changeflow found on its branches that it
+ * did not write. */
+export type SecurityEvent = SecurityEventList['items'][number];
 
 const kindWords: Record<string, string> = {
   foreign_head: 'A commit changeflow did not write on its merge request',
@@ -44,7 +40,7 @@ function Subject({ resource }: { resource: string }) {
 }
 
 export function SecurityEvents() {
-  const r = useGet<{ items: SecurityEvent[] }>('/ops/security-events?limit=200');
+  const r = useGet<SecurityEventList>('/ops/security-events?limit=200');
   const items = r.data?.items ?? [];
   return (
     <div data-testid="security-events">

@@ -1,5 +1,6 @@
 // What more than one console page uses: a request's console page link
 // and the batch shape (a request's page shows its batch).
+import type { components } from '../api.gen';
 
 /** opsLink is a request's console page. */
 export function opsLink(id: string): string {
@@ -8,14 +9,4 @@ export function opsLink(id: string): string {
 
 /** Batch is one batch as GET /ops/batches and GET /ops/batches/{id}
  * answer it. */
-export interface Batch {
-  id: number;
-  projectId: number;
-  status: string;
-  mr?: { iid: number; url: string };
-  failureCode?: string;
-  failureMessage?: string;
-  createdAt: string;
-  updatedAt: string;
-  members?: { id: number; operationId: string; kind?: string }[];
-}
+export type Batch = components['schemas']['Batch'];

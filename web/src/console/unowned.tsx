@@ -1,17 +1,10 @@
 // The console's "Expired, not ours" page: per binding file, the expired
 // entries changeflow did not write, and why it leaves them to a person.
+import type { components } from '../api.gen';
 import { ErrorNote, Stamp } from '../components';
 import { useGet } from '../hooks';
 
-interface UnownedFile {
-  targetKey: string;
-  title: string;
-  project: string;
-  file: string;
-  problem?: string;
-  entries: { subject: string; operationId: string; expiresAt: string; why: string }[];
-  ownedExpired: number;
-}
+type UnownedAnswer = components['schemas']['UnownedExpiredAnswer']['data'];
 
 /** Why an expired entry is not changeflow's, in words. */
 const unownedWhy: Record<string, string> = {
@@ -23,7 +16,7 @@ const unownedWhy: Record<string, string> = {
  * not write (GET /ops/targets/unowned-expired). Not polled: each look
  * reads every target's file from GitLab, so the operator asks again. */
 export function Unowned() {
-  const r = useGet<{ checkedAt: string; ref: string; files: UnownedFile[] }>('/ops/targets/unowned-expired');
+  const r = useGet<UnownedAnswer>('/ops/targets/unowned-expired');
   const d = r.data;
   const open = d?.files.filter((f) => f.problem || f.entries.length > 0) ?? [];
   const clean = d?.files.filter((f) => !f.problem && f.entries.length === 0) ?? [];

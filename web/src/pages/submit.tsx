@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, fieldProblems, type RequestView, type Target } from '../api';
+import type { components } from '../api.gen';
 import { ErrorNote, Stamp } from '../components';
 import { endDate, requestedDays } from '../enddate';
 import { useGet } from '../hooks';
@@ -44,12 +45,7 @@ function newOperationId(): string {
 /** Preview is GET /api/targets/{key}/preview; {} when none can be made.
  * The server shows a person only their own entry (scope "own") and how many
  * other people hold the target; the whole file is for operators. */
-interface Preview {
-  file?: string;
-  scope?: string;
-  otherHolders?: number;
-  diff?: { op: string; text: string }[];
-}
+type Preview = Partial<components['schemas']['Preview']>;
 
 type Outcome =
   | { kind: 'idle' }
@@ -178,7 +174,7 @@ function SubmitForm({ target, account, onNew }: { target: Target; account?: stri
     try {
       const body: Record<string, unknown> = { targetKey, reason: reason.trim() };
       if (days.trim()) body.days = Number(days);
-      const r = await call<{ operationId: string }>('POST', '/api/requests', body, { 'Idempotency-Key': operationId });
+      const r = await call<components['schemas']['SubmitAnswer']['data']>('POST', '/api/requests', body, { 'Idempotency-Key': operationId });
       setOutcome({ kind: 'sent', operationId: r.data?.operationId ?? operationId, duplicate: r.code === 'DUPLICATE_SUBMIT' });
     } catch (err) {
       if (err instanceof ApiError && err.code === 'RATE_LIMITED') {
