@@ -68,45 +68,87 @@ func parseDBTime[T string | []byte](s T) (t time.Time, ok bool) {
 	if len(s) < base || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':' {
 		return time.Time{}, false
 	}
-	num := func(from, to int) (int, bool) {
-		n := 0
-		for i := from; i < to; i++ {
-			c := s[i]
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n, true
-	}
-	year, ok1 := num(0, 4)
-	month, ok2 := num(5, 7)
-	day, ok3 := num(8, 10)
-	hour, ok4 := num(11, 13)
-	minute, ok5 := num(14, 16)
-	sec, ok6 := num(17, 19)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 ||
-		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
-		hour > 23 || minute > 59 || sec > 59 {
+	f, ok := readDBTimeFields(s)
+	if !ok || !f.inRange() {
 		return time.Time{}, false
 	}
-	nsec := 0
-	if rest := len(s) - base; rest > 0 {
-		// A fraction: '.' and one to nine digits, scaled to nanoseconds.
-		digits := rest - 1
-		if s[base] != '.' || digits < 1 || digits > 9 {
-			return time.Time{}, false
-		}
-		f, okf := num(base+1, len(s))
-		if !okf {
-			return time.Time{}, false
-		}
-		for range 9 - digits {
-			f *= 10
-		}
-		nsec = f
+	nsec, ok := fractionNanos(s, base)
+	if !ok {
+		return time.Time{}, false
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+	return time.Date(f.year, time.Month(f.month), f.day, f.hour, f.minute, f.sec, nsec, time.UTC), true
+}
+
+// dbTimeFields is the date and time of day of a text in the store's
+// layout, as written, before the range check.
+type dbTimeFields struct {
+	year, month, day, hour, minute, sec int
+}
+
+// readDBTimeFields takes the six fields from their fixed columns of the
+// store's layout (the separators already checked); ok is false when one
+// of them holds a non-digit.
+func readDBTimeFields[T string | []byte](s T) (f dbTimeFields, ok bool) {
+	fields := [...]struct {
+		dst      *int
+		from, to int
+	}{
+		{&f.year, 0, 4}, {&f.month, 5, 7}, {&f.day, 8, 10},
+		{&f.hour, 11, 13}, {&f.minute, 14, 16}, {&f.sec, 17, 19},
+	}
+	for _, fl := range fields {
+		n, ok := decimalAt(s, fl.from, fl.to)
+		if !ok {
+			return dbTimeFields{}, false
+		}
+		*fl.dst = n
+	}
+	return f, true
+}
+
+// inRange reports whether the fields name a real instant, as
+// time.ParseInLocation checks them: a month of the year, a day of that
+// month, an hour, minute and second of the clock (no leap second).
+func (f dbTimeFields) inRange() bool {
+	return f.month >= 1 && f.month <= 12 &&
+		f.day >= 1 && f.day <= daysIn(f.month, f.year) &&
+		f.hour <= 23 && f.minute <= 59 && f.sec <= 59
+}
+
+// fractionNanos reads what follows the seconds at s[base:]: nothing (zero),
+// or '.' and one to nine digits, scaled to nanoseconds. ok is false for
+// anything else.
+func fractionNanos[T string | []byte](s T, base int) (nsec int, ok bool) {
+	rest := len(s) - base
+	if rest == 0 {
+		return 0, true
+	}
+	digits := rest - 1
+	if s[base] != '.' || digits < 1 || digits > 9 {
+		return 0, false
+	}
+	f, ok := decimalAt(s, base+1, len(s))
+	if !ok {
+		return 0, false
+	}
+	for range 9 - digits {
+		f *= 10
+	}
+	return f, true
+}
+
+// decimalAt is the unsigned decimal number in s[from:to]; ok is false when
+// a byte there is not a digit.
+func decimalAt[T string | []byte](s T, from, to int) (int, bool) {
+	n := 0
+	for i := from; i < to; i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 // daysIn is the number of days of month in year (proleptic Gregorian, as
