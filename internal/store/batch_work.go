@@ -155,10 +155,8 @@ type BatchApplyParams struct {
 // deadlock or a lost Galera certification re-runs it (InTx). It returns the members a FAILED settlement
 // released.
 func (s *Store) BatchApply(ctx context.Context, p BatchApplyParams) ([]BatchMember, error) {
-	for _, m := range p.Moves {
-		if err := m.validate(); err != nil {
-			return nil, fmt.Errorf("batch %d: %w", p.BatchID, err)
-		}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("batch %d: %w", p.BatchID, err)
 	}
 	var released []BatchMember
 	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
@@ -172,9 +170,44 @@ func (s *Store) BatchApply(ctx context.Context, p BatchApplyParams) ([]BatchMemb
 	return released, nil
 }
 
+// validate refuses a plan the transaction could not apply, before any
+// transaction is opened: a malformed move, or a settlement to a status
+// that does not settle a batch.
+func (p BatchApplyParams) validate() error {
+	for _, m := range p.Moves {
+		if err := m.validate(); err != nil {
+			return err
+		}
+	}
+	if p.SettleTo != 0 && p.SettleTo != domain.BatchFailed && p.SettleTo != domain.BatchSucceeded {
+		return fmt.Errorf("settle to %s: not a settlement", p.SettleTo)
+	}
+	return nil
+}
+
+// batchApplyTx writes a validated plan in the order BatchApplyParams
+// documents: the batch row's guarded write first, then the members'
+// writes, then the test hook.
 func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams) ([]BatchMember, error) {
-	d := s.dialect
-	var released []BatchMember
+	released, err := batchApplyRow(ctx, tx, s.dialect, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.batchApplyOperations(ctx, tx, p); err != nil {
+		return nil, err
+	}
+	if p.beforeCommit != nil {
+		if err := p.beforeCommit(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	return released, nil
+}
+
+// batchApplyRow is step 1 of BatchApplyParams, the guarded write of the
+// batch row: the OnlyIf guard, SetMR, or the settlement. It returns the
+// members a FAILED settlement released.
+func batchApplyRow(ctx context.Context, tx *sql.Tx, d Dialect, p BatchApplyParams) ([]BatchMember, error) {
 	switch {
 	case p.OnlyIf != 0 && p.SetMR == nil && p.SettleTo == 0:
 		// A write, not a locking read: see the guard_seq migration. Any
@@ -193,70 +226,87 @@ func (s *Store) batchApplyTx(ctx context.Context, tx *sql.Tx, p BatchApplyParams
 			return nil, fmt.Errorf("record MR: %w", err)
 		}
 	case p.SettleTo != 0:
-		if p.SettleTo != domain.BatchFailed && p.SettleTo != domain.BatchSucceeded {
-			return nil, fmt.Errorf("settle to %s: not a settlement", p.SettleTo)
-		}
-		if _, err := batchSetState(ctx, tx, batchStateWrite{
-			id: p.BatchID, from: p.From, to: p.SettleTo, version: p.Version,
-			failureCode: p.FailureCode, failureMessage: p.FailureMessage,
-		}); err != nil {
-			return nil, err
-		}
-		if p.SettleTo == domain.BatchFailed {
-			members, err := batchMembers(ctx, tx, p.BatchID)
-			if err != nil {
-				return nil, fmt.Errorf("members: %w", err)
-			}
-			if err := batchReleaseMembers(ctx, tx, d, p.BatchID, members); err != nil {
-				return nil, err
-			}
-			released = members
-		}
+		return batchSettleTx(ctx, tx, d, p)
 	}
+	return nil, nil
+}
+
+// batchSettleTx writes the settlement to p.SettleTo, guarded on From and
+// Version; a FAILED settlement also releases the members from the
+// waiting set and returns them.
+func batchSettleTx(ctx context.Context, tx *sql.Tx, d Dialect, p BatchApplyParams) ([]BatchMember, error) {
+	if _, err := batchSetState(ctx, tx, batchStateWrite{
+		id: p.BatchID, from: p.From, to: p.SettleTo, version: p.Version,
+		failureCode: p.FailureCode, failureMessage: p.FailureMessage,
+	}); err != nil {
+		return nil, err
+	}
+	if p.SettleTo != domain.BatchFailed {
+		return nil, nil
+	}
+	members, err := batchMembers(ctx, tx, p.BatchID)
+	if err != nil {
+		return nil, fmt.Errorf("members: %w", err)
+	}
+	if err := batchReleaseMembers(ctx, tx, d, p.BatchID, members); err != nil {
+		return nil, err
+	}
+	return members, nil
+}
+
+// batchApplyOperations is steps 2 to 5 of BatchApplyParams, the writes of
+// the member operations: LinkMR, Moves, Readmit, Unschedule, Park and
+// Schedule.
+func (s *Store) batchApplyOperations(ctx context.Context, tx *sql.Tx, p BatchApplyParams) error {
+	d := s.dialect
 	if p.LinkMR != nil {
-		for _, part := range chunk(p.LinkOps, InChunkSize) {
-			a := []any{p.BatchID, p.LinkMR.IID, clipRunes(p.LinkMR.URL, 512), clipRunes(p.LinkMR.Branch, 255)}
-			for _, id := range part {
-				a = append(a, id)
-			}
-			if err := execN(ctx, tx, int64(len(part)),
-				"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
-					" SET batch_id = ?, mr_iid = ?, mr_url = ?, branch = ? WHERE operation_id IN ("+placeholders(len(part))+")",
-				a...); err != nil {
-				return nil, fmt.Errorf("link MR: %w", err)
-			}
+		if err := batchLinkMRTx(ctx, tx, d, p.BatchID, *p.LinkMR, p.LinkOps); err != nil {
+			return err
 		}
 	}
 	for _, m := range p.Moves {
 		if err := transitionTx(ctx, tx, d, m); err != nil {
-			return nil, fmt.Errorf("move members %d → %d: %w", m.FromStep, m.ToStep, err)
+			return fmt.Errorf("move members %d → %d: %w", m.FromStep, m.ToStep, err)
 		}
 	}
 	if err := batchAdmitMany(ctx, tx, p.Readmit, p.ProjectID); err != nil {
-		return nil, err
+		return err
 	}
 	if len(p.Unschedule) > 0 {
 		if err := batchUnscheduleTx(ctx, tx, d, p.Unschedule); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p.Park != nil {
 		if err := execN(ctx, tx, 1, "UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
 			" SET next_action = ?, due_at = NULL WHERE operation_id = ?", p.Park.Action, p.Park.OperationID); err != nil {
-			return nil, fmt.Errorf("park %s: %w", p.Park.OperationID, err)
+			return fmt.Errorf("park %s: %w", p.Park.OperationID, err)
 		}
 	}
 	if p.Schedule != nil {
 		if err := s.WorkScheduleTx(ctx, tx, p.Schedule.OperationID, p.Schedule.Action, 0); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if p.beforeCommit != nil {
-		if err := p.beforeCommit(ctx, tx); err != nil {
-			return nil, err
+	return nil
+}
+
+// batchLinkMRTx records the MR, its branch and the batch on every listed
+// operation, one statement per chunk of ids; each must match a row.
+func batchLinkMRTx(ctx context.Context, tx *sql.Tx, d Dialect, batchID int64, mr BatchMR, ops []string) error {
+	for _, part := range chunk(ops, InChunkSize) {
+		a := []any{batchID, mr.IID, clipRunes(mr.URL, 512), clipRunes(mr.Branch, 255)}
+		for _, id := range part {
+			a = append(a, id)
+		}
+		if err := execN(ctx, tx, int64(len(part)),
+			"UPDATE operation"+d.forceIndex("uk_operation_operation_id")+
+				" SET batch_id = ?, mr_iid = ?, mr_url = ?, branch = ? WHERE operation_id IN ("+placeholders(len(part))+")",
+			a...); err != nil {
+			return fmt.Errorf("link MR: %w", err)
 		}
 	}
-	return released, nil
+	return nil
 }
 
 // batchReleaseMembers deletes the waiting-set rows of a batch a FAILED
