@@ -59,42 +59,78 @@ func Check(ctx context.Context, db Bindings, target string, content []byte, oper
 	if err != nil {
 		return fmt.Errorf("binding file of %s: %w", target, err)
 	}
+	want, err := wantedEntries(ctx, db, target, operationIDs, foreign)
+	if err != nil {
+		return err
+	}
+	problems := differences(f.Entries, want)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("binding file of %s on the default branch (%d entries, %d VALIDATED requests): %s",
+		target, len(f.Entries), len(want), strings.Join(problems, "; "))
+}
+
+// wantedEntries is the file target must hold, by subject: every foreign
+// entry, and the entry each of operationIDs wants (wantedEntry).
+func wantedEntries(ctx context.Context, db Bindings, target string, operationIDs []string, foreign []bindingfile.Entry) (map[string]bindingfile.Entry, error) {
 	want := map[string]bindingfile.Entry{} // subject → entry
 	for _, e := range foreign {
-		want[e.Subject] = bindingfile.Entry{Subject: e.Subject, OperationID: e.OperationID, ExpiresAt: e.ExpiresAt.UTC().Truncate(time.Second)}
+		want[e.Subject] = entryOf(e.Subject, e.OperationID, e.ExpiresAt)
 	}
 	for _, id := range operationIDs {
-		b, err := db.BindingGetByOperation(ctx, id)
-		if errors.Is(err, domain.ErrNotFound) {
-			granted, err := stillGranted(ctx, db, id)
-			if err != nil {
-				return err
-			}
-			if granted.Subject == "" || granted.TargetKey != target {
-				continue // never applied, removed, or the binding moved on to a newer request
-			}
-			want[granted.Subject] = bindingfile.Entry{Subject: granted.Subject, OperationID: id, ExpiresAt: granted.ExpiresAt.UTC().Truncate(time.Second)}
-			continue
-		}
+		e, ok, err := wantedEntry(ctx, db, target, id)
 		if err != nil {
-			return fmt.Errorf("binding of %s: %w", id, err)
+			return nil, err
 		}
-		if b.TargetKey == target && b.Status == domain.BindingRenewing {
-			e, err := renewing(ctx, db, id, b)
-			if err != nil {
-				return err
-			}
-			want[b.Subject] = e
-			continue
+		if ok {
+			want[e.Subject] = e
 		}
-		if b.TargetKey != target || b.Status != domain.BindingValidated {
-			continue
-		}
-		want[b.Subject] = bindingfile.Entry{Subject: b.Subject, OperationID: id, ExpiresAt: b.ExpiresAt.UTC().Truncate(time.Second)}
 	}
+	return want, nil
+}
+
+// wantedEntry is the entry request id wants in target's file; ok is false
+// when it wants none there: never applied, removed, another target's, or
+// its binding moved on to a newer request.
+func wantedEntry(ctx context.Context, db Bindings, target, id string) (e bindingfile.Entry, ok bool, err error) {
+	b, err := db.BindingGetByOperation(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		granted, err := stillGranted(ctx, db, id)
+		if err != nil || granted.Subject == "" || granted.TargetKey != target {
+			return bindingfile.Entry{}, false, err
+		}
+		return entryOf(granted.Subject, id, granted.ExpiresAt), true, nil
+	}
+	if err != nil {
+		return bindingfile.Entry{}, false, fmt.Errorf("binding of %s: %w", id, err)
+	}
+	if b.TargetKey != target {
+		return bindingfile.Entry{}, false, nil
+	}
+	switch b.Status {
+	case domain.BindingRenewing:
+		e, err := renewing(ctx, db, id, b)
+		return e, err == nil, err
+	case domain.BindingValidated:
+		return entryOf(b.Subject, id, b.ExpiresAt), true, nil
+	}
+	return bindingfile.Entry{}, false, nil
+}
+
+// entryOf is an entry as the file holds it: the expiry in UTC, to the
+// second.
+func entryOf(subject, operationID string, expiresAt time.Time) bindingfile.Entry {
+	return bindingfile.Entry{Subject: subject, OperationID: operationID, ExpiresAt: expiresAt.UTC().Truncate(time.Second)}
+}
+
+// differences lists, sorted, every way the file's entries differ from
+// want: an extra entry, an entry of another operation or expiry, a
+// missing entry.
+func differences(entries []bindingfile.Entry, want map[string]bindingfile.Entry) []string {
 	var problems []string
 	seen := map[string]bool{}
-	for _, e := range f.Entries {
+	for _, e := range entries {
 		seen[e.Subject] = true
 		w, ok := want[e.Subject]
 		switch {
@@ -112,12 +148,8 @@ func Check(ctx context.Context, db Bindings, target string, content []byte, oper
 			problems = append(problems, fmt.Sprintf("missing entry %s/%s (VALIDATED in the database)", s, w.OperationID))
 		}
 	}
-	if len(problems) == 0 {
-		return nil
-	}
 	slices.Sort(problems)
-	return fmt.Errorf("binding file of %s on the default branch (%d entries, %d VALIDATED requests): %s",
-		target, len(f.Entries), len(want), strings.Join(problems, "; "))
+	return problems
 }
 
 // renewing is the entry the file must hold for binding b, owned by the
