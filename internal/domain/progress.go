@@ -166,86 +166,120 @@ func progressOrder(flow string, kind OperationKind) []ProgressKey {
 }
 
 // Progress decides the step bar of a request (docs/api.md, "The step bar").
+// The first rule that applies decides: what became of the access after it
+// was in effect, then a step that ends the request, then where its
+// history places it.
 func Progress(in ProgressInput) []ProgressStep {
 	order := progressOrder(in.Flow, in.Kind)
-	all := func(st ProgressState) []ProgressStep {
-		out := make([]ProgressStep, len(order))
-		for i, k := range order {
-			out[i] = ProgressStep{k, st}
-		}
+	if out, ok := progressAfterEffect(in, order); ok {
 		return out
 	}
-	if in.Kind != OperationRevoke {
-		// What became of the access after it was in effect: the grant's
-		// own steps are all behind it, whatever its own step says.
-		switch in.Status {
-		case BindingRevoking:
-			return append(all(ProgressDone), ProgressStep{ProgressRemoved, ProgressCurrent})
-		case BindingRevoked:
-			return append(all(ProgressDone), ProgressStep{ProgressRemoved, ProgressDone})
-		case BindingRevokeFailed:
-			return append(all(ProgressDone), ProgressStep{ProgressRemoved, ProgressFailed})
-		case BindingValidated:
-			if in.Renewed {
-				return append(all(ProgressDone), ProgressStep{ProgressRenewed, ProgressDone})
-			}
-			return all(ProgressDone)
-		}
+	if out, ok := progressOfEnd(in.Step, order); ok {
+		return out
 	}
-	switch in.Step {
+	return progressOfHistory(in, order)
+}
+
+// progressAll is the bar with every step of order in state st.
+func progressAll(order []ProgressKey, st ProgressState) []ProgressStep {
+	out := make([]ProgressStep, len(order))
+	for i, k := range order {
+		out[i] = ProgressStep{k, st}
+	}
+	return out
+}
+
+// progressAfterEffect is the bar of a grant by what became of its access
+// after it was in effect: the grant's own steps are all behind it,
+// whatever its own step says. ok is false for a removal, or a binding in
+// no such status.
+func progressAfterEffect(in ProgressInput, order []ProgressKey) (_ []ProgressStep, ok bool) {
+	if in.Kind == OperationRevoke {
+		return nil, false
+	}
+	done := progressAll(order, ProgressDone)
+	switch in.Status {
+	case BindingRevoking:
+		return append(done, ProgressStep{ProgressRemoved, ProgressCurrent}), true
+	case BindingRevoked:
+		return append(done, ProgressStep{ProgressRemoved, ProgressDone}), true
+	case BindingRevokeFailed:
+		return append(done, ProgressStep{ProgressRemoved, ProgressFailed}), true
+	case BindingValidated:
+		if in.Renewed {
+			return append(done, ProgressStep{ProgressRenewed, ProgressDone}), true
+		}
+		return done, true
+	}
+	return nil, false
+}
+
+// progressOfEnd is the bar of a request whose step ended it; ok is false
+// for any other step.
+func progressOfEnd(step StepStatus, order []ProgressKey) (_ []ProgressStep, ok bool) {
+	switch step {
 	case StepCalledBack, StepReconciled, StepRevokeCalledBack, StepRevokeReconciled:
-		return all(ProgressDone)
+		return progressAll(order, ProgressDone), true
 	case StepCloseExpired:
-		return append(all(ProgressDone), ProgressStep{ProgressExpired, ProgressDone})
+		return append(progressAll(order, ProgressDone), ProgressStep{ProgressExpired, ProgressDone}), true
 	case StepRevokeAbsent:
 		// Nothing was left to remove: no MR was needed.
-		out := all(ProgressSkipped)
+		out := progressAll(order, ProgressSkipped)
 		out[len(out)-1].State = ProgressDone
-		return out
+		return out, true
 	}
+	return nil, false
+}
+
+// progressOfHistory is the bar of a request still under way, or stopped
+// on its way: the last step of its history that says where it stands,
+// marked failed or skipped by what followed it.
+func progressOfHistory(in ProgressInput, order []ProgressKey) []ProgressStep {
 	seq := in.History
 	if n := len(seq); n == 0 || seq[n-1] != in.Step {
 		seq = append(seq[:n:n], in.Step)
 	}
-	// Where it stands: the last step of the sequence that says so.
-	p := -1
-	for i := len(seq) - 1; i >= 0; i-- {
-		if placed(seq[i]) {
-			p = i
-			break
-		}
-	}
-	// After that step: did it fail (a failure other than failing to close
-	// the MR of a request already ended), was it closed?
-	failed, closed := false, false
-	if p >= 0 {
-		failed = seq[p] == StepCloseRejected
-		for _, s := range seq[p:] {
-			if s.Kind() == KindFailed && s != StepCloseFailed {
-				failed = true
-			}
-			if s.Kind() == KindClosed {
-				closed = true
-			}
-		}
-	}
-	rest := ProgressTodo
-	if closed {
-		rest = ProgressSkipped
-	}
+	p := lastPlaced(seq)
 	if p < 0 {
 		// Nothing says where it stood (no history was read): claim nothing.
-		return all(rest)
+		return progressAll(order, ProgressTodo)
 	}
-	i := placeOf(order, seq[p])
-	state := ProgressCurrent
-	switch {
-	case failed:
+	failed, closed := failedOrClosed(seq[p:])
+	rest, state := ProgressTodo, ProgressCurrent
+	if closed {
+		rest, state = ProgressSkipped, ProgressSkipped
+	}
+	if failed {
 		state = ProgressFailed
-	case closed:
-		state = ProgressSkipped
 	}
-	return at(order, i, state, rest)
+	return at(order, placeOf(order, seq[p]), state, rest)
+}
+
+// lastPlaced is the index of the last step of seq that says where the
+// request stands (placed); -1 for none.
+func lastPlaced(seq []StepStatus) int {
+	for i := len(seq) - 1; i >= 0; i-- {
+		if placed(seq[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// failedOrClosed reports what happened from the placing step seq[0] on:
+// did it fail (a rejected close, or a failure other than failing to
+// close the MR of a request already ended), was it closed?
+func failedOrClosed(seq []StepStatus) (failed, closed bool) {
+	failed = seq[0] == StepCloseRejected
+	for _, s := range seq {
+		if s.Kind() == KindFailed && s != StepCloseFailed {
+			failed = true
+		}
+		if s.Kind() == KindClosed {
+			closed = true
+		}
+	}
+	return failed, closed
 }
 
 // placed reports whether step s says by itself where a request stands.
