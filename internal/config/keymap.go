@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -44,35 +45,85 @@ func (km *keymap) canonical(key string) (canon string, declare string, ok bool) 
 		return c, "", true
 	}
 	parts := strings.Split(key, ".")
-	lp := strings.Split(strings.ToLower(key), ".")
 	for _, p := range parts {
 		if strings.TrimSpace(p) == "" {
 			return "", "", false
 		}
 	}
-	n := len(parts)
-	switch {
-	case lp[0] == famTargets && n == 2:
+	lp := strings.Split(strings.ToLower(key), ".")
+	if lp[0] == famTargets {
+		return km.targetKey(parts, lp)
+	}
+	for _, f := range entryKeyFamilies() {
+		if c, ok := f.match(lp); ok {
+			return c, "", true
+		}
+	}
+	return "", "", false
+}
+
+// targetKey is canonical for a key of the targets family: the target's
+// name keeps its case (it is the target's key), its field is matched
+// case-insensitively; two parts declare the target.
+func (km *keymap) targetKey(parts, lp []string) (canon string, declare string, ok bool) {
+	switch n := len(parts); {
+	case n == 2:
 		return "", parts[1], true
-	case lp[0] == famTargets && n >= 3:
+	case n >= 3:
 		if f, ok := km.fields[strings.Join(lp[2:], ".")]; ok {
 			return famTargets + "." + parts[1] + "." + f, "", true
 		}
-	case lp[0] == famRateLimit && n == 3 && lp[2] == "limit":
-		return famRateLimit + "." + lp[1] + ".limit", "", true
-	case n == 4 && lp[0] == "authz" && lp[1] == "routes" && lp[3] == "rules":
-		return famRoutes + "." + lp[2] + ".rules", "", true
-	case n == 3 && lp[0] == "gitlab" && lp[1] == "tokens":
-		return famGitLabTok + "." + lp[2], "", true
-	case n == 3 && lp[0] == "callbacks" && lp[1] == "tokens":
-		if c, ok := callbackEntries()[lp[2]]; ok {
-			return famCallbacks + "." + c, "", true
-		}
-		return famCallbacks + "." + lp[2], "", true
-	case n == 3 && lp[0] == "http" && lp[1] == "timeout":
-		return famHTTP + "." + lp[2], "", true
 	}
 	return "", "", false
+}
+
+// entryKeyFamily is a family of keys "<family>.<entry><suffix>" whose
+// entry, like the rest of the key, is matched lower-cased.
+type entryKeyFamily struct {
+	family string // canonical dotted prefix, e.g. "authz.routes"
+	suffix string // canonical dotted suffix after the entry, e.g. ".rules"; "" for none
+	// entry, when set, maps the lower-cased entry onto its canonical
+	// spelling (the callback token names have capitals).
+	entry func(lower string) string
+}
+
+// entryKeyFamilies are the families canonical matches besides targets.
+func entryKeyFamilies() []entryKeyFamily {
+	return []entryKeyFamily{
+		{family: famRateLimit, suffix: ".limit"},
+		{family: famRoutes, suffix: ".rules"},
+		{family: famGitLabTok},
+		{family: famCallbacks, entry: callbackEntry},
+		{family: famHTTP},
+	}
+}
+
+// match returns the canonical key for lp, the lower-cased parts of a
+// key, when it is exactly family, one entry and suffix.
+func (f entryKeyFamily) match(lp []string) (string, bool) {
+	head := strings.Split(f.family, ".")
+	var tail []string
+	if f.suffix != "" {
+		tail = strings.Split(strings.TrimPrefix(f.suffix, "."), ".")
+	}
+	if len(lp) != len(head)+1+len(tail) ||
+		!slices.Equal(lp[:len(head)], head) || !slices.Equal(lp[len(head)+1:], tail) {
+		return "", false
+	}
+	entry := lp[len(head)]
+	if f.entry != nil {
+		entry = f.entry(entry)
+	}
+	return f.family + "." + entry + f.suffix, true
+}
+
+// callbackEntry is the canonical name of a callback token entry given
+// lower-cased; an unknown name stays as given.
+func callbackEntry(lower string) string {
+	if c, ok := callbackEntries()[lower]; ok {
+		return c
+	}
+	return lower
 }
 
 // envFamily is one family as seen in an environment name: NAME = prefix +
