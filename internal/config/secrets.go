@@ -59,75 +59,112 @@ func (s *Snapshot) RefusedSecrets() []RefusedSecret {
 // falls back. callbacks.tokens.*Previous obey the same rules as the
 // current tokens: whoever sends the retired value is trusted as much.
 func (b *builder) refuseWeakSecrets(s *Snapshot) {
-	type tok struct{ key, val string }
-	var toks []tok
-	for name, v := range s.gitlabTok {
-		if v != "" {
-			toks = append(toks, tok{famGitLabTok + "." + name, v})
-		}
-	}
-	for name, v := range s.callbacks {
-		if v != "" {
-			toks = append(toks, tok{famCallbacks + "." + name, v})
-		}
-	}
-	sort.Slice(toks, func(i, j int) bool { return toks[i].key < toks[j].key })
+	toks := configuredTokens(s)
 	byVal := map[string][]string{}
 	for _, t := range toks {
 		byVal[t.val] = append(byVal[t.val], t.key)
 	}
+	// Every verdict is made on the tokens as configured, before any
+	// refusal below clears one.
 	for _, t := range toks {
-		callback := strings.HasPrefix(t.key, famCallbacks+".")
-		fix := "set a secret of its own, e.g. `" + GenerateHint + "`, in " + EnvName(t.key) + " or the file"
-		if !callback {
-			fix = "give the bot a personal or project access token of its own, made in GitLab (scope api), in " + EnvName(t.key)
-		}
 		var others []string
 		for _, k := range byVal[t.val] {
 			if k != t.key {
 				others = append(others, k)
 			}
 		}
-		current, previous := strings.CutSuffix(t.key, previousSuffix)
-		previous = previous && callback
-		// A previous token equal to its own current one is a rotation
-		// half done (the new value never set, or the old one copied
-		// twice): it speaks for no one else, so only the previous item is
-		// refused and the kind keeps working on its current token.
-		ownPair := len(others) == 1 && (others[0] == t.key+previousSuffix || previous && others[0] == current)
-		var problem string
-		switch min := minTokenBytes(callback); {
-		case simtoken.IsWellKnown(t.val):
-			problem = "is the simulators' well-known token, published with changeflow: anyone can send it"
-		case len(t.val) < min:
-			problem = fmt.Sprintf("is %d bytes long, shorter than the %d bytes a secret needs here", len(t.val), min)
-		case ownPair && previous:
-			problem = "is the same value as " + current + ", the token it is meant to be replaced by: a previous value is the one being retired"
-			fix = "set " + current + " to the new secret and this item to the old one, or remove this item once no sender uses the old one"
-		case ownPair:
-			continue
-		case len(others) > 0:
-			problem = "is the same value as " + strings.Join(others, ", ") + ": whoever holds one can act as the other"
-		default:
-			continue
+		if r, refused := judgeToken(t, others); refused {
+			refuseToken(s, r)
 		}
-		s.refused = append(s.refused, RefusedSecret{Key: t.key, Problem: problem, Fix: fix})
-		consequence := "no token"
-		switch {
-		case previous:
-			consequence = "accept only " + current
-			s.callbacks[strings.TrimPrefix(t.key, famCallbacks+".")] = ""
-		case callback:
-			consequence = "reject every callback"
-			s.callbacks[strings.TrimPrefix(t.key, famCallbacks+".")] = ""
-		default:
-			s.gitlabTok[strings.TrimPrefix(t.key, famGitLabTok+".")] = ""
-		}
-		s.vals[t.key] = ""
-		r := s.res[t.key]
-		r.Value, r.FellBack, r.Reason = "", true, fellBack("value refused: it %s → %s; %s", problem, consequence, fix)
-		s.res[t.key] = r
 	}
+}
+
+// configuredToken is one set token: its item key and its value.
+type configuredToken struct{ key, val string }
+
+// configuredTokens lists the snapshot's set tokens (gitlab.tokens.* and
+// callbacks.tokens.*), sorted by key.
+func configuredTokens(s *Snapshot) []configuredToken {
+	var toks []configuredToken
+	for name, v := range s.gitlabTok {
+		if v != "" {
+			toks = append(toks, configuredToken{famGitLabTok + "." + name, v})
+		}
+	}
+	for name, v := range s.callbacks {
+		if v != "" {
+			toks = append(toks, configuredToken{famCallbacks + "." + name, v})
+		}
+	}
+	sort.Slice(toks, func(i, j int) bool { return toks[i].key < toks[j].key })
+	return toks
+}
+
+// tokenRole is what a token item is for, read from its key.
+type tokenRole struct {
+	callback bool   // a callbacks.tokens.* item, else a GitLab bot's token
+	previous bool   // a callback's previous (retired) token
+	current  string // for a previous token, the key of its current one
+}
+
+func roleOfToken(key string) tokenRole {
+	callback := strings.HasPrefix(key, famCallbacks+".")
+	current, previous := strings.CutSuffix(key, previousSuffix)
+	return tokenRole{callback: callback, previous: previous && callback, current: current}
+}
+
+// judgeToken decides whether token t is refused, given the keys of the
+// other tokens with the same value, and says why and what to do.
+func judgeToken(t configuredToken, others []string) (RefusedSecret, bool) {
+	role := roleOfToken(t.key)
+	fix := "set a secret of its own, e.g. `" + GenerateHint + "`, in " + EnvName(t.key) + " or the file"
+	if !role.callback {
+		fix = "give the bot a personal or project access token of its own, made in GitLab (scope api), in " + EnvName(t.key)
+	}
+	// A previous token equal to its own current one is a rotation
+	// half done (the new value never set, or the old one copied
+	// twice): it speaks for no one else, so only the previous item is
+	// refused and the kind keeps working on its current token.
+	ownPair := len(others) == 1 && (others[0] == t.key+previousSuffix || role.previous && others[0] == role.current)
+	var problem string
+	switch min := minTokenBytes(role.callback); {
+	case simtoken.IsWellKnown(t.val):
+		problem = "is the simulators' well-known token, published with changeflow: anyone can send it"
+	case len(t.val) < min:
+		problem = fmt.Sprintf("is %d bytes long, shorter than the %d bytes a secret needs here", len(t.val), min)
+	case ownPair && role.previous:
+		problem = "is the same value as " + role.current + ", the token it is meant to be replaced by: a previous value is the one being retired"
+		fix = "set " + role.current + " to the new secret and this item to the old one, or remove this item once no sender uses the old one"
+	case ownPair:
+		return RefusedSecret{}, false
+	case len(others) > 0:
+		problem = "is the same value as " + strings.Join(others, ", ") + ": whoever holds one can act as the other"
+	default:
+		return RefusedSecret{}, false
+	}
+	return RefusedSecret{Key: t.key, Problem: problem, Fix: fix}, true
+}
+
+// refuseToken records r on the snapshot and makes its item fall back to
+// unset, saying what that leaves.
+func refuseToken(s *Snapshot, r RefusedSecret) {
+	role := roleOfToken(r.Key)
+	s.refused = append(s.refused, r)
+	consequence := "no token"
+	switch {
+	case role.previous:
+		consequence = "accept only " + role.current
+		s.callbacks[strings.TrimPrefix(r.Key, famCallbacks+".")] = ""
+	case role.callback:
+		consequence = "reject every callback"
+		s.callbacks[strings.TrimPrefix(r.Key, famCallbacks+".")] = ""
+	default:
+		s.gitlabTok[strings.TrimPrefix(r.Key, famGitLabTok+".")] = ""
+	}
+	s.vals[r.Key] = ""
+	res := s.res[r.Key]
+	res.Value, res.FellBack, res.Reason = "", true, fellBack("value refused: it %s → %s; %s", r.Problem, consequence, r.Fix)
+	s.res[r.Key] = res
 }
 
 func minTokenBytes(callback bool) int {
