@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"changeflow/internal/config"
@@ -159,66 +160,30 @@ func protectionFinding(ctx context.Context, g gitlab.DeploymentReader, reader gi
 		"(docs/deploy.md, \"Protect changeflow's branches\")"
 	rules, err := g.ProtectedBranches(ctx, reader, project)
 	if err != nil {
-		if gitlab.IsForbidden(err) {
-			f.Status, f.Detail, f.Fix = readRefused(reader, "the protected branches", fix)
-			return f
-		}
-		f.Status, f.Detail, f.Fix = readFailed(project, err)
+		f.Status, f.Detail, f.Fix = readProblem(reader, project, "the protected branches", fix, err)
+		return f
+	}
+	if b, ok := uncoveredBranch(rules); ok {
+		f.Status = StatusFail
+		f.Detail = "no protection rule covers " + b + ": anyone who may push to the repository can put commits on changeflow's branches, and a pre-made changeflow/ branch is what changeflow would be asked to approve"
+		f.Fix = fix
 		return f
 	}
 	var covering []gitlab.ProtectedBranch
-	for _, b := range sampleBranches() {
-		var any bool
-		for _, r := range rules {
-			if covers(r.Name, b) {
-				any = true
-			}
-		}
-		if !any {
-			f.Status = StatusFail
-			f.Detail = "no protection rule covers " + b + ": anyone who may push to the repository can put commits on changeflow's branches, and a pre-made changeflow/ branch is what changeflow would be asked to approve"
-			f.Fix = fix
-			return f
-		}
-	}
 	for _, r := range rules {
 		if covers(r.Name, sampleBranches()[0]) {
 			covering = append(covering, r)
 		}
 	}
-	var fails, warns []string
-	committerPushes, force := false, false
+	a := protectionAudit{committer: committer, known: known, committerLevel: committerLevel}
 	for _, r := range covering {
-		if r.AllowForcePush {
-			force = true
-		}
-		for _, e := range r.Push {
-			switch who, st := judgeEntry(e, committer, known); {
-			case st == entryCommitter:
-				committerPushes = true
-			case st == entryFail:
-				fails = append(fails, who+" may push ("+r.Name+")")
-			case st == entryWarn:
-				warns = append(warns, who+" may push ("+r.Name+"): they can also change this rule, so this widens nothing, but changeflow's own checks are then all that stands between them and the bots' approvals")
-			}
-			if e.UserID == 0 && e.GroupID == 0 && e.DeployKeyID == 0 && e.AccessLevel > gitlab.AccessNoOne &&
-				committerLevel >= e.AccessLevel {
-				committerPushes = true
-			}
-		}
-		for _, e := range r.Merge {
-			switch who, st := judgeEntry(e, committer, known); st {
-			case entryFail:
-				fails = append(fails, who+" may merge into changeflow's branches ("+r.Name+")")
-			case entryWarn:
-				warns = append(warns, who+" may merge into changeflow's branches ("+r.Name+")")
-			}
-		}
+		a.rule(r)
 	}
-	if !committerPushes {
+	fails, warns := a.fails, a.warns
+	if !a.committerPushes {
 		fails = append(fails, name+" is not allowed to push to changeflow's branches: every request would stop at its first commit")
 	}
-	if !force {
+	if !a.force {
 		fails = append(fails, "force push is off: changeflow rebuilds a change by overwriting its own branch and GitLab's rebase of its MR rewrites it, both refused (403) without it")
 	}
 	switch {
@@ -231,6 +196,74 @@ func protectionFinding(ctx context.Context, g gitlab.DeploymentReader, reader gi
 		f.Detail = "covered by " + ruleNames(covering) + ": only " + name + " may push, nobody else may merge into them, force push allowed"
 	}
 	return f
+}
+
+// readProblem is the finding's fields for a read of what that failed:
+// refused (readRefused, with byHand as the manual check) or otherwise
+// (readFailed).
+func readProblem(reader gitlab.Bot, project, what, byHand string, err error) (Status, string, string) {
+	if gitlab.IsForbidden(err) {
+		return readRefused(reader, what, byHand)
+	}
+	return readFailed(project, err)
+}
+
+// uncoveredBranch returns the first of sampleBranches no rule covers.
+func uncoveredBranch(rules []gitlab.ProtectedBranch) (string, bool) {
+	for _, b := range sampleBranches() {
+		if !slices.ContainsFunc(rules, func(r gitlab.ProtectedBranch) bool { return covers(r.Name, b) }) {
+			return b, true
+		}
+	}
+	return "", false
+}
+
+// protectionAudit collects what the protection rules covering
+// changeflow's branches admit: whether the committer may push, whether
+// force push is allowed, and who else may push or merge (fails), or may
+// but could change the rule anyway (warns).
+type protectionAudit struct {
+	committer      gitlab.User
+	known          bool // committer is known
+	committerLevel int  // the committer's role on the project; 0 when unknown
+
+	committerPushes, force bool
+	fails, warns           []string
+}
+
+// rule adds what rule r admits.
+func (a *protectionAudit) rule(r gitlab.ProtectedBranch) {
+	if r.AllowForcePush {
+		a.force = true
+	}
+	for _, e := range r.Push {
+		a.push(r.Name, e)
+	}
+	for _, e := range r.Merge {
+		switch who, st := judgeEntry(e, a.committer, a.known); st {
+		case entryFail:
+			a.fails = append(a.fails, who+" may merge into changeflow's branches ("+r.Name+")")
+		case entryWarn:
+			a.warns = append(a.warns, who+" may merge into changeflow's branches ("+r.Name+")")
+		}
+	}
+}
+
+// push adds what push entry e of rule name admits. A role entry admits
+// the committer when it holds that role.
+func (a *protectionAudit) push(name string, e gitlab.BranchAccess) {
+	switch who, st := judgeEntry(e, a.committer, a.known); st {
+	case entryCommitter:
+		a.committerPushes = true
+	case entryFail:
+		a.fails = append(a.fails, who+" may push ("+name+")")
+	case entryWarn:
+		a.warns = append(a.warns, who+" may push ("+name+"): they can also change this rule, so this widens nothing, but changeflow's own checks are then all that stands between them and the bots' approvals")
+	}
+	if e.UserID == 0 && e.GroupID == 0 && e.DeployKeyID == 0 && e.AccessLevel > gitlab.AccessNoOne &&
+		a.committerLevel >= e.AccessLevel {
+		a.committerPushes = true
+	}
 }
 
 func ruleNames(rs []gitlab.ProtectedBranch) string {
@@ -355,28 +388,45 @@ func webhookFinding(ctx context.Context, g gitlab.DeploymentReader, reader gitla
 	}
 	hooks, err := g.ProjectHooks(ctx, reader, project)
 	if err != nil {
-		if gitlab.IsForbidden(err) {
-			f.Status, f.Detail, f.Fix = readRefused(reader, "the webhooks", fix)
-			return f
-		}
-		f.Status, f.Detail, f.Fix = readFailed(project, err)
+		f.Status, f.Detail, f.Fix = readProblem(reader, project, "the webhooks", fix, err)
 		return f
 	}
-	var h *gitlab.Hook
-	for i := range hooks {
-		u := strings.TrimRight(hooks[i].URL, "/")
-		if (want != "" && u == want) || (want == "" && strings.HasSuffix(u, "/callbacks/gitlab")) {
-			h = &hooks[i]
-			break
-		}
-	}
+	h := changeflowHook(hooks, want)
 	if h == nil {
 		f.Status = StatusFail
 		f.Detail = "no webhook of project " + project + " points at " + shown + ": changeflow learns of pipelines and merges only by polling (polling.pipeline.*), later"
 		f.Fix = fix
 		return f
 	}
-	var fails, warns []string
+	fails, warns := hookProblems(*h, want)
+	const tokenNote = "GitLab never returns a hook's secret token, so whether it equals callbacks.tokens.gitlab cannot be read: a wrong one shows as 401s under the hook's Recent events and as changeflow_http_requests_total{route=\"POST /callbacks/gitlab\",code=\"401\"}"
+	switch {
+	case len(fails) > 0:
+		f.Status, f.Detail, f.Fix = StatusFail, h.URL+": "+strings.Join(append(fails, warns...), "; "), fix
+	case len(warns) > 0:
+		f.Status, f.Detail, f.Fix = StatusWarn, h.URL+": "+strings.Join(warns, "; ")+". "+tokenNote, fix
+	default:
+		f.Status, f.Detail = StatusOK, h.URL+" with merge request and pipeline events. "+tokenNote
+	}
+	return f
+}
+
+// changeflowHook is the first hook pointing at want, changeflow's webhook
+// route; with want "" (server.publicURL unset), the first pointing at any
+// host's /callbacks/gitlab. nil for none.
+func changeflowHook(hooks []gitlab.Hook, want string) *gitlab.Hook {
+	for i := range hooks {
+		u := strings.TrimRight(hooks[i].URL, "/")
+		if (want != "" && u == want) || (want == "" && strings.HasSuffix(u, "/callbacks/gitlab")) {
+			return &hooks[i]
+		}
+	}
+	return nil
+}
+
+// hookProblems lists what keeps hook h from reaching changeflow (fails)
+// and what is weaker than the guide says or could not be checked (warns).
+func hookProblems(h gitlab.Hook, want string) (fails, warns []string) {
 	if !h.MergeRequestsEvents {
 		fails = append(fails, "merge request events are off")
 	}
@@ -392,14 +442,5 @@ func webhookFinding(ctx context.Context, g gitlab.DeploymentReader, reader gitla
 	if want == "" {
 		warns = append(warns, "server.publicURL is unset, so which changeflow the hook points at could not be checked")
 	}
-	const tokenNote = "GitLab never returns a hook's secret token, so whether it equals callbacks.tokens.gitlab cannot be read: a wrong one shows as 401s under the hook's Recent events and as changeflow_http_requests_total{route=\"POST /callbacks/gitlab\",code=\"401\"}"
-	switch {
-	case len(fails) > 0:
-		f.Status, f.Detail, f.Fix = StatusFail, h.URL+": "+strings.Join(append(fails, warns...), "; "), fix
-	case len(warns) > 0:
-		f.Status, f.Detail, f.Fix = StatusWarn, h.URL+": "+strings.Join(warns, "; ")+". "+tokenNote, fix
-	default:
-		f.Status, f.Detail = StatusOK, h.URL+" with merge request and pipeline events. "+tokenNote
-	}
-	return f
+	return fails, warns
 }
