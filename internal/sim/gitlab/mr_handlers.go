@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -152,6 +153,9 @@ func (s *Server) handleListMRs(w http.ResponseWriter, r *http.Request) {
 // description, target_branch or state_event (close/reopen). With the
 // close/merge race armed, a close first merges the MR as the maintainer
 // ("from outside"), so the close finds it merged and changes nothing.
+//
+// The fields are applied in GitLab's order and each stays applied when a
+// later one is refused.
 func (s *Server) handleUpdateMR(w http.ResponseWriter, r *http.Request) {
 	u := caller(r)
 	in, err := readParams(r)
@@ -159,20 +163,8 @@ func (s *Server) handleUpdateMR(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "400 Bad request - "+err.Error())
 		return
 	}
-	fields := []string{"title", "description", "target_branch", "state_event", "remove_source_branch",
-		"assignee_id", "assignee_ids", "reviewer_ids", "labels", "add_labels", "remove_labels",
-		"milestone_id", "discussion_locked", "squash", "allow_collaboration"}
-	given := false
-	for _, f := range fields {
-		if _, ok := in.str(f); ok {
-			given = true
-		}
-		if _, ok := in.raw(f); ok {
-			given = true
-		}
-	}
-	if !given {
-		writeParamError(w, strings.Join(fields, ", ")+" are missing, at least one parameter must be provided")
+	if perr := mrUpdateMissing(in); perr != "" {
+		writeParamError(w, perr)
 		return
 	}
 	p, m := s.lockMR(w, r)
@@ -186,6 +178,44 @@ func (s *Server) handleUpdateMR(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	now := s.now()
+	if rf := updateMRFields(ctx, p, m, in, now); rf.status != 0 {
+		rf.write(w)
+		return
+	}
+	action, rf := s.mrStateEvent(ctx, p, m, u, in.get("state_event"), now)
+	if rf.status != 0 {
+		rf.write(w)
+		return
+	}
+	if m.State != stateMerged {
+		m.UpdatedAt = now
+		s.mrHook(ctx, p, m, action, u, "")
+	}
+	writeJSON(w, http.StatusOK, s.mrJSON(ctx, p, m, u, false))
+}
+
+// mrUpdateMissing is Grape's error when the update names none of the
+// fields it takes; "" when it names one.
+func mrUpdateMissing(in params) string {
+	fields := []string{"title", "description", "target_branch", "state_event", "remove_source_branch",
+		"assignee_id", "assignee_ids", "reviewer_ids", "labels", "add_labels", "remove_labels",
+		"milestone_id", "discussion_locked", "squash", "allow_collaboration"}
+	for _, f := range fields {
+		if _, ok := in.str(f); ok {
+			return ""
+		}
+		if _, ok := in.raw(f); ok {
+			return ""
+		}
+	}
+	return strings.Join(fields, ", ") + " are missing, at least one parameter must be provided"
+}
+
+// updateMRFields applies title, description, remove_source_branch and
+// target_branch to m; a target branch that does not exist is refused
+// (the fields before it stay applied). A new target makes the merge
+// status unchecked.
+func updateMRFields(ctx context.Context, p *project, m *mergeRequest, in params, now time.Time) refusal {
 	if v, ok := in.str("title"); ok && v != "" {
 		m.Title = v
 	}
@@ -197,43 +227,58 @@ func (s *Server) handleUpdateMR(w http.ResponseWriter, r *http.Request) {
 	}
 	if v, ok := in.str("target_branch"); ok && v != "" && v != m.TargetBranch {
 		if t, err := p.repo.branchHead(ctx, v); err != nil || t == "" {
-			writeError(w, http.StatusBadRequest, []string{fmt.Sprintf("Target branch \"%s\" does not exist", v)})
-			return
+			return badRequest([]string{fmt.Sprintf("Target branch \"%s\" does not exist", v)})
 		}
 		m.TargetBranch = v
 		m.markUnchecked(now)
 	}
-	action := "update"
-	switch ev := in.get("state_event"); ev {
+	return refusal{}
+}
+
+// mrStateEvent applies state_event ev to m by u and returns the hook's
+// action: "close", "reopen", or "update" when the state did not change
+// (no event, or one the state already answers).
+func (s *Server) mrStateEvent(ctx context.Context, p *project, m *mergeRequest, u *user, ev string, now time.Time) (string, refusal) {
+	switch ev {
 	case "close":
-		if m.State == stateOpened && s.takeCloseRace() {
-			maint := s.world().byToken[simtoken.Maintainer]
-			if err := s.doMerge(ctx, p, m, maint, "", false); err != nil {
-				s.log.Warn("close/merge race: outside merge failed", "mr", m.IID, "err", err)
-			}
-		}
-		if m.State == stateOpened {
-			m.State, m.ClosedAt, m.ClosedBy, action = stateClosed, now, u, "close"
-		}
+		return s.closeMR(ctx, p, m, u, now), refusal{}
 	case "reopen":
-		if m.State == stateClosed {
-			if other := p.openMRFor(m.SourceBranch); other != nil {
-				writeError(w, http.StatusConflict, []string{fmt.Sprintf("Another open merge request already exists for this source branch: !%d", other.IID)})
-				return
-			}
-			m.State, m.ClosedAt, m.ClosedBy, action = stateOpened, time.Time{}, nil, "reopen"
-			m.markUnchecked(now)
-		}
+		return reopenMR(p, m, now)
 	case "":
-	default:
-		writeParamError(w, "state_event does not have a valid value")
-		return
+		return "update", refusal{}
 	}
-	if m.State != stateMerged {
-		m.UpdatedAt = now
-		s.mrHook(ctx, p, m, action, u, "")
+	return "", paramRefusal("state_event does not have a valid value")
+}
+
+// closeMR closes an open m. With the close/merge race armed it first
+// merges m as the maintainer, so the close finds it merged.
+func (s *Server) closeMR(ctx context.Context, p *project, m *mergeRequest, u *user, now time.Time) string {
+	if m.State == stateOpened && s.takeCloseRace() {
+		maint := s.world().byToken[simtoken.Maintainer]
+		if err := s.doMerge(ctx, p, m, maint, "", false); err != nil {
+			s.log.Warn("close/merge race: outside merge failed", "mr", m.IID, "err", err)
+		}
 	}
-	writeJSON(w, http.StatusOK, s.mrJSON(ctx, p, m, u, false))
+	if m.State != stateOpened {
+		return "update"
+	}
+	m.State, m.ClosedAt, m.ClosedBy = stateClosed, now, u
+	return "close"
+}
+
+// reopenMR reopens a closed m, unless another open MR has its source
+// branch (409).
+func reopenMR(p *project, m *mergeRequest, now time.Time) (string, refusal) {
+	if m.State != stateClosed {
+		return "update", refusal{}
+	}
+	if other := p.openMRFor(m.SourceBranch); other != nil {
+		return "", refusal{status: http.StatusConflict,
+			msg: []string{fmt.Sprintf("Another open merge request already exists for this source branch: !%d", other.IID)}}
+	}
+	m.State, m.ClosedAt, m.ClosedBy = stateOpened, time.Time{}, nil
+	m.markUnchecked(now)
+	return "reopen", refusal{}
 }
 
 func (s *Server) takeCloseRace() bool {
