@@ -71,21 +71,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stdout, "changeflow: simulators on %s\n", sims.URL())
 	}
 
-	if flags.noMigrate {
-		// Another process owns the schema (a designated `changeflow
-		// migrate`): wait for it rather than start on a schema this binary
-		// does not expect.
-		if err := waitForSchema(ctx, st, logger, time.Second); err != nil {
-			return err
-		}
-	} else {
-		applied, err := st.Migrate(ctx)
-		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		if len(applied) > 0 {
-			logger.Info("migrations applied", "versions", applied)
-		}
+	if err := prepareSchema(ctx, st, logger, flags.noMigrate); err != nil {
+		return err
 	}
 
 	if err := cfg.Watch(ctx); err != nil {
@@ -231,6 +218,30 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version,
 		"instance", cfg.Current().Instance().ID)
 
+	return serveUntilDone(ctx, srv, ln, cfg, logger)
+}
+
+// prepareSchema migrates the database, or with noMigrate waits until
+// another process (a designated `changeflow migrate`) has: this binary
+// must not start on a schema it does not expect.
+func prepareSchema(ctx context.Context, st *store.Store, logger *slog.Logger, noMigrate bool) error {
+	if noMigrate {
+		return waitForSchema(ctx, st, logger, time.Second)
+	}
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if len(applied) > 0 {
+		logger.Info("migrations applied", "versions", applied)
+	}
+	return nil
+}
+
+// serveUntilDone serves ln until ctx is cancelled, then shuts down
+// gracefully: stop accepting, let in-flight requests finish within
+// server.shutdownTimeout, then close the rest.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, cfg *config.Manager, logger *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -240,9 +251,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	case <-ctx.Done():
 	}
 
-	// Graceful shutdown: stop accepting, let in-flight requests finish
-	// within server.shutdownTimeout, then close the rest. The context is
-	// fresh because ctx is already cancelled.
+	// The context is fresh because ctx is already cancelled.
 	timeout := cfg.Current().Server().ShutdownTimeout
 	logger.Info("shutting down", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
