@@ -62,9 +62,34 @@ RACE := -race -gcflags=modernc.org/...=-d=checkptr=0
 # minutes went.
 PHASE = @echo "== make test: $(1) at $$(date -u +%T)"
 
+# The workflow's end-to-end journeys (storetest.OnSQLite: one request's
+# or batch's way through its steps, on SQLite, each a subtest named
+# JOURNEY) prove a sequence, not a race: they run in a second `go test`
+# without -race, beside the first, which skips them. Under -race stay the
+# store's conformance suite on both databases, every test on both
+# (storetest.Each: engines, rounds, sweeps and callbacks racing over one
+# database), the tests whose own goroutines race (storetest.RaceOnSQLite),
+# the process and kill tests, and every other package. The same pattern
+# skips in one run what the other runs, so each journey runs exactly once;
+# a journey nested in a table's subtest is not matched and stays under
+# -race. The journeys' run names its packages, so its -run, which runs
+# every top-level test without subtests whole, repeats only those; the
+# kill tests (RACE_ONLY) are whole processes and are not repeated
+# (docs/storage.md, "Which tests run under -race").
+JOURNEY      := /^sqlite-journey$$
+RACE_ONLY    := ^TestKill9
+ON_SQLITE    := storetest[.]OnSQLite[(]
+JOURNEY_PKGS := $(patsubst %/,./%,$(sort $(dir $(shell grep -rl --include='*_test.go' '$(ON_SQLITE)' internal cmd))))
+
 test:
 	$(call PHASE,Go tests)
-	./scripts/test-services.sh $(GO) test $(RACE) -count=1 -timeout 15m $(TEST_FIRST) ./...
+	./scripts/test-services.sh sh -c '\
+		$(GO) test $(RACE) -count=1 -timeout 15m -skip "$(JOURNEY)" $(TEST_FIRST) ./... & race=$$!; \
+		$(GO) test -count=1 -timeout 15m -run "$(JOURNEY)" -skip "$(RACE_ONLY)" $(JOURNEY_PKGS) & journeys=$$!; \
+		wait $$race; r=$$?; wait $$journeys; j=$$?; \
+		[ $$r -eq 0 ] || echo "== make test: the -race run failed"; \
+		[ $$j -eq 0 ] || echo "== make test: the journeys run (without -race) failed"; \
+		[ $$r -eq 0 ] && [ $$j -eq 0 ]'
 	$(call PHASE,container image and systemd unit)
 	@$(MAKE) --no-print-directory image-test unit-test
 	$(call PHASE,browser tests)

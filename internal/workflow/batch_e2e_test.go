@@ -80,7 +80,7 @@ func (w *batchWorld) batchMRs(batchID int64) []map[string]any {
 // deploy callback, one success side effect each.
 func TestBatchRoundOneMRForEveryMember(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-b1", "op-b2", "op-b3"}
 		w.admitted(ids...)

@@ -26,7 +26,7 @@ import (
 // round claims them again.
 func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		ctx := t.Context()
 		ids := []string{"op-e0", "op-e1", "op-e2"}
 		d := admittedBatchWorld(t, st, ids...)

@@ -95,7 +95,7 @@ func TestBatchSweepSettlesATimedOutBatch(t *testing.T) {
 // Stop is safe twice.
 func TestBatchRoundServiceRunsRoundsOnItsOwn(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		w.reload(map[string]any{"batch.interval": "20ms"})
 		w.rounds.Start(t.Context())

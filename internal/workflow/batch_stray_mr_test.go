@@ -153,7 +153,7 @@ func TestBatchMRCreatedAfterItsBatchEndedIsClosed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+			storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 				w := newRevokeWorld(t, st)
 				grants := []string{"stray-1", "stray-2"}
 				w.admitted(grants...)

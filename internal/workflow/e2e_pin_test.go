@@ -191,7 +191,7 @@ func TestFileAlreadyExistsIsARetry(t *testing.T) {
 // again from a fresh read: every member VALIDATED and the file exact.
 func TestBatchCommitIsPinnedToWhatItRead(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		hold := newHoldCommit("changeflow/batch-")
 		w := newBatchWorld(t, st, hold.wrap)
 		w.legacyValidated("op-bp-seed", "sam", tBatched)

@@ -20,7 +20,7 @@ import (
 // would retry again, leaves the declared failure as before.
 func TestExhaustedRetriesAreAnsweredByTheStepThatDeclaresHow(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		asked := newCounter()
 		retrying := func(answer func(w workflow.Work, reason string) (workflow.Outcome, error)) workflow.Step {
 			d := createDecl

@@ -19,7 +19,7 @@ import (
 // submitted only then.
 func TestPollIntervalSourceIsReadBeforeEveryWait(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		firstWait := make(chan struct{})
 		var once sync.Once
 		c := newCounter()

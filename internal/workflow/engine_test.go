@@ -153,7 +153,7 @@ func TestAnExpiredLeaseIsResumedByAnotherEngine(t *testing.T) {
 
 func TestSafetyNet(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3}, map[string]workflow.Step{
 			"err": errStep, "panic": panicStep, "specific": specificStep, "illegal": illegalStep,
 			"flaky": flakyStep(newCounter(), 100), "recovers": flakyStep(newCounter(), 3),
@@ -281,7 +281,7 @@ func TestNextPollTiers(t *testing.T) {
 
 func TestStartStopAreSafeAndLeakNothing(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		started, release := make(chan string, 1), make(chan struct{})
 		defer close(release)
 		e := newEngine(t, s, "i1", workflow.Options{}, map[string]workflow.Step{"block": blockStep(started, release)})
@@ -307,7 +307,7 @@ func TestStartStopAreSafeAndLeakNothing(t *testing.T) {
 
 func TestAnActionClaimedTooOftenEndsInItsDeclaredFailure(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		c := newCounter()
 		e := newEngine(t, s, "i1", workflow.Options{MaxClaims: 5}, map[string]workflow.Step{"ok": okStep(c, "")})
 		submit(t, s, "op-1", "ok")

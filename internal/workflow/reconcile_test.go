@@ -369,7 +369,7 @@ func TestReconcileRacingDeployCallbacks(t *testing.T) {
 // Start and Stop are safe twice, and Stop before Start.
 func TestReconcilerStartStop(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newReconcileWorld(t, st, map[string]any{"reconcile.interval": "20ms"})
 		workflow.NewReconciler(w.deps()).Stop()
 

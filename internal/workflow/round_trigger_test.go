@@ -133,7 +133,7 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 // rounds were triggered, the request waited for the interval.
 func TestRoundsLoopRunsTheTriggeredRound(t *testing.T) {
 	t.Parallel()
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		trig := workflow.NewRoundTrigger(nil)
 		w := newWorld(t, st, withRoundTrigger(trig),
 			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "10ms"}))

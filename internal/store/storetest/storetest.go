@@ -57,15 +57,35 @@ func Each(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	}
 }
 
-// OnSQLite runs fn as the one subtest "sqlite", with a fresh migrated
-// database: for an end-to-end journey through the workflow, whose claim
-// is the journey's and not the database's. Every statement the journey
-// runs is the store's, proven alike on both databases by the store's own
-// conformance tests (Each); a test whose claim is about the database —
-// several actors racing over one, a lease, a lock, a crash, a clock, the
-// size of an IN list — runs on both with Each (docs/storage.md, "Tests:
-// the conformance harness").
+// JourneySubtest is the name of OnSQLite's one subtest. make test runs the
+// subtests of this name in a run of its own without -race, and skips them
+// in the -race run (Makefile, docs/storage.md "Which tests run under
+// -race"): they prove a sequence of steps, which the race detector adds
+// nothing to and makes several times slower.
+const JourneySubtest = "sqlite-journey"
+
+// OnSQLite runs fn as the one subtest JourneySubtest, with a fresh migrated
+// SQLite database: for an end-to-end journey through the workflow, whose
+// claim is the journey's and not the database's. Every statement the
+// journey runs is the store's, proven alike on both databases by the
+// store's own conformance tests (Each); a test whose claim is about the
+// database — several actors racing over one, a lease, a lock, a crash, a
+// clock, the size of an IN list — runs on both with Each (docs/storage.md,
+// "Tests: the conformance harness"). A test on SQLite alone whose own
+// goroutines race each other uses RaceOnSQLite.
 func OnSQLite(t *testing.T, fn func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	t.Run(JourneySubtest, func(t *testing.T) {
+		fn(t, Open(t, store.DriverSQLite))
+	})
+}
+
+// RaceOnSQLite runs fn as the one subtest "sqlite", with a fresh migrated
+// SQLite database, and stays in make test's -race run: for a test on one
+// database whose claim is about goroutines racing each other — Start and
+// Stop called concurrently, a background loop, two rounds at once, a step
+// raced by the test — where the race detector is part of the proof.
+func RaceOnSQLite(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	t.Helper()
 	t.Run(store.DriverSQLite, func(t *testing.T) {
 		fn(t, Open(t, store.DriverSQLite))
