@@ -38,7 +38,11 @@ run: build
 
 ## test: the full suite; starts throwaway MariaDB and etcd when installed
 # After the suite, each fuzz target explores for FUZZTIME beyond its
-# committed corpus (which the plain run already replays).
+# committed corpus (which the plain run already replays). `go test -fuzz`
+# takes one target and links a coverage-instrumented test binary each
+# time; the targets of one package share one such binary (`go test -c
+# -fuzz`), run in the package's directory (its testdata/fuzz corpus) with
+# the cache directory `go test -fuzz` would give it.
 FUZZTIME ?= 5s
 FUZZ_TARGETS := FuzzClientAddr:./internal/httpapi FuzzNormalize:./internal/identity FuzzIdentityResolution:./internal/identity FuzzDecodeSubmit:./internal/httpapi FuzzTargetAccess:./internal/config
 
@@ -98,9 +102,17 @@ test:
 	elif [ "$$CHANGEFLOW_TEST_REQUIRE_SERVICES" = 1 ]; then echo "npm is required for the web app's browser tests"; exit 1; \
 	else echo "*** SKIPPING the web app's browser tests: npm not found ***"; fi
 	$(call PHASE,fuzzing)
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	@bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && \
+	for pkg in $(sort $(foreach t,$(FUZZ_TARGETS),$(lastword $(subst :, ,$(t))))); do \
+		bin="$$bins/$$(basename $$pkg).test"; \
+		$(GO) test -c -fuzz . -o "$$bin" "$$pkg" || exit 1; \
+		cache="$$($(GO) env GOCACHE)/fuzz/$$($(GO) list "$$pkg")"; \
+		for t in $(FUZZ_TARGETS); do \
+			[ "$${t#*:}" = "$$pkg" ] || continue; \
+			echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
+			(cd "$$pkg" && "$$bin" -test.run '^$$' -test.fuzz "^$${t%%:*}$$" -test.fuzztime $(FUZZTIME) \
+				-test.fuzzcachedir "$$cache") || exit 1; \
+		done; \
 	done
 	$(call PHASE,done)
 
