@@ -9,7 +9,7 @@ import (
 
 // TestReadmeMapsEveryPackageAndDocument: the README is the way in, so its
 // map of the code names every package under internal/ and its list of
-// documentation links every page in docs/. A package or a page added
+// documentation links every page in docs/ and docs/flows/. A package or a page added
 // without its line fails here, instead of staying invisible to the next
 // reader.
 func TestReadmeMapsEveryPackageAndDocument(t *testing.T) {
@@ -38,10 +38,19 @@ func TestReadmeMapsEveryPackageAndDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A flow's page is a page of its own, so it is listed like the others.
+	flows, err := filepath.Glob(filepath.Join("flows", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(pages) < 5 {
 		t.Fatalf("found %d pages in docs/: not the docs directory", len(pages))
 	}
-	for _, p := range pages {
+	if len(flows) == 0 {
+		t.Fatal("found no page in docs/flows/: the flows moved or the walk is wrong")
+	}
+	for _, p := range append(pages, flows...) {
+		p = filepath.ToSlash(p)
 		if !strings.Contains(docList, "(docs/"+p+")") {
 			t.Errorf("the README's documentation list does not link docs/%s", p)
 		}

@@ -21,7 +21,7 @@ import (
 )
 
 // The revocation path through real `changeflow serve` processes
-// (docs/workflow.md, "Revocation (access ends)" and "Crash safety of the
+// (docs/flows/lifecycle.md, "Revocation (access ends)" and "Crash safety of the
 // business steps"): the expiry scan run by three processes at once, and
 // kill -9 inside each step of a removal.
 

@@ -119,7 +119,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		},
 		OnValidated: func(_ context.Context, f store.Flip) { m.RequestValidated(f.TargetKey) },
 		// Admissions and settlements schedule their project's round here;
-		// the rounds service below runs them (docs/workflow.md, "When a
+		// the rounds service below runs them (docs/flows/batch.md, "When a
 		// round runs").
 		RoundTrigger: workflow.NewRoundTrigger(nil),
 		OnWithdrawn:  func(_ context.Context, p store.WithdrawPlace) { m.RequestWithdrawn(string(p)) },
@@ -155,7 +155,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reconciler.Wake = engine.Wake
 	// The expiry scan on every instance every expiry.interval: each
 	// expired grant's revocation is created once however many instances
-	// scan at once (docs/workflow.md, "Revocation (access ends)").
+	// scan at once (docs/flows/lifecycle.md, "Revocation (access ends)").
 	expiry := workflow.NewExpiry(wdeps)
 	expiry.Wake = engine.Wake
 	// Batch rounds and the batch timeout sweep on every instance

@@ -54,7 +54,7 @@ const (
 	// Left by an operator's retrigger (back to REVOKING).
 	BindingRevokeFailed BindingStatus = "REVOKE_FAILED"
 	// BindingRenewing: the access is in effect and a renewal of it is
-	// under way (docs/workflow.md, "Renewal"). Written (from VALIDATED) by
+	// under way (docs/flows/lifecycle.md, "Renewal"). Written (from VALIDATED) by
 	// the submission that accepts a renewal inside the renewal window,
 	// which hands the row to the renewal's operationId; the expiry and the
 	// entry on the default branch stay the grant's until the renewal is

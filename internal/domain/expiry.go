@@ -3,7 +3,7 @@ package domain
 import "time"
 
 // ApprovedExpiry is the expiry an approve-first grant of days days gets
-// when its approval arrives at approvedAt (docs/workflow.md, "When the
+// when its approval arrives at approvedAt (docs/flows/lifecycle.md, "When the
 // access ends"): approvedAt + days, at most approvedAt + maxDays (the
 // target's longest access; ≤ 0: no cap), so days spent waiting for the
 // approver are not taken out of the access. UTC, truncated to the second

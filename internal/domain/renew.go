@@ -8,7 +8,7 @@ import (
 // RenewWindow is when a grant in effect may be renewed: during the last
 // Percent % of its duration before its expiry, but never less than Min
 // (configuration items expiry.renewWindow and expiry.renewWindowMin,
-// docs/workflow.md "Renewal").
+// docs/flows/lifecycle.md "Renewal").
 //
 // A share of the duration, not a fixed time: a 90-day grant opens for
 // renewal weeks ahead, a one-day grant hours ahead. The minimum keeps a
@@ -86,7 +86,7 @@ func RenewalEndOf(from, to BindingStatus, endedWithoutEffect bool, step StepStat
 }
 
 // ExpiryCut is what the expiry scan does to a renewal whose grant's
-// expiry has passed before the renewal took effect (docs/workflow.md,
+// expiry has passed before the renewal took effect (docs/flows/lifecycle.md,
 // "Renewal": expiry wins in every flow). Decided by ExpiryCutOf from where
 // the renewal is, before anything is written; the store applies it with
 // guarded writes.

@@ -34,7 +34,7 @@ const (
 	// OperationRevoke: the removal of a grant's entry.
 	OperationRevoke OperationKind = "REVOKE"
 	// OperationRenew: a grant that renews the grant in effect on the same
-	// binding (docs/workflow.md, "Renewal"). It writes the file exactly as
+	// binding (docs/flows/lifecycle.md, "Renewal"). It writes the file exactly as
 	// a grant does — its own entry replaces the subject's — so it is
 	// stored as GRANT with grant_operation_id naming the grant it renews,
 	// and read back as RENEW (the store derives it): the CHECK on

@@ -74,7 +74,7 @@ var (
 	// handleFailures: where any handling-phase action may stop.
 	handleFailures = []StepStatus{StepHandleMergeFailed, StepHandlePoolRejected}
 	// calledBack: the deploy callback and reconciliation may repair any step
-	// after the merge (or a lagging one) to these (docs/workflow.md, the deploy callback).
+	// after the merge (or a lagging one) to these (docs/flows/callbacks.md, the deploy callback).
 	calledBack = []StepStatus{StepCalledBack, StepReconciled}
 	// createRetrigger: what an operator's retrigger of a creation-phase
 	// stop may write (the entry step of the action it re-runs), or cancel.
@@ -118,7 +118,7 @@ var (
 	// leftBlockedBatch: a member following a BLOCKED batch into its
 	// handling (HANDLE_STARTED, its driver stopped at the rebased
 	// pipeline's failure) withdrawn by its owner: the withdraw action
-	// settles the batch without it first (docs/workflow.md, "Withdrawing
+	// settles the batch without it first (docs/flows/withdrawal.md, "Withdrawing
 	// a request"). The store's guarded write takes no other row here.
 	leftBlockedBatch = []StepStatus{StepCloseRequesterWithdrawn}
 )

@@ -52,7 +52,7 @@ const (
 type ApprovalCallback struct {
 	DeliveryKey, ApprovalID, OperationID, Result string
 	// MRID is ext.mrId: present only on legacy-flow approvals, and how the
-	// workflow tells the flows apart (docs/workflow.md).
+	// workflow tells the flows apart (docs/flows/callbacks.md).
 	MRID string
 }
 

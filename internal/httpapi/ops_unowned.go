@@ -15,7 +15,7 @@ import (
 
 // Expired entries changeflow does not own (docs/api.md, "Operations
 // endpoints"): changeflow removes only the entries it wrote (an entry
-// names the operation that wrote it, docs/workflow.md "Revocation (access
+// names the operation that wrote it, docs/flows/lifecycle.md "Revocation (access
 // ends)"), so an entry added by hand or by an older release stays in its
 // binding file after its expiry, still granting the access. GET
 // /ops/targets/unowned-expired lists those per file, so a person can

@@ -13,7 +13,7 @@ import (
 // maxChainLinks bounds how many renewals one status read follows from an
 // old request to the request that carries its access now. A link is a
 // renewal that took effect, and a renewal can be asked for only inside
-// the renewal window of the link before it (docs/workflow.md, "Renewal"),
+// the renewal window of the link before it (docs/flows/lifecycle.md, "Renewal"),
 // so a chain grows by at most one link per period of the access: 32 is
 // years of weekly renewals, at one indexed read per link. A longer chain
 // is shown up to its 32nd link, which did take effect (a renewal of it

@@ -25,7 +25,7 @@ type targetView struct {
 	// DaysFromApproval is true on the approve-first flow
 	// (workflow.approveFirst, read per request): a new grant's days count
 	// from its approval, not its submission, so the form shows its end
-	// as "if approved now" (docs/workflow.md, "When the access ends").
+	// as "if approved now" (docs/flows/lifecycle.md, "When the access ends").
 	DaysFromApproval bool `json:"daysFromApproval"`
 }
 

@@ -41,7 +41,7 @@ type Binding struct {
 // rejected, and then nothing would ever remove it (the binding REJECTED,
 // no revocation: the access granted in the file for good). Such a row is
 // refused as in progress (ExpiredAwaitingRemoval); the person asks again
-// once it is REVOKED (docs/workflow.md, "Re-applying after the expiry").
+// once it is REVOKED (docs/flows/lifecycle.md, "Re-applying after the expiry").
 // BindingApply and the API both decide through this method.
 func (b Binding) Reappliable() bool {
 	return b.Status.Reappliable()

@@ -24,7 +24,7 @@ type BindingApplyParams struct {
 	// Renew, when set, accepts the application as a renewal of the grant
 	// in effect on the row while the renewal window is open (database
 	// clock): the row moves VALIDATED → RENEWING and to the new
-	// operationId, its expiry untouched (docs/workflow.md, "Renewal").
+	// operationId, its expiry untouched (docs/flows/lifecycle.md, "Renewal").
 	// nil refuses a binding in effect, as before renewals existed.
 	Renew *domain.RenewWindow
 	// RenewExpiry, when set, is a renewal's expiry from the grant's

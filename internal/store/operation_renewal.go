@@ -25,7 +25,7 @@ type OperationRenewalsOfParams struct {
 //
 // One statement on idx_operation_grant (grant_operation_id, id), read
 // backwards for the order, so no sort: the status read of an old grant
-// follows its chain of renewals one link per call (docs/workflow.md, "The
+// follows its chain of renewals one link per call (docs/flows/lifecycle.md, "The
 // old request's page"). Pinned to that index like the guarded writes
 // (Dialect.forceIndex), because the planner has nothing else to choose
 // from on a column that is NULL on most rows and a wrong choice here would

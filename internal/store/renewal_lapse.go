@@ -16,7 +16,7 @@ import (
 // binding RENEWING; without a cut, the access would stay granted past the
 // grant's expiry for as long as the renewal runs or nobody looks at it.
 // The expiry scan withdraws such a renewal once its grant has expired
-// (docs/workflow.md, "Renewal"): the renewal moves to RENEW_EXPIRED with
+// (docs/flows/lifecycle.md, "Renewal"): the renewal moves to RENEW_EXPIRED with
 // the withdraw action due, which withdraws its approval, closes its MR and
 // hands the row back to the grant — VALIDATED and expired, so the next
 // scan revokes it — or finds the MR merged and lets the renewal follow

@@ -155,7 +155,7 @@ type WithdrawResult struct {
 // CLOSE_CANCELLED instead; a request withdrawn or closed before is
 // WithdrawAlready, anything else WithdrawRefused.
 //
-// A renewal (docs/workflow.md, "Renewal") is withdrawn from the same
+// A renewal (docs/flows/lifecycle.md, "Renewal") is withdrawn from the same
 // places, read in the grant's vocabulary (its binding shows RENEWING
 // throughout: domain.OperationKind.GrantView). Where a grant's binding
 // would move to CLOSED, the renewal's goes back to the grant it renews —

@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Actions of the batch path (docs/workflow.md, "Batch rounds"). They run
+// Actions of the batch path (docs/flows/batch.md, "Batch rounds"). They run
 // on the batch's driver — its first member in claim order — and reuse the
 // single-request steps on the batch MR; every member's state follows the
 // driver's in batched statements (store.BatchApply).

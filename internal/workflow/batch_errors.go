@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/domain"
 )
 
-// What a batch step's error becomes (docs/workflow.md, "Durable execution:
+// What a batch step's error becomes (docs/flows/batch.md, "Durable execution:
 // a driver, members that follow"). For a single-request step the engine's
 // safety net writes the step's declared failure and stops the row, and a
 // person retriggers it. A batch driver cannot stop like that: its batch

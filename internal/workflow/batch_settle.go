@@ -274,7 +274,7 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 
 // batchSettleStep is batch_settle: the driver stopped (a deterministic
 // failure, a timeout, a closed MR) — settle the batch, or block it when no
-// retry or re-admission can fix the cause (docs/workflow.md "Blocked
+// retry or re-admission can fix the cause (docs/flows/batch.md "Blocked
 // batches"):
 //
 //   - HANDLE_APPROVE_FORBIDDEN: a bot may not approve; every next batch

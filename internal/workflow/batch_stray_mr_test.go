@@ -17,7 +17,7 @@ import (
 	"changeflow/internal/workflow"
 )
 
-// A batch that ends without merging leaves no MR open (docs/workflow.md,
+// A batch that ends without merging leaves no MR open (docs/flows/batch.md,
 // "Batch rounds", "A round whose batch ended meanwhile"): the round that
 // opens a batch MR after its batch was finished elsewhere — another round
 // resumed and merged it, an operator settled it, every member was settled

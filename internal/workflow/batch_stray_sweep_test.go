@@ -18,7 +18,7 @@ import (
 	"changeflow/internal/workflow"
 )
 
-// The stray sweep (docs/workflow.md, "A round whose batch moved on"):
+// The stray sweep (docs/flows/batch.md, "A round whose batch moved on"):
 // an MR a round opened on its batch's branch after the batch moved on,
 // and never closed because the round died right after opening it, is
 // closed by any instance's sweep with no person; an MR its active batch

@@ -58,7 +58,7 @@ func HasTrailer(text, operationID string) bool {
 // on: its deterministic branch, then a fresh one after each foreign head,
 // foreign branch or foreign MR. Someone who pre-creates the next names
 // cannot make changeflow loop: past the bound the request stops for a
-// person with the reason (docs/workflow.md, "The head check").
+// person with the reason (docs/flows/single.md, "The head check").
 const maxBranchAttempts = 5
 
 // freshPrefix starts a fresh branch: changeflow/r<n>/<name>, where name

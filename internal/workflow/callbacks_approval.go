@@ -215,7 +215,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 		if !legacy {
 			// Approve-first: no MR carries the end date yet, so the days
 			// count from now, the approval, rather than from the
-			// submission (docs/workflow.md, "When the access ends").
+			// submission (docs/flows/lifecycle.md, "When the access ends").
 			p.ApprovedAt = d.now()
 			if t, ok := d.Config().Target(op.TargetKey); ok {
 				p.MaxDays = t.MaxDays

@@ -112,7 +112,7 @@ func TestStepOrderSwitchMidFlight(t *testing.T) {
 		w.load(ov)
 		// Another file: two single-request MRs adding adjacent entries to
 		// one file conflict textually, and the second would be regenerated
-		// (docs/workflow.md, "Rebase conflicts: regenerate") — not what
+		// (docs/flows/single.md, "Rebase conflicts: regenerate") — not what
 		// this test is about.
 		w.submit("op-sw-new", "quinn", tOther, w.Current().Workflow().ApproveFirst)
 		w.until("op-sw-new", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))

@@ -19,7 +19,7 @@ import (
 )
 
 // Expiry wins in every flow and every place of a renewal that is not in
-// effect yet (docs/workflow.md, "Renewal"): each test below lets a grant
+// effect yet (docs/flows/lifecycle.md, "Renewal"): each test below lets a grant
 // expire while its renewal is somewhere on its way, runs the expiry scan
 // and follows the renewal's cut and the grant's removal to the end, which
 // the binding-file check closes.

@@ -14,7 +14,7 @@ import (
 // clean merge of that commit silently reverts the other change — an entry
 // granted by another request disappears from the file although its request
 // says VALIDATED. With the pin, the same race is a merge conflict, which
-// regenerate resolves from a fresh read (docs/workflow.md, "Writes are
+// regenerate resolves from a fresh read (docs/flows/single.md, "Writes are
 // pinned to what was read").
 type pin struct {
 	// SHA is the commit the files were read at and the write starts from.

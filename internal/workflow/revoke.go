@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Revocation (docs/workflow.md, "Revocation (access ends)"): the expiry
+// Revocation (docs/flows/lifecycle.md, "Revocation (access ends)"): the expiry
 // scan, and giving access back. Both create revocations through
 // store.RevocationCreate — exactly once per grant, whoever races — after
 // which the removal runs the grant's own machinery: create_mr on a target
@@ -91,7 +91,7 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 		cursor = next
 	}
 	// Then grants that expired while a renewal of them owns the row, not
-	// yet in effect: expiry wins in every flow (docs/workflow.md,
+	// yet in effect: expiry wins in every flow (docs/flows/lifecycle.md,
 	// "Renewal"). One read of where each renewal is; what happens to it is
 	// decided here (domain.ExpiryCutOf), before anything is written, and
 	// applied by the store's guarded writes.

@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// A batch round's revocations with nothing left to remove (docs/workflow.md,
+// A batch round's revocations with nothing left to remove (docs/flows/lifecycle.md,
 // "Revocation (access ends)"): every revocation member whose grant's entry
 // is no longer on the default branch — removed by hand, or never written —
 // is settled at once as REVOKE_ABSENT → REVOKED, exactly as create_mr does

@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// A batch MR nobody owns (docs/workflow.md, "A round whose batch moved
+// A batch MR nobody owns (docs/flows/batch.md, "A round whose batch moved
 // on"). A round opens its batch's MR only after looking it up by the
 // batch's branch, but the look-up and the creation are two calls apart
 // from the database: meanwhile another instance's round may resume the
@@ -72,7 +72,7 @@ func (d Deps) closeStray(ctx context.Context, who string, b store.Batch, project
 	return false, nil
 }
 
-// The stray sweep (docs/workflow.md, "A round whose batch moved on"): what
+// The stray sweep (docs/flows/batch.md, "A round whose batch moved on"): what
 // converges an MR a killed round left open. It does not walk the batch
 // history — that grows without bound, and an ended batch's branch would
 // have to be read per batch — but the project's *open* MRs, which only

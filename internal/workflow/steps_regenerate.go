@@ -235,7 +235,7 @@ func short(sha string) string {
 // entry's subject. Such a conflict is not a person's problem: regeneration
 // resolves it from the database, and each one means another request of the
 // file merged, so regenerating on it is bounded by the requests' progress,
-// not by a count (docs/workflow.md, "Single-request targets under
+// not by a count (docs/flows/single.md, "Single-request targets under
 // contention"). Anything else — a change no request explains, a file that
 // no longer parses, a branch that is not one commit on its base — is not
 // changeflow's own (false), and workflow.maxRegenerations bounds it.

@@ -155,7 +155,7 @@ func (d Deps) committer(ctx context.Context) (gitlab.User, error) {
 // checkHead reads what judgeHead needs about head against targetBranch
 // and decides: GET /user (cached), merge_base, compare, then one file
 // read per path of the edit at the base (inside want) and at the head —
-// four calls for a single request (docs/workflow.md, "The head check").
+// four calls for a single request (docs/flows/single.md, "The head check").
 func (d Deps) checkHead(ctx context.Context, project, targetBranch, head string, want wantFunc) (headVerdict, error) {
 	bot, err := d.committer(ctx)
 	if err != nil {

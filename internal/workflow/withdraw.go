@@ -14,7 +14,7 @@ import (
 )
 
 // A requester withdraws a request that has not taken effect
-// (docs/workflow.md, "Withdrawing a request"). The local state moves
+// (docs/flows/withdrawal.md, "Withdrawing a request"). The local state moves
 // first, by store.OperationWithdraw's guarded write; whatever must be
 // undone upstream is the withdraw action, a durable step like any other:
 // a crash between the two leaves the action due and any instance runs it,
@@ -40,7 +40,7 @@ const noneYet = "nothing to withdraw found yet"
 // its MR too.
 //
 // The same action is the upstream half of a renewal's cut-off
-// (RENEW_EXPIRED, RENEW_REVOKED: docs/workflow.md, "Renewal"): it keeps
+// (RENEW_EXPIRED, RENEW_REVOKED: docs/flows/lifecycle.md, "Renewal"): it keeps
 // that step as the marker of why the renewal ended, rather than writing
 // the requester's CLOSE_REQUESTER_WITHDRAWN, and such an end is not
 // counted as a requester's withdrawal.

@@ -1,4 +1,4 @@
--- Revocation (docs/workflow.md, "Revocation"): a revocation is its own
+-- Revocation (docs/flows/lifecycle.md, "Revocation"): a revocation is its own
 -- operation on the binding of the grant it ends.
 --
 -- operation.kind: GRANT (every row before this migration) or REVOKE.

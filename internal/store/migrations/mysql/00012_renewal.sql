@@ -1,4 +1,4 @@
--- Renewal (docs/workflow.md, "Renewal"): a renewal is a grant on the
+-- Renewal (docs/flows/lifecycle.md, "Renewal"): a renewal is a grant on the
 -- binding of the grant in effect it renews. The new binding status
 -- RENEWING (the access in effect, a renewal of it under way) joins every
 -- CHECK constraint that lists binding statuses.

@@ -1,4 +1,4 @@
--- The operations that name a grant (docs/workflow.md, "Renewal", "The old
+-- The operations that name a grant (docs/flows/lifecycle.md, "Renewal", "The old
 -- request's page"): its renewals (kind GRANT with grant_operation_id, read
 -- back as RENEW) and its revocation. A grant's status read follows the
 -- chain of renewals from the grant to the request that carries its access

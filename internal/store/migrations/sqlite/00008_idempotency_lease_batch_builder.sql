@@ -17,7 +17,7 @@
 -- migration, or by a direct store claim). A RUNNING batch without an MR is
 -- resumed by the next round at once when its builder has returned, is this
 -- very instance, or no longer heartbeats; batch.resumeAfter is only for a
--- builder that is still alive and may still be building (docs/workflow.md).
+-- builder that is still alive and may still be building (docs/flows/batch.md).
 
 -- +goose Up
 ALTER TABLE idempotency_record ADD COLUMN lease_until DATETIME NULL;

@@ -1,4 +1,4 @@
--- Revocation (docs/workflow.md, "Revocation"): a revocation is its own
+-- Revocation (docs/flows/lifecycle.md, "Revocation"): a revocation is its own
 -- operation on the binding of the grant it ends. Same logical change as
 -- migrations/mysql/00011; SQLite cannot alter a CHECK constraint, so the
 -- three tables whose CHECK lists binding statuses (binding,

@@ -1,4 +1,4 @@
--- Renewal (docs/workflow.md, "Renewal"): a renewal is a grant on the
+-- Renewal (docs/flows/lifecycle.md, "Renewal"): a renewal is a grant on the
 -- binding of the grant in effect it renews. Same logical change as
 -- migrations/mysql/00012; SQLite cannot alter a CHECK constraint, so the
 -- three tables whose CHECK lists binding statuses (binding,
