@@ -35,7 +35,7 @@ type AuditRecord struct {
 	CreatedAt time.Time
 }
 
-// AuditInsert records p once (I4, docs/architecture.md): a plain INSERT whose
+// AuditInsert records p once (I4, docs/storage.md): a plain INSERT whose
 // duplicate key means "already recorded" and returns inserted = false. The
 // existing row is never overwritten — it may already describe a terminal
 // outcome that a late retry must not replace.
