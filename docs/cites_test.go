@@ -18,14 +18,25 @@ import (
 // original design. A reader cannot follow either, so a rule must be said
 // in words or point at docs/…. The character classes keep this file from
 // matching itself.
-var citationRE = regexp.MustCompile(`\bR-[A-Z]{2,5}-[0-9]+|(?i)\bseed[ ][§0-9]|\bthe[ ]seed\b|\bseed['’][s]\b`)
+var citationRE = regexp.MustCompile(`\bR-[A-Z]{2,5}-[0-9]+|(?i)\bseed[ ][\x{00A7}0-9]|\bthe[ ]seed\b|\bseed['’][s]\b`)
+
+// sectionRE matches a section sign with a number: a citation of some
+// document's section (the MR lifecycle's section 3.2, written with the
+// sign). Only a published standard may be cited so (standardRE, right
+// before the sign, on the same line or at the end of the one before);
+// the design's sections are not in the repository. The sign is written
+// as an escape so that this file does not match itself.
+var (
+	sectionRE  = regexp.MustCompile(`\x{00A7}[ ]?[0-9]`)
+	standardRE = regexp.MustCompile(`(\bRFC[ ][0-9]+|\bOIDC[ ]Core)[ ]*$`)
+)
 
 // wrappedSeedRE catches the same section citation broken over two lines
 // of a comment: a line ending in the word, the next starting with a
 // section number.
 var (
 	endsWithSeedRE  = regexp.MustCompile(`(?i)\bseed$`)
-	startsSectionRE = regexp.MustCompile(`^[\s/#*-]*[§0-9]`)
+	startsSectionRE = regexp.MustCompile(`^[\s/#*-]*[\x{00A7}0-9]`)
 )
 
 // TestNoDesignCitations: no source or document of the repository cites
@@ -82,11 +93,29 @@ func citations(path string, src []byte) []string {
 		if !hit && i+1 < len(lines) && endsWithSeedRE.MatchString(strings.TrimSpace(line)) {
 			hit = startsSectionRE.MatchString(lines[i+1])
 		}
+		if !hit {
+			hit = uncitedSection(line, lines, i)
+		}
 		if hit {
 			out = append(out, fmt.Sprintf("%s:%d: %s", filepath.ToSlash(path), i+1, strings.TrimSpace(line)))
 		}
 	}
 	return out
+}
+
+// uncitedSection reports whether line i holds a section sign that no
+// standard's name precedes.
+func uncitedSection(line string, lines []string, i int) bool {
+	for _, loc := range sectionRE.FindAllStringIndex(line, -1) {
+		before := line[:loc[0]]
+		if strings.TrimLeft(before, " \t/#*-") == "" && i > 0 {
+			before = strings.TrimSpace(lines[i-1])
+		}
+		if !standardRE.MatchString(before) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestCitationsFindsEachForm keeps the patterns honest: each form the
@@ -99,11 +128,15 @@ func TestCitationsFindsEachForm(t *testing.T) {
 		{"// Rate limiting (R" + "-RL-1).", 1},
 		{"// as in the " + "seed: blank", 1},
 		{"// the se" + "ed's limitation", 1},
-		{"// (seed " + "§3.2)", 1},
+		{"// (seed " + "\u00a73.2)", 1},
 		{"// (Seed " + "3.2)", 1},
 		{"// (docs/webapp.md, seed\n// 3.8) against", 1},
 		{"// the seeded world; maphash.Seed; seedAccess(w, p, seed, now)", 0},
-		{"// RFC 9700 §4.1.3; MariaDB 11.6.2; R-2D2", 0},
+		{"// RFC 9700 \u00a74.1.3; MariaDB 11.6.2; R-2D2", 0},
+		{"// as the MR lifecycle \u00a73.4 says", 1},
+		{"// (design \u00a7 2) and", 1},
+		{"// compared exactly (RFC 9700\n// \u00a74.1.3: no patterns)", 0},
+		{"// what OIDC Core \u00a73.1.3.7 asks; RFC 6749 \u00a75.2's shape", 0},
 	} {
 		if got := len(citations("x.go", []byte(c.text))); got != c.want {
 			t.Errorf("%q: %d citations, want %d", c.text, got, c.want)
