@@ -310,7 +310,7 @@ func batchLinkMRTx(ctx context.Context, tx *sql.Tx, d Dialect, batchID int64, mr
 }
 
 // batchReleaseMembers deletes the waiting-set rows of a batch a FAILED
-// settlement just wrote (docs/flows/batch.md, "closed or no MR"), one statement per
+// settlement just wrote (docs/flows/batch.md, "Settlement"), one statement per
 // chunk of ids, so that each request can be admitted again (the unique
 // operation_id would otherwise refuse it); merge_batch_history and the
 // audit log are append-only and keep the record that the request was in
