@@ -318,6 +318,33 @@ func bindingOf(read store.OperationWithBinding) *store.Binding {
 func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store.Binding, withBlocker bool) (requestView, error) {
 	st := s.deps.Business.Requests
 	step := domain.StepStatus(op.Step)
+	v := s.baseView(op)
+	if b != nil {
+		s.ownBindingStatus(op, *b, &v)
+	} else if err := supersededStatus(ctx, st, op, &v); err != nil {
+		return requestView{}, err
+	}
+	if op.Kind == domain.OperationRenew {
+		v.Renews = op.GrantOperationID
+	}
+	v.Hint = domain.HintFor(step, v.Status)
+	var err error
+	if v.Progress, err = progressOf(ctx, st, op, v); err != nil {
+		return requestView{}, err
+	}
+	if withBlocker {
+		if err := s.addBlocker(ctx, op, &v); err != nil {
+			return requestView{}, err
+		}
+	}
+	return v, nil
+}
+
+// baseView is the part of op's view that its own row says: what was
+// asked, the step, the MR, the batch, the times and the kind, with the
+// target's title under the configuration in force.
+func (s *Server) baseView(op store.Operation) requestView {
+	step := domain.StepStatus(op.Step)
 	v := requestView{
 		OperationID: op.OperationID, Subject: op.Subject, TargetKey: op.TargetKey,
 		Reason: op.Reason, Days: op.Days,
@@ -337,122 +364,44 @@ func (s *Server) requestViewOf(ctx context.Context, op store.Operation, b *store
 	if op.MRIID != 0 {
 		v.MR = &mrView{IID: op.MRIID, URL: op.MRURL}
 	}
+	v.ExpiresAt, v.ExpiresFromApproval = expiryOf(op, v.Kind)
+	return v
+}
+
+// expiryOf is when op's access ends as its view shows it: fromApproval
+// while an approve-first grant waits for its approval, else its stored
+// expiry (nil when it has none).
+func expiryOf(op store.Operation, kind domain.OperationKind) (at *time.Time, fromApproval bool) {
 	switch {
-	case op.MRIID == 0 && v.Kind == domain.OperationGrant && domain.AwaitsApproval(step):
+	case op.MRIID == 0 && kind == domain.OperationGrant && domain.AwaitsApproval(domain.StepStatus(op.Step)):
 		// Waiting for its approval without an MR is the approve-first
 		// flow (the legacy flow asks once its MR exists; the workflow
 		// tells the flows apart the same way). The stored expiry is the
 		// submission's provisional one, which the approval replaces
 		// (domain.ApprovedExpiry): showing it would promise an end the
 		// request will not get.
-		v.ExpiresFromApproval = true
+		return nil, true
 	case !op.ExpiresAt.IsZero():
-		at := op.ExpiresAt.UTC()
-		v.ExpiresAt = &at
+		t := op.ExpiresAt.UTC()
+		return &t, false
 	}
-	switch {
-	case b != nil:
-		// A renewal's RENEWING reads as its own progress in the grant's
-		// vocabulary (APPROVAL_SENT, MERGING, …).
-		v.Status = b.Status
-		if op.Kind == domain.OperationRenew {
-			v.Status = op.Kind.GrantView(b.Status, step)
-		}
-		if b.InEffect() {
-			v.RenewFrom = s.renewFrom(op, b.ExpiresAt)
-		}
-		if b.UpdatedAt.After(op.UpdatedAt) {
-			v.UpdatedAt = b.UpdatedAt.UTC()
-		}
-	default:
-		// A grant whose access is being removed, or was: its revocation
-		// owns the binding now, and the user sees that state (REVOKING,
-		// REVOKED, REVOKE_FAILED) rather than the VALIDATED its own
-		// history ends with.
-		if rb, rerr := st.BindingGetByOperation(ctx, domain.RevocationID(op.OperationID)); rerr == nil {
-			v.Status = rb.Status
-			v.RevocationID = rb.OperationID
-			if rb.UpdatedAt.After(v.UpdatedAt) {
-				v.UpdatedAt = rb.UpdatedAt.UTC()
-			}
-			break
-		} else if !errors.Is(rerr, domain.ErrNotFound) {
-			return requestView{}, rerr
-		}
-		var err error
-		if op.Kind != domain.OperationRevoke {
-			// Its revocation ended and a later request took the row (the
-			// access was removed, then asked for again): the grant's
-			// access ended with that revocation, whatever the grant's own
-			// history ends with (VALIDATED — it read "In effect" after
-			// the entry was gone). One read more, only in this state.
-			rv, rerr := st.OperationGet(ctx, domain.RevocationID(op.OperationID))
-			if rerr == nil {
-				if v.Status, err = lastBindingStatus(ctx, st, rv.OperationID); err != nil {
-					return requestView{}, err
-				}
-				v.RevocationID = rv.OperationID
-				break
-			} else if !errors.Is(rerr, domain.ErrNotFound) {
-				return requestView{}, rerr
-			}
-		}
-		if v.Status, err = lastBindingStatus(ctx, st, op.OperationID); err != nil {
-			return requestView{}, err
-		}
-		if op.Kind == domain.OperationRenew {
-			// Ended without effect: the row went back to the grant, so
-			// the history's last binding is the grant's VALIDATED; the
-			// renewal's own end is its closing step.
-			if st := renewalEnd(step); st != "" {
-				v.Status = st
-			}
-		}
-		if v.Status == domain.BindingValidated && op.Kind != domain.OperationRevoke {
-			// In effect by its own history, yet no longer owning its row:
-			// renewed (perhaps renewal after renewal), or a renewal's
-			// access removed since. The page says what became of the
-			// access — the renewal carrying it, or its removal — never
-			// "in effect" for an entry that left main or whose expiry
-			// moved. The reads are spent on this state alone, never on
-			// the hot read of a request owning its binding
-			// (TestStatusReadIsOneStatement).
-			end, err := followAccess(ctx, st, op)
-			if err != nil {
-				return requestView{}, err
-			}
-			switch {
-			case end.RevocationID != "":
-				v.Status, v.RevocationID = end.Status, end.RevocationID
-				if end.UpdatedAt.After(v.UpdatedAt) {
-					v.UpdatedAt = end.UpdatedAt.UTC()
-				}
-			case end.Carrier != nil:
-				v.Renewal = end.Carrier
-			}
+	return nil, false
+}
+
+// addBlocker adds what op waits on and, on a rejection, the approver's
+// comment: the detail of a single request's read, not of a list's.
+func (s *Server) addBlocker(ctx context.Context, op store.Operation, v *requestView) error {
+	bl, err := s.blocker(ctx, op, v.Status)
+	if err != nil {
+		return err
+	}
+	v.Blocker = bl
+	if v.Status == domain.BindingRejected {
+		if v.ApproverComment, err = approverComment(ctx, s.deps.Business.Requests, op.OperationID); err != nil {
+			return err
 		}
 	}
-	if op.Kind == domain.OperationRenew {
-		v.Renews = op.GrantOperationID
-	}
-	v.Hint = domain.HintFor(step, v.Status)
-	var err error
-	if v.Progress, err = progressOf(ctx, st, op, v); err != nil {
-		return requestView{}, err
-	}
-	if withBlocker {
-		bl, err := s.blocker(ctx, op, v.Status)
-		if err != nil {
-			return requestView{}, err
-		}
-		v.Blocker = bl
-		if v.Status == domain.BindingRejected {
-			if v.ApproverComment, err = approverComment(ctx, st, op.OperationID); err != nil {
-				return requestView{}, err
-			}
-		}
-	}
-	return v, nil
+	return nil
 }
 
 // progressOf is the step bar of op as v shows it. The history is read
@@ -477,22 +426,6 @@ func progressOf(ctx context.Context, st RequestStore, op store.Operation, v requ
 		}
 	}
 	return domain.Progress(in), nil
-}
-
-// renewalEnd is the status of a renewal that no longer owns its binding,
-// by the step it ended at: REJECTED for the approval's no, CLOSED for the
-// other ends (a legacy renewal's MR closed after its rejection
-// included); "" when the step is not an end (a later request took the row
-// after the renewal was in effect).
-func renewalEnd(step domain.StepStatus) domain.BindingStatus {
-	switch step {
-	case domain.StepCloseRejected, domain.StepCloseWithdrawn:
-		return domain.BindingRejected
-	case domain.StepRenewExpired, domain.StepRenewRevoked, domain.StepCloseRequesterWithdrawn, domain.StepCloseCancelled,
-		domain.StepCloseMRClosed, domain.StepCloseFailed:
-		return domain.BindingClosed
-	}
-	return ""
 }
 
 // renewFrom is when the grant op, in effect until expiresAt, may be
@@ -521,69 +454,4 @@ func approverComment(ctx context.Context, st RequestStore, operationID string) (
 		}
 	}
 	return "", nil
-}
-
-// blocker says what op waits on now, from what the data says: the
-// approval (binding APPROVAL_*), a batch round and the queue position
-// (admitted), a person when its batch is BLOCKED (a member following it),
-// the check pipeline (MR created, pipeline running or its outcome
-// pending), a rebase, or the deployment (MERGED). A request that
-// is finished, failed or moving on its own has none.
-func (s *Server) blocker(ctx context.Context, op store.Operation, status domain.BindingStatus) (*blockerView, error) {
-	since := op.UpdatedAt.UTC()
-	step := domain.StepStatus(op.Step)
-	if op.BatchID != 0 && step != domain.StepCreateAdmitted &&
-		(status == domain.BindingMRCreating || status == domain.BindingMRCreated || status == domain.BindingMerging) {
-		// A member following its batch (its MR the batch's): while the
-		// batch is BLOCKED nothing moves until a person acts, and its
-		// owner may withdraw it (store.OperationWithdraw lets such a
-		// member go). One more indexed read, for claimed members only.
-		b, err := s.deps.Business.Requests.BatchGet(ctx, op.BatchID)
-		switch {
-		case err == nil && b.Status == domain.BatchBlocked:
-			return &blockerView{Kind: blockBlockedBatch, Since: b.UpdatedAt.UTC(),
-				Detail: "Its batch stopped and waits for a person; the operators see it. You can withdraw this request and ask again."}, nil
-		case err != nil && !errors.Is(err, domain.ErrNotFound):
-			return nil, err
-		}
-	}
-	switch {
-	case status == domain.BindingApprovalSending || status == domain.BindingApprovalSent:
-		return &blockerView{Kind: blockApproval, Detail: "Waiting for the approval decision.", Since: since}, nil
-	case step == domain.StepCreateAdmitted:
-		qp, err := s.deps.Business.Requests.BatchQueuePosition(ctx, op.OperationID)
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			return &blockerView{Kind: blockBatch, Detail: "Waiting to join the next batch round.", Since: since}, nil
-		case err != nil:
-			return nil, err
-		case qp.BatchID != 0:
-			return &blockerView{Kind: blockBatch, Detail: fmt.Sprintf("Claimed by batch %d; its merge request is being prepared.", qp.BatchID), Since: since}, nil
-		}
-		return &blockerView{Kind: blockBatch, Detail: fmt.Sprintf("Position %d in the queue for the next batch round.", qp.Position), Since: qp.AdmittedAt.UTC()}, nil
-	case step == domain.StepCreateMRCreated || step == domain.StepCreatePipelineRunning ||
-		step == domain.StepHandlePipelineRunning || step == domain.StepCreatePipelinePending || step == domain.StepHandlePipelinePending:
-		return &blockerView{Kind: blockPipeline, Detail: "Waiting for the merge request's pipeline.", Since: since}, nil
-	case step == domain.StepHandleRebasing || step == domain.StepHandleRebasePending:
-		return &blockerView{Kind: blockRebase, Detail: "Waiting for the merge request to be rebased.", Since: since}, nil
-	case status == domain.BindingMerged || status == domain.BindingRevoking && step == domain.StepHandleMerged:
-		return &blockerView{Kind: blockDeployment, Detail: "Merged; waiting for the deployment to report the change in effect.", Since: since}, nil
-	}
-	return nil, nil
-}
-
-// lastBindingStatus is the last binding state op's step history names;
-// CLOSED when it names none (a superseded request is re-appliable by
-// definition).
-func lastBindingStatus(ctx context.Context, st RequestStore, operationID string) (domain.BindingStatus, error) {
-	steps, err := st.OperationStepList(ctx, operationID)
-	if err != nil {
-		return "", err
-	}
-	for i := len(steps) - 1; i >= 0; i-- {
-		if steps[i].ToBinding != "" {
-			return steps[i].ToBinding, nil
-		}
-	}
-	return domain.BindingClosed, nil
 }
