@@ -62,27 +62,43 @@ func respondView(w http.ResponseWriter, logger *slog.Logger, v *requestView) {
 }
 
 // appendJSON appends v as encoding/json encodes it (its struct tags, in
-// field order).
+// field order). Each part below writes a run of fields in that order.
 func (v *requestView) appendJSON(b []byte) ([]byte, error) {
 	var err error
+	b = v.appendAsked(b)
+	if b, err = v.appendState(b); err != nil {
+		return b, err
+	}
+	if b, err = v.appendTimes(b); err != nil {
+		return b, err
+	}
+	if b, err = v.appendLinks(b); err != nil {
+		return b, err
+	}
+	b = appendProgress(b, v.Progress)
+	return append(b, '}'), nil
+}
+
+// appendAsked opens the object and writes who asked for what: operationId
+// to approverComment.
+func (v *requestView) appendAsked(b []byte) []byte {
 	b = append(b, `{"operationId":`...)
 	b = appendJSONString(b, v.OperationID)
 	b = append(b, `,"subject":`...)
 	b = appendJSONString(b, v.Subject)
 	b = append(b, `,"targetKey":`...)
 	b = appendJSONString(b, v.TargetKey)
-	if v.TargetTitle != "" {
-		b = append(b, `,"targetTitle":`...)
-		b = appendJSONString(b, v.TargetTitle)
-	}
+	b = appendOptString(b, `,"targetTitle":`, v.TargetTitle)
 	b = append(b, `,"reason":`...)
 	b = appendJSONString(b, v.Reason)
 	b = append(b, `,"days":`...)
 	b = strconv.AppendInt(b, int64(v.Days), 10)
-	if v.ApproverComment != "" {
-		b = append(b, `,"approverComment":`...)
-		b = appendJSONString(b, v.ApproverComment)
-	}
+	return appendOptString(b, `,"approverComment":`, v.ApproverComment)
+}
+
+// appendState writes where the request is: status to batchId.
+func (v *requestView) appendState(b []byte) ([]byte, error) {
+	var err error
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, string(v.Status))
 	b = append(b, `,"step":{"code":`...)
@@ -113,78 +129,90 @@ func (v *requestView) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"batchId":`...)
 		b = strconv.AppendInt(b, v.BatchID, 10)
 	}
-	if v.ExpiresAt != nil {
-		b = append(b, `,"expiresAt":`...)
-		if b, err = appendJSONTime(b, *v.ExpiresAt); err != nil {
-			return b, err
-		}
+	return b, nil
+}
+
+// appendTimes writes when: expiresAt to updatedAt.
+func (v *requestView) appendTimes(b []byte) ([]byte, error) {
+	var err error
+	if b, err = appendOptTime(b, `,"expiresAt":`, v.ExpiresAt); err != nil {
+		return b, err
 	}
 	if v.ExpiresFromApproval {
 		b = append(b, `,"expiresFromApproval":true`...)
 	}
-	if v.RenewFrom != nil {
-		b = append(b, `,"renewFrom":`...)
-		if b, err = appendJSONTime(b, *v.RenewFrom); err != nil {
-			return b, err
-		}
+	if b, err = appendOptTime(b, `,"renewFrom":`, v.RenewFrom); err != nil {
+		return b, err
 	}
 	b = append(b, `,"createdAt":`...)
 	if b, err = appendJSONTime(b, v.CreatedAt); err != nil {
 		return b, err
 	}
 	b = append(b, `,"updatedAt":`...)
-	if b, err = appendJSONTime(b, v.UpdatedAt); err != nil {
-		return b, err
-	}
+	return appendJSONTime(b, v.UpdatedAt)
+}
+
+// appendLinks writes the kind and the requests this one is linked to:
+// kind to renews.
+func (v *requestView) appendLinks(b []byte) ([]byte, error) {
+	var err error
 	b = append(b, `,"kind":`...)
 	b = appendJSONString(b, string(v.Kind))
-	if v.GrantOperationID != "" {
-		b = append(b, `,"grantOperationId":`...)
-		b = appendJSONString(b, v.GrantOperationID)
-	}
-	if v.RevokeReason != "" {
-		b = append(b, `,"revokeReason":`...)
-		b = appendJSONString(b, string(v.RevokeReason))
-	}
-	if v.RevocationID != "" {
-		b = append(b, `,"revocationId":`...)
-		b = appendJSONString(b, v.RevocationID)
-	}
+	b = appendOptString(b, `,"grantOperationId":`, v.GrantOperationID)
+	b = appendOptString(b, `,"revokeReason":`, string(v.RevokeReason))
+	b = appendOptString(b, `,"revocationId":`, v.RevocationID)
 	if v.Renewal != nil {
 		b = append(b, `,"renewal":{"operationId":`...)
 		b = appendJSONString(b, v.Renewal.OperationID)
 		b = append(b, `,"status":`...)
 		b = appendJSONString(b, string(v.Renewal.Status))
-		if v.Renewal.ExpiresAt != nil {
-			b = append(b, `,"expiresAt":`...)
-			if b, err = appendJSONTime(b, *v.Renewal.ExpiresAt); err != nil {
-				return b, err
-			}
+		if b, err = appendOptTime(b, `,"expiresAt":`, v.Renewal.ExpiresAt); err != nil {
+			return b, err
 		}
 		b = append(b, '}')
 	}
-	if v.Renews != "" {
-		b = append(b, `,"renews":`...)
-		b = appendJSONString(b, v.Renews)
-	}
+	return appendOptString(b, `,"renews":`, v.Renews), nil
+}
+
+// appendProgress writes the step bar, null when there is none (as
+// encoding/json writes a nil slice).
+func appendProgress(b []byte, progress []domain.ProgressStep) []byte {
 	b = append(b, `,"progress":`...)
-	if v.Progress == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, p := range v.Progress {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"key":`...)
-			b = appendJSONString(b, string(p.Key))
-			b = append(b, `,"state":`...)
-			b = appendJSONString(b, string(p.State))
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+	if progress == nil {
+		return append(b, "null"...)
 	}
-	return append(b, '}'), nil
+	b = append(b, '[')
+	for i, p := range progress {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, string(p.Key))
+		b = append(b, `,"state":`...)
+		b = appendJSONString(b, string(p.State))
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendOptString writes an omitempty string field: key (with its comma
+// and colon) and s, nothing when s is empty.
+func appendOptString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = append(b, key...)
+	return appendJSONString(b, s)
+}
+
+// appendOptTime writes an omitempty time field: key and *t, nothing when
+// t is nil.
+func appendOptTime(b []byte, key string, t *time.Time) ([]byte, error) {
+	if t == nil {
+		return b, nil
+	}
+	b = append(b, key...)
+	return appendJSONTime(b, *t)
 }
 
 // errJSONTime is time.Time.MarshalJSON's refusal, for which encoding/json
