@@ -231,98 +231,138 @@ func (s *Server) handleOpsRequest() http.Handler {
 		} else if err != nil {
 			return id, nil, domain.Internal("ops request", err)
 		}
-		v := opsRequestView{Operation: toOpsOperation(op), Step: stepView{op.Step, domain.StepStatus(op.Step).String()}}
-		b, err := st.BindingGetByOperation(ctx, id)
-		var own *store.Binding
-		switch {
-		case err == nil:
-			own = &b
-			v.Binding = &opsBinding{Subject: b.Subject, TargetKey: b.TargetKey, Status: b.Status, OperationID: b.OperationID,
-				ExpiresAt: timePtr(b.ExpiresAt), Expired: b.Expired, Version: b.Version, UpdatedAt: b.UpdatedAt.UTC()}
-			v.Status = b.Status
-		case !errors.Is(err, domain.ErrNotFound):
-			return id, nil, domain.Internal("ops request binding", err)
-		}
-		steps, err := st.OperationStepList(ctx, id)
+		v, err := s.opsRequestState(ctx, st, op)
 		if err != nil {
-			return id, nil, domain.Internal("ops request steps", err)
+			return id, nil, err
 		}
-		v.Steps = make([]opsStep, 0, len(steps))
-		for _, x := range steps {
-			v.Steps = append(v.Steps, opsStep{
-				From: stepView{x.FromStep, domain.StepStatus(x.FromStep).String()}, To: stepView{x.ToStep, domain.StepStatus(x.ToStep).String()},
-				FromBinding: x.FromBinding, ToBinding: x.ToBinding, Actor: x.Actor, Note: x.Note, At: x.CreatedAt.UTC(),
-			})
-			if v.Binding == nil && x.ToBinding != "" {
-				v.Status = x.ToBinding // superseded: its last own state
-			}
-		}
-		if v.Binding == nil && op.Kind != domain.OperationRevoke {
-			if v.Revocation, v.Binding, err = opsRevocationOf(ctx, st, id); err != nil {
-				return id, nil, domain.Internal("ops request revocation", err)
-			}
-		}
-		if s.deps.Business.Requests != nil {
-			// The status and step bar its owner's page shows, decided by
-			// the same code: a grant whose binding went on to a
-			// revocation or a renewal reads as what became of its access
-			// (REVOKED, …), never as the VALIDATED its own history ends
-			// with. A request holding its binding keeps the binding's own
-			// status here (a renewal's RENEWING), the operators' word.
-			pv, err := s.requestViewOf(ctx, op, own, false)
-			if err != nil {
-				return id, nil, domain.Internal("ops request view", err)
-			}
-			if own == nil {
-				v.Status = pv.Status
-			}
-			v.Progress = pv.Progress
-		} else {
-			// No status store wired (a server built for the ops reads
-			// alone): the bar from what was read here.
-			in := domain.ProgressInput{Flow: op.Flow, Kind: op.Kind, Status: v.Status, Step: domain.StepStatus(op.Step)}
-			for _, x := range steps {
-				in.History = append(in.History, domain.StepStatus(x.ToStep))
-			}
-			v.Progress = domain.Progress(in)
-		}
-		v.Hint = domain.HintFor(domain.StepStatus(op.Step), v.Status)
-		if qp, err := st.BatchQueuePosition(ctx, id); err == nil {
-			v.Queue = &opsQueue{ProjectID: qp.ProjectID, BatchID: qp.BatchID, Position: qp.Position, AdmittedAt: qp.AdmittedAt.UTC()}
-		} else if !errors.Is(err, domain.ErrNotFound) {
-			return id, nil, domain.Internal("ops request queue", err)
-		}
-		if op.BatchID != 0 {
-			bt, err := s.opsBatch(ctx, op.BatchID, false)
-			if err != nil {
-				return id, nil, err
-			}
-			v.Batch = bt
-		}
-		inbox, err := st.ApprovalCallbackList(ctx, id, opsInboxLimit)
-		if err != nil {
-			return id, nil, domain.Internal("ops request approval callbacks", err)
-		}
-		v.ApprovalCallbacks = make([]opsApprovalCallback, 0, len(inbox))
-		for _, c := range inbox {
-			v.ApprovalCallbacks = append(v.ApprovalCallbacks, opsApprovalCallback{
-				DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, Source: c.Source,
-				Disposition: c.Disposition, Reason: c.Reason, Duplicates: c.Duplicates, ReceivedAt: c.ReceivedAt.UTC(),
-			})
-		}
-		if v.DeployCallbacks, err = opsDeployCallbacksOf(ctx, st, op); err != nil {
-			return id, nil, domain.Internal("ops request deploy callbacks", err)
-		}
-		audits, err := st.AuditListByResource(ctx, id, opsAuditLimit)
-		if err != nil {
-			return id, nil, domain.Internal("ops request audit", err)
-		}
-		v.Audit = make([]opsAudit, 0, len(audits))
-		for _, a := range audits {
-			v.Audit = append(v.Audit, opsAudit{Actor: a.Actor, Action: a.Action, Params: a.Params, Outcome: a.Outcome, At: a.CreatedAt.UTC()})
+		if err := s.opsRequestRecords(ctx, st, op, &v); err != nil {
+			return id, nil, err
 		}
 		return id, v, nil
 	})
+}
+
+// opsRequestState is op's state as the console shows it: its binding
+// (or its revocation's), its step history, status, step bar and hint.
+func (s *Server) opsRequestState(ctx context.Context, st OpsStore, op store.Operation) (opsRequestView, error) {
+	id := op.OperationID
+	v := opsRequestView{Operation: toOpsOperation(op), Step: stepView{op.Step, domain.StepStatus(op.Step).String()}}
+	b, err := st.BindingGetByOperation(ctx, id)
+	var own *store.Binding
+	switch {
+	case err == nil:
+		own = &b
+		v.Binding = toOpsBinding(b)
+		v.Status = b.Status
+	case !errors.Is(err, domain.ErrNotFound):
+		return v, domain.Internal("ops request binding", err)
+	}
+	steps, err := st.OperationStepList(ctx, id)
+	if err != nil {
+		return v, domain.Internal("ops request steps", err)
+	}
+	v.Steps = make([]opsStep, 0, len(steps))
+	for _, x := range steps {
+		v.Steps = append(v.Steps, toOpsStep(x))
+		if v.Binding == nil && x.ToBinding != "" {
+			v.Status = x.ToBinding // superseded: its last own state
+		}
+	}
+	if v.Binding == nil && op.Kind != domain.OperationRevoke {
+		if v.Revocation, v.Binding, err = opsRevocationOf(ctx, st, id); err != nil {
+			return v, domain.Internal("ops request revocation", err)
+		}
+	}
+	if err := s.opsProgress(ctx, op, own, steps, &v); err != nil {
+		return v, err
+	}
+	v.Hint = domain.HintFor(domain.StepStatus(op.Step), v.Status)
+	return v, nil
+}
+
+// opsProgress sets the step bar of op and, when op no longer holds its
+// binding (own nil), the status its owner's page shows.
+func (s *Server) opsProgress(ctx context.Context, op store.Operation, own *store.Binding, steps []store.OperationStep, v *opsRequestView) error {
+	if s.deps.Business.Requests == nil {
+		// No status store wired (a server built for the ops reads
+		// alone): the bar from what was read here.
+		in := domain.ProgressInput{Flow: op.Flow, Kind: op.Kind, Status: v.Status, Step: domain.StepStatus(op.Step)}
+		for _, x := range steps {
+			in.History = append(in.History, domain.StepStatus(x.ToStep))
+		}
+		v.Progress = domain.Progress(in)
+		return nil
+	}
+	// The status and step bar its owner's page shows, decided by the
+	// same code: a grant whose binding went on to a revocation or a
+	// renewal reads as what became of its access (REVOKED, …), never as
+	// the VALIDATED its own history ends with. A request holding its
+	// binding keeps the binding's own status here (a renewal's
+	// RENEWING), the operators' word.
+	pv, err := s.requestViewOf(ctx, op, own, false)
+	if err != nil {
+		return domain.Internal("ops request view", err)
+	}
+	if own == nil {
+		v.Status = pv.Status
+	}
+	v.Progress = pv.Progress
+	return nil
+}
+
+// opsRequestRecords adds what is recorded around op: its place in the
+// queue, its batch, the callbacks received for it and its audit records.
+func (s *Server) opsRequestRecords(ctx context.Context, st OpsStore, op store.Operation, v *opsRequestView) error {
+	id := op.OperationID
+	if qp, err := st.BatchQueuePosition(ctx, id); err == nil {
+		v.Queue = &opsQueue{ProjectID: qp.ProjectID, BatchID: qp.BatchID, Position: qp.Position, AdmittedAt: qp.AdmittedAt.UTC()}
+	} else if !errors.Is(err, domain.ErrNotFound) {
+		return domain.Internal("ops request queue", err)
+	}
+	if op.BatchID != 0 {
+		bt, err := s.opsBatch(ctx, op.BatchID, false)
+		if err != nil {
+			return err
+		}
+		v.Batch = bt
+	}
+	inbox, err := st.ApprovalCallbackList(ctx, id, opsInboxLimit)
+	if err != nil {
+		return domain.Internal("ops request approval callbacks", err)
+	}
+	v.ApprovalCallbacks = make([]opsApprovalCallback, 0, len(inbox))
+	for _, c := range inbox {
+		v.ApprovalCallbacks = append(v.ApprovalCallbacks, opsApprovalCallback{
+			DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, Source: c.Source,
+			Disposition: c.Disposition, Reason: c.Reason, Duplicates: c.Duplicates, ReceivedAt: c.ReceivedAt.UTC(),
+		})
+	}
+	if v.DeployCallbacks, err = opsDeployCallbacksOf(ctx, st, op); err != nil {
+		return domain.Internal("ops request deploy callbacks", err)
+	}
+	audits, err := st.AuditListByResource(ctx, id, opsAuditLimit)
+	if err != nil {
+		return domain.Internal("ops request audit", err)
+	}
+	v.Audit = make([]opsAudit, 0, len(audits))
+	for _, a := range audits {
+		v.Audit = append(v.Audit, opsAudit{Actor: a.Actor, Action: a.Action, Params: a.Params, Outcome: a.Outcome, At: a.CreatedAt.UTC()})
+	}
+	return nil
+}
+
+// toOpsBinding is b as the console shows it.
+func toOpsBinding(b store.Binding) *opsBinding {
+	return &opsBinding{Subject: b.Subject, TargetKey: b.TargetKey, Status: b.Status, OperationID: b.OperationID,
+		ExpiresAt: timePtr(b.ExpiresAt), Expired: b.Expired, Version: b.Version, UpdatedAt: b.UpdatedAt.UTC()}
+}
+
+// toOpsStep is a step history entry as the console shows it.
+func toOpsStep(x store.OperationStep) opsStep {
+	return opsStep{
+		From: stepView{x.FromStep, domain.StepStatus(x.FromStep).String()}, To: stepView{x.ToStep, domain.StepStatus(x.ToStep).String()},
+		FromBinding: x.FromBinding, ToBinding: x.ToBinding, Actor: x.Actor, Note: x.Note, At: x.CreatedAt.UTC(),
+	}
 }
 
 // opsRevocationOf is grant id's revocation and the binding it holds, or
@@ -340,9 +380,7 @@ func opsRevocationOf(ctx context.Context, st OpsStore, id string) (*opsRevocatio
 	if err != nil {
 		return nil, nil, err
 	}
-	return &opsRevocation{OperationID: rid, Status: b.Status, Reason: rop.RevokeReason, Text: rop.Reason},
-		&opsBinding{Subject: b.Subject, TargetKey: b.TargetKey, Status: b.Status, OperationID: b.OperationID,
-			ExpiresAt: timePtr(b.ExpiresAt), Expired: b.Expired, Version: b.Version, UpdatedAt: b.UpdatedAt.UTC()}, nil
+	return &opsRevocation{OperationID: rid, Status: b.Status, Reason: rop.RevokeReason, Text: rop.Reason}, toOpsBinding(b), nil
 }
 
 // opsBatch reads a batch, with its members when asked.
