@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"changeflow/internal/config"
+	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/identity"
 	"changeflow/internal/metrics"
@@ -342,6 +343,15 @@ func (r resp) want(t testing.TB, status int, code string) {
 	t.Helper()
 	if r.status != status || string(r.env.Code) != code {
 		t.Fatalf("got %d %s, want %d %s: %s", r.status, r.env.Code, status, code, r.raw)
+	}
+}
+
+// wantRefused is want for a refusal that names its reason in data.reason.
+func (r resp) wantRefused(t testing.TB, status int, code string, reason domain.Reason) {
+	t.Helper()
+	r.want(t, status, code)
+	if got, _ := r.data["reason"].(string); got != string(reason) {
+		t.Fatalf("data.reason %q, want %q: %s", got, reason, r.raw)
 	}
 }
 

@@ -316,6 +316,10 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 	for _, r := range domain.RevokeReasons {
 		reasons = append(reasons, string(r))
 	}
+	var refusals []string
+	for _, r := range domain.Reasons() {
+		refusals = append(refusals, string(r))
+	}
 	var kinds []string
 	for _, k := range domain.OperationKinds {
 		kinds = append(kinds, string(k))
@@ -335,6 +339,7 @@ func TestOpenAPIEnumsMatchTheCode(t *testing.T) {
 		{"Hint", sorted([]string{string(domain.HintNone), string(domain.HintKeepWaiting), string(domain.HintContactMaintainers)})},
 		{"OperationKind", sorted(kinds)},
 		{"RevokeReason", sorted(reasons)},
+		{"RefusalReason", sorted(refusals)},
 	} {
 		if got := enum(c.schema); !slices.Equal(got, c.code) {
 			t.Errorf("docs/openapi.yaml %s lists %v; the code has %v", c.schema, got, c.code)

@@ -120,7 +120,7 @@ func (s *Server) handleOpsBatchSettle() http.Handler {
 			case errors.Is(err, domain.ErrNotFound):
 				return raw, "", nil, domain.Errorf(domain.CodeNotFound, "No such batch.", "settle batch %d: %w", id, err)
 			case errors.Is(err, workflow.ErrMRWontClose):
-				return raw, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+				return raw, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonMRWontClose,
 					"The batch's merge request does not close, so the batch cannot be settled while it might still merge: fix the bot's rights or close (or merge) it by hand, then settle again.",
 					"settle batch %d: %w", id, err)
 			case gitlab.IsTransient(err) || gitlab.OutcomeUnknown(err) || gitlab.IsBreakerOpen(err):

@@ -250,7 +250,7 @@ func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
 		if bd.Status != domain.BindingMRCreating {
 			t.Fatalf("driver's binding %s", bd.Status)
 		}
-		w.do(req{method: "POST", path: "/ops/requests/op-bd/retrigger", user: "olivia"}).want(t, 409, "REQUEST_IN_PROGRESS")
+		w.do(req{method: "POST", path: "/ops/requests/op-bd/retrigger", user: "olivia"}).wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonNotStopped)
 	})
 }
 
@@ -298,7 +298,7 @@ func TestOpsSettleABatchWhoseMRDoesNotClose(t *testing.T) {
 
 		fault(`{"method":"PUT","path":"/projects/*/merge_requests/*","kind":"status","status":403,"count":1}`)
 		r := w.do(req{method: "POST", path: settle, user: "olivia"})
-		r.want(t, 409, "REQUEST_IN_PROGRESS")
+		r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonMRWontClose)
 		if !strings.Contains(r.env.Message, "does not close") {
 			t.Fatalf("message %q", r.env.Message)
 		}

@@ -73,7 +73,7 @@ func (s *Server) handleOpsClose() http.Handler {
 			case err != nil:
 				return id, "", nil, domain.Internal("ops close: read request", err)
 			case op.Kind == domain.OperationRevoke:
-				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonIsRevocation,
 					"This is a removal of access: closing it would leave the access on the default branch. Retrigger it instead, or revoke again once it ended.",
 					"close %s: a revocation", id)
 			}
@@ -88,7 +88,7 @@ func (s *Server) handleOpsClose() http.Handler {
 // closeAnswer maps a close's answer onto the API's.
 func (s *Server) closeAnswer(ctx context.Context, id string, ans workflow.WithdrawAnswer) (string, domain.Code, any, error) {
 	if ans.Merged {
-		return id, "", nil, domain.Errorf(domain.CodeAlreadyInEffect,
+		return id, "", nil, domain.Refusef(domain.CodeAlreadyInEffect, domain.ReasonMergedFirst,
 			fmt.Sprintf("The merge request was merged before it could be closed: the request follows its merge and takes effect. To end the access, revoke it (POST /ops/requests/%s/revoke).", id),
 			"close %s: merged wins", id)
 	}
@@ -100,7 +100,7 @@ func (s *Server) closeAnswer(ctx context.Context, id string, ans workflow.Withdr
 		if ans.Result.BatchID != 0 {
 			where = fmt.Sprintf("batch %d", ans.Result.BatchID)
 		}
-		return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+		return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonClaimedByBatch,
 			fmt.Sprintf("The request is in %s, whose merge request is under way: a member is closed only once its batch is blocked or has ended. Settle the batch instead.", where),
 			"close %s: claimed by %s", id, where)
 	case store.WithdrawRefused:
@@ -108,7 +108,7 @@ func (s *Server) closeAnswer(ctx context.Context, id string, ans workflow.Withdr
 			status == domain.BindingClosed || status == domain.BindingRejected
 		switch {
 		case status == domain.BindingMerged || status == domain.BindingValidated:
-			return id, "", nil, domain.Errorf(domain.CodeAlreadyInEffect,
+			return id, "", nil, domain.Refusef(domain.CodeAlreadyInEffect, domain.ReasonInEffect,
 				fmt.Sprintf("The request has already taken effect; there is nothing to close. To end the access, revoke it (POST /ops/requests/%s/revoke).", id),
 				"close %s: %s", id, status)
 		case ended:
@@ -119,17 +119,17 @@ func (s *Server) closeAnswer(ctx context.Context, id string, ans workflow.Withdr
 			return id, domain.CodeOK, worded{message: "The request has already ended; there is nothing to close.", data: v}, nil
 		}
 		if step.Stopped() {
-			return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+			return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonStoppedWhileMerging,
 				fmt.Sprintf("The request stopped while it was being merged (it is at %s): closing it could race the merge. Retrigger it instead.", step),
 				"close %s: stopped while merging (%s, %s)", id, step, status)
 		}
-		return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+		return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonNotStopped,
 			fmt.Sprintf("The request is not stopped on a failure (it is at %s): it is waiting for its next step or running, so there is nothing to close. Only a failed or stuck request can be closed.", step),
 			"close %s: not stopped (%s, %s)", id, step, status)
 	}
 	closed := ans.Binding.Status == domain.BindingClosed || ans.Binding.OperationID != id
 	if ans.Stopped && !closed {
-		return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+		return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonCloseFailed,
 			"The close is recorded, but closing the request's merge request failed; retrigger it once GitLab answers again.",
 			"close %s: stopped in %s", id, step)
 	}

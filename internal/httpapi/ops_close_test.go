@@ -66,13 +66,13 @@ func TestOpsClose(t *testing.T) {
 		t.Run("refused in words: not stopped, in effect, a removal", func(t *testing.T) {
 			submitApproveFirst(t, st, "cl-waiting", "bob", tOpen)
 			r := w.do(req{method: "POST", path: path("cl-waiting"), user: "olivia", body: `{"reason":"x"}`})
-			r.want(t, 409, "REQUEST_IN_PROGRESS")
+			r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonNotStopped)
 			if !strings.Contains(r.env.Message, "not stopped") {
 				t.Fatalf("message: %q", r.env.Message)
 			}
 			validatedFixture(t, st, "cl-live", "adam")
 			r = w.do(req{method: "POST", path: path("cl-live"), user: "olivia", body: `{"reason":"x"}`})
-			r.want(t, 409, "ALREADY_IN_EFFECT")
+			r.wantRefused(t, 409, "ALREADY_IN_EFFECT", domain.ReasonInEffect)
 			if !strings.Contains(r.env.Message, "/ops/requests/cl-live/revoke") {
 				t.Fatalf("message: %q", r.env.Message)
 			}

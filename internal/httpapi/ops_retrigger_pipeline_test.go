@@ -72,7 +72,7 @@ func TestOpsRetriggerReRunsTheFailedPipeline(t *testing.T) {
 		gl.refuse = &gitlab.Error{Op: "RetryPipeline", Status: 403, Message: "403 Forbidden"}
 		pipelineFailed("rp-2", "bob")
 		r = w.do(req{method: "POST", path: "/ops/requests/rp-2/retrigger", user: "olivia"})
-		r.want(t, 409, "REQUEST_IN_PROGRESS")
+		r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonPipelineNotRetried)
 		if !strings.Contains(r.env.Message, "could not be re-run") {
 			t.Fatalf("message %q", r.env.Message)
 		}

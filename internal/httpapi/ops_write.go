@@ -206,17 +206,17 @@ func (s *Server) handleOpsRetrigger() http.Handler {
 			action, err := acts.Retrigger(ctx, id, operator.Account)
 			switch {
 			case errors.Is(err, workflow.ErrNotStopped), errors.Is(err, domain.ErrPreempted):
-				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonNotStopped,
 					"The request is not stopped: it is waiting for its next step, running, or finished, so there is nothing to retrigger.",
 					"retrigger %s: %w", id, err)
 			case errors.Is(err, domain.ErrNotFound):
 				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "retrigger %s: %w", id, err)
 			case errors.Is(err, workflow.ErrPipelineNotRetried):
-				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonPipelineNotRetried,
 					"The failed pipeline could not be re-run: GitLab refused to retry it (it may have nothing left to retry, or the bot may not run pipelines). Open the merge request, run its pipeline there, then re-trigger.",
 					"retrigger %s: %w", id, err)
 			case errors.Is(err, domain.ErrIllegalTransition):
-				return id, "", nil, domain.Errorf(domain.CodeRequestInProgress,
+				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonNotRetriggerable,
 					"The request cannot be retriggered from "+from.Name+".", "retrigger %s: %w", id, err)
 			case err != nil:
 				return id, "", nil, domain.Internal("ops retrigger", err)

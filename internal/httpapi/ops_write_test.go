@@ -130,7 +130,7 @@ func TestOpsWrite(t *testing.T) {
 			// op-stopped is due again now, op-running was never stopped.
 			for _, id := range []string{"op-stopped", "op-running"} {
 				r := w.do(req{method: "POST", path: "/ops/requests/" + id + "/retrigger", user: "adam"})
-				r.want(t, 409, "REQUEST_IN_PROGRESS")
+				r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonNotStopped)
 				if r.env.Message == "" || r.env.Message == domain.GenericMessage {
 					t.Fatalf("message %q", r.env.Message)
 				}

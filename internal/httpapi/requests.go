@@ -232,7 +232,7 @@ func (d *ownDuplicate) Unwrap() error { return d.err }
 func (s *Server) submit(ctx context.Context, subject string, sub submission, snap *config.Snapshot) (acceptedData, error) {
 	now := s.now()
 	if open, why := sub.target.Open(now); !open {
-		return acceptedData{}, domain.Errorf(domain.CodeTargetNotOpen,
+		return acceptedData{}, domain.Refusef(domain.CodeTargetNotOpen, notOpenReason(sub.target.AccessMode),
 			"This target is not open for requests right now ("+why+").", "target %s: %s", sub.target.Key, why)
 	}
 	// The first state and the first action come from the workflow's entry
@@ -349,6 +349,17 @@ func (s *Server) revokeExpired(ctx context.Context, b store.Binding, actor strin
 	}
 }
 
+// notOpenReason is the reason of a submission to a target that is not
+// open, by its access mode: a test-window target is outside its window
+// (a window that does not parse counts as outside, Target.Open), any
+// other is closed.
+func notOpenReason(mode domain.AccessMode) domain.Reason {
+	if mode == domain.AccessTestWindow {
+		return domain.ReasonOutsideWindow
+	}
+	return domain.ReasonTargetClosed
+}
+
 // refusedData is a 409's data: the caller's own request that holds the
 // binding (a binding is one per caller and target, so it is never someone
 // else's), so the web app links to it; expiresAt when the access is in
@@ -359,6 +370,9 @@ type refusedData struct {
 	// RenewFrom is when re-applying renews the access in effect
 	// (ALREADY_IN_EFFECT only; absent without an expiry).
 	RenewFrom *time.Time `json:"renewFrom,omitempty"`
+	// Reason is in_effect for ALREADY_IN_EFFECT; for
+	// REQUEST_IN_PROGRESS, in_progress or expired_being_removed.
+	Reason domain.Reason `json:"reason"`
 }
 
 // refusal turns a binding's refusal into the API's 409; renewFrom is the
@@ -372,6 +386,7 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 		data.ExpiresAt = &at
 	}
 	if refused.Code() == domain.CodeAlreadyInEffect {
+		data.Reason = domain.ReasonInEffect
 		msg := "You already have this access."
 		if !b.ExpiresAt.IsZero() {
 			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
@@ -387,7 +402,9 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 		return de
 	}
 	msg := "A request for this target is already in progress (or awaiting recovery by the maintainers)."
+	data.Reason = domain.ReasonInProgress
 	if b.ExpiredAwaitingRemoval() {
+		data.Reason = domain.ReasonExpiredBeingRemoved
 		msg = "Your access expired at " + b.ExpiresAt.UTC().Format(time.RFC3339) +
 			" and is being removed; you can ask again once it is removed."
 	}

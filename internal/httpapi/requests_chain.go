@@ -136,6 +136,9 @@ func ownerEnd(op, prev, cur store.Operation, row store.Binding) accessEnd {
 // movedOnData is a refused give-back's data: the request to act on.
 type movedOnData struct {
 	OperationID string `json:"operationId"`
+	// Reason tells the two apart: renewed (OperationID carries the
+	// access now) or removed (OperationID is the removal).
+	Reason domain.Reason `json:"reason"`
 }
 
 // revokeMovedOn is the refusal of giving back op — by its owner, or an
@@ -166,13 +169,13 @@ func revokeMovedOn(ctx context.Context, st RequestStore, op store.Operation, ref
 		de := domain.Errorf(domain.CodeNotInEffect,
 			"This access was renewed: it continues under request "+end.Carrier.OperationID+". Give it back there.",
 			"revoke %s: carried by %s: %w", op.OperationID, end.Carrier.OperationID, refusal)
-		de.Data = movedOnData{OperationID: end.Carrier.OperationID}
+		de.Data = movedOnData{OperationID: end.Carrier.OperationID, Reason: domain.ReasonRenewed}
 		return de
 	case end.RevocationID != "":
 		de := domain.Errorf(domain.CodeNotInEffect,
 			"This access is being removed, or was removed already, by request "+end.RevocationID+"; there is nothing more to give back.",
 			"revoke %s: removed by %s: %w", op.OperationID, end.RevocationID, refusal)
-		de.Data = movedOnData{OperationID: end.RevocationID}
+		de.Data = movedOnData{OperationID: end.RevocationID, Reason: domain.ReasonRemoved}
 		return de
 	}
 	return nil

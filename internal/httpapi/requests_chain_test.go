@@ -138,12 +138,12 @@ func TestOldGrantAfterItsRenewalWasRenewed(t *testing.T) {
 		// Giving an old request back names the request to act on.
 		for _, old := range []string{"chain-g", "chain-r1"} {
 			r := w.do(req{method: "POST", path: "/api/requests/" + old + "/revoke", user: c.subject})
-			r.want(t, 409, "NOT_IN_EFFECT")
+			r.wantRefused(t, 409, "NOT_IN_EFFECT", domain.ReasonRenewed)
 			if r.data["operationId"] != "chain-r3" {
 				t.Fatalf("give back %s: %q %v, want chain-r3 named", old, r.env.Message, r.env.Data)
 			}
 			r = w.do(req{method: "POST", path: "/ops/requests/" + old + "/revoke", user: "olivia", body: `{"reason":"offboarding"}`})
-			r.want(t, 409, "NOT_IN_EFFECT")
+			r.wantRefused(t, 409, "NOT_IN_EFFECT", domain.ReasonRenewed)
 			if r.data["operationId"] != "chain-r3" {
 				t.Fatalf("operator revoke of %s: %q %v, want chain-r3 named", old, r.env.Message, r.env.Data)
 			}
@@ -160,7 +160,7 @@ func TestOldGrantAfterItsRenewalWasRenewed(t *testing.T) {
 				t.Fatalf("%s while the carrier's access is being removed: %v", old, v)
 			}
 			r := w.do(req{method: "POST", path: "/api/requests/" + old + "/revoke", user: c.subject})
-			r.want(t, 409, "NOT_IN_EFFECT")
+			r.wantRefused(t, 409, "NOT_IN_EFFECT", domain.ReasonRemoved)
 			if r.data["operationId"] != rev {
 				t.Fatalf("give back %s while removed: %q %v, want %s named", old, r.env.Message, r.env.Data, rev)
 			}
@@ -193,7 +193,7 @@ func TestOldGrantAfterItsRenewalExpired(t *testing.T) {
 		// The re-application after the expiry creates the scan's own
 		// revocation (and is refused); the removal is under way.
 		w.do(req{method: "POST", path: "/api/requests", user: c.subject, body: submitBodyFor(tOpen, "late", "")}).
-			want(t, 409, "REQUEST_IN_PROGRESS")
+			wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonExpiredBeingRemoved)
 		rev := domain.RevocationID("exp-r1")
 		if op, err := st.OperationGet(t.Context(), rev); err != nil || op.RevokeReason != domain.RevokeExpired {
 			t.Fatalf("the expiry's revocation: %+v %v", op, err)

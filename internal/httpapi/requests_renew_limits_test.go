@@ -75,12 +75,12 @@ func TestRenewalWithdrawAndGiveBackAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = w.do(req{method: "POST", path: "/api/requests/lim-g2/revoke", user: "alice"})
-		r.want(t, 409, "REQUEST_IN_PROGRESS")
+		r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonRenewalHasChange)
 		if !strings.Contains(r.env.Message, "withdraw the renewal first (POST /api/requests/lim-r3/withdraw)") {
 			t.Fatalf("message %q", r.env.Message)
 		}
 		w.do(req{method: "POST", path: "/ops/requests/lim-g2/revoke", user: "olivia", body: `{"reason":"left the team"}`}).
-			want(t, 409, "REQUEST_IN_PROGRESS")
+			wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonRenewalHasChange)
 		if _, err := st.OperationGet(ctx, domain.RevocationID("lim-g2")); err == nil {
 			t.Fatal("a refused give-back wrote a revocation")
 		}

@@ -42,7 +42,7 @@ func TestRenewFromIsShown(t *testing.T) {
 		}
 
 		r = w.do(req{method: "POST", path: "/api/requests", user: "adam", body: submitBodyFor(tOpen, "more", "")})
-		r.want(t, 409, "ALREADY_IN_EFFECT")
+		r.wantRefused(t, 409, "ALREADY_IN_EFFECT", domain.ReasonInEffect)
 		if r.data["renewFrom"] != want || !strings.Contains(r.env.Message, "renew it from "+want) {
 			t.Fatalf("409 %q %v, want renewFrom %s in data and message", r.env.Message, r.env.Data, want)
 		}
@@ -81,7 +81,7 @@ func TestReapplyAfterExpiryKeepsTheRemovalPromised(t *testing.T) {
 
 		r := w.do(req{method: "POST", path: "/api/requests", user: "bob", body: submitBodyFor(tOpen, "again", ""),
 			header: map[string]string{"Idempotency-Key": "lapsed-again"}})
-		r.want(t, 409, "REQUEST_IN_PROGRESS")
+		r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonExpiredBeingRemoved)
 		if !strings.Contains(r.env.Message, "expired") || r.data["operationId"] != "lapsed-grant" {
 			t.Fatalf("409 %q %v: want the expired grant named", r.env.Message, r.env.Data)
 		}
@@ -100,9 +100,11 @@ func TestReapplyAfterExpiryKeepsTheRemovalPromised(t *testing.T) {
 		if err != nil || op.RevokeReason != domain.RevokeExpired || op.GrantOperationID != "lapsed-grant" {
 			t.Fatalf("revocation %+v, %v", op, err)
 		}
-		// Asking again meanwhile is still in progress, and creates nothing twice.
+		// Asking again meanwhile is still in progress, and creates nothing
+		// twice: the removal owns the row now, so this is the plain
+		// in-progress refusal.
 		w.do(req{method: "POST", path: "/api/requests", user: "bob", body: submitBodyFor(tOpen, "again", "")}).
-			want(t, 409, "REQUEST_IN_PROGRESS")
+			wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonInProgress)
 		if n := countRows(t, st, "SELECT COUNT(*) FROM operation WHERE grant_operation_id = ?", "lapsed-grant"); n != 1 {
 			t.Fatalf("%d revocations of the grant, want 1", n)
 		}
@@ -149,7 +151,7 @@ func TestRenewalThroughTheSubmit(t *testing.T) {
 		}
 		// A second one meanwhile is in progress.
 		w.do(req{method: "POST", path: "/api/requests", user: "olivia", body: submitBodyFor(tOpen, "again", "")}).
-			want(t, 409, "REQUEST_IN_PROGRESS")
+			wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonInProgress)
 	})
 }
 

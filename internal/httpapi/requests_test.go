@@ -121,15 +121,18 @@ func TestSubmit(t *testing.T) {
 		})
 
 		t.Run("submit403", func(t *testing.T) {
-			for _, c := range []struct{ target, why string }{
-				{tClosed, "access mode CLOSED"},
-				{tWindow, "outside the test window"},
+			for _, c := range []struct {
+				target, why string
+				reason      domain.Reason
+			}{
+				{tClosed, "access mode CLOSED", domain.ReasonTargetClosed},
+				{tWindow, "outside the test window", domain.ReasonOutsideWindow},
 			} {
 				t.Run(c.target, func(t *testing.T) {
 					key := "k-closed-" + c.target
 					r := w.do(req{method: "POST", path: "/api/requests", user: "alice", body: submitBodyFor(c.target, "r", `,"days":1`),
 						header: map[string]string{"Idempotency-Key": key}})
-					r.want(t, 403, "TARGET_NOT_OPEN")
+					r.wantRefused(t, 403, "TARGET_NOT_OPEN", c.reason)
 					if !strings.Contains(r.env.Message, c.why) {
 						t.Fatalf("message %q does not say why (%s)", r.env.Message, c.why)
 					}
@@ -148,7 +151,7 @@ func TestSubmit(t *testing.T) {
 					header: map[string]string{"Idempotency-Key": "k-409-a"}}).want(t, 202, "ACCEPTED")
 				r := w.do(req{method: "POST", path: "/api/requests", user: "olivia", body: submitBodyFor(tOpen, "again", ""),
 					header: map[string]string{"Idempotency-Key": "k-409-b"}})
-				r.want(t, 409, "REQUEST_IN_PROGRESS")
+				r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonInProgress)
 				// The refusal names the caller's request it is about.
 				if r.data["operationId"] != "k-409-a" {
 					t.Fatalf("409 data %v, want operationId k-409-a", r.env.Data)
@@ -169,7 +172,7 @@ func TestSubmit(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := w.do(req{method: "POST", path: "/api/requests", user: "adam", body: submitBodyFor(tOpen, "r", "")})
-				r.want(t, 409, "ALREADY_IN_EFFECT")
+				r.wantRefused(t, 409, "ALREADY_IN_EFFECT", domain.ReasonInEffect)
 				if !strings.Contains(r.env.Message, until.Format(time.RFC3339)) {
 					t.Fatalf("message %q lacks %s", r.env.Message, until.Format(time.RFC3339))
 				}

@@ -86,7 +86,7 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 	}
 	giveBack := fmt.Sprintf("To end the access, give it back (POST /api/requests/%s/revoke).", id)
 	if ans.Merged {
-		return "", nil, domain.Errorf(domain.CodeAlreadyInEffect,
+		return "", nil, domain.Refusef(domain.CodeAlreadyInEffect, domain.ReasonMergedFirst,
 			"The change was merged before it could be withdrawn and takes effect. "+giveBack,
 			"withdraw %s: merged wins", id)
 	}
@@ -96,7 +96,7 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 		if ans.Result.BatchID != 0 {
 			where = fmt.Sprintf("batch %d", ans.Result.BatchID)
 		}
-		return "", nil, domain.Errorf(domain.CodeRequestInProgress,
+		return "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonClaimedByBatch,
 			fmt.Sprintf("The request was already taken into %s, whose merge request is under way; it can no longer be withdrawn. Once it takes effect you can give the access back.", where),
 			"withdraw %s: claimed by %s", id, where)
 	case store.WithdrawRefused:
@@ -110,7 +110,7 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 	if ans.Stopped && !closed {
 		// Withdrawn, but closing its MR kept failing: the binding is not
 		// CLOSED and an operator has to retry (runbook: CLOSE_FAILED).
-		return "", nil, domain.Errorf(domain.CodeRequestInProgress,
+		return "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonCloseFailed,
 			"The withdrawal is recorded, but closing the request's merge request failed; an operator retries it. Nothing more to do on your side.",
 			"withdraw %s: stopped in %s", id, domain.StepStatus(ans.Operation.Step))
 	}
@@ -130,14 +130,14 @@ func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, 
 func refusedWithdrawal(id string, status domain.BindingStatus, giveBack string) error {
 	switch status {
 	case domain.BindingMerging:
-		return domain.Errorf(domain.CodeRequestInProgress,
+		return domain.Refusef(domain.CodeRequestInProgress, domain.ReasonMerging,
 			"The request is being merged and can no longer be withdrawn. Once it takes effect you can give the access back.",
 			"withdraw %s: merging", id)
 	case domain.BindingMerged, domain.BindingValidated:
-		return domain.Errorf(domain.CodeAlreadyInEffect, "The request has already taken effect. "+giveBack,
+		return domain.Refusef(domain.CodeAlreadyInEffect, domain.ReasonInEffect, "The request has already taken effect. "+giveBack,
 			"withdraw %s: %s", id, status)
 	case domain.BindingCreateFailed, domain.BindingHandleFailed:
-		return domain.Errorf(domain.CodeRequestInProgress,
+		return domain.Refusef(domain.CodeRequestInProgress, domain.ReasonStoppedOnFailure,
 			"The request stopped on a failure and waits for an operator, who can retry or cancel it; it cannot be withdrawn meanwhile.",
 			"withdraw %s: %s", id, status)
 	}

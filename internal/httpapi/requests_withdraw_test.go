@@ -122,7 +122,7 @@ func TestWithdrawEndpoint(t *testing.T) {
 					t.Fatalf("claim: %+v %v", c, err)
 				}
 				r := w.do(req{method: "POST", path: path("wd-claimed"), user: "alice"})
-				r.want(t, 409, "REQUEST_IN_PROGRESS")
+				r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonClaimedByBatch)
 				if !strings.Contains(r.env.Message, "batch") || !strings.Contains(r.env.Message, "give the access back") {
 					t.Fatalf("message: %q", r.env.Message)
 				}
@@ -146,7 +146,7 @@ func TestWithdrawEndpoint(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := w.do(req{method: "POST", path: path("wd-stuck"), user: "bob"})
-				r.want(t, 409, "REQUEST_IN_PROGRESS")
+				r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonCloseFailed)
 				if !strings.Contains(r.env.Message, "withdrawal is recorded") {
 					t.Fatalf("message: %q", r.env.Message)
 				}
@@ -157,7 +157,7 @@ func TestWithdrawEndpoint(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := w.do(req{method: "POST", path: path("wd-live"), user: "alice"})
-				r.want(t, 409, "ALREADY_IN_EFFECT")
+				r.wantRefused(t, 409, "ALREADY_IN_EFFECT", domain.ReasonInEffect)
 				if !strings.Contains(r.env.Message, "/api/requests/wd-live/revoke") {
 					t.Fatalf("message: %q", r.env.Message)
 				}

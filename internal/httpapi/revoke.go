@@ -65,13 +65,13 @@ func revokeError(id string, err error) error {
 		// Ending the access wins over extending it, but only while the
 		// renewal can be withdrawn without racing its merge; past that
 		// point the owner is told what to do instead.
-		return domain.Errorf(domain.CodeRequestInProgress,
+		return domain.Refusef(domain.CodeRequestInProgress, under.Reason,
 			fmt.Sprintf("This access is being renewed by %s, which can no longer be withdrawn: %s.", under.Renewal, under.Advice),
 			"revoke %s: %w", id, err)
 	case errors.Is(err, domain.ErrNotFound):
 		return domain.Errorf(domain.CodeNotFound, "No such request.", "revoke %s: %w", id, err)
 	case errors.Is(err, workflow.ErrNotInEffect):
-		return domain.Errorf(domain.CodeNotInEffect,
+		return domain.Refusef(domain.CodeNotInEffect, domain.ReasonNotInEffect,
 			"This request's access is not in effect, so there is nothing to give back: it is still being granted, "+
 				"was rejected or closed, or stopped on a failure. Withdraw a request that is still waiting, or ask an operator.",
 			"revoke %s: %w", id, err)

@@ -113,7 +113,7 @@ func TestRevokeEndpoints(t *testing.T) {
 		})
 		t.Run("give back of a request not in effect: 409 with what to do", func(t *testing.T) {
 			r := w.do(req{method: "POST", path: "/api/requests/g-failed/revoke", user: "adam"})
-			r.want(t, 409, "NOT_IN_EFFECT")
+			r.wantRefused(t, 409, "NOT_IN_EFFECT", domain.ReasonNotInEffect)
 			if r.env.Message == "" || r.env.Message == domain.GenericMessage {
 				t.Fatalf("message %q", r.env.Message)
 			}

@@ -273,6 +273,9 @@ type RenewalUnderWayError struct {
 	View domain.BindingStatus
 	// Advice is a sentence for the owner.
 	Advice string
+	// Reason names the case Advice words, for clients that choose their
+	// own words (the API's data.reason).
+	Reason domain.Reason
 }
 
 // Error describes the refusal.
@@ -366,16 +369,20 @@ func renewalUnderWay(g, r store.Operation, b store.Binding, claimed bool) error 
 	ownMR := !claimed && r.BatchID == 0 && domain.StepStatus(r.Step) != domain.StepCreateAdmitted
 	switch {
 	case domain.StepStatus(r.Step) == domain.StepRenewExpired:
+		e.Reason = domain.ReasonRenewalExpired
 		e.Advice = fmt.Sprintf("the access has expired and its renewal %s is being closed; the access is removed by the expiry scan once that is done, "+
 			"so there is nothing to give back", r.OperationID)
 	case view == domain.BindingCreateFailed || view == domain.BindingHandleFailed || domain.StepStatus(r.Step).Stopped():
+		e.Reason = domain.ReasonRenewalStopped
 		e.Advice = fmt.Sprintf("the renewal %s stopped on a failure and waits for an operator; ask an operator to revoke the access "+
 			"once it is decided — in any case the access ends at its expiry, which the renewal no longer extends once it has passed", r.OperationID)
 	case ownMR && (view == domain.BindingMRCreating || view == domain.BindingMRCreated ||
 		view == domain.BindingApprovalSending || view == domain.BindingApprovalSent):
+		e.Reason = domain.ReasonRenewalHasChange
 		e.Advice = fmt.Sprintf("the renewal %s has its own merge request under way; withdraw the renewal first (POST /api/requests/%s/withdraw), "+
 			"then give the access back", r.OperationID, r.OperationID)
 	default:
+		e.Reason = domain.ReasonRenewalMerging
 		e.Advice = fmt.Sprintf("the renewal %s is being merged (claimed into a batch, or its merge request is merging); wait until it is in effect, "+
 			"then give the access back (POST /api/requests/%s/revoke)", r.OperationID, r.OperationID)
 	}
