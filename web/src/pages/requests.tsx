@@ -209,16 +209,27 @@ function failed(x: RequestView): boolean {
   return x.kind !== 'REVOKE' && (x.status === 'CREATE_FAILED' || x.status === 'HANDLE_FAILED' || x.blocker?.kind === 'BLOCKED_BATCH');
 }
 
+/** refusalReason is a refusal's data.reason (docs/api.md, "Refusal
+ * reasons"), or '' when it names none: the words are chosen from it,
+ * never from the server's message, which may be reworded. */
+function refusalReason(e: ApiError): string {
+  const reason = (e.data as { reason?: unknown } | null | undefined)?.reason;
+  return typeof reason === 'string' ? reason : '';
+}
+
 /** renewUnderWayWords is the server's refusal to give back an access
- * whose renewal is too far along (409 REQUEST_IN_PROGRESS), in words. */
-function renewUnderWayWords(message: string): string {
-  if (message.includes('/withdraw')) {
-    return 'Its renewal already has its own change under way. Withdraw the renewal first (on its page), then give the access back.';
+ * whose renewal is too far along (409 REQUEST_IN_PROGRESS), in words by
+ * its reason; a reason this app does not know reads as the renewal being
+ * merged, the case in which waiting helps. */
+function renewUnderWayWords(reason: string): string {
+  switch (reason) {
+    case 'renewal_has_change':
+      return 'Its renewal already has its own change under way. Withdraw the renewal first (on its page), then give the access back.';
+    case 'renewal_stopped':
+      return 'Its renewal stopped on a failure and waits for an operator. Ask an operator to revoke the access; it ends at its expiry in any case.';
+    default:
+      return 'Its renewal is being merged and can no longer be stopped. Once it is in effect, give the access back on the renewal’s page.';
   }
-  if (message.includes('stopped on a failure')) {
-    return 'Its renewal stopped on a failure and waits for an operator. Ask an operator to revoke the access; it ends at its expiry in any case.';
-  }
-  return 'Its renewal is being merged and can no longer be stopped. Once it is in effect, give the access back on the renewal’s page.';
 }
 
 /** giveBackable: x carries an access in effect its owner may give back
@@ -266,7 +277,7 @@ export function GiveBack({
           // The renewal is too far along: say what to do in words,
           // not with the API paths the message names.
           if (e instanceof ApiError && e.code === 'REQUEST_IN_PROGRESS' && renewing) {
-            throw new ApiError(renewUnderWayWords(e.message), e.code, e.status);
+            throw new ApiError(renewUnderWayWords(refusalReason(e)), e.code, e.status);
           }
           throw e;
         }
