@@ -79,6 +79,21 @@ func TestOpsClose(t *testing.T) {
 			if b, _ := st.BindingGetByOperation(ctx, "cl-waiting"); b.Status != domain.BindingApprovalSending {
 				t.Fatalf("a refused close moved the binding: %s", b.Status)
 			}
+			// The removal of cl-live's access: closing it would leave the
+			// entry on main.
+			rv := WorkflowRevoker{Deps: workflow.Deps{Store: st, Config: w.cfg.Current}}
+			if res, err := rv.Revoke(ctx, "cl-live", domain.RevokeOperator, "left the team", "olivia"); err != nil || !res.Created {
+				t.Fatalf("revoke: %+v %v", res, err)
+			}
+			rev := domain.RevocationID("cl-live")
+			r = w.do(req{method: "POST", path: path(rev), user: "olivia", body: `{"reason":"x"}`})
+			r.wantRefused(t, 409, "REQUEST_IN_PROGRESS", domain.ReasonIsRevocation)
+			if !strings.Contains(r.env.Message, "removal of access") {
+				t.Fatalf("message: %q", r.env.Message)
+			}
+			if b, _ := st.BindingGetByOperation(ctx, rev); b.Status != domain.BindingRevoking {
+				t.Fatalf("a refused close moved the removal's binding: %s", b.Status)
+			}
 		})
 	})
 }
