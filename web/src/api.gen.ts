@@ -778,24 +778,38 @@ export interface components {
                 account: string;
             };
         };
-        TargetNotOpenAnswer: components["schemas"]["ErrorAnswer"];
+        /** @description A submission to a target that is not open; `data.reason` is `target_closed` or `outside_window`. */
+        TargetNotOpenAnswer: {
+            /** @constant */
+            code: "TARGET_NOT_OPEN";
+            message: string;
+            data: components["schemas"]["RefusalData"];
+        };
         NotFoundAnswer: components["schemas"]["ErrorAnswer"];
         MethodNotAllowedAnswer: components["schemas"]["ErrorAnswer"];
         MisdirectedAnswer: components["schemas"]["ErrorAnswer"];
-        InProgressAnswer: components["schemas"]["ErrorAnswer"];
-        /** @description A refused give-back or operator revoke. `data` names the request to act on instead when this one no longer carries its access: the renewal that carries it now (give that one back), or the removal already under way or done; null otherwise. */
+        /** @description The request or batch is not in a state this action applies to; `data.reason` says which case (docs/api.md, "Refusal reasons"). */
+        InProgressAnswer: {
+            /** @constant */
+            code: "REQUEST_IN_PROGRESS";
+            message: string;
+            data: components["schemas"]["RefusalData"];
+        };
+        /** @description A refused give-back or operator revoke. `data.reason` says why; `data.operationId` names the request to act on instead when this one no longer carries its access: the renewal that carries it now (give that one back), or the removal already under way or done. */
         NotInEffectAnswer: {
             /** @constant */
             code: "NOT_IN_EFFECT";
             message: string;
-            data: null | {
-                /** @description The request that carries the access now, or the revocation removing it. */
-                operationId: string;
+            data: {
+                /** @description `renewed` (a renewal carries the access now: `operationId`), `removed` (it is being removed or was: `operationId` is the revocation) or `not_in_effect`. */
+                reason: components["schemas"]["RefusalReason"];
+                /** @description The request that carries the access now, or the revocation removing it (`renewed` and `removed` only). */
+                operationId?: string;
             };
         };
         /** @description A refused give-back or operator revoke (docs/api.md, "Give access back"). */
         RevokeConflictAnswer: components["schemas"]["NotInEffectAnswer"] | components["schemas"]["InProgressAnswer"];
-        /** @description A 409 to a submission; `data` names the request concerned, null for `IDEMPOTENCY_IN_FLIGHT`. */
+        /** @description A 409 to a submission; `data` names the request concerned and the reason, null for `IDEMPOTENCY_IN_FLIGHT`. */
         SubmitConflictAnswer: {
             /** @enum {unknown} */
             code: "REQUEST_IN_PROGRESS" | "ALREADY_IN_EFFECT" | "IDEMPOTENCY_IN_FLIGHT";
@@ -803,6 +817,8 @@ export interface components {
             data: null | {
                 /** @description The caller's request that holds the binding. */
                 operationId: string;
+                /** @description `in_effect` (`ALREADY_IN_EFFECT`); `in_progress` or `expired_being_removed` (`REQUEST_IN_PROGRESS`). */
+                reason: components["schemas"]["RefusalReason"];
                 /**
                  * Format: date-time
                  * @description Until when the access is in effect (`ALREADY_IN_EFFECT`).
@@ -819,6 +835,15 @@ export interface components {
         RateLimitedAnswer: components["schemas"]["ErrorAnswer"];
         RetryLaterAnswer: components["schemas"]["ErrorAnswer"];
         InternalAnswer: components["schemas"]["ErrorAnswer"];
+        /**
+         * @description Which refusal of its code an answer is, for a client to choose its words by (the message is for people and may be reworded); stable snake_case names, each explained in docs/api.md, "Refusal reasons".
+         * @enum {string}
+         */
+        RefusalReason: "renewal_has_change" | "renewal_merging" | "renewal_stopped" | "renewal_expired" | "not_in_effect" | "renewed" | "removed" | "in_progress" | "expired_being_removed" | "in_effect" | "merged_first" | "claimed_by_batch" | "merging" | "stopped_on_failure" | "close_failed" | "is_revocation" | "stopped_while_merging" | "not_stopped" | "pipeline_not_retried" | "not_retriggerable" | "mr_wont_close" | "target_closed" | "outside_window";
+        /** @description The `data` of a refusal that refers to nothing but its reason. */
+        RefusalData: {
+            reason: components["schemas"]["RefusalReason"];
+        };
         /** @description An error in the envelope; `data` is null. */
         ErrorAnswer: {
             code: components["schemas"]["ErrorCode"];
@@ -1030,7 +1055,13 @@ export interface components {
             message: string;
             data: components["schemas"]["Request"];
         };
-        WithdrawConflictAnswer: components["schemas"]["ErrorAnswer"];
+        /** @description A refused withdrawal or operator close; `data.reason` says which case (docs/api.md, "Refusal reasons"). */
+        WithdrawConflictAnswer: {
+            /** @enum {unknown} */
+            code: "REQUEST_IN_PROGRESS" | "ALREADY_IN_EFFECT";
+            message: string;
+            data: components["schemas"]["RefusalData"];
+        };
         RequestListAnswer: {
             /** @constant */
             code: "OK";
@@ -1314,7 +1345,7 @@ export interface components {
             receivedAt: string;
         };
         /**
-         * @description What became of a deploy callback (docs/workflow.md "The deploy inbox").
+         * @description What became of a deploy callback (docs/flows/callbacks.md "The deploy inbox").
          * @enum {string}
          */
         DeployDisposition: "RECORDED" | "APPLIED" | "DUPLICATE" | "EARLY" | "NOT_MERGED" | "UNKNOWN_MR" | "IGNORED";
