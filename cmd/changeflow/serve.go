@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/config"
 	"changeflow/internal/doctor"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
 	"changeflow/internal/identity"
@@ -294,9 +295,9 @@ func (e *environment) close() {
 // without a restart. A changed workflow.pollInterval also wakes the
 // engine, so a wait started under a long old interval does not delay the
 // new one.
-func newEngine(cfg *config.Manager, st *store.Store, logger *slog.Logger) (*workflow.Engine, error) {
+func newEngine(cfg *config.Manager, st *store.Store, logger *slog.Logger) (*engine.Engine, error) {
 	wfc := cfg.Current().Workflow()
-	engine, err := workflow.New(workflow.Options{
+	eng, err := engine.New(engine.Options{
 		Store: st, Owner: cfg.Current().Instance().ID,
 		Workers: wfc.Workers, QueueSize: wfc.QueueSize, Lease: wfc.LeaseDuration,
 		LeaseSource:        func() time.Duration { return cfg.Current().Workflow().LeaseDuration },
@@ -309,10 +310,10 @@ func newEngine(cfg *config.Manager, st *store.Store, logger *slog.Logger) (*work
 	}
 	cfg.Subscribe(func(old, cur *config.Snapshot) {
 		if old.Workflow().PollInterval != cur.Workflow().PollInterval {
-			engine.Wake()
+			eng.Wake()
 		}
 	})
-	return engine, nil
+	return eng, nil
 }
 
 // setUp loads configuration (preparing the local profile when asked),

@@ -81,7 +81,7 @@ type ConfigSource interface {
 }
 
 // WorkSubmitter runs an operation's due action now if the worker pool
-// takes it; *workflow.Engine implements it. A pool refusal is persisted
+// takes it; *engine.Engine implements it. A pool refusal is persisted
 // by the engine as the action's declared failure before it returns, so a
 // poller sees "failed", never "processing".
 type WorkSubmitter interface {
@@ -128,7 +128,7 @@ type Business struct {
 	// (*workflow.Withdrawer); nil answers it with 500.
 	Withdraw RequestWithdrawer
 	// Work hands a new request's first action to the workflow's bounded
-	// pool at once (*workflow.Engine); nil leaves it to the engine's
+	// pool at once (*engine.Engine); nil leaves it to the engine's
 	// poller, which finds it due in the operation row.
 	Work WorkSubmitter
 	// Checks runs the deployment checks for GET /ops/checks (the same as

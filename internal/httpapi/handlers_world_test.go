@@ -19,6 +19,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/identity"
 	"changeflow/internal/metrics"
@@ -27,7 +28,6 @@ import (
 	simoidc "changeflow/internal/sim/oidc"
 	simperm "changeflow/internal/sim/permission"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -363,5 +363,5 @@ var (
 	_ IdempotencyExpirer = (*store.Store)(nil)
 	_ FileReader         = (*gitlab.Client)(nil)
 	_ ConfigSource       = (*config.Manager)(nil)
-	_ WorkSubmitter      = (*workflow.Engine)(nil)
+	_ WorkSubmitter      = (*engine.Engine)(nil)
 )

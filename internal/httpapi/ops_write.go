@@ -11,6 +11,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
@@ -48,7 +49,7 @@ type WorkflowOps struct {
 	Expiry *workflow.Expiry
 	// Engine, when non-nil, is woken after a retrigger so the resumed
 	// action starts at once rather than at the next poll.
-	Engine *workflow.Engine
+	Engine *engine.Engine
 	// Deps, when its GitLab is set, lets a retrigger of a failed check
 	// pipeline re-run that pipeline first (workflow.RetryFailedPipeline);
 	// without it the retrigger polls the pipeline as it is.

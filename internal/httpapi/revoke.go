@@ -8,6 +8,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/identity"
 	"changeflow/internal/workflow"
 )
@@ -27,7 +28,7 @@ type Revoker interface {
 // so a single-request removal starts at once.
 type WorkflowRevoker struct {
 	Deps   workflow.Deps
-	Engine *workflow.Engine
+	Engine *engine.Engine
 }
 
 // Revoke implements Revoker.

@@ -11,6 +11,7 @@ import (
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -52,13 +53,13 @@ func BatchBranchName(batchID int64) string {
 }
 
 // RegisterBatchSteps registers the batch path's durable steps on e.
-func RegisterBatchSteps(e *Engine, d Deps) {
-	e.Register(ActionBatchPollPipeline, StepFunc{Decl: d.batchDecl(createDecl, createDecl.OnError), Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
-	e.Register(ActionBatchApprove, StepFunc{Decl: d.batchDecl(approveDecl, approveDecl.OnError), Fn: d.batchStep(approveDecl.OnError, d.approve)})
-	e.Register(ActionBatchMerge, StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.merge)})
-	e.Register(ActionBatchPollRebase, StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
-	e.Register(ActionBatchFinish, StepFunc{Decl: d.batchFinishDecl(mergeDecl), Fn: d.batchFinishStep})
-	e.Register(ActionBatchSettle, StepFunc{Decl: d.settleDecl(mergeDecl), Fn: d.batchSettle})
+func RegisterBatchSteps(e *engine.Engine, d Deps) {
+	e.Register(ActionBatchPollPipeline, engine.StepFunc{Decl: d.batchDecl(createDecl, createDecl.OnError), Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
+	e.Register(ActionBatchApprove, engine.StepFunc{Decl: d.batchDecl(approveDecl, approveDecl.OnError), Fn: d.batchStep(approveDecl.OnError, d.approve)})
+	e.Register(ActionBatchMerge, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.merge)})
+	e.Register(ActionBatchPollRebase, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
+	e.Register(ActionBatchFinish, engine.StepFunc{Decl: d.batchFinishDecl(mergeDecl), Fn: d.batchFinishStep})
+	e.Register(ActionBatchSettle, engine.StepFunc{Decl: d.settleDecl(mergeDecl), Fn: d.batchSettle})
 }
 
 // batchStep runs a single-request step on the batch's driver (its row
@@ -78,40 +79,40 @@ func RegisterBatchSteps(e *Engine, d Deps) {
 //     (batchStepFailed, batch_errors.go); retries that ran out likewise
 //     (batchDecl: the engine asks the step before it writes OnError);
 //   - WaitUntil / RetryAfter are kept as they are.
-func (d Deps) batchStep(fail Failure, inner func(context.Context, Work) (Outcome, error)) func(context.Context, Work) (Outcome, error) {
-	return func(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) batchStep(fail engine.Failure, inner func(context.Context, engine.Work) (engine.Outcome, error)) func(context.Context, engine.Work) (engine.Outcome, error) {
+	return func(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 		b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 		if err != nil {
 			return d.retryOr(err, "read batch")
 		}
 		if b.Status != domain.BatchRunning {
 			// Settled (or blocked) by another path: nothing left to drive.
-			return Done("", Transition{Note: fmt.Sprintf("batch %d is %s", b.ID, b.Status)}), nil
+			return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d is %s", b.ID, b.Status)}), nil
 		}
 		if err := d.batchFollow(ctx, b.ID, w.Operation.OperationID, domain.StepStatus(w.Operation.Step)); err != nil {
 			d.logger().Warn("batch members catch up", "batch", b.ID, "err", err)
 		}
-		out, err := runRecovered(ctx, w, inner)
+		out, err := engine.RunRecovered(ctx, w, inner)
 		if err != nil {
 			return d.batchStepFailed(ctx, w, fail, err)
 		}
 		t := out.Transition()
 		switch out.Kind() {
-		case OutcomeDone:
+		case engine.OutcomeDone:
 			if out.Next() == "" {
 				if t.Step == domain.StepHandleMerged {
-					return Done(ActionBatchFinish, t), nil
+					return engine.Done(ActionBatchFinish, t), nil
 				}
-				return Done(ActionBatchSettle, t), nil
+				return engine.Done(ActionBatchSettle, t), nil
 			}
 			next, ok := batchActionOf[out.Next()]
 			if !ok {
-				return Outcome{}, fmt.Errorf("batch %d: no batch action for %q", b.ID, out.Next())
+				return engine.Outcome{}, fmt.Errorf("batch %d: no batch action for %q", b.ID, out.Next())
 			}
-			return Done(next, t), nil
-		case OutcomeFail, OutcomeTimedOut:
+			return engine.Done(next, t), nil
+		case engine.OutcomeFail, engine.OutcomeTimedOut:
 			t.Note = out.Reason()
-			return Done(ActionBatchSettle, t), nil
+			return engine.Done(ActionBatchSettle, t), nil
 		}
 		return out, nil
 	}

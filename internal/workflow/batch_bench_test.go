@@ -12,6 +12,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
@@ -197,9 +198,9 @@ func BenchmarkBatchRound(b *testing.B) {
 						measure(&life, func() {
 							require.NoError(b, d.batchFollow(ctx, r.BatchID, driverOp.OperationID, domain.StepCreateSucceeded))
 							require.NoError(b, d.batchFollow(ctx, r.BatchID, driverOp.OperationID, domain.StepHandleStarted))
-							out, err := d.batchFinish(ctx, Work{Operation: driverOp, Action: ActionBatchFinish})
+							out, err := d.batchFinish(ctx, engine.Work{Operation: driverOp, Action: ActionBatchFinish})
 							require.NoError(b, err)
-							require.Equal(b, OutcomeDone, out.Kind(), out.Reason())
+							require.Equal(b, engine.OutcomeDone, out.Kind(), out.Reason())
 						})
 						done, err := st.BatchGet(ctx, r.BatchID)
 						require.NoError(b, err)

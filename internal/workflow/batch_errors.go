@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 )
 
 // What a batch step's error becomes (docs/flows/batch.md, "Durable execution:
@@ -66,31 +66,21 @@ func engineAnswers(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// runRecovered calls fn, turning a panic into an error.
-func runRecovered(ctx context.Context, w Work, fn func(context.Context, Work) (Outcome, error)) (out Outcome, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = Outcome{}, fmt.Errorf("step panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return fn(ctx, w)
-}
-
 // batchStepFailed is a driver step's error answered on the batch path:
 // the declared failure fail when the table allows it from where the
 // driver is now, and batch_settle due at once.
-func (d Deps) batchStepFailed(ctx context.Context, w Work, fail Failure, err error) (Outcome, error) {
+func (d Deps) batchStepFailed(ctx context.Context, w engine.Work, fail engine.Failure, err error) (engine.Outcome, error) {
 	if engineAnswers(err) {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	op := w.Operation
-	t := Transition{Note: fmt.Sprintf("%s failed: %v", w.Action, err)}
+	t := engine.Transition{Note: fmt.Sprintf("%s failed: %v", w.Action, err)}
 	if d.failureLegal(ctx, op.BatchID, op.OperationID, fail) {
 		t.Step, t.Binding = fail.Step, fail.Binding
 	}
 	d.logger().Warn("batch step failed; settling the batch", "batch", op.BatchID, "operation", op.OperationID,
 		"action", w.Action, "failure", t.Step.String(), "err", err)
-	return Done(ActionBatchSettle, t), nil
+	return engine.Done(ActionBatchSettle, t), nil
 }
 
 // failureLegal reports whether the driver may move to fail from its
@@ -98,7 +88,7 @@ func (d Deps) batchStepFailed(ctx context.Context, w Work, fail Failure, err err
 // reads it), and is not already stopped in a failure of its own (which
 // wins, as over the safety net). A failed read answers false: the
 // driver then keeps its state, which is always legal.
-func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fail Failure) bool {
+func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fail engine.Failure) bool {
 	states, err := d.Store.BatchMemberStates(ctx, batchID)
 	if err != nil {
 		return false
@@ -118,26 +108,26 @@ func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fa
 
 // batchFinishStep is batch_finish with its errors answered on the batch
 // path: the settlement, due at once, re-reads the merged MR.
-func (d Deps) batchFinishStep(ctx context.Context, w Work) (Outcome, error) {
-	out, err := runRecovered(ctx, w, d.batchFinish)
+func (d Deps) batchFinishStep(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+	out, err := engine.RunRecovered(ctx, w, d.batchFinish)
 	if err == nil || engineAnswers(err) {
 		return out, err
 	}
 	d.logger().Warn("batch_finish failed; settling the batch (merged wins)", "batch", w.Operation.BatchID, "err", err)
-	return Done(ActionBatchSettle, Transition{Note: "batch_finish failed: " + err.Error()}), nil
+	return engine.Done(ActionBatchSettle, engine.Transition{Note: "batch_finish failed: " + err.Error()}), nil
 }
 
 // batchSettle is batch_settle with its errors answered: pre-empted
 // (members kept moving through three attempts) → again at once; anything
 // else the step did not answer itself → the batch blocked for a person,
 // the error as the reason.
-func (d Deps) batchSettle(ctx context.Context, w Work) (Outcome, error) {
-	out, err := runRecovered(ctx, w, d.batchSettleStep)
+func (d Deps) batchSettle(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+	out, err := engine.RunRecovered(ctx, w, d.batchSettleStep)
 	switch {
 	case err == nil:
 		return out, nil
 	case errors.Is(err, domain.ErrPreempted):
-		return RetryAfter(0, "settle: members moved meanwhile: "+err.Error()), nil
+		return engine.RetryAfter(0, "settle: members moved meanwhile: "+err.Error()), nil
 	case engineAnswers(err):
 		return out, err
 	}
@@ -149,8 +139,8 @@ func (d Deps) batchSettle(ctx context.Context, w Work) (Outcome, error) {
 // batchDecl is decl for a batch step, with the batch path's answer to
 // retries that ran out: the declared failure fail where the table allows
 // it and batch_settle due at once (batchStepFailed), as for an error.
-func (d Deps) batchDecl(decl Declaration, fail Failure) Declaration {
-	decl.OnExhausted = func(ctx context.Context, w Work, reason string) (Outcome, error) {
+func (d Deps) batchDecl(decl engine.Declaration, fail engine.Failure) engine.Declaration {
+	decl.OnExhausted = func(ctx context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		return d.batchStepFailed(ctx, w, fail, errors.New(reason))
 	}
 	return decl
@@ -158,18 +148,18 @@ func (d Deps) batchDecl(decl Declaration, fail Failure) Declaration {
 
 // batchFinishDecl is batch_finish's declaration: retries that ran out
 // settle the batch at once (the settlement re-reads the MR; merged wins).
-func (d Deps) batchFinishDecl(decl Declaration) Declaration {
-	decl.OnExhausted = func(_ context.Context, w Work, reason string) (Outcome, error) {
+func (d Deps) batchFinishDecl(decl engine.Declaration) engine.Declaration {
+	decl.OnExhausted = func(_ context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		d.logger().Warn("batch_finish gave up; settling the batch (merged wins)", "batch", w.Operation.BatchID, "reason", reason)
-		return Done(ActionBatchSettle, Transition{Note: "batch_finish " + reason}), nil
+		return engine.Done(ActionBatchSettle, engine.Transition{Note: "batch_finish " + reason}), nil
 	}
 	return decl
 }
 
 // settleDecl is batch_settle's declaration: a settlement whose retries ran
 // out blocks its batch for a person, the reason saying what kept failing.
-func (d Deps) settleDecl(decl Declaration) Declaration {
-	decl.OnExhausted = func(ctx context.Context, w Work, reason string) (Outcome, error) {
+func (d Deps) settleDecl(decl engine.Declaration) engine.Declaration {
+	decl.OnExhausted = func(ctx context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		op := w.Operation
 		why := fmt.Sprintf("%s stopped at %s; settling it %s", op.OperationID, domain.StepStatus(op.Step), reason)
 		// A pre-empted block read the batch at an older version (a
@@ -184,9 +174,9 @@ func (d Deps) settleDecl(decl Declaration) Declaration {
 			}
 		}
 		if err != nil {
-			return Outcome{}, fmt.Errorf("block batch %d: %w", op.BatchID, err)
+			return engine.Outcome{}, fmt.Errorf("block batch %d: %w", op.BatchID, err)
 		}
-		return Done("", Transition{Note: fmt.Sprintf("batch %d blocked: %s", op.BatchID, why)}), nil
+		return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d blocked: %s", op.BatchID, why)}), nil
 	}
 	return decl
 }

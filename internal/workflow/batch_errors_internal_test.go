@@ -10,6 +10,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 )
@@ -31,20 +32,20 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 		ids := []string{"op-e0", "op-e1", "op-e2"}
 		d := admittedBatchWorld(t, st, ids...)
 
-		e, err := New(Options{Store: st, Owner: "t", Workers: 2, QueueSize: 2, Lease: 30 * time.Second, PollInterval: time.Hour, MaxRetries: 3})
+		e, err := engine.New(engine.Options{Store: st, Owner: "t", Workers: 2, QueueSize: 2, Lease: 30 * time.Second, PollInterval: time.Hour, MaxRetries: 3})
 		require.NoError(t, err)
 		t.Cleanup(e.Stop)
 		// The pipeline passed; then approve fails before its first write
 		// (the driver is still at CREATE_SUCCEEDED).
-		passed := func(context.Context, Work) (Outcome, error) {
-			return Done(ActionApprove, Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated, Note: "passed"}), nil
+		passed := func(context.Context, engine.Work) (engine.Outcome, error) {
+			return engine.Done(ActionApprove, engine.Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated, Note: "passed"}), nil
 		}
-		broken := func(context.Context, Work) (Outcome, error) {
-			return Outcome{}, errors.New("the approver could not be built")
+		broken := func(context.Context, engine.Work) (engine.Outcome, error) {
+			return engine.Outcome{}, errors.New("the approver could not be built")
 		}
-		e.Register(ActionBatchPollPipeline, StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, passed)})
-		e.Register(ActionBatchApprove, StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, broken)})
-		e.Register(ActionBatchSettle, StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
+		e.Register(ActionBatchPollPipeline, engine.StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, passed)})
+		e.Register(ActionBatchApprove, engine.StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, broken)})
+		e.Register(ActionBatchSettle, engine.StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
 
 		require.NoError(t, e.Start(ctx))
 

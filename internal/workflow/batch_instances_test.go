@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -25,7 +26,7 @@ func TestBatchThreeInstancesConverge(t *testing.T) {
 		w := newBatchWorld(t, st)
 		w.reload(map[string]any{"batch.interval": "15ms", "batch.maxRequests": 4})
 		for i := range 3 {
-			e, err := workflow.New(workflow.Options{Store: st, Owner: fmt.Sprintf("inst-%d", i), Workers: 4, QueueSize: 4,
+			e, err := engine.New(engine.Options{Store: st, Owner: fmt.Sprintf("inst-%d", i), Workers: 4, QueueSize: 4,
 				Lease: 30 * time.Second, PollInterval: 10 * time.Millisecond, MaxRetries: 20})
 			require.NoError(t, err)
 			workflow.RegisterSteps(e, w.deps)

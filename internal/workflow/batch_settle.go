@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -237,7 +238,7 @@ func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 // transaction (the batch's guarded write first), then the members the
 // deploy callback already named are validated. Safe to re-run: members
 // already MERGED are not moved, a settled batch is not written again.
-func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 	if err != nil {
 		return d.retryOr(err, "read batch")
@@ -251,7 +252,7 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 		return m.OperationID != driver && !leaving(m) && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
 	}, "batch-"+strconv.FormatInt(b.ID, 10), fmt.Sprintf("batch MR !%d merged", b.MRIID))
 	if err != nil {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	p := store.BatchApplyParams{BatchID: b.ID, Moves: moves}
 	if b.Status.Active() {
@@ -260,7 +261,7 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 	if len(moves) > 0 || p.SettleTo != 0 {
 		if _, err := d.Store.BatchApply(ctx, p); err != nil {
 			if errors.Is(err, domain.ErrPreempted) {
-				return RetryAfter(0, "batch moved meanwhile: "+err.Error()), nil
+				return engine.RetryAfter(0, "batch moved meanwhile: "+err.Error()), nil
 			}
 			return d.retryOr(err, "finish batch")
 		}
@@ -269,7 +270,7 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 		}
 	}
 	d.validateMembersIfDeployed(ctx, b)
-	return Done("", Transition{Note: fmt.Sprintf("batch %d succeeded", b.ID)}), nil
+	return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d succeeded", b.ID)}), nil
 }
 
 // batchSettleStep is batch_settle: the driver stopped (a deterministic
@@ -292,7 +293,7 @@ func (d Deps) batchFinish(ctx context.Context, w Work) (Outcome, error) {
 // Otherwise a check-pipeline failure settles FAILED with
 // codePipelineFailed (the next round halves, culprit isolation), and a
 // batch of one whose checks failed has found its culprit.
-func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	step := domain.StepStatus(op.Step)
 	reason := fmt.Sprintf("%s stopped at %s", op.OperationID, step)
@@ -334,14 +335,14 @@ func (d Deps) batchSettleStep(ctx context.Context, w Work) (Outcome, error) {
 		if transient(err) {
 			return d.retryLater(err, "settle: "+err.Error()), nil
 		}
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	if culprit != "" && !res.AlreadySettled && !res.Merged {
 		// The row stays in its failure state, stopped, next action
 		// create_mr (parked by the settlement).
-		return Fail(step, domain.BindingCreateFailed, reason+"; the batch's culprit: not re-admitted"), nil
+		return engine.Fail(step, domain.BindingCreateFailed, reason+"; the batch's culprit: not re-admitted"), nil
 	}
-	return Done("", Transition{Note: fmt.Sprintf("batch %d settled %s", res.BatchID, res.Status)}), nil
+	return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d settled %s", res.BatchID, res.Status)}), nil
 }
 
 // ErrMRWontClose: the batch MR is still open after closing it (the close
@@ -363,14 +364,14 @@ const codeNeedsAPerson = "BATCH_NEEDS_A_PERSON"
 // so no further batch starts until a person fixed the cause and settled it
 // (POST /ops/batches/{id}/settle: close, re-read, merged wins, members
 // re-admitted). The driver keeps its failure state.
-func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (Outcome, error) {
+func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (engine.Outcome, error) {
 	if err := d.blockBatch(ctx, batchID, reason); err != nil {
 		if errors.Is(err, domain.ErrPreempted) {
-			return RetryAfter(0, "batch moved meanwhile"), nil
+			return engine.RetryAfter(0, "batch moved meanwhile"), nil
 		}
 		return d.retryOr(err, "block batch")
 	}
-	return Done("", Transition{Note: fmt.Sprintf("batch %d blocked: %s", batchID, reason)}), nil
+	return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d blocked: %s", batchID, reason)}), nil
 }
 
 // blockBatch moves the batch to BLOCKED (code BATCH_NEEDS_A_PERSON, the

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 )
 
@@ -68,12 +69,12 @@ var approvalWaiting = []domain.BindingStatus{domain.BindingApprovalSending, doma
 // CallbackSink (httpapi.WorkflowSink adapts it).
 type Callbacks struct {
 	d Deps
-	e *Engine
+	e *engine.Engine
 }
 
 // NewCallbacks returns the callback handler. e, when non-nil, is woken
 // after a callback scheduled work, so it starts at once.
-func NewCallbacks(d Deps, e *Engine) *Callbacks { return &Callbacks{d: d, e: e} }
+func NewCallbacks(d Deps, e *engine.Engine) *Callbacks { return &Callbacks{d: d, e: e} }
 
 // Approval applies an approval decision to its request, in one
 // transaction with the work it schedules (store.WorkCallbackApply):
@@ -291,7 +292,7 @@ func (d Deps) markValidated(ctx context.Context, operationID, actor, note string
 // validateIfDeployed is the merged outcome's after-commit hook: a deploy
 // callback recorded while the binding was still MERGING (the deployment
 // was faster than our write) is acted on now.
-func (d Deps) validateIfDeployed(projectID, mrIID int64) FlipHook {
+func (d Deps) validateIfDeployed(projectID, mrIID int64) engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) {
 		seen, err := d.Store.DeployCallbackSeen(ctx, projectID, mrIID)
 		if err != nil || !seen {

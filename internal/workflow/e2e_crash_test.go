@@ -14,6 +14,8 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
+	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -50,7 +52,7 @@ func TestKill9AtEachBusinessStep(t *testing.T) {
 	tally := filepath.Join(dir, "validated")
 	w := newWorld(t, st, func(s *worldSetup) {
 		s.noEngine = true
-		s.onValidated = func(_ context.Context, f store.Flip) { appendLine(tally, f.OperationID) }
+		s.onValidated = func(_ context.Context, f store.Flip) { enginetest.AppendLine(tally, f.OperationID) }
 	})
 	hold := func(method, path string) {
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/faults",
@@ -90,13 +92,13 @@ func TestKill9AtEachBusinessStep(t *testing.T) {
 	w.until(op, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 	// The success side effect runs after the flip's commit (I9), in
 	// whichever process flipped: await it before killing the worker.
-	untilLines(t, tally, 1, "the success side effect ran")
+	enginetest.UntilLines(t, tally, 1, "the success side effect ran")
 	killWorker(t, worker)
 
 	require.Len(t, w.mrsOf(op), 1, "one MR")
 	require.Len(t, w.approvalsOf(op), 1, "one approval request")
 	require.ElementsMatch(t, []string{"approver-1", "approver-2"}, approvedBy(w, iid), "one approval per bot")
-	require.Equal(t, 1, countLines(t, tally), "one success side effect")
+	require.Equal(t, 1, enginetest.CountLines(t, tally), "one success side effect")
 }
 
 // approvedBy lists the usernames that approved MR iid.
@@ -151,8 +153,8 @@ func TestStepCrashWorkerProcess(t *testing.T) {
 	mgr, err := config.Load(ctx, config.Options{Overlay: e2eOverlay(os.Getenv(envStepCrashSim))})
 	require.NoError(t, err)
 	tally := filepath.Join(os.Getenv(envStepCrashDir), "validated")
-	deps := e2eDeps(st, mgr.Current, http.DefaultTransport, func(_ context.Context, f store.Flip) { appendLine(tally, f.OperationID) })
-	e, err := workflow.New(workflow.Options{Store: st, Owner: "pid-" + strconv.Itoa(os.Getpid()), Workers: 2, QueueSize: 2,
+	deps := e2eDeps(st, mgr.Current, http.DefaultTransport, func(_ context.Context, f store.Flip) { enginetest.AppendLine(tally, f.OperationID) })
+	e, err := engine.New(engine.Options{Store: st, Owner: "pid-" + strconv.Itoa(os.Getpid()), Workers: 2, QueueSize: 2,
 		Lease: stepCrashLease, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	workflow.RegisterSteps(e, deps)

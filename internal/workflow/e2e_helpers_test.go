@@ -20,6 +20,7 @@ import (
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
 	"changeflow/internal/metrics"
@@ -50,7 +51,7 @@ type world struct {
 	simTS *httptest.Server
 	cbTS  *httptest.Server
 	cfg   atomic.Pointer[config.Snapshot]
-	eng   *workflow.Engine
+	eng   *engine.Engine
 	cbs   *workflow.Callbacks
 
 	// deps are the steps' dependencies, as registered on eng.
@@ -253,7 +254,7 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 // startEngine runs the steps in this process, driven by RunDue.
 func (w *world) startEngine(deps workflow.Deps) {
 	w.t.Helper()
-	e, err := workflow.New(workflow.Options{Store: w.st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
+	e, err := engine.New(engine.Options{Store: w.st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
 		PollInterval: time.Hour, MaxRetries: 20})
 	require.NoError(w.t, err)
 	workflow.RegisterSteps(e, deps)

@@ -13,6 +13,7 @@ import (
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -179,7 +180,7 @@ func TestKill9InsideRegenerate(t *testing.T) {
 	tally := filepath.Join(dir, "validated")
 	w := newWorld(t, st, func(s *worldSetup) {
 		s.noEngine = true
-		s.onValidated = func(_ context.Context, f store.Flip) { appendLine(tally, f.OperationID) }
+		s.onValidated = func(_ context.Context, f store.Flip) { enginetest.AppendLine(tally, f.OperationID) }
 	})
 	const op = "op-crash-regen"
 	worker := startStepWorker(t, dsn, w.simTS.URL, dir)
@@ -215,7 +216,7 @@ func TestKill9InsideRegenerate(t *testing.T) {
 	w.until(op, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 	// The success side effect runs after the flip's commit (I9): await it
 	// before killing the worker that may be the one running it.
-	untilLines(t, tally, 1, "the success side effect ran")
+	enginetest.UntilLines(t, tally, 1, "the success side effect ran")
 	killWorker(t, worker)
 
 	mrs := w.mrsOf(op)
@@ -231,7 +232,7 @@ func TestKill9InsideRegenerate(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, n, "one regeneration recorded")
-	require.Equal(t, 1, countLines(t, tally), "one success side effect")
+	require.Equal(t, 1, enginetest.CountLines(t, tally), "one success side effect")
 }
 
 // branchHead is a branch's head sha in GitLab ("" when missing).

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -163,9 +164,9 @@ func TestRenewalClosedByAStepIsCountedOnce(t *testing.T) {
 		w := newRevokeWorld(t, st)
 		const endRenewal = "test_end_renewal"
 		runs := make(chan struct{}, 4)
-		w.eng.Register(endRenewal, workflow.StepFunc{Decl: workflow.Declaration{OnError: workflow.Failure{Step: domain.StepCloseFailed}}, Fn: func(_ context.Context, _ workflow.Work) (workflow.Outcome, error) {
+		w.eng.Register(endRenewal, engine.StepFunc{Decl: engine.Declaration{OnError: engine.Failure{Step: domain.StepCloseFailed}}, Fn: func(_ context.Context, _ engine.Work) (engine.Outcome, error) {
 			runs <- struct{}{}
-			return workflow.Done("", workflow.Transition{Step: domain.StepCloseRequesterWithdrawn, Binding: domain.BindingClosed}), nil
+			return engine.Done("", engine.Transition{Step: domain.StepCloseRequesterWithdrawn, Binding: domain.BindingClosed}), nil
 		}})
 		w.granted("mg5", "mae", tSingle)
 		until := w.expireIn("mg5", 2*time.Hour)

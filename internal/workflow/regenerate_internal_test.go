@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
@@ -83,11 +84,11 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	main, err := gl.GetBranch(ctx, "1", "main")
 	require.NoError(t, err)
 
-	var progress []Transition
-	run := func(o store.Operation) Outcome {
+	var progress []engine.Transition
+	run := func(o store.Operation) engine.Outcome {
 		t.Helper()
-		w := Work{Operation: o, Action: ActionRegenerate, Attempt: 1, Now: time.Now(),
-			progress: func(_ context.Context, tr Transition) error { progress = append(progress, tr); return nil }}
+		w := engine.Work{Operation: o, Action: ActionRegenerate, Attempt: 1, Now: time.Now()}.
+			WithProgress(func(_ context.Context, tr engine.Transition) error { progress = append(progress, tr); return nil })
 		out, err := d.regenerate(ctx, w)
 		require.NoError(t, err)
 		return out
@@ -96,7 +97,7 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	before := commits.Load()
 	for i := range 2 {
 		out := run(op)
-		require.Equal(t, OutcomeWait, out.Kind(), "run %d: %s", i+1, out.Reason())
+		require.Equal(t, engine.OutcomeWait, out.Kind(), "run %d: %s", i+1, out.Reason())
 		require.Equal(t, before+1, commits.Load(), "run %d: exactly one commit in all", i+1)
 		require.Len(t, progress, i+1)
 		require.Equal(t, domain.StepHandlePipelineRunning, progress[i].Step)
@@ -117,8 +118,8 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 
 	// The polling half: the same action, now in HANDLE_PIPELINE_RUNNING.
 	op.Step = int(domain.StepHandlePipelineRunning)
-	var out Outcome
-	require.Eventually(t, func() bool { out = run(op); return out.Kind() == OutcomeDone }, 10*time.Second, 10*time.Millisecond)
+	var out engine.Outcome
+	require.Eventually(t, func() bool { out = run(op); return out.Kind() == engine.OutcomeDone }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, ActionApprove, out.Next())
 	require.Equal(t, domain.StepHandleStarted, out.Transition().Step)
 	require.Equal(t, before+1, commits.Load(), "polling never commits")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -18,7 +19,7 @@ var ErrNotStopped = errors.New("workflow: the request is not stopped")
 // runs again: the state the action normally starts from, as the table's
 // retrigger rows list (a failed or pending step → the action's start).
 // close_mr keeps its state (CLOSE_FAILED may only become CLOSE_MR_CLOSED).
-var resume = map[string]Failure{
+var resume = map[string]engine.Failure{
 	ActionCreateMR:       {Step: domain.StepCreateStarted, Binding: domain.BindingMRCreating},
 	ActionPollPipeline:   {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
 	ActionSubmitApproval: {Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending},
@@ -134,7 +135,7 @@ func retriggerOne(ctx context.Context, st *store.Store, op store.Operation, acto
 	}
 	to, ok := resume[action]
 	if !ok {
-		to = Failure{Step: domain.StepStatus(op.Step), Binding: b.Status}
+		to = engine.Failure{Step: domain.StepStatus(op.Step), Binding: b.Status}
 	}
 	res, err := st.WorkCallbackApply(ctx, store.WorkCallbackParams{
 		OperationID: operationID, Waiting: []domain.BindingStatus{b.Status},

@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
@@ -152,7 +153,7 @@ type Rounds struct {
 
 // NewRounds returns the round service over d; e (may be nil) is woken when
 // a batch's first durable step was scheduled.
-func NewRounds(d Deps, e *Engine) *Rounds {
+func NewRounds(d Deps, e *engine.Engine) *Rounds {
 	if d.RoundTrigger == nil {
 		// Only this service's own settlements (the sweep) schedule rounds.
 		d.RoundTrigger = NewRoundTrigger(nil)

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"changeflow/internal/engine"
 	"context"
 	"slices"
 	"sync"
@@ -21,7 +22,7 @@ import (
 // of any instance (the waiting set itself is durable), so that burst waits
 // up to batch.interval — as every burst did before rounds were triggered.
 type RoundTrigger struct {
-	clock Clock
+	clock engine.Clock
 
 	mu  sync.Mutex
 	due map[int64]time.Time
@@ -32,9 +33,9 @@ type RoundTrigger struct {
 
 // NewRoundTrigger returns an empty trigger reading clock (nil: the wall
 // clock).
-func NewRoundTrigger(clock Clock) *RoundTrigger {
+func NewRoundTrigger(clock engine.Clock) *RoundTrigger {
 	if clock == nil {
-		clock = SystemClock()
+		clock = engine.SystemClock()
 	}
 	return &RoundTrigger{clock: clock, due: map[int64]time.Time{}, wake: make(chan struct{}, 1)}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -20,7 +21,7 @@ import (
 // "at once") moves it forward; projects are independent.
 func TestRoundTriggerFirstScheduleOfABurstFixesTheTime(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := enginetest.NewClock()
 	trig := workflow.NewRoundTrigger(clock)
 	t0 := clock.Now()
 
@@ -57,7 +58,7 @@ func TestRoundTriggerFirstScheduleOfABurstFixesTheTime(t *testing.T) {
 func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		clock := newFakeClock()
+		clock := enginetest.NewClock()
 		trig := workflow.NewRoundTrigger(clock)
 		w := newWorld(t, st, withRoundTrigger(trig),
 			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "2s"}))

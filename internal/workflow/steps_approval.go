@@ -7,6 +7,7 @@ import (
 
 	"changeflow/internal/approval"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 )
 
@@ -24,12 +25,12 @@ import (
 // The flow is decided by what the database holds: an operation with an
 // MR is on the legacy flow and its form carries ext.mrId, which is how
 // the callback tells the flows apart.
-func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) submitApproval(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	if domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting {
-		if err := w.Progress(ctx, Transition{Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending,
+		if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending,
 			Note: "submitting approval"}); err != nil {
-			return Outcome{}, err
+			return engine.Outcome{}, err
 		}
 	}
 	form := approval.Form{
@@ -56,7 +57,7 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 		if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
 			return d.retryLater(err, "submit approval: "+err.Error()), nil
 		}
-		return Fail(domain.StepCreateApprovalFailed, domain.BindingCreateFailed, "submit approval: "+err.Error()), nil
+		return engine.Fail(domain.StepCreateApprovalFailed, domain.BindingCreateFailed, "submit approval: "+err.Error()), nil
 	}
 	// A decision already in the callback inbox (its sink call failed, or
 	// the request was retriggered after a crash) is applied once SENT is
@@ -64,7 +65,7 @@ func (d Deps) submitApproval(ctx context.Context, w Work) (Outcome, error) {
 	// callback that never comes is covered by poll_approval, which reads
 	// the approval system while the request waits (first at once: the
 	// decision may have been made already).
-	return Done(ActionPollApproval, Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
+	return engine.Done(ActionPollApproval, engine.Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
 		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}).
 		OnFlip(d.applyRecordedDecision), nil
 }

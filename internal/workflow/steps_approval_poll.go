@@ -8,6 +8,7 @@ import (
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 )
 
 // pollApprovalDecl: a poll that errors, panics or is refused by the pool
@@ -15,8 +16,8 @@ import (
 // APPROVAL_SENT, where the callback still applies — instead of failing
 // it: not knowing the decision yet is no failure of the request. The kept
 // action (poll_approval) lets a retrigger poll again.
-var pollApprovalDecl = Declaration{
-	OnError: Failure{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent},
+var pollApprovalDecl = engine.Declaration{
+	OnError: engine.Failure{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent},
 }
 
 // pollApproval is poll_approval, the fallback for a lost approval
@@ -41,13 +42,13 @@ var pollApprovalDecl = Declaration{
 //     request still waits in APPROVAL_SENT for its callback, and a
 //     retrigger polls again. A person may take days to decide; the
 //     timeout bounds the calls, not the request.
-func (d Deps) pollApproval(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) pollApproval(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	tier := d.Config().Polling(config.PollingApproval)
 	if domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitted {
 		// A callback or a retrigger replaces this action when it moves
 		// the request; a row elsewhere has nothing to poll for.
-		return Done("", Transition{Note: "poll_approval: no longer waiting for an approval"}), nil
+		return engine.Done("", engine.Transition{Note: "poll_approval: no longer waiting for an approval"}), nil
 	}
 	a, found, err := d.readApproval(ctx, op.OperationID, op.ApprovalID)
 	switch {
@@ -68,9 +69,9 @@ func (d Deps) pollApproval(ctx context.Context, w Work) (Outcome, error) {
 	if res == CallbackApplied {
 		d.logger().Info("approval decision found by polling", "operation", op.OperationID,
 			"approval", a.ApprovalID, "result", a.Status, "delivery", ev.DeliveryKey)
-		return Done("", Transition{Note: "approval " + a.ApprovalID + " " + string(a.Status) + " found by polling"}), nil
+		return engine.Done("", engine.Transition{Note: "approval " + a.ApprovalID + " " + string(a.Status) + " found by polling"}), nil
 	}
-	return Done("", Transition{Note: "poll_approval: the request no longer waits for approval " + a.ApprovalID}), nil
+	return engine.Done("", engine.Transition{Note: "poll_approval: the request no longer waits for approval " + a.ApprovalID}), nil
 }
 
 // readApproval reads operationID's approval: by its id when the submit
@@ -111,13 +112,11 @@ func polledDeliveryKey(a approval.Approval) string {
 // lastError as the row's last_error ("" clears it), or stops polling once
 // the tier's budget is spent — the request keeping its state (see
 // pollApproval).
-func pollApprovalAgain(tier config.PollingTier, w Work, lastError string) Outcome {
-	wait, timedOut := NextPoll(tier, w.Attempt)
+func pollApprovalAgain(tier config.PollingTier, w engine.Work, lastError string) engine.Outcome {
+	wait, timedOut := engine.NextPoll(engine.PollTier(tier), w.Attempt)
 	if timedOut {
-		return TimedOut(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent,
+		return engine.TimedOut(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent,
 			"approval still undecided after polling.approval.timeout; waiting for its callback")
 	}
-	o := WaitUntil(w.Now.Add(wait), Transition{})
-	o.reason = lastError
-	return o
+	return engine.WaitUntil(w.Now.Add(wait), engine.Transition{}).WithReason(lastError)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 )
 
@@ -13,14 +14,14 @@ import (
 // stop in CLOSE_FAILED for an operator (the change is live although the
 // approval said no) — else close it and read GitLab's answer, which says
 // "merged" when a merge won the race.
-func (d Deps) closeMR(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	if op.MRIID == 0 {
-		return Done("", Transition{Step: domain.StepCloseMRClosed, Note: "no MR to close"}), nil
+		return engine.Done("", engine.Transition{Step: domain.StepCloseMRClosed, Note: "no MR to close"}), nil
 	}
 	project, err := d.project(op)
 	if err != nil {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
 	if err != nil {
@@ -33,9 +34,9 @@ func (d Deps) closeMR(ctx context.Context, w Work) (Outcome, error) {
 	}
 	switch mr.State {
 	case gitlab.MRStateClosed:
-		return Done("", Transition{Step: domain.StepCloseMRClosed, Note: fmt.Sprintf("MR !%d closed", mr.IID)}), nil
+		return engine.Done("", engine.Transition{Step: domain.StepCloseMRClosed, Note: fmt.Sprintf("MR !%d closed", mr.IID)}), nil
 	case gitlab.MRStateMerged:
-		return Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the approval was not granted", mr.IID)), nil
+		return engine.Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the approval was not granted", mr.IID)), nil
 	}
-	return RetryAfter(d.retryDelay(), "MR !"+fmt.Sprint(mr.IID)+" is "+mr.State), nil
+	return engine.RetryAfter(d.retryDelay(), "MR !"+fmt.Sprint(mr.IID)+" is "+mr.State), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -31,18 +32,18 @@ import (
 // A write whose answer was lost (OutcomeUnknown) or a transient failure is
 // RetryAfter: the next run finds what the lost call did. The MR's iid, URL
 // and branch are written with the outcome, under the lease.
-func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	project, err := d.project(op)
 	if err != nil {
-		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
+		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
 	}
 	branch := singleBranch(op)
 	gl := d.GitLab
 	// A branch or MR changeflow did not create is never built on or
 	// adopted: the request moves to a fresh branch of its own (bounded).
-	stop := func(why string) (Outcome, error) {
-		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, outOfBranches(why)), nil
+	stop := func(why string) (engine.Outcome, error) {
+		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, outOfBranches(why)), nil
 	}
 
 	mr, found, err := gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
@@ -58,7 +59,7 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 			return d.abandonBranch(ctx, w, branch, foreignMR(op.OperationID, mr), stop)
 		}
 		if mr.State == gitlab.MRStateClosed {
-			return Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
+			return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
 				fmt.Sprintf("MR !%d of branch %s was closed outside changeflow", mr.IID, branch)), nil
 		}
 		return d.mrCreated(op, mr, branch), nil
@@ -66,7 +67,7 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 
 	target, ok := d.Config().Target(op.TargetKey)
 	if !ok {
-		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "target "+op.TargetKey+" is no longer configured"), nil
+		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "target "+op.TargetKey+" is no longer configured"), nil
 	}
 	at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
 	if err != nil {
@@ -89,7 +90,7 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		// A hand-edited file that no longer parses: rewriting it would
 		// lose entries, so a person looks first.
-		return Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "binding file "+target.File+": "+err.Error()), nil
+		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "binding file "+target.File+": "+err.Error()), nil
 	}
 	if err != nil {
 		return d.retryOr(err, "read binding file")
@@ -109,14 +110,14 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 			if gitlab.IsStaleWrite(err) {
 				// What was read went away (a file created, the branch
 				// created by a run whose answer was lost): read again.
-				return RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
+				return engine.RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
 			}
 			return d.retryOr(err, "commit")
 		}
 		if domain.StepStatus(op.Step) == domain.StepCreateStarted {
-			if err := w.Progress(ctx, Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
+			if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
 				Note: "committed on " + branch}); err != nil {
-				return Outcome{}, err
+				return engine.Outcome{}, err
 			}
 		}
 	}
@@ -130,7 +131,7 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 		if gitlab.IsConflict(err) {
 			// Another open MR for the branch: ours, from a run whose answer
 			// was lost. The next run adopts it.
-			return RetryAfter(0, "MR exists already: "+err.Error()), nil
+			return engine.RetryAfter(0, "MR exists already: "+err.Error()), nil
 		}
 		return d.retryOr(err, "open MR")
 	}
@@ -138,8 +139,8 @@ func (d Deps) createMR(ctx context.Context, w Work) (Outcome, error) {
 }
 
 // mrCreated is create_mr's outcome once the MR exists.
-func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) Outcome {
-	return Done(ActionPollPipeline, Transition{
+func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) engine.Outcome {
+	return engine.Done(ActionPollPipeline, engine.Transition{
 		Step:   domain.StepCreateMRCreated,
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
 		Note:   fmt.Sprintf("MR !%d", mr.IID),
@@ -161,11 +162,11 @@ func (d Deps) readBindingFile(ctx context.Context, project, path, ref string) (b
 
 // retryOr turns a transient failure into RetryAfter and anything else
 // into an error for the safety net.
-func (d Deps) retryOr(err error, what string) (Outcome, error) {
+func (d Deps) retryOr(err error, what string) (engine.Outcome, error) {
 	if transient(err) {
 		return d.retryLater(err, what+": "+err.Error()), nil
 	}
-	return Outcome{}, fmt.Errorf("%s: %w", what, err)
+	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
 }
 
 func commitMessage(op store.Operation) string {
@@ -198,11 +199,11 @@ func mrDescription(op store.Operation) string {
 // default branch does not. On the removal's own branch, an entry already
 // gone means the commit was made by a run whose answer was lost, and only
 // the MR is left to open.
-func (d Deps) createRemoval(ctx context.Context, w Work, project, branch, path string, at pin, file bindingfile.File) (Outcome, error) {
+func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch, path string, at pin, file bindingfile.File) (engine.Outcome, error) {
 	op := w.Operation
 	next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
 	if !removed && !at.BranchExists {
-		return Done("", Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
+		return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 			Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s",
 				path, d.targetBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.revokedHook()), nil
 	}
@@ -211,14 +212,14 @@ func (d Deps) createRemoval(ctx context.Context, w Work, project, branch, path s
 			[]gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: path, Content: string(next.Marshal())}})
 		if _, err := d.GitLab.CreateCommit(ctx, project, req); err != nil {
 			if gitlab.IsStaleWrite(err) {
-				return RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
+				return engine.RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
 			}
 			return d.retryOr(err, "commit")
 		}
 		if domain.StepStatus(op.Step) == domain.StepRevokeStarted || domain.StepStatus(op.Step) == domain.StepCreateStarted {
-			if err := w.Progress(ctx, Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
+			if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
 				Note: "removal committed on " + branch}); err != nil {
-				return Outcome{}, err
+				return engine.Outcome{}, err
 			}
 		}
 	}
@@ -229,7 +230,7 @@ func (d Deps) createRemoval(ctx context.Context, w Work, project, branch, path s
 	})
 	if err != nil {
 		if gitlab.IsConflict(err) {
-			return RetryAfter(0, "MR exists already: "+err.Error()), nil
+			return engine.RetryAfter(0, "MR exists already: "+err.Error()), nil
 		}
 		return d.retryOr(err, "open MR")
 	}

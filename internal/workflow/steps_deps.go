@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -121,7 +122,7 @@ func (d Deps) flipped(ctx context.Context, f store.Flip) {
 }
 
 // revokedHook is the after-commit hook of an outcome that writes REVOKED.
-func (d Deps) revokedHook() FlipHook {
+func (d Deps) revokedHook() engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) { d.flipped(ctx, f) }
 }
 
@@ -187,8 +188,8 @@ func transient(err error) bool {
 // had answered its last real call. Real attempts still count, so a
 // dependency that stays down still ends in the declared failure state,
 // one probe per open interval. Options.MaxClaims still bounds the claims.
-func (d Deps) retryLater(err error, reason string) Outcome {
-	out := RetryAfter(d.retryDelay(), reason)
+func (d Deps) retryLater(err error, reason string) engine.Outcome {
+	out := engine.RetryAfter(d.retryDelay(), reason)
 	if gitlab.IsBreakerOpen(err) || approval.IsBreakerOpen(err) {
 		return out.Unattempted()
 	}
@@ -198,52 +199,52 @@ func (d Deps) retryLater(err error, reason string) Outcome {
 // Declarations of the business steps: the state the safety net
 // leaves on an error or panic, and on a pool refusal.
 var (
-	createDecl = Declaration{
-		OnError:  Failure{Step: domain.StepCreateFailed, Binding: domain.BindingCreateFailed},
-		OnReject: Failure{Step: domain.StepCreatePoolRejected, Binding: domain.BindingCreateFailed},
+	createDecl = engine.Declaration{
+		OnError:  engine.Failure{Step: domain.StepCreateFailed, Binding: domain.BindingCreateFailed},
+		OnReject: engine.Failure{Step: domain.StepCreatePoolRejected, Binding: domain.BindingCreateFailed},
 	}
-	approvalDecl = Declaration{
-		OnError:  Failure{Step: domain.StepCreateApprovalFailed, Binding: domain.BindingCreateFailed},
-		OnReject: Failure{Step: domain.StepCreatePoolRejected, Binding: domain.BindingCreateFailed},
+	approvalDecl = engine.Declaration{
+		OnError:  engine.Failure{Step: domain.StepCreateApprovalFailed, Binding: domain.BindingCreateFailed},
+		OnReject: engine.Failure{Step: domain.StepCreatePoolRejected, Binding: domain.BindingCreateFailed},
 	}
-	approveDecl = Declaration{
-		OnError:  Failure{Step: domain.StepHandleApproveFailed, Binding: domain.BindingHandleFailed},
-		OnReject: Failure{Step: domain.StepHandlePoolRejected, Binding: domain.BindingHandleFailed},
+	approveDecl = engine.Declaration{
+		OnError:  engine.Failure{Step: domain.StepHandleApproveFailed, Binding: domain.BindingHandleFailed},
+		OnReject: engine.Failure{Step: domain.StepHandlePoolRejected, Binding: domain.BindingHandleFailed},
 	}
-	mergeDecl = Declaration{
-		OnError:  Failure{Step: domain.StepHandleMergeFailed, Binding: domain.BindingHandleFailed},
-		OnReject: Failure{Step: domain.StepHandlePoolRejected, Binding: domain.BindingHandleFailed},
+	mergeDecl = engine.Declaration{
+		OnError:  engine.Failure{Step: domain.StepHandleMergeFailed, Binding: domain.BindingHandleFailed},
+		OnReject: engine.Failure{Step: domain.StepHandlePoolRejected, Binding: domain.BindingHandleFailed},
 	}
-	closeDecl = Declaration{
-		OnError: Failure{Step: domain.StepCloseFailed},
+	closeDecl = engine.Declaration{
+		OnError: engine.Failure{Step: domain.StepCloseFailed},
 	}
 	// withdrawDecl: the upstream half of a withdrawal that kept failing
 	// stops in CLOSE_FAILED with the action kept, for an operator's
 	// retrigger; the binding stays where the withdrawal left it.
-	withdrawDecl = Declaration{
-		OnError: Failure{Step: domain.StepCloseFailed},
+	withdrawDecl = engine.Declaration{
+		OnError: engine.Failure{Step: domain.StepCloseFailed},
 	}
 )
 
 // RegisterSteps registers every business step of the single-request MR
 // lifecycle (both flows) on e.
-func RegisterSteps(e *Engine, d Deps) {
-	e.Register(ActionCreateMR, StepFunc{Decl: createDecl, Fn: d.createMR})
-	e.Register(ActionPollPipeline, StepFunc{Decl: createDecl, Fn: d.pollPipeline})
-	e.Register(ActionSubmitApproval, StepFunc{Decl: approvalDecl, Fn: d.submitApproval})
-	e.Register(ActionPollApproval, StepFunc{Decl: pollApprovalDecl, Fn: d.pollApproval})
-	e.Register(ActionApprove, StepFunc{Decl: approveDecl, Fn: d.approve})
-	e.Register(ActionMerge, StepFunc{Decl: mergeDecl, Fn: d.merge})
-	e.Register(ActionPollRebase, StepFunc{Decl: mergeDecl, Fn: d.pollRebase})
-	e.Register(ActionCloseMR, StepFunc{Decl: closeDecl, Fn: d.closeMR})
-	e.Register(ActionRegenerate, StepFunc{Decl: mergeDecl, Fn: d.regenerate})
-	e.Register(ActionWithdraw, StepFunc{Decl: withdrawDecl, Fn: d.withdraw})
-	e.Register(ActionRebuild, StepFunc{Decl: mergeDecl, Fn: d.rebuild})
+func RegisterSteps(e *engine.Engine, d Deps) {
+	e.Register(ActionCreateMR, engine.StepFunc{Decl: createDecl, Fn: d.createMR})
+	e.Register(ActionPollPipeline, engine.StepFunc{Decl: createDecl, Fn: d.pollPipeline})
+	e.Register(ActionSubmitApproval, engine.StepFunc{Decl: approvalDecl, Fn: d.submitApproval})
+	e.Register(ActionPollApproval, engine.StepFunc{Decl: pollApprovalDecl, Fn: d.pollApproval})
+	e.Register(ActionApprove, engine.StepFunc{Decl: approveDecl, Fn: d.approve})
+	e.Register(ActionMerge, engine.StepFunc{Decl: mergeDecl, Fn: d.merge})
+	e.Register(ActionPollRebase, engine.StepFunc{Decl: mergeDecl, Fn: d.pollRebase})
+	e.Register(ActionCloseMR, engine.StepFunc{Decl: closeDecl, Fn: d.closeMR})
+	e.Register(ActionRegenerate, engine.StepFunc{Decl: mergeDecl, Fn: d.regenerate})
+	e.Register(ActionWithdraw, engine.StepFunc{Decl: withdrawDecl, Fn: d.withdraw})
+	e.Register(ActionRebuild, engine.StepFunc{Decl: mergeDecl, Fn: d.rebuild})
 	// A step's own binding move that ends a renewal without effect (a
 	// polled rejection, its MR closed, a withdrawal); a renewal taking
 	// effect is never a step's own move but its confirmation's, counted
 	// in flipped — so no move is counted twice.
-	e.OnCommit(func(ctx context.Context, c Committed) {
+	e.OnCommit(func(ctx context.Context, c engine.Committed) {
 		if c.Flip != nil && c.Flip.EndedWithoutEffect {
 			d.renewalFlipped(ctx, *c.Flip)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 )
 
@@ -21,12 +22,12 @@ const maxRebases = 3
 // shows now (the claim's, then whatever this run wrote as progress).
 type handle struct {
 	d       Deps
-	w       Work
+	w       engine.Work
 	project string
 	step    domain.StepStatus
 }
 
-func (d Deps) handle(w Work) (*handle, error) {
+func (d Deps) handle(w engine.Work) (*handle, error) {
 	project, err := d.project(w.Operation)
 	if err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func (d Deps) handle(w Work) (*handle, error) {
 }
 
 // progress writes t now and remembers the step.
-func (h *handle) progress(ctx context.Context, t Transition) error {
+func (h *handle) progress(ctx context.Context, t engine.Transition) error {
 	if err := h.w.Progress(ctx, t); err != nil {
 		return err
 	}
@@ -57,20 +58,20 @@ func (h *handle) read(ctx context.Context) (gitlab.MR, error) {
 // or merged again — a second approve would be refused and recorded as a
 // false "approval failed"). The table has HANDLE_MERGED after approval or
 // a rebase; from a running pipeline the row passes HANDLE_APPROVED first.
-func (h *handle) merged(ctx context.Context, mr gitlab.MR) (Outcome, error) {
+func (h *handle) merged(ctx context.Context, mr gitlab.MR) (engine.Outcome, error) {
 	if h.step == domain.StepHandlePipelineRunning {
-		if err := h.progress(ctx, Transition{Step: domain.StepHandleApproved, Note: "MR found merged"}); err != nil {
-			return Outcome{}, err
+		if err := h.progress(ctx, engine.Transition{Step: domain.StepHandleApproved, Note: "MR found merged"}); err != nil {
+			return engine.Outcome{}, err
 		}
 	}
-	return Done("", Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged,
+	return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged,
 		Note: fmt.Sprintf("MR !%d merged (%s)", mr.IID, mr.MergeCommitSHA)}).
 		OnFlip(h.d.validateIfDeployed(h.d.projectID(h.w.Operation), h.w.Operation.MRIID)), nil
 }
 
 // stepEnd is an outcome (or error) that ends a step at once.
 type stepEnd struct {
-	out Outcome
+	out engine.Outcome
 	err error
 }
 
@@ -82,7 +83,7 @@ type stepEnd struct {
 // to it. A non-nil end ends the step: the MR found merged
 // (finish as merged, handle.merged) or closed outside (closedOutside),
 // the read failed (retry, retryOr), or a write failed.
-func (d Deps) beginHandling(ctx context.Context, w Work, entry Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *stepEnd) {
+func (d Deps) beginHandling(ctx context.Context, w engine.Work, entry engine.Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *stepEnd) {
 	h, err := d.handle(w)
 	if err != nil {
 		return nil, gitlab.MR{}, &stepEnd{err: err}
@@ -108,8 +109,8 @@ func (d Deps) beginHandling(ctx context.Context, w Work, entry Transition, alsoA
 }
 
 // closedOutside fails a request whose MR was closed by someone else.
-func closedOutside(mr gitlab.MR) Outcome {
-	return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+func closedOutside(mr gitlab.MR) engine.Outcome {
+	return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 		fmt.Sprintf("MR !%d was closed outside changeflow", mr.IID))
 }
 
@@ -118,8 +119,8 @@ func closedOutside(mr gitlab.MR) Outcome {
 // reading the MR — merged → finish as merged, closed → fail.
 // Approve-first arrives from CREATE_SUCCEEDED/MR_CREATED and first moves
 // to HANDLE_STARTED/MERGING; legacy arrives there from the callback.
-func (d Deps) approve(ctx context.Context, w Work) (Outcome, error) {
-	h, mr, end := d.beginHandling(ctx, w, Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"})
+func (d Deps) approve(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+	h, mr, end := d.beginHandling(ctx, w, engine.Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"})
 	if end != nil {
 		return end.out, end.err
 	}
@@ -135,18 +136,18 @@ func (d Deps) approve(ctx context.Context, w Work) (Outcome, error) {
 		case err == nil:
 			continue
 		case gitlab.IsForbidden(err):
-			return Fail(domain.StepHandleApproveForbidden, domain.BindingHandleFailed,
+			return engine.Fail(domain.StepHandleApproveForbidden, domain.BindingHandleFailed,
 				fmt.Sprintf("%s may not approve MR !%d: %v", bot, mr.IID, err)), nil
 		case gitlab.IsConflict(err):
 			// The head moved since the read: read again and approve that.
-			return RetryAfter(0, string(bot)+": "+err.Error()), nil
+			return engine.RetryAfter(0, string(bot)+": "+err.Error()), nil
 		case transient(err):
 			return d.retryLater(err, string(bot)+": "+err.Error()), nil
 		}
-		return Fail(domain.StepHandleApproveFailed, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandleApproveFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("%s could not approve MR !%d: %v", bot, mr.IID, err)), nil
 	}
-	return Done(ActionMerge, Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d approved by both bots", mr.IID)}), nil
+	return engine.Done(ActionMerge, engine.Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d approved by both bots", mr.IID)}), nil
 }
 
 // settling are the detailed merge statuses GitLab is still computing.
@@ -156,17 +157,17 @@ var settling = map[string]bool{"unchecked": true, "checking": true, "preparing":
 // running → poll it; mergeability still being computed → look again),
 // merge at the head sha, and when GitLab refuses (405/406/422) ask for a
 // rebase and poll it (poll_rebase), at most maxRebases times.
-func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
-	h, mr, end := d.beginHandling(ctx, w, Transition{})
+func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+	h, mr, end := d.beginHandling(ctx, w, engine.Transition{})
 	if end != nil {
 		return end.out, end.err
 	}
 	switch {
 	case mr.RebaseInProgress:
-		return Done(ActionPollRebase, Transition{Step: domain.StepHandleRebasing, Note: "rebase in progress"}), nil
+		return engine.Done(ActionPollRebase, engine.Transition{Step: domain.StepHandleRebasing, Note: "rebase in progress"}), nil
 	case settling[mr.DetailedMergeStatus]:
-		return PollAgain(d.Config().Polling(config.PollingRebase), w, Transition{},
-			Failure{Step: domain.StepHandleMergeUnknown},
+		return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingRebase)), w, engine.Transition{},
+			engine.Failure{Step: domain.StepHandleMergeUnknown},
 			fmt.Sprintf("MR !%d stayed %q", mr.IID, mr.DetailedMergeStatus)), nil
 	}
 	// Checked again before the merge: a rebase or a push may have moved
@@ -179,13 +180,13 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 	case err == nil && got.State == gitlab.MRStateMerged:
 		return h.merged(ctx, got)
 	case err == nil:
-		return RetryAfter(0, "merge answered state "+got.State), nil
+		return engine.RetryAfter(0, "merge answered state "+got.State), nil
 	case gitlab.IsConflict(err):
-		return RetryAfter(0, "head moved: "+err.Error()), nil
+		return engine.RetryAfter(0, "head moved: "+err.Error()), nil
 	case transient(err):
 		return d.retryLater(err, "merge: "+err.Error()), nil
 	case !gitlab.IsMethodNotAllowed(err) && !gitlab.IsMergeFailed(err):
-		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
+		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
 	}
 	mergeErr := err
 	// Read before the next write: a refusal may mean a merge (ours, whose
@@ -200,7 +201,7 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 	}
 	n, err := d.rebases(ctx, w.Operation.OperationID)
 	if err != nil {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	if n >= maxRebases {
 		// A refusal because the target moved again since the last rebase
@@ -214,7 +215,7 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 			return d.retryOr(err, "read the target's head")
 		}
 		if !moved {
-			return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+			return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 				fmt.Sprintf("merge still refused after %d rebases: %v", n, mergeErr)), nil
 		}
 	}
@@ -222,9 +223,9 @@ func (d Deps) merge(ctx context.Context, w Work) (Outcome, error) {
 		if transient(err) {
 			return d.retryLater(err, "rebase: "+err.Error()), nil
 		}
-		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "rebase: "+err.Error()), nil
+		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "rebase: "+err.Error()), nil
 	}
-	return Done(ActionPollRebase, Transition{Step: domain.StepHandleRebasing,
+	return engine.Done(ActionPollRebase, engine.Transition{Step: domain.StepHandleRebasing,
 		Note: "merge refused (" + strconv.Itoa(gitlab.StatusOf(mergeErr)) + "), rebasing"}), nil
 }
 
@@ -269,19 +270,19 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 // pipeline HANDLE_PIPELINE_FAILED; a poll that runs out of time is
 // HANDLE_REBASE_PENDING or HANDLE_PIPELINE_PENDING (KEEP_WAITING); a
 // green head goes back to merge.
-func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
-	h, mr, end := d.beginHandling(ctx, w, Transition{})
+func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+	h, mr, end := d.beginHandling(ctx, w, engine.Transition{})
 	if end != nil {
 		return end.out, end.err
 	}
 	switch {
 	case mr.RebaseInProgress:
-		return PollAgain(d.Config().Polling(config.PollingRebase), w, Transition{Step: domain.StepHandleRebasing},
-			Failure{Step: domain.StepHandleRebasePending}, fmt.Sprintf("rebase of MR !%d did not finish in time", mr.IID)), nil
+		return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingRebase)), w, engine.Transition{Step: domain.StepHandleRebasing},
+			engine.Failure{Step: domain.StepHandleRebasePending}, fmt.Sprintf("rebase of MR !%d did not finish in time", mr.IID)), nil
 	case mr.MergeError != "":
 		if h.step != domain.StepHandleRebasing {
-			if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing}); err != nil {
-				return Outcome{}, err
+			if err := h.progress(ctx, engine.Transition{Step: domain.StepHandleRebasing}); err != nil {
+				return engine.Outcome{}, err
 			}
 		}
 		// A single-request MR's change is derivable from the database:
@@ -292,10 +293,10 @@ func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
 		if mr.SourceBranch == singleBranch(w.Operation) {
 			n, err := d.regenerations(ctx, w.Operation.OperationID)
 			if err != nil {
-				return Outcome{}, err
+				return engine.Outcome{}, err
 			}
 			if bound := d.Config().Workflow().MaxRegenerations; n < bound {
-				return Done(ActionRegenerate, Transition{
+				return engine.Done(ActionRegenerate, engine.Transition{
 					Note: fmt.Sprintf("rebase of MR !%d failed (%s): regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
 			}
 			// Past the bound, a conflict made only by changeflow's own merges
@@ -307,14 +308,14 @@ func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
 					return d.retryOr(err, "read the conflict's cause")
 				}
 				if own {
-					return Done(ActionRegenerate, Transition{
+					return engine.Done(ActionRegenerate, engine.Transition{
 						Note: fmt.Sprintf("rebase of MR !%d failed (%s) after changeflow's own merges: regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
 				}
 			}
-			return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+			return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 				fmt.Sprintf("rebase of MR !%d failed: %s; regenerated %d times already (workflow.maxRegenerations)", mr.IID, mr.MergeError, n)), nil
 		}
-		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			fmt.Sprintf("rebase of MR !%d failed: %s", mr.IID, mr.MergeError)), nil
 	}
 	status := ""
@@ -323,17 +324,17 @@ func (d Deps) pollRebase(ctx context.Context, w Work) (Outcome, error) {
 	}
 	switch status {
 	case pipelineSuccess, pipelineSkipped, "":
-		return Done(ActionMerge, Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d rebased", mr.IID)}), nil
+		return engine.Done(ActionMerge, engine.Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d rebased", mr.IID)}), nil
 	case pipelineFailed, pipelineCanceled:
 		if h.step != domain.StepHandlePipelineRunning {
-			if err := h.progress(ctx, Transition{Step: domain.StepHandlePipelineRunning}); err != nil {
-				return Outcome{}, err
+			if err := h.progress(ctx, engine.Transition{Step: domain.StepHandlePipelineRunning}); err != nil {
+				return engine.Outcome{}, err
 			}
 		}
-		return Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("pipeline of rebased MR !%d %s", mr.IID, status)), nil
 	}
-	return PollAgain(d.Config().Polling(config.PollingPipeline), w, Transition{Step: domain.StepHandlePipelineRunning},
-		Failure{Step: domain.StepHandlePipelinePending},
+	return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingPipeline)), w, engine.Transition{Step: domain.StepHandlePipelineRunning},
+		engine.Failure{Step: domain.StepHandlePipelinePending},
 		fmt.Sprintf("pipeline of rebased MR !%d did not finish in time (last status %q)", mr.IID, status)), nil
 }

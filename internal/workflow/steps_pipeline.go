@@ -6,6 +6,7 @@ import (
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 )
 
 // Pipeline statuses as GitLab names them.
@@ -28,11 +29,11 @@ const (
 //     it is: the outcome is unknown, not failed (KEEP_WAITING).
 //
 // It only reads, so it is safe to run any number of times.
-func (d Deps) pollPipeline(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) pollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	project, err := d.project(op)
 	if err != nil {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
 	if err != nil {
@@ -48,14 +49,14 @@ func (d Deps) pollPipeline(ctx context.Context, w Work) (Outcome, error) {
 		if op.Flow == FlowApproveFirst {
 			next = ActionApprove
 		}
-		return Done(next, Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated,
+		return engine.Done(next, engine.Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated,
 			Note: fmt.Sprintf("check pipeline of MR !%d passed", mr.IID)}), nil
 	case pipelineFailed, pipelineCanceled:
-		return Fail(domain.StepCreatePipelineFailed, domain.BindingCreateFailed,
+		return engine.Fail(domain.StepCreatePipelineFailed, domain.BindingCreateFailed,
 			fmt.Sprintf("check pipeline of MR !%d %s", mr.IID, status)), nil
 	}
-	return PollAgain(d.Config().Polling(config.PollingPipeline), w,
-		Transition{Step: domain.StepCreatePipelineRunning},
-		Failure{Step: domain.StepCreatePipelinePending},
+	return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingPipeline)), w,
+		engine.Transition{Step: domain.StepCreatePipelineRunning},
+		engine.Failure{Step: domain.StepCreatePipelinePending},
 		fmt.Sprintf("check pipeline of MR !%d did not finish in time (last status %q)", mr.IID, status)), nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -39,7 +40,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 	}
 	v, err := d.checkHead(ctx, h.project, mr.TargetBranch, mr.SHA, want)
 	if errors.Is(err, errTargetGone) {
-		return &stepEnd{out: Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+		return &stepEnd{out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("cannot check MR !%d: %v", mr.IID, err))}
 	}
 	if err != nil {
@@ -50,7 +51,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 		return nil
 	}
 	if v.Kind == headRebuild && batch {
-		return &stepEnd{out: Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+		return &stepEnd{out: engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			fmt.Sprintf("MR !%d at %s: %s; its requests go to the next batch, built from a fresh read", mr.IID, short(mr.SHA), v.Why))}
 	}
 	if v.Kind == headRebuild {
@@ -59,7 +60,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 			return &stepEnd{err: err}
 		}
 		if n < d.Config().Workflow().MaxRegenerations {
-			return &stepEnd{out: Done(ActionRegenerate, Transition{
+			return &stepEnd{out: engine.Done(ActionRegenerate, engine.Transition{
 				Note: fmt.Sprintf("MR !%d at %s: %s; regenerating on %s", mr.IID, short(mr.SHA), v.Why, mr.TargetBranch)})}
 		}
 		v = headVerdict{headForeign, v.Why + fmt.Sprintf(" (still, after %d regenerations)", n)}
@@ -74,7 +75,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 	}
 	why := fmt.Sprintf("MR !%d has content changeflow did not write at %s (%s)", mr.IID, short(mr.SHA), v.Why)
 	if batch {
-		return &stepEnd{out: Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+		return &stepEnd{out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 			why+"; not approved or merged: the MR is closed and its requests go to the next batch on a new branch")}
 	}
 	next, ok := nextBranch(op)
@@ -82,7 +83,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 		out, err := h.giveUpBranches(ctx, mr, why)
 		return &stepEnd{out, err}
 	}
-	return &stepEnd{out: Done(ActionRebuild, Transition{Fields: store.WorkFields{Branch: next},
+	return &stepEnd{out: engine.Done(ActionRebuild, engine.Transition{Fields: store.WorkFields{Branch: next},
 		Note: why + "; not approved or merged: the MR is closed and the request rebuilt on " + next})}
 }
 
@@ -104,7 +105,7 @@ func nextBranch(op store.Operation) (string, bool) {
 // (every fresh name taken, or every MR on them pushed to): its current MR
 // is closed (merged wins: the merge is followed) and a person looks at who
 // writes to the changeflow/ branches.
-func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (Outcome, error) {
+func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (engine.Outcome, error) {
 	if mr.IID != 0 && (mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked) {
 		got, err := h.d.GitLab.CloseMR(ctx, h.project, mr.IID)
 		if err != nil {
@@ -114,7 +115,7 @@ func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (
 			return h.merged(ctx, got)
 		}
 	}
-	return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, outOfBranches(why)), nil
+	return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, outOfBranches(why)), nil
 }
 
 // rebuild is rebuild: a single request whose MR had a foreign head (or
@@ -141,10 +142,10 @@ func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (
 //
 // The branches are bounded (maxBranchAttempts): past the last, the
 // request stops for a person with the reason.
-func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, err := d.handle(w)
 	if err != nil {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	op := w.Operation
 	branch := singleBranch(op)
@@ -154,7 +155,7 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 	}
 	if old.SourceBranch == branch {
 		// The rebuilt MR is the row's already (a retrigger): its pipeline.
-		return Done(ActionRegenerate, Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"}), nil
+		return engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"}), nil
 	}
 	switch old.State {
 	case gitlab.MRStateMerged:
@@ -169,15 +170,15 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 		}
 	}
 	if h.step != domain.StepHandleRebasing {
-		if err := h.progress(ctx, Transition{Step: domain.StepHandleRebasing,
+		if err := h.progress(ctx, engine.Transition{Step: domain.StepHandleRebasing,
 			Note: fmt.Sprintf("MR !%d closed; rebuilding on %s", old.IID, branch)}); err != nil {
-			return Outcome{}, err
+			return engine.Outcome{}, err
 		}
 	}
 
 	target, ok := d.Config().Target(op.TargetKey)
 	if !ok {
-		return Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "cannot rebuild: target "+op.TargetKey+" is no longer configured"), nil
+		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "cannot rebuild: target "+op.TargetKey+" is no longer configured"), nil
 	}
 	targetBranch := d.targetBranch()
 	base, err := d.GitLab.GetBranch(ctx, h.project, targetBranch)
@@ -186,7 +187,7 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 	}
 	file, exists, err := d.readBindingFile(ctx, h.project, target.File, base.CommitID)
 	if errors.Is(err, bindingfile.ErrInvalid) {
-		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			fmt.Sprintf("cannot rebuild: binding file %s on %s@%s: %v", target.File, targetBranch, short(base.CommitID), err)), nil
 	}
 	if err != nil {
@@ -206,7 +207,7 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 	if err != nil {
 		return d.retryOr(err, "look up MR")
 	}
-	stop := func(why string) (Outcome, error) { return h.giveUpBranches(ctx, gitlab.MR{}, why) }
+	stop := func(why string) (engine.Outcome, error) { return h.giveUpBranches(ctx, gitlab.MR{}, why) }
 	if found {
 		bot, err := d.committer(ctx)
 		if err != nil {
@@ -242,7 +243,7 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 				commitTrailers(message+"\n\nRebuilt on "+targetBranch+"@"+short(base.CommitID)+" after a head changeflow did not write.", op.OperationID),
 				[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
 			if gitlab.IsStaleWrite(err) {
-				return RetryAfter(0, "rebuild commit refused, reading again: "+err.Error()), nil
+				return engine.RetryAfter(0, "rebuild commit refused, reading again: "+err.Error()), nil
 			}
 			if err != nil {
 				return d.retryOr(err, "rebuild commit")
@@ -252,13 +253,13 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 			SourceBranch: branch, TargetBranch: targetBranch, Title: title, Description: description,
 		})
 		if gitlab.IsConflict(err) {
-			return RetryAfter(0, "MR exists already: "+err.Error()), nil
+			return engine.RetryAfter(0, "MR exists already: "+err.Error()), nil
 		}
 		if err != nil {
 			return d.retryOr(err, "open MR")
 		}
 	}
-	return Done(ActionRegenerate, Transition{Step: domain.StepHandlePipelineRunning,
+	return engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning,
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
 		Note:   fmt.Sprintf("%son %s as MR !%d (MR !%d closed)", rebuiltNote, branch, mr.IID, old.IID)}), nil
 }
@@ -268,10 +269,10 @@ func (d Deps) rebuild(ctx context.Context, w Work) (Outcome, error) {
 // branch is written on the row before anything is built on it, so a crash
 // or a lost answer finds the same name again. Past the bound, stop ends
 // the request for a person.
-func (d Deps) abandonBranch(ctx context.Context, w Work, branch string, ev SecurityEvent, stop func(why string) (Outcome, error)) (Outcome, error) {
+func (d Deps) abandonBranch(ctx context.Context, w engine.Work, branch string, ev SecurityEvent, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
 	if ev.Kind != "" {
 		if err := d.securityEvent(ctx, ev); err != nil {
-			return Outcome{}, err
+			return engine.Outcome{}, err
 		}
 	}
 	op := w.Operation
@@ -284,10 +285,10 @@ func (d Deps) abandonBranch(ctx context.Context, w Work, branch string, ev Secur
 	if !ok {
 		return stop(why)
 	}
-	if err := w.Progress(ctx, Transition{Fields: store.WorkFields{Branch: next}, Note: why + "; building on " + next}); err != nil {
-		return Outcome{}, err
+	if err := w.Progress(ctx, engine.Transition{Fields: store.WorkFields{Branch: next}, Note: why + "; building on " + next}); err != nil {
+		return engine.Outcome{}, err
 	}
-	return RetryAfter(0, why+"; building on "+next), nil
+	return engine.RetryAfter(0, why+"; building on "+next), nil
 }
 
 // outOfBranches is the reason a request stops with when its branches ran

@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -48,8 +49,8 @@ const regeneratedNote = "regenerated "
 //
 // Retriggered from a failed or pending state it starts at
 // HANDLE_REBASING/MERGING and re-reads everything.
-func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
-	h, mr, end := d.beginHandling(ctx, w, Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"},
+func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+	h, mr, end := d.beginHandling(ctx, w, engine.Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"},
 		domain.StepHandlePipelineRunning)
 	if end != nil {
 		return end.out, end.err
@@ -61,7 +62,7 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 	op := w.Operation
 	target, ok := d.Config().Target(op.TargetKey)
 	if !ok {
-		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			"cannot regenerate: target "+op.TargetKey+" is no longer configured"), nil
 	}
 	base, err := d.GitLab.GetBranch(ctx, h.project, mr.TargetBranch)
@@ -70,7 +71,7 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 	}
 	file, exists, err := d.readBindingFile(ctx, h.project, target.File, base.CommitID)
 	if errors.Is(err, bindingfile.ErrInvalid) {
-		return Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			fmt.Sprintf("cannot regenerate MR !%d: binding file %s on %s@%s: %v", mr.IID, target.File, mr.TargetBranch, short(base.CommitID), err)), nil
 	}
 	if err != nil {
@@ -107,7 +108,7 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 				" after a rebase conflict.", op.OperationID),
 			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
 		if gitlab.IsStaleWrite(err) {
-			return RetryAfter(0, "regenerate commit refused, reading again: "+err.Error()), nil
+			return engine.RetryAfter(0, "regenerate commit refused, reading again: "+err.Error()), nil
 		}
 		if err != nil {
 			// A lost answer is RetryAfter: the next run finds the commit.
@@ -115,13 +116,13 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 		}
 		head = c.ID
 	}
-	if err := h.progress(ctx, Transition{Step: domain.StepHandlePipelineRunning,
+	if err := h.progress(ctx, engine.Transition{Step: domain.StepHandlePipelineRunning,
 		Note: fmt.Sprintf("%sMR !%d on %s@%s as %s", regeneratedNote, mr.IID, mr.TargetBranch, short(base.CommitID), short(head))}); err != nil {
-		return Outcome{}, err
+		return engine.Outcome{}, err
 	}
 	// GitLab moves the MR to the new head (and starts its pipeline) after
 	// the push: the next run polls it.
-	return WaitUntil(w.Now.Add(d.Config().Polling(config.PollingPipeline).ShortInterval), Transition{}), nil
+	return engine.WaitUntil(w.Now.Add(d.Config().Polling(config.PollingPipeline).ShortInterval), engine.Transition{}), nil
 }
 
 // regenerateNothingToRemove ends a revocation whose removal MR conflicted
@@ -130,13 +131,13 @@ func (d Deps) regenerate(ctx context.Context, w Work) (Outcome, error) {
 // REVOKED — as create_mr does when the entry is gone before the MR. A
 // close that gets no answer is retried by the next run, which reads the
 // head again.
-func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr gitlab.MR, path, base string, op store.Operation) (Outcome, error) {
+func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr gitlab.MR, path, base string, op store.Operation) (engine.Outcome, error) {
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		if _, err := d.GitLab.CloseMR(ctx, project, mr.IID); err != nil {
 			return d.retryOr(err, "close MR")
 		}
 	}
-	return Done("", Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
+	return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 		Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s; MR !%d closed",
 			path, mr.TargetBranch, short(base), op.Subject, op.GrantOperationID, mr.IID)}).OnFlip(d.revokedHook()), nil
 }
@@ -174,7 +175,7 @@ func (d Deps) regeneratedOn(ctx context.Context, project, branch, base, path, op
 // regenerated head. The MR must show the branch's head first (GitLab
 // updates it after the push), and the pipeline must be that head's — an
 // older pipeline's success says nothing about the new commit.
-func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (Outcome, error) {
+func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (engine.Outcome, error) {
 	d, w := h.d, h.w
 	br, err := d.GitLab.GetBranch(ctx, h.project, mr.SourceBranch)
 	if err != nil {
@@ -189,14 +190,14 @@ func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (Outcome, er
 	}
 	switch status {
 	case pipelineSuccess, pipelineSkipped:
-		return Done(ActionApprove, Transition{Step: domain.StepHandleStarted,
+		return engine.Done(ActionApprove, engine.Transition{Step: domain.StepHandleStarted,
 			Note: fmt.Sprintf("pipeline of regenerated MR !%d %s: approving again", mr.IID, status)}), nil
 	case pipelineFailed, pipelineCanceled:
-		return Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
+		return engine.Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("pipeline of regenerated MR !%d %s", mr.IID, status)), nil
 	}
-	return PollAgain(d.Config().Polling(config.PollingPipeline), w, Transition{},
-		Failure{Step: domain.StepHandlePipelinePending},
+	return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingPipeline)), w, engine.Transition{},
+		engine.Failure{Step: domain.StepHandlePipelinePending},
 		fmt.Sprintf("pipeline of regenerated MR !%d did not finish in time (last status %q)", mr.IID, status)), nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"changeflow/internal/approval"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -44,7 +45,7 @@ const noneYet = "nothing to withdraw found yet"
 // that step as the marker of why the renewal ended, rather than writing
 // the requester's CLOSE_REQUESTER_WITHDRAWN, and such an end is not
 // counted as a requester's withdrawal.
-func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
+func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	b, err := d.Store.BindingGetByOperation(ctx, op.OperationID)
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
@@ -111,7 +112,7 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 			// The step does not change, so the engine writes no history
 			// row for this outcome: the log keeps what happened upstream.
 			d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
-			return Done("", Transition{Step: endStep, Note: strings.Join(notes, "; ")}), nil
+			return engine.Done("", engine.Transition{Step: endStep, Note: strings.Join(notes, "; ")}), nil
 		}
 	}
 	if mrPlace && op.BatchID != 0 {
@@ -123,7 +124,7 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 	if end != nil {
 		return end.out, end.err
 	}
-	t := Transition{Step: endStep}
+	t := engine.Transition{Step: endStep}
 	if mrPlace {
 		// A renewal's CLOSED is mapped at the store edge: the row goes back
 		// to the grant it renews, VALIDATED with the grant's expiry.
@@ -146,19 +147,19 @@ func (d Deps) withdraw(ctx context.Context, w Work) (Outcome, error) {
 		if op.MRIID == 0 {
 			fields = store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL}
 		}
-		return Done("", Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
+		return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
 			Note: fmt.Sprintf("withdrawal came too late: MR !%d was merged (%s); the request follows its merge", mr.IID, mr.MergeCommitSHA)}).
 			OnFlip(d.validateIfDeployed(d.projectID(op), mr.IID)), nil
 	case mr.State == gitlab.MRStateMerged:
 		// Legacy flow, withdrawn while waiting for the approval: nothing of
 		// changeflow's merges an MR before its approval, so a person did.
-		return Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the request was withdrawn before its approval", mr.IID)), nil
+		return engine.Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the request was withdrawn before its approval", mr.IID)), nil
 	default:
-		return RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State)), nil
+		return engine.RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State)), nil
 	}
 	t.Note = strings.Join(notes, "; ")
 	d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", t.Note)
-	out := Done("", t)
+	out := engine.Done("", t)
 	if mrPlace && endStep == domain.StepCloseRequesterWithdrawn {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
 	}
@@ -240,7 +241,7 @@ func (d Deps) askedForApproval(ctx context.Context, operationID string) (bool, e
 // withdrawApproval withdraws op's approval upstream. It returns a note
 // for the history when done, an outcome to return instead (the one wait
 // for an approval not found yet), or a stepEnd for a failure.
-func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *Outcome, *stepEnd) {
+func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *engine.Outcome, *stepEnd) {
 	if d.Approval == nil {
 		return "", nil, &stepEnd{err: errors.New("no approval system client configured")}
 	}
@@ -254,7 +255,7 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 		case found:
 			id = a.ApprovalID
 		case !waited:
-			out := RetryAfter(d.Config().Workflow().LeaseDuration, noneYet+": no approval for the request; looking once more after a submit cut off by the withdrawal has ended")
+			out := engine.RetryAfter(d.Config().Workflow().LeaseDuration, noneYet+": no approval for the request; looking once more after a submit cut off by the withdrawal has ended")
 			return "", &out, nil
 		default:
 			return "no approval was submitted", nil, nil
@@ -278,11 +279,11 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 
 // approvalRetryOr retries a transient approval-system failure (no answer,
 // 429, 5xx, open breaker) and fails on anything else.
-func (d Deps) approvalRetryOr(err error, what string) (Outcome, error) {
+func (d Deps) approvalRetryOr(err error, what string) (engine.Outcome, error) {
 	if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
 		return d.retryLater(err, what+": "+err.Error()), nil
 	}
-	return Outcome{}, fmt.Errorf("%s: %w", what, err)
+	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
 }
 
 // closeForWithdrawal finds op's MR (recorded, else by its deterministic
@@ -302,7 +303,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 			out, err := d.retryOr(err, "look up the MR")
 			return gitlab.MR{}, false, &stepEnd{out, err}
 		case !ok && !waited:
-			return gitlab.MR{}, false, &stepEnd{out: RetryAfter(d.Config().Workflow().LeaseDuration,
+			return gitlab.MR{}, false, &stepEnd{out: engine.RetryAfter(d.Config().Workflow().LeaseDuration,
 				noneYet+": no MR for the request; looking once more after a create_mr cut off by the withdrawal has ended")}
 		case !ok:
 			return gitlab.MR{}, false, nil
@@ -325,7 +326,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 
 // withdrawnHook counts a withdrawal once, after the commit that flipped
 // its binding to CLOSED (a renewal's: back to its grant).
-func (d Deps) withdrawnHook(place store.WithdrawPlace) FlipHook {
+func (d Deps) withdrawnHook(place store.WithdrawPlace) engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) {
 		if d.OnWithdrawn != nil && (f.To == domain.BindingClosed || f.EndedWithoutEffect) {
 			d.OnWithdrawn(ctx, place)
@@ -356,7 +357,7 @@ type WithdrawAnswer struct {
 // then left to the engines' pollers.
 type Withdrawer struct {
 	Deps   Deps
-	Engine *Engine
+	Engine *engine.Engine
 }
 
 // Withdraw withdraws operationID for actor (the HTTP layer has checked

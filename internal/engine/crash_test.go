@@ -1,4 +1,4 @@
-package workflow_test
+package engine_test
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
+	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 // Environment of a worker process of TestKill9MidStepResumesOnAnotherProcess.
@@ -48,7 +49,7 @@ func TestKill9MidStepResumesOnAnotherProcess(t *testing.T) {
 	dir := t.TempDir()
 
 	first := startCrashWorker(t, dsn, dir, true)
-	untilLines(t, filepath.Join(dir, "blocked"), crashOps, "the first worker blocks inside every step")
+	enginetest.UntilLines(t, filepath.Join(dir, "blocked"), crashOps, "the first worker blocks inside every step")
 	require.NoError(t, first.Process.Kill()) // SIGKILL: no deferred code, no release
 	_ = first.Wait()
 
@@ -60,7 +61,7 @@ func TestKill9MidStepResumesOnAnotherProcess(t *testing.T) {
 	// The OnCommit hook runs after the commit the loop above observed:
 	// killing the worker as soon as the rows say "finished" could cut it
 	// off, so wait for its side effects before the kill.
-	untilLines(t, filepath.Join(dir, "committed"), crashOps, "every after-commit side effect ran")
+	enginetest.UntilLines(t, filepath.Join(dir, "committed"), crashOps, "every after-commit side effect ran")
 	require.NoError(t, second.Process.Kill())
 	_ = second.Wait()
 
@@ -80,8 +81,8 @@ func TestKill9MidStepResumesOnAnotherProcess(t *testing.T) {
 		}
 		require.Equal(t, 1, done, "%s completed once", op)
 	}
-	require.Equal(t, crashOps, countLines(t, filepath.Join(dir, "committed")), "one after-commit side effect per operation")
-	require.Equal(t, 2*crashOps, countLines(t, filepath.Join(dir, "runs")), "every step ran twice: killed, then resumed")
+	require.Equal(t, crashOps, enginetest.CountLines(t, filepath.Join(dir, "committed")), "one after-commit side effect per operation")
+	require.Equal(t, 2*crashOps, enginetest.CountLines(t, filepath.Join(dir, "runs")), "every step ran twice: killed, then resumed")
 }
 
 // startCrashWorker re-executes the test binary as a worker.
@@ -111,88 +112,38 @@ func TestCrashWorkerProcess(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	pid := strconv.Itoa(os.Getpid())
-	step := workflow.StepFunc{Decl: createDecl, Fn: func(ctx context.Context, w workflow.Work) (workflow.Outcome, error) {
+	step := engine.StepFunc{Decl: createDecl, Fn: func(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 		op := w.Operation.OperationID
-		appendLine(filepath.Join(dir, "runs"), op)
+		enginetest.AppendLine(filepath.Join(dir, "runs"), op)
 		// Read before write: the remote object may exist from a run that
 		// died after writing it.
 		f, err := os.OpenFile(filepath.Join(dir, "remote-"+op), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		switch {
 		case errors.Is(err, os.ErrExist):
 		case err != nil:
-			return workflow.Outcome{}, err
+			return engine.Outcome{}, err
 		default:
 			_, _ = f.WriteString(pid + "\n")
 			_ = f.Close()
 		}
 		if block {
-			appendLine(filepath.Join(dir, "blocked"), op)
+			enginetest.AppendLine(filepath.Join(dir, "blocked"), op)
 			<-ctx.Done() // killed long before the lease-bounded deadline
-			return workflow.Outcome{}, ctx.Err()
+			return engine.Outcome{}, ctx.Err()
 		}
-		return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+		return engine.Done("", engine.Transition{Step: domain.StepCreateMRCreated}), nil
 	}}
 	// The first worker is killed within milliseconds of blocking, long
 	// before its steps' deadline (0.9 × lease); the survivor then waits at
 	// most one lease for the dead claims to expire.
 	lease := 3 * time.Second
-	e, err := workflow.New(workflow.Options{Store: s, Owner: "pid-" + pid, Workers: crashOps, QueueSize: 1,
+	e, err := engine.New(engine.Options{Store: s, Owner: "pid-" + pid, Workers: crashOps, QueueSize: 1,
 		Lease: lease, PollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	e.Register("remote_write", step)
-	e.OnCommit(func(_ context.Context, c workflow.Committed) {
-		appendLine(filepath.Join(dir, "committed"), c.OperationID)
+	e.OnCommit(func(_ context.Context, c engine.Committed) {
+		enginetest.AppendLine(filepath.Join(dir, "committed"), c.OperationID)
 	})
 	require.NoError(t, e.Start(ctx))
 	<-time.After(time.Minute) // until killed
-}
-
-func appendLine(path, line string) {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		panic(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		panic(err)
-	}
-}
-
-// untilLines waits (20 s at most) until path holds at least n lines: a
-// tally written after a commit lags the state the test observed in the
-// database, so it is awaited, not read once. The caller then asserts the
-// exact count, so a duplicate still fails.
-func untilLines(t *testing.T, path string, n int, msg string) {
-	t.Helper()
-	var last int
-	var lastErr error
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			last, lastErr = 0, nil
-		case err != nil:
-			lastErr = err
-		default:
-			last, lastErr = strings.Count(string(b), "\n"), nil
-		}
-		if lastErr == nil && last >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			require.FailNowf(t, "timed out", "%s: %s holds %d lines, want %d (last error: %v)", msg, filepath.Base(path), last, n, lastErr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func countLines(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0
-	}
-	require.NoError(t, err)
-	return strings.Count(string(b), "\n")
 }

@@ -1,4 +1,4 @@
-package workflow_test
+package engine_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 // TestAStepThatRunsOutOfItsLeaseDeadlineIsRetried: a step whose dependency
@@ -25,16 +25,16 @@ func TestAStepThatRunsOutOfItsLeaseDeadlineIsRetried(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		runs := newCounter()
-		slow := workflow.StepFunc{Decl: createDecl, Fn: func(ctx context.Context, w workflow.Work) (workflow.Outcome, error) {
+		slow := engine.StepFunc{Decl: createDecl, Fn: func(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 			runs.add(w.Operation.OperationID)
 			if w.Attempt <= 1 {
 				<-ctx.Done()
-				return workflow.Outcome{}, fmt.Errorf("complete work of %s: begin transaction: %w", w.Operation.OperationID, ctx.Err())
+				return engine.Outcome{}, fmt.Errorf("complete work of %s: begin transaction: %w", w.Operation.OperationID, ctx.Err())
 			}
-			return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+			return engine.Done("", engine.Transition{Step: domain.StepCreateMRCreated}), nil
 		}}
-		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3, Lease: 300 * time.Millisecond},
-			map[string]workflow.Step{"slow": slow})
+		e := newEngine(t, s, "i1", engine.Options{MaxRetries: 3, Lease: 300 * time.Millisecond},
+			map[string]engine.Step{"slow": slow})
 		submit(t, s, "op-slow", "slow")
 		require.NoError(t, e.Start(t.Context()))
 		o := waitOp(t, s, "op-slow", func(o store.Operation) bool {

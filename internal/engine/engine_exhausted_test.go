@@ -1,4 +1,4 @@
-package workflow_test
+package engine_test
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 // TestExhaustedRetriesAreAnsweredByTheStepThatDeclaresHow: a step that
@@ -22,29 +22,29 @@ func TestExhaustedRetriesAreAnsweredByTheStepThatDeclaresHow(t *testing.T) {
 	t.Parallel()
 	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		asked := newCounter()
-		retrying := func(answer func(w workflow.Work, reason string) (workflow.Outcome, error)) workflow.Step {
+		retrying := func(answer func(w engine.Work, reason string) (engine.Outcome, error)) engine.Step {
 			d := createDecl
-			d.OnExhausted = func(_ context.Context, w workflow.Work, reason string) (workflow.Outcome, error) {
+			d.OnExhausted = func(_ context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 				asked.add(w.Operation.OperationID)
 				return answer(w, reason)
 			}
-			return workflow.StepFunc{Decl: d, Fn: func(_ context.Context, w workflow.Work) (workflow.Outcome, error) {
-				return workflow.RetryAfter(0, "still down"), nil
+			return engine.StepFunc{Decl: d, Fn: func(_ context.Context, w engine.Work) (engine.Outcome, error) {
+				return engine.RetryAfter(0, "still down"), nil
 			}}
 		}
 		// The answer moves the row on (its own state, no next action); the
 		// reason it was asked for is kept as the row's last error.
-		answered := retrying(func(_ workflow.Work, reason string) (workflow.Outcome, error) {
-			return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated, Note: "answered"}), nil
+		answered := retrying(func(_ engine.Work, reason string) (engine.Outcome, error) {
+			return engine.Done("", engine.Transition{Step: domain.StepCreateMRCreated, Note: "answered"}), nil
 		})
-		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3, MaxClaims: 50}, map[string]workflow.Step{
+		e := newEngine(t, s, "i1", engine.Options{MaxRetries: 3, MaxClaims: 50}, map[string]engine.Step{
 			"answered": answered,
 			"claims":   answered,
-			"broken": retrying(func(workflow.Work, string) (workflow.Outcome, error) {
-				return workflow.Outcome{}, errors.New("no idea")
+			"broken": retrying(func(engine.Work, string) (engine.Outcome, error) {
+				return engine.Outcome{}, errors.New("no idea")
 			}),
-			"again": retrying(func(workflow.Work, string) (workflow.Outcome, error) {
-				return workflow.RetryAfter(0, "one more"), nil
+			"again": retrying(func(engine.Work, string) (engine.Outcome, error) {
+				return engine.RetryAfter(0, "one more"), nil
 			}),
 		})
 		for _, a := range []string{"answered", "claims", "broken", "again"} {

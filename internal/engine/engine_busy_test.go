@@ -1,4 +1,4 @@
-package workflow_test
+package engine_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 // TestABusyCompletionIsWrittenAgainNotRerun: the step has done its work,
@@ -45,11 +45,11 @@ func TestABusyCompletionIsWrittenAgainNotRerun(t *testing.T) {
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	c := newCounter()
-	step := workflow.StepFunc{Decl: createDecl, Fn: func(ctx context.Context, w workflow.Work) (workflow.Outcome, error) {
+	step := engine.StepFunc{Decl: createDecl, Fn: func(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 		c.add(w.Operation.OperationID)
 		once.Do(func() { close(entered) })
 		<-proceed
-		return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+		return engine.Done("", engine.Transition{Step: domain.StepCreateMRCreated}), nil
 	}}
 	// The first failed write, whichever way the engine answers it (written
 	// again now; dropped before), releases the lock.
@@ -63,11 +63,11 @@ func TestABusyCompletionIsWrittenAgainNotRerun(t *testing.T) {
 				}
 			}
 		}})
-	e := newEngine(t, s, "i1", workflow.Options{Lease: 5 * time.Second, Logger: logger}, map[string]workflow.Step{"hold": step})
+	e := newEngine(t, s, "i1", engine.Options{Lease: 5 * time.Second, Logger: logger}, map[string]engine.Step{"hold": step})
 	var mu sync.Mutex
 	commits := 0
 	committed := make(chan struct{}, 4)
-	e.OnCommit(func(context.Context, workflow.Committed) {
+	e.OnCommit(func(context.Context, engine.Committed) {
 		mu.Lock()
 		commits++
 		mu.Unlock()

@@ -1,4 +1,4 @@
-package workflow_test
+package engine_test
 
 import (
 	"sync"
@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 // TestPollIntervalSourceIsReadBeforeEveryWait: with PollInterval an hour,
@@ -23,13 +23,13 @@ func TestPollIntervalSourceIsReadBeforeEveryWait(t *testing.T) {
 		firstWait := make(chan struct{})
 		var once sync.Once
 		c := newCounter()
-		e := newEngine(t, s, "i1", workflow.Options{
+		e := newEngine(t, s, "i1", engine.Options{
 			PollInterval: time.Hour,
 			PollIntervalSource: func() time.Duration {
 				once.Do(func() { close(firstWait) })
 				return 10 * time.Millisecond
 			},
-		}, map[string]workflow.Step{"ok": okStep(c, "")})
+		}, map[string]engine.Step{"ok": okStep(c, "")})
 		require.NoError(t, e.Start(t.Context()))
 		select {
 		case <-firstWait:
@@ -51,13 +51,13 @@ func TestPollIntervalSourceIsReadBeforeEveryWait(t *testing.T) {
 func TestPollIntervalSourceFallsBack(t *testing.T) {
 	t.Parallel()
 	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
-		e := newEngine(t, s, "i1", workflow.Options{
+		e := newEngine(t, s, "i1", engine.Options{
 			PollInterval:       300 * time.Millisecond,
 			PollIntervalSource: func() time.Duration { return 0 },
 		}, nil)
 		require.Equal(t, 300*time.Millisecond, e.PollInterval())
 
-		d, err := workflow.New(workflow.Options{Store: s, Owner: "i2", Workers: 1, Lease: time.Minute})
+		d, err := engine.New(engine.Options{Store: s, Owner: "i2", Workers: 1, Lease: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, time.Second, d.PollInterval())
 	})

@@ -1,4 +1,4 @@
-package workflow
+package engine
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"changeflow/internal/store"
 )
 
-// Step is one action of the workflow. Run must be safe to run twice (a
+// Step is one action of a flow. Run must be safe to run twice (a
 // crash or a lost lease re-runs it): it reads remote state before it
 // writes. It must not sleep; it returns an Outcome and the engine persists
 // it. An error or a panic leaves the declared failure state.
@@ -33,9 +33,9 @@ type Declaration struct {
 	// Options.MaxClaims — instead of OnError; reason says which bound and
 	// the last retry's reason. The outcome it returns is recorded like a
 	// step's (a Done whose next action repairs the situation, a Fail). A
-	// step whose failure cannot simply stop its row needs it: a batch
-	// driver stopped in OnError keeps its batch RUNNING and the project's
-	// slot held until batch.timeout (batch_errors.go). An error, a panic,
+	// step whose failure cannot simply stop its row needs it: a row
+	// stopped in OnError keeps holding what it holds (a slot other rows
+	// wait for) until something else times it out. An error, a panic,
 	// or a Retry or Wait it returns (which would loop past the bound) falls
 	// back to OnError.
 	OnExhausted func(ctx context.Context, w Work, reason string) (Outcome, error)
@@ -60,10 +60,18 @@ type Work struct {
 }
 
 // Progress writes an intermediate state now, under the lease, and keeps
-// running (e.g. CREATE_BRANCH_CREATED before the commit). A lost lease is
+// running (e.g. a branch created, before the commit on it). A lost lease is
 // an error wrapping domain.ErrPreempted: the step must stop.
 func (w Work) Progress(ctx context.Context, t Transition) error {
 	return w.progress(ctx, t)
+}
+
+// WithProgress returns w writing its intermediate states through fn
+// instead of the engine's store under the lease: for a step's function
+// run outside the engine, as a test of one step does.
+func (w Work) WithProgress(fn func(ctx context.Context, t Transition) error) Work {
+	w.progress = fn
+	return w
 }
 
 // StepFunc adapts a function and its declaration to Step.

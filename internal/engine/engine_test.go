@@ -1,4 +1,4 @@
-package workflow_test
+package engine_test
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
+	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 func TestDueWorkRunsOnce(t *testing.T) {
@@ -24,9 +24,9 @@ func TestDueWorkRunsOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		c := newCounter()
 		var mu sync.Mutex
-		var commits []workflow.Committed
-		e := newEngine(t, s, "i1", workflow.Options{}, map[string]workflow.Step{"ok": okStep(c, "")})
-		e.OnCommit(func(_ context.Context, cm workflow.Committed) {
+		var commits []engine.Committed
+		e := newEngine(t, s, "i1", engine.Options{}, map[string]engine.Step{"ok": okStep(c, "")})
+		e.OnCommit(func(_ context.Context, cm engine.Committed) {
 			mu.Lock()
 			commits = append(commits, cm)
 			mu.Unlock()
@@ -69,14 +69,14 @@ func TestTwoEnginesRunEachOperationExactlyOnce(t *testing.T) {
 		c := newCounter()
 		var mu sync.Mutex
 		ran := map[string]string{}
-		engines := []*workflow.Engine{}
+		engines := []*engine.Engine{}
 		for i, s := range []*store.Store{a, b} {
 			owner := fmt.Sprintf("instance-%d", i)
 			// Warnings and errors (a completion the database refused, say)
 			// go to the test's output, so a failure says why.
 			logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			e := newEngine(t, s, owner, workflow.Options{Workers: 8, QueueSize: 8, Logger: logger}, map[string]workflow.Step{"ok": okStep(c, "")})
-			e.OnCommit(func(_ context.Context, cm workflow.Committed) {
+			e := newEngine(t, s, owner, engine.Options{Workers: 8, QueueSize: 8, Logger: logger}, map[string]engine.Step{"ok": okStep(c, "")})
+			e.OnCommit(func(_ context.Context, cm engine.Committed) {
 				mu.Lock()
 				defer mu.Unlock()
 				if prev, dup := ran[cm.OperationID]; dup {
@@ -140,7 +140,7 @@ func TestAnExpiredLeaseIsResumedByAnotherEngine(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, dead, 1)
 		c := newCounter()
-		e := newEngine(t, s, "alive", workflow.Options{}, map[string]workflow.Step{"ok": okStep(c, "")})
+		e := newEngine(t, s, "alive", engine.Options{}, map[string]engine.Step{"ok": okStep(c, "")})
 		require.NoError(t, e.Start(t.Context()))
 		o := waitOp(t, s, "op-1", finished)
 		require.Equal(t, int(domain.StepCreateMRCreated), o.Step)
@@ -154,7 +154,7 @@ func TestAnExpiredLeaseIsResumedByAnotherEngine(t *testing.T) {
 func TestSafetyNet(t *testing.T) {
 	t.Parallel()
 	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
-		e := newEngine(t, s, "i1", workflow.Options{MaxRetries: 3}, map[string]workflow.Step{
+		e := newEngine(t, s, "i1", engine.Options{MaxRetries: 3}, map[string]engine.Step{
 			"err": errStep, "panic": panicStep, "specific": specificStep, "illegal": illegalStep,
 			"flaky": flakyStep(newCounter(), 100), "recovers": flakyStep(newCounter(), 3),
 		})
@@ -199,8 +199,8 @@ func TestAFullPoolPersistsTheFailureAtOnce(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		started, release := make(chan string, 1), make(chan struct{})
-		e := newEngine(t, s, "i1", workflow.Options{Workers: 1, QueueSize: 0, PollInterval: time.Hour},
-			map[string]workflow.Step{"block": blockStep(started, release), "ok": okStep(newCounter(), "")})
+		e := newEngine(t, s, "i1", engine.Options{Workers: 1, QueueSize: 0, PollInterval: time.Hour},
+			map[string]engine.Step{"block": blockStep(started, release), "ok": okStep(newCounter(), "")})
 		submit(t, s, "op-busy", "block")
 		require.NoError(t, e.Start(t.Context()))
 		require.Equal(t, "op-busy", <-started)
@@ -208,7 +208,7 @@ func TestAFullPoolPersistsTheFailureAtOnce(t *testing.T) {
 		submit(t, s, "op-refused", "ok")
 		ok, err := e.Submit(t.Context(), "op-refused")
 		require.True(t, ok)
-		require.ErrorIs(t, err, workflow.ErrPoolFull)
+		require.ErrorIs(t, err, engine.ErrPoolFull)
 		// Visible to a poller the moment Submit returns.
 		o, err := s.OperationGet(t.Context(), "op-refused")
 		require.NoError(t, err)
@@ -227,13 +227,13 @@ func TestAFullPoolPersistsTheFailureAtOnce(t *testing.T) {
 func TestPollingIsRescheduledShortThenLongThenTimesOut(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		tier := config.PollingTier{ShortInterval: time.Second, ShortAttempts: 2, LongInterval: 10 * time.Second, Timeout: 25 * time.Second}
-		clock := newFakeClock()
+		tier := engine.PollTier{ShortInterval: time.Second, ShortAttempts: 2, LongInterval: 10 * time.Second, Timeout: 25 * time.Second}
+		clock := enginetest.NewClock()
 		c := newCounter()
-		commits := make(chan workflow.Committed, 16)
-		e := newEngine(t, s, "i1", workflow.Options{Clock: clock, PollInterval: time.Hour},
-			map[string]workflow.Step{"ok": okStep(newCounter(), "poll"), "poll": pollStep(tier, c)})
-		e.OnCommit(func(_ context.Context, cm workflow.Committed) { commits <- cm })
+		commits := make(chan engine.Committed, 16)
+		e := newEngine(t, s, "i1", engine.Options{Clock: clock, PollInterval: time.Hour},
+			map[string]engine.Step{"ok": okStep(newCounter(), "poll"), "poll": pollStep(tier, c)})
+		e.OnCommit(func(_ context.Context, cm engine.Committed) { commits <- cm })
 		submit(t, s, "op-1", "ok")
 		require.NoError(t, e.Start(t.Context()))
 		require.Equal(t, "ok", (<-commits).Action)
@@ -241,7 +241,7 @@ func TestPollingIsRescheduledShortThenLongThenTimesOut(t *testing.T) {
 		for i, want := range []time.Duration{time.Second, time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second} {
 			e.Wake()
 			cm := <-commits
-			require.Equal(t, workflow.OutcomeWait, cm.Kind, "poll %d", i+1)
+			require.Equal(t, engine.OutcomeWait, cm.Kind, "poll %d", i+1)
 			o, err := s.OperationGet(t.Context(), "op-1")
 			require.NoError(t, err)
 			require.Equal(t, i+1, o.Attempts)
@@ -254,7 +254,7 @@ func TestPollingIsRescheduledShortThenLongThenTimesOut(t *testing.T) {
 		}
 		e.Wake()
 		cm := <-commits
-		require.Equal(t, workflow.OutcomeTimedOut, cm.Kind)
+		require.Equal(t, engine.OutcomeTimedOut, cm.Kind)
 		o := waitOp(t, s, "op-1", stopped)
 		require.Equal(t, domain.StepCreatePipelinePending.String(), domain.StepStatus(o.Step).String())
 		b, err := s.BindingGetByOperation(t.Context(), "op-1")
@@ -266,10 +266,10 @@ func TestPollingIsRescheduledShortThenLongThenTimesOut(t *testing.T) {
 }
 
 func TestNextPollTiers(t *testing.T) {
-	tier := config.PollingTier{ShortInterval: time.Second, ShortAttempts: 2, LongInterval: 10 * time.Second, Timeout: 25 * time.Second}
+	tier := engine.PollTier{ShortInterval: time.Second, ShortAttempts: 2, LongInterval: 10 * time.Second, Timeout: 25 * time.Second}
 	var got []string
 	for attempt := 1; attempt <= 6; attempt++ {
-		d, out := workflow.NextPoll(tier, attempt)
+		d, out := engine.NextPoll(tier, attempt)
 		if out {
 			got = append(got, "timeout")
 			continue
@@ -284,8 +284,8 @@ func TestStartStopAreSafeAndLeakNothing(t *testing.T) {
 	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		started, release := make(chan string, 1), make(chan struct{})
 		defer close(release)
-		e := newEngine(t, s, "i1", workflow.Options{}, map[string]workflow.Step{"block": blockStep(started, release)})
-		never := newEngine(t, s, "i2", workflow.Options{}, nil)
+		e := newEngine(t, s, "i1", engine.Options{}, map[string]engine.Step{"block": blockStep(started, release)})
+		never := newEngine(t, s, "i2", engine.Options{}, nil)
 		never.Stop()
 		never.Stop()
 
@@ -309,7 +309,7 @@ func TestAnActionClaimedTooOftenEndsInItsDeclaredFailure(t *testing.T) {
 	t.Parallel()
 	storetest.RaceOnSQLite(t, func(t *testing.T, s *store.Store) {
 		c := newCounter()
-		e := newEngine(t, s, "i1", workflow.Options{MaxClaims: 5}, map[string]workflow.Step{"ok": okStep(c, "")})
+		e := newEngine(t, s, "i1", engine.Options{MaxClaims: 5}, map[string]engine.Step{"ok": okStep(c, "")})
 		submit(t, s, "op-1", "ok")
 		// Five earlier owners died mid-step (kill -9 each time).
 		_, err := s.DB().Exec("UPDATE operation SET attempts = 5 WHERE operation_id = 'op-1'")
@@ -331,21 +331,21 @@ func TestAnActionClaimedTooOftenEndsInItsDeclaredFailure(t *testing.T) {
 func TestRetriesRefusedByAnOpenBreakerAreNotAttempts(t *testing.T) {
 	t.Parallel()
 	storetest.OnSQLite(t, func(t *testing.T, s *store.Store) {
-		breakerThen := func(realFailures int) workflow.Step {
+		breakerThen := func(realFailures int) engine.Step {
 			var mu sync.Mutex
 			refused := map[string]int{}
-			return workflow.StepFunc{Decl: createDecl, Fn: func(_ context.Context, w workflow.Work) (workflow.Outcome, error) {
+			return engine.StepFunc{Decl: createDecl, Fn: func(_ context.Context, w engine.Work) (engine.Outcome, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				op := w.Operation.OperationID
 				if refused[op] < 20 {
 					refused[op]++
-					return workflow.RetryAfter(0, "gitlab CreateMR: circuit open").Unattempted(), nil
+					return engine.RetryAfter(0, "gitlab CreateMR: circuit open").Unattempted(), nil
 				}
 				if w.Attempt <= realFailures {
-					return workflow.RetryAfter(0, fmt.Sprintf("gitlab CreateMR: 502 (real attempt %d)", w.Attempt)), nil
+					return engine.RetryAfter(0, fmt.Sprintf("gitlab CreateMR: 502 (real attempt %d)", w.Attempt)), nil
 				}
-				return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+				return engine.Done("", engine.Transition{Step: domain.StepCreateMRCreated}), nil
 			}}
 		}
 		o := recoversOrGivesUp(t, s, 3, breakerThen)
@@ -361,12 +361,12 @@ func TestRetriesRefusedByAnOpenBreakerAreNotAttempts(t *testing.T) {
 func TestDatabaseBusyInsideAStepIsARetry(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		busyThen := func(busy int) workflow.Step {
-			return workflow.StepFunc{Decl: createDecl, Fn: func(_ context.Context, w workflow.Work) (workflow.Outcome, error) {
+		busyThen := func(busy int) engine.Step {
+			return engine.StepFunc{Decl: createDecl, Fn: func(_ context.Context, w engine.Work) (engine.Outcome, error) {
 				if w.Attempt <= busy {
-					return workflow.Outcome{}, fmt.Errorf("read batch: %w: invalid connection", domain.ErrBusy)
+					return engine.Outcome{}, fmt.Errorf("read batch: %w: invalid connection", domain.ErrBusy)
 				}
-				return workflow.Done("", workflow.Transition{Step: domain.StepCreateMRCreated}), nil
+				return engine.Done("", engine.Transition{Step: domain.StepCreateMRCreated}), nil
 			}}
 		}
 		o := recoversOrGivesUp(t, s, 2, busyThen)
@@ -377,9 +377,9 @@ func TestDatabaseBusyInsideAStepIsARetry(t *testing.T) {
 // recoversOrGivesUp runs step(2), which fails twice and then succeeds,
 // and step(1000), which never does, with maxRetries: the first must end
 // MR_CREATED, the second in its declared failure, whose row it returns.
-func recoversOrGivesUp(t *testing.T, s *store.Store, maxRetries int, step func(failures int) workflow.Step) store.Operation {
+func recoversOrGivesUp(t *testing.T, s *store.Store, maxRetries int, step func(failures int) engine.Step) store.Operation {
 	t.Helper()
-	e := newEngine(t, s, "i1", workflow.Options{MaxRetries: maxRetries}, map[string]workflow.Step{
+	e := newEngine(t, s, "i1", engine.Options{MaxRetries: maxRetries}, map[string]engine.Step{
 		"recovers": step(2), "stays-down": step(1000),
 	})
 	submit(t, s, "op-recovers", "recovers")

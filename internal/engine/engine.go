@@ -1,4 +1,4 @@
-package workflow
+package engine
 
 import (
 	"context"
@@ -30,7 +30,8 @@ func SystemClock() Clock { return systemClock{} }
 // config.Snapshot.Workflow() at start; a reload does not resize a running
 // pool.
 type Options struct {
-	Store *store.Store
+	// Store is the database the engine claims from and writes to.
+	Store Store
 	// Owner is this instance's id (config Instance().ID); leases name it.
 	Owner string
 	// Workers is the pool size (workflow.workers); QueueSize the bounded
@@ -282,14 +283,14 @@ func (e *Engine) Claimant() (owner string, lease time.Duration, ok bool) {
 }
 
 // RunClaimed runs an item the caller claimed for Claimant's owner (in its
-// own transaction: a withdrawal claims the action it schedules, so no
-// poller takes it in between) on the caller's goroutine, outside the
+// own transaction: a caller that schedules an action claims it there, so
+// no poller takes it in between) on the caller's goroutine, outside the
 // pool, and returns once its outcome is recorded — exactly as a pooled
-// run records it (lease, safety net, hooks). It is for an answer that
-// depends on the step's outcome: a withdrawal of an open MR answers
-// "withdrawn" or "it already took effect" from what the close found. The
-// step runs under the engine's context and the lease's deadline, not the
-// caller's: a caller that gives up does not cut a GitLab write in half.
+// run records it (lease, safety net, hooks). It is for a caller whose
+// answer depends on the step's outcome: it can answer from what the step
+// found. The step runs under the engine's context and the lease's
+// deadline, not the caller's: a caller that gives up does not cut a
+// remote write in half.
 // When the engine stopped meanwhile, the item is released for any
 // instance and false returned.
 func (e *Engine) RunClaimed(it store.WorkItem) bool {
@@ -426,23 +427,23 @@ func (e *Engine) execute(it store.WorkItem) {
 	}
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		// The step ran out of its lease's deadline while waiting on a
-		// dependency (GitLab queueing its writes, a busy connection pool):
-		// that says nothing about the request, so it is a retry — the same
-		// thing a crash and another instance's resume would do, only
-		// sooner — and steps look before they write, so the rerun is safe.
-		// The retry bound below still applies.
+		// dependency (a remote system queueing its writes, a busy
+		// connection pool): that says nothing about the operation, so it
+		// is a retry — the same thing a crash and another instance's
+		// resume would do, only sooner — and steps look before they write,
+		// so the rerun is safe. The retry bound below still applies.
 		out, err = RetryAfter(0, "step ran out of its lease deadline: "+err.Error()), nil
 	}
 	if err != nil && errors.Is(err, domain.ErrBusy) {
 		// The database was busy or unavailable while the step ran — a
 		// lock wait, a Galera node lost mid-step (1047, a cut connection:
-		// store.translate's ErrBusy): that says nothing about the request
-		// either, so it is a retry, bounded like any other. It used to be
-		// the declared failure, which a batch driver cannot even take
-		// from where it stands (CREATE_SUCCEEDED → HANDLE_APPROVE_FAILED
-		// is illegal): the driver stopped with its batch RUNNING and held
-		// the project's slot (seen when a Galera node was killed). A
-		// second's pause lets a failover finish before the rerun.
+		// store.translate's ErrBusy): that says nothing about the
+		// operation either, so it is a retry, bounded like any other. It
+		// used to be the declared failure, which a step cannot always take
+		// from where its row stands (the transition table refuses it): the
+		// row then stopped with what it held still held (seen when a
+		// Galera node was killed). A second's pause lets a failover finish
+		// before the rerun.
 		out, err = RetryAfter(time.Second, "database busy: "+err.Error()), nil
 	}
 	safety := false
@@ -498,7 +499,7 @@ const (
 // a step that had done its work ran twice (safe — steps look before they
 // write — but seen as TestTwoEnginesRunEachOperationExactlyOnce failing
 // under a load of 20, where 200 commits of two engines queue for SQLite's
-// one write lock), and the request waited a whole lease for nothing. The
+// one write lock), and the operation waited a whole lease for nothing. The
 // write is guarded by the lease, so a retry after a commit that did land
 // but answered an error finds the lease gone (ErrPreempted: the outcome is
 // dropped, as it would have been), and past the deadline another instance
@@ -527,14 +528,14 @@ func (e *Engine) complete(ctx context.Context, deadline time.Time, p store.WorkC
 // which bound): the step's OnExhausted answer when it declares one and
 // that answer ends the retrying, else the declared failure (safety true).
 // The hook runs under the step's context; a context already spent makes
-// its reads fail, and a hook must answer that too (batch_errors.go keeps
-// the driver's state and settles).
+// its reads fail, and a hook must answer that too (keep its row's state
+// and schedule the repair, say).
 func (e *Engine) exhausted(ctx context.Context, decl Declaration, w Work, reason string) (Outcome, bool) {
 	declared := Fail(decl.OnError.Step, decl.OnError.Binding, reason)
 	if decl.OnExhausted == nil {
 		return declared, true
 	}
-	out, err := runRecovered(ctx, w, func(ctx context.Context, w Work) (Outcome, error) {
+	out, err := RunRecovered(ctx, w, func(ctx context.Context, w Work) (Outcome, error) {
 		return decl.OnExhausted(ctx, w, reason)
 	})
 	switch {
@@ -554,13 +555,21 @@ func (e *Engine) exhausted(ctx context.Context, decl Declaration, w Work, reason
 }
 
 // run calls the step, turning a panic into an error (the safety net).
-func run(ctx context.Context, s Step, w Work) (out Outcome, err error) {
+func run(ctx context.Context, s Step, w Work) (Outcome, error) {
+	return RunRecovered(ctx, w, s.Run)
+}
+
+// RunRecovered calls fn, turning a panic into an error, as the engine
+// does around every step. A step that calls another step's function
+// itself uses it, so that a panic there is answered by the caller, which
+// can still act on it, rather than by the engine's declared failure.
+func RunRecovered(ctx context.Context, w Work, fn func(context.Context, Work) (Outcome, error)) (out Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("step panicked: %v\n%s", r, debug.Stack())
+			out, err = Outcome{}, fmt.Errorf("step panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return s.Run(ctx, w)
+	return fn(ctx, w)
 }
 
 // params turns an outcome into the store write.

@@ -1,10 +1,20 @@
-package workflow
+package engine
 
 import (
 	"time"
-
-	"changeflow/internal/config"
 )
+
+// PollTier is a polling schedule: ShortAttempts polls ShortInterval
+// apart, then LongInterval apart, until the scheduled intervals add up to
+// Timeout (zero: no timeout). It has the fields of PollTier, so
+// a flow converts the configured tier (PollTier(cfg.Polling(name)))
+// and the engine needs no configuration package.
+type PollTier struct {
+	ShortInterval time.Duration
+	ShortAttempts int
+	LongInterval  time.Duration
+	Timeout       time.Duration
+}
 
 // NextPoll returns how long to wait before poll number attempt+1, after
 // poll number attempt (1-based) found the remote state unsettled, and
@@ -18,7 +28,7 @@ import (
 // time and any queueing), so a timeout is never early — it can be late by
 // those. An expired lease also counts as an attempt, which only brings the
 // timeout forward by that interval.
-func NextPoll(tier config.PollingTier, attempt int) (wait time.Duration, timedOut bool) {
+func NextPoll(tier PollTier, attempt int) (wait time.Duration, timedOut bool) {
 	waited := scheduled(tier, attempt-1)
 	if tier.Timeout > 0 && waited >= tier.Timeout {
 		return 0, true
@@ -30,7 +40,7 @@ func NextPoll(tier config.PollingTier, attempt int) (wait time.Duration, timedOu
 }
 
 // scheduled is the sum of the intervals scheduled after polls 1..n.
-func scheduled(tier config.PollingTier, n int) time.Duration {
+func scheduled(tier PollTier, n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
@@ -42,7 +52,7 @@ func scheduled(tier config.PollingTier, n int) time.Duration {
 // unsettled: WaitUntil the next tier time (writing t, e.g. the running
 // step, zero to write nothing), or TimedOut into pending once the tier's
 // budget is spent. The step is rescheduled, never slept.
-func PollAgain(tier config.PollingTier, w Work, t Transition, pending Failure, reason string) Outcome {
+func PollAgain(tier PollTier, w Work, t Transition, pending Failure, reason string) Outcome {
 	wait, timedOut := NextPoll(tier, w.Attempt)
 	if timedOut {
 		return TimedOut(pending.Step, pending.Binding, reason)

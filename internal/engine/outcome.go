@@ -1,11 +1,4 @@
-// Package workflow is changeflow's durable step engine: the next
-// action of every in-flight request and when it is due live in its
-// operation row; engines on every instance claim due rows under a lease,
-// run one registered Step each in a bounded pool, and record the step's
-// Outcome together with its checked state transition. Steps never sleep:
-// waiting is an outcome (WaitUntil, RetryAfter) the engine persists.
-// docs/workflow.md describes the design.
-package workflow
+package engine
 
 import (
 	"context"
@@ -91,12 +84,12 @@ type Outcome struct {
 }
 
 // Done finishes the action, writes t and makes next due at once; next ""
-// means the request needs no more work from the engine (it waits for a
-// callback, or it is finished).
+// means the operation needs no more work from the engine (it waits for
+// something outside, or it is finished).
 func Done(next string, t Transition) Outcome { return Outcome{kind: OutcomeDone, next: next, t: t} }
 
 // WaitUntil runs the same action again at at (engine clock), writing t
-// now (e.g. PIPELINE_RUNNING on the first poll; zero to write nothing).
+// now (e.g. a running state on the first poll; zero to write nothing).
 func WaitUntil(at time.Time, t Transition) Outcome { return Outcome{kind: OutcomeWait, at: at, t: t} }
 
 // RetryAfter runs the same action again after d; reason is stored as
@@ -131,6 +124,14 @@ func TimedOut(step domain.StepStatus, binding domain.BindingStatus, reason strin
 // OnFlip adds a hook run after commit if this outcome flipped the binding.
 func (o Outcome) OnFlip(h FlipHook) Outcome {
 	o.hooks = append(append([]FlipHook(nil), o.hooks...), h)
+	return o
+}
+
+// WithReason sets the reason stored as the row's last_error ("" clears
+// it): a poll that waits again can keep what went wrong with the last
+// look in view while it waits.
+func (o Outcome) WithReason(reason string) Outcome {
+	o.reason = reason
 	return o
 }
 
