@@ -118,38 +118,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Library:           gitlab.LibraryApprover{GitLab: gl},
 			CheckItems:        gitlab.NewCheckItemsApprover(gl, logger),
 		},
-		OnValidated: func(_ context.Context, f store.Flip) { m.RequestValidated(f.TargetKey) },
+		Observer: metricsObserver{m: m, st: st, logger: logger},
 		// Admissions and settlements schedule their project's round here;
 		// the rounds service below runs them (docs/flows/batch.md, "When a
 		// round runs").
 		RoundTrigger: workflow.NewRoundTrigger(nil),
-		OnWithdrawn:  func(_ context.Context, p store.WithdrawPlace) { m.RequestWithdrawn(string(p)) },
-		OnRevocation: func(_ context.Context, _ store.RevocationCreated, reason domain.RevokeReason) {
-			m.RevocationCreated(string(reason))
-		},
-		OnRenewalEnded:  func(_ context.Context, _ string, o domain.RenewalOutcome) { m.RenewalEnded(string(o)) },
-		OnSecurityEvent: func(_ context.Context, kind string) { m.SecurityEvent(kind) },
-		// The lag is read from the row the flip wrote: both ends are
-		// database times (expiresAt, and updated_at at the flip).
-		OnRevoked: func(ctx context.Context, f store.Flip) {
-			op, err := st.OperationGet(ctx, f.OperationID)
-			if err != nil {
-				logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
-				return
-			}
-			b, err := st.BindingGetByOperation(ctx, f.OperationID)
-			if err != nil {
-				logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
-				return
-			}
-			m.RevocationDone(string(op.RevokeReason), b.UpdatedAt.Sub(b.ExpiresAt))
-		},
 	}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)
 	// Reconciliation of lost deploy callbacks on every instance
 	// every reconcile.interval; its flips count the same validated metric
-	// through wdeps.OnValidated, once per flip. Each run also applies
+	// through wdeps.Observer, once per flip. Each run also applies
 	// approval decisions recorded but never applied (a crash between the
 	// two).
 	reconciler := workflow.NewReconciler(wdeps)
@@ -287,6 +266,54 @@ func (e *environment) close() {
 		}
 	}
 }
+
+// metricsObserver counts what the flows' commits changed in the business
+// metrics; the flows tell it each event once, after its commit (I9).
+type metricsObserver struct {
+	m      *metrics.Metrics
+	st     *store.Store
+	logger *slog.Logger
+}
+
+// Validated counts a grant in effect.
+func (o metricsObserver) Validated(_ context.Context, f store.Flip) {
+	o.m.RequestValidated(f.TargetKey)
+}
+
+// Withdrawn counts a withdrawal by where the request stood.
+func (o metricsObserver) Withdrawn(_ context.Context, p store.WithdrawPlace) {
+	o.m.RequestWithdrawn(string(p))
+}
+
+// Revoked counts a removal confirmed, with its lag behind the expiry. The
+// lag is read from the row the flip wrote: both ends are database times
+// (expiresAt, and updated_at at the flip).
+func (o metricsObserver) Revoked(ctx context.Context, f store.Flip) {
+	op, err := o.st.OperationGet(ctx, f.OperationID)
+	if err != nil {
+		o.logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
+		return
+	}
+	b, err := o.st.BindingGetByOperation(ctx, f.OperationID)
+	if err != nil {
+		o.logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
+		return
+	}
+	o.m.RevocationDone(string(op.RevokeReason), b.UpdatedAt.Sub(b.ExpiresAt))
+}
+
+// RevocationCreated counts a revocation by its reason.
+func (o metricsObserver) RevocationCreated(_ context.Context, _ store.RevocationCreated, reason domain.RevokeReason) {
+	o.m.RevocationCreated(string(reason))
+}
+
+// RenewalEnded counts a renewal's end by its outcome.
+func (o metricsObserver) RenewalEnded(_ context.Context, _ string, outcome domain.RenewalOutcome) {
+	o.m.RenewalEnded(string(outcome))
+}
+
+// SecurityEvent counts a security event by its kind.
+func (o metricsObserver) SecurityEvent(_ context.Context, kind string) { o.m.SecurityEvent(kind) }
 
 // newEngine builds the workflow engine from workflow.*: the pool's size is
 // fixed at start (workflow.workers, workflow.queueSize are restart-only);

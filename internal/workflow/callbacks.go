@@ -206,7 +206,7 @@ func (d Deps) batching(op store.Operation) bool {
 // Deploy marks in effect (MERGED → VALIDATED) the requests of the MR the
 // deployment reports, matched exactly by project and MR iid
 // (not by a watermark). The flip (store.BindingMarkValidated) is
-// the only path to the success side effect (Deps.OnValidated, I9): a
+// the only path to the success side effect (Observer.Validated, I9): a
 // duplicate, a race with reconciliation or a callback for a request not
 // yet MERGED flips nothing and emits nothing. MERGED is written only by
 // changeflow's own merge, so only MRs changeflow merged are validated. A

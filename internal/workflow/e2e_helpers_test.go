@@ -161,10 +161,69 @@ func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper,
 			Library:           gitlab.LibraryApprover{GitLab: gl},
 			CheckItems:        gitlab.NewCheckItemsApprover(gl, nil),
 		},
-		Approval:    approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(cfg()) }}),
-		Config:      cfg,
-		RetryDelay:  20 * time.Millisecond,
-		OnValidated: onValidated,
+		Approval:   approval.New(approval.Options{Settings: func() approval.Settings { return approval.SettingsFromConfig(cfg()) }}),
+		Config:     cfg,
+		RetryDelay: 20 * time.Millisecond,
+		Observer:   &testObserver{validated: onValidated},
+	}
+}
+
+// testObserver is the tests' workflow.Observer: each event calls its
+// function when one is set.
+type testObserver struct {
+	validated    func(ctx context.Context, f store.Flip)
+	withdrawn    func(ctx context.Context, p store.WithdrawPlace)
+	revoked      func(ctx context.Context, f store.Flip)
+	revocation   func(ctx context.Context, r store.RevocationCreated, reason domain.RevokeReason)
+	renewalEnded func(ctx context.Context, operationID string, o domain.RenewalOutcome)
+	security     func(ctx context.Context, kind string)
+}
+
+// observe returns d's testObserver, installing an empty one when d has
+// none, so a test sets the events it counts and keeps the others. Set
+// them before the engine starts: the flows read them from then on.
+func observe(d *workflow.Deps) *testObserver {
+	o, ok := d.Observer.(*testObserver)
+	if !ok {
+		o = &testObserver{}
+		d.Observer = o
+	}
+	return o
+}
+
+func (o *testObserver) Validated(ctx context.Context, f store.Flip) {
+	if o.validated != nil {
+		o.validated(ctx, f)
+	}
+}
+
+func (o *testObserver) Withdrawn(ctx context.Context, p store.WithdrawPlace) {
+	if o.withdrawn != nil {
+		o.withdrawn(ctx, p)
+	}
+}
+
+func (o *testObserver) Revoked(ctx context.Context, f store.Flip) {
+	if o.revoked != nil {
+		o.revoked(ctx, f)
+	}
+}
+
+func (o *testObserver) RevocationCreated(ctx context.Context, r store.RevocationCreated, reason domain.RevokeReason) {
+	if o.revocation != nil {
+		o.revocation(ctx, r, reason)
+	}
+}
+
+func (o *testObserver) RenewalEnded(ctx context.Context, operationID string, out domain.RenewalOutcome) {
+	if o.renewalEnded != nil {
+		o.renewalEnded(ctx, operationID, out)
+	}
+}
+
+func (o *testObserver) SecurityEvent(ctx context.Context, kind string) {
+	if o.security != nil {
+		o.security(ctx, kind)
 	}
 }
 
@@ -227,7 +286,7 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 		deps.GitLab = ws.wrapGitLab(deps.GitLab)
 	}
 	deps.RoundTrigger = ws.roundTrigger
-	deps.OnWithdrawn = func(_ context.Context, p store.WithdrawPlace) {
+	observe(&deps).withdrawn = func(_ context.Context, p store.WithdrawPlace) {
 		w.mu.Lock()
 		w.withdrawn[p]++
 		w.mu.Unlock()

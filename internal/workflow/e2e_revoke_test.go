@@ -62,18 +62,18 @@ func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) g
 		if d.Approval != nil {
 			d.Approval = countingApproval{Service: d.Approval, w: w}
 		}
-		d.OnRevoked = func(_ context.Context, f store.Flip) {
+		observe(d).revoked = func(_ context.Context, f store.Flip) {
 			w.rmu.Lock()
 			w.revoked[f.OperationID]++
 			w.rmu.Unlock()
 		}
-		d.OnRevocation = func(_ context.Context, r store.RevocationCreated, reason domain.RevokeReason) {
+		observe(d).revocation = func(_ context.Context, r store.RevocationCreated, reason domain.RevokeReason) {
 			w.rmu.Lock()
 			w.created[reason]++
 			w.createdBy[r.OperationID]++
 			w.rmu.Unlock()
 		}
-		d.OnRenewalEnded = func(_ context.Context, id string, o domain.RenewalOutcome) {
+		observe(d).renewalEnded = func(_ context.Context, id string, o domain.RenewalOutcome) {
 			w.rmu.Lock()
 			w.renewals[id+" "+string(o)]++
 			w.rmu.Unlock()

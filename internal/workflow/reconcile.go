@@ -35,7 +35,7 @@ import (
 //
 // Every validation goes through store.BindingMarkValidated, the method the
 // deploy callback uses, so the two racing flip a binding exactly once and
-// Deps.OnValidated (the success metric) runs only for the call that
+// Observer.Validated (the success metric) runs only for the call that
 // flipped, after its commit.
 
 // ReconcileResult counts one reconciliation run.
@@ -65,7 +65,7 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler over d (Store, Config, Logger and
-// OnValidated are used).
+// Observer are used).
 func NewReconciler(d Deps) *Reconciler { return &Reconciler{d: d} }
 
 // Start runs RunOnce every reconcile.interval until Stop or ctx ends. A

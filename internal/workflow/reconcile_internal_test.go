@@ -31,7 +31,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var fired []string
-		d := Deps{Store: st, OnValidated: func(_ context.Context, f store.Flip) { fired = append(fired, f.OperationID) }}
+		d := Deps{Store: st, Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}
 
 		flipped, err := d.markValidated(ctx, "cb-first", "deploy-callback", "test")
 		require.NoError(t, err)
@@ -53,3 +53,12 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 		require.Equal(t, int(domain.StepCalledBack), op.Step, "the callback repairs RECONCILED to CALLED_BACK")
 	})
 }
+
+// validatedObserver calls fn for each Validated event and ignores the
+// others.
+type validatedObserver struct {
+	NopObserver
+	fn func(f store.Flip)
+}
+
+func (o validatedObserver) Validated(_ context.Context, f store.Flip) { o.fn(f) }

@@ -19,7 +19,7 @@ import (
 )
 
 // reconcileWorld is a store, a configuration with the window (1m, 1h) and
-// a count of OnValidated per operation.
+// a count of Observer.Validated per operation.
 type reconcileWorld struct {
 	t   *testing.T
 	st  *store.Store
@@ -46,11 +46,11 @@ func newReconcileWorld(t *testing.T, st *store.Store, ov map[string]any) *reconc
 func (w *reconcileWorld) deps() workflow.Deps {
 	return workflow.Deps{
 		Store: w.st, Config: w.cfg.Load,
-		OnValidated: func(_ context.Context, f store.Flip) {
+		Observer: &testObserver{validated: func(_ context.Context, f store.Flip) {
 			w.mu.Lock()
 			w.validated[f.OperationID]++
 			w.mu.Unlock()
-		},
+		}},
 	}
 }
 
@@ -294,7 +294,7 @@ func TestReconcileMoreRowsThanOneINList(t *testing.T) {
 // TestReconcileRacingDeployCallbacks: runs of reconciliation on several
 // goroutines while deploy callbacks (duplicated) arrive for the same
 // operations and a later MR's deployment raises the watermark midway:
-// every operation flips exactly once and OnValidated fires exactly once
+// every operation flips exactly once and Observer.Validated fires exactly once
 // per operation.
 func TestReconcileRacingDeployCallbacks(t *testing.T) {
 	t.Parallel()

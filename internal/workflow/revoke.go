@@ -160,10 +160,8 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 	created, err := d.Store.RevocationCreate(ctx, store.RevocationCreateParams{
 		Reason: reason, Text: text, Actor: actor, SingleAction: ActionCreateMR, RenewalAction: ActionWithdraw, Rows: rows,
 	})
-	if d.OnRevocation != nil {
-		for _, c := range created {
-			d.OnRevocation(ctx, c, reason)
-		}
+	for _, c := range created {
+		d.observer().RevocationCreated(ctx, c, reason)
 	}
 	d.renewalsCut(ctx, cands, created, reason)
 	return created, err

@@ -43,37 +43,17 @@ type Deps struct {
 	// answer, 429, 5xx, open breaker) before it runs again; ≤ 0 means 5 s.
 	// The engine's MaxRetries bounds the retries.
 	RetryDelay time.Duration
-	// OnValidated runs after commit, once per binding that a deploy
-	// callback flipped MERGED → VALIDATED (I9): the success metric and
-	// notification hook. May be nil.
-	OnValidated func(ctx context.Context, f store.Flip)
+	// Observer is told, after commit and once, what the flows changed
+	// (a grant in effect, a withdrawal, a revocation created or done, a
+	// renewal's end, a security event): the business metrics. Nil
+	// observes nothing.
+	Observer Observer
 	// RoundTrigger, shared by every Deps copy of a process, schedules a
 	// project's batch round when requests join its waiting set (an
 	// admission: batch.gatherWindow later; a settled batch: at once). The
 	// process's Rounds runs them. Nil: rounds run every batch.interval
 	// only.
 	RoundTrigger *RoundTrigger
-	// OnWithdrawn runs after commit, once per request its requester
-	// withdrew, when the withdrawal moved its binding to CLOSED (I9): the
-	// withdrawal metric. May be nil.
-	OnWithdrawn func(ctx context.Context, place store.WithdrawPlace)
-	// OnRevoked runs after commit, once per binding that moved to REVOKED
-	// (the removal confirmed by a deploy callback or reconciliation, or
-	// nothing left to remove): the revocation metrics. May be nil.
-	OnRevoked func(ctx context.Context, f store.Flip)
-	// OnRevocation runs after commit, once per revocation created (the
-	// expiry scan, a give-back, an operator): revocations by reason.
-	// May be nil.
-	OnRevocation func(ctx context.Context, r store.RevocationCreated, reason domain.RevokeReason)
-	// OnRenewalEnded runs after commit, once per renewal that ended —
-	// in effect, rejected, closed, or cut off by the expiry — when this
-	// call's transaction moved it there (I9): the renewal metric. May be
-	// nil.
-	OnRenewalEnded func(ctx context.Context, operationID string, outcome domain.RenewalOutcome)
-	// OnSecurityEvent runs once per security event recorded (a foreign
-	// head, branch or MR; kind is one of SecurityEventKinds), after its
-	// audit record: the security metric. May be nil.
-	OnSecurityEvent func(ctx context.Context, kind string)
 	// Now is the clock an approve-first approval is timed by: the days
 	// of the request count from it (store.WorkCallbackParams.ApprovedAt).
 	// The application's clock, like the submission's; nil means
@@ -97,28 +77,21 @@ func (d Deps) now() time.Time {
 // by the transaction that moved it, and never by a retried step or a
 // duplicate callback, which move nothing.
 func (d Deps) renewalFlipped(ctx context.Context, f store.Flip) {
-	if d.OnRenewalEnded == nil {
-		return
-	}
 	if o := domain.RenewalEndOf(f.From, f.To, f.EndedWithoutEffect, domain.StepStatus(f.ToStep)); o != "" {
-		d.OnRenewalEnded(ctx, f.OperationID, o)
+		d.observer().RenewalEnded(ctx, f.OperationID, o)
 	}
 }
 
-// flipped runs the success hook of f: OnRevoked for a removal confirmed,
-// OnValidated for a grant in effect.
+// flipped tells the observer of f's success: Revoked for a removal
+// confirmed, Validated for a grant in effect.
 func (d Deps) flipped(ctx context.Context, f store.Flip) {
 	if f.To == domain.BindingRevoked {
-		if d.OnRevoked != nil {
-			d.OnRevoked(ctx, f)
-		}
+		d.observer().Revoked(ctx, f)
 		return
 	}
 	// A renewal in effect is a grant in effect too: both are counted.
 	d.renewalFlipped(ctx, f)
-	if d.OnValidated != nil {
-		d.OnValidated(ctx, f)
-	}
+	d.observer().Validated(ctx, f)
 }
 
 // revokedHook is the after-commit hook of an outcome that writes REVOKED.
@@ -261,7 +234,7 @@ func RegisterSteps(e *engine.Engine, d Deps) {
 // caller created first is not in created, so each cut is counted once, by
 // the transaction that made it.
 func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate, created []store.RevocationCreated, reason domain.RevokeReason) {
-	if d.OnRenewalEnded == nil || len(created) == 0 {
+	if len(created) == 0 {
 		return
 	}
 	outcome := domain.RenewalExpired
@@ -276,7 +249,7 @@ func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate
 	}
 	for _, c := range created {
 		if r, ok := renewal[c.GrantOperationID]; ok {
-			d.OnRenewalEnded(ctx, r, outcome)
+			d.observer().RenewalEnded(ctx, r, outcome)
 		}
 	}
 }

@@ -265,8 +265,8 @@ const securityAction = "security."
 
 // securityEvent records ev once: an audit record keyed by what was found
 // (the same head or MR seen again by a retry, another instance or after a
-// crash is one event), then — only when this call recorded it — the metric
-// hook and a warn log. The audit write comes first so a crash after it
+// crash is one event), then — only when this call recorded it — the
+// observer and a warn log. The audit write comes first so a crash after it
 // loses at most a count, never the record an operator acts on.
 func (d Deps) securityEvent(ctx context.Context, ev SecurityEvent) error {
 	key := fmt.Sprintf("security:%s:%s:%d:%s:%s", ev.Kind, ev.Resource, ev.MRIID, ev.Branch, ev.SHA)
@@ -289,9 +289,7 @@ func (d Deps) securityEvent(ctx context.Context, ev SecurityEvent) error {
 	}
 	d.logger().Warn("security event: content changeflow did not write on its branch namespace",
 		"kind", ev.Kind, "resource", ev.Resource, "mr", ev.MRIID, "branch", ev.Branch, "sha", ev.SHA, "why", ev.Why)
-	if d.OnSecurityEvent != nil {
-		d.OnSecurityEvent(ctx, ev.Kind)
-	}
+	d.observer().SecurityEvent(ctx, ev.Kind)
 	return nil
 }
 

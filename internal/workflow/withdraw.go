@@ -328,8 +328,8 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 // its binding to CLOSED (a renewal's: back to its grant).
 func (d Deps) withdrawnHook(place store.WithdrawPlace) engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) {
-		if d.OnWithdrawn != nil && (f.To == domain.BindingClosed || f.EndedWithoutEffect) {
-			d.OnWithdrawn(ctx, place)
+		if f.To == domain.BindingClosed || f.EndedWithoutEffect {
+			d.observer().Withdrawn(ctx, place)
 		}
 	}
 }
@@ -396,8 +396,8 @@ func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawA
 	if err != nil {
 		return WithdrawAnswer{}, err
 	}
-	if res.Outcome == store.WithdrawApplied && res.Flip != nil && wd.Deps.OnWithdrawn != nil && !p.Cancel {
-		wd.Deps.OnWithdrawn(ctx, res.Place)
+	if res.Outcome == store.WithdrawApplied && res.Flip != nil && !p.Cancel {
+		wd.Deps.observer().Withdrawn(ctx, res.Place)
 	}
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil {
 		wd.Deps.renewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
