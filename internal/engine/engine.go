@@ -410,20 +410,31 @@ func (e *Engine) execute(it store.WorkItem) {
 		return err
 	}
 
-	var (
-		out Outcome
-		err error
-	)
+	out, safety, ok := e.outcome(ctx, step, decl, w)
+	if !ok {
+		// Stopping: the step was cancelled, not failed. Give it back.
+		e.release(wctx, it, "instance stopped")
+		return
+	}
+	e.record(wctx, deadline, it, decl, out, safety)
+}
+
+// outcome runs w's step, unless the action was claimed too often, and
+// says what the run comes to: the step's own outcome, a retry for a run
+// cut short by its deadline or a busy database, or (safety true) the
+// declared failure or the step's answer to its exhausted retries. ok is
+// false when the engine is stopping and cancelled the step: nothing is
+// to be recorded.
+func (e *Engine) outcome(ctx context.Context, step Step, decl Declaration, w Work) (out Outcome, safety, ok bool) {
+	var err error
 	exhausted := ""
-	if op.Attempts > e.o.MaxClaims {
-		exhausted = fmt.Sprintf("gave up after %d claims of %s (crash loop or endless poll)", op.Attempts, op.NextAction)
+	if w.Operation.Attempts > e.o.MaxClaims {
+		exhausted = fmt.Sprintf("gave up after %d claims of %s (crash loop or endless poll)", w.Operation.Attempts, w.Action)
 	} else {
 		out, err = run(ctx, step, w)
 	}
 	if err != nil && e.runCtx.Err() != nil {
-		// Stopping: the step was cancelled, not failed. Give it back.
-		e.release(wctx, it, "instance stopped")
-		return
+		return Outcome{}, false, false
 	}
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		// The step ran out of its lease's deadline while waiting on a
@@ -446,7 +457,6 @@ func (e *Engine) execute(it store.WorkItem) {
 		// before the rerun.
 		out, err = RetryAfter(time.Second, "database busy: "+err.Error()), nil
 	}
-	safety := false
 	if exhausted == "" && err == nil && out.kind == OutcomeRetry && !out.unattempted && w.Attempt > e.o.MaxRetries {
 		exhausted = fmt.Sprintf("gave up after %d attempts: %s", w.Attempt, out.reason)
 	}
@@ -457,6 +467,14 @@ func (e *Engine) execute(it store.WorkItem) {
 	} else if out.kind == 0 {
 		out, safety = Fail(decl.OnError.Step, decl.OnError.Binding, "step returned no outcome"), true
 	}
+	return out, safety, true
+}
+
+// record writes a run's outcome under its lease and, once committed, runs
+// the hooks. An outcome the table refuses is replaced by the declared
+// failure; one whose lease is gone is dropped.
+func (e *Engine) record(wctx context.Context, deadline time.Time, it store.WorkItem, decl Declaration, out Outcome, safety bool) {
+	op := it.Operation
 	res, err := e.complete(wctx, deadline, e.params(it, out, safety))
 	if errors.Is(err, domain.ErrIllegalTransition) && !safety {
 		// The step asked for a move the table refuses: a bug in the step.
