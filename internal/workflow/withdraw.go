@@ -31,14 +31,10 @@ import (
 // more wait.
 const noneYet = "nothing to withdraw found yet"
 
-// withdraw is the withdraw action. Where the request waited is read from
-// its binding: still MR_CREATING or MR_CREATED, or stopped on a failure
-// (CREATE_FAILED, HANDLE_FAILED; owned by it; a renewal's still RENEWING)
-// — its single-request MR is open or was never opened, close it and then write
-// the binding; anything else (CLOSED already, a renewal's row back with
-// its grant or taken by a revocation, or re-applied by a newer request) —
-// it waited for its approval: withdraw that, and on the legacy flow close
-// its MR too.
+// withdraw is the withdraw action: load what it reads, plan what it does
+// upstream (domain.PlanWithdrawAction, where the places are told apart),
+// withdraw the approval, leave the batch, close the MR, and record the
+// end.
 //
 // The same action is the upstream half of a renewal's cut-off
 // (RENEW_EXPIRED, RENEW_REVOKED: docs/flows/lifecycle.md, "Renewal"): it keeps
@@ -47,89 +43,82 @@ const noneYet = "nothing to withdraw found yet"
 // counted as a requester's withdrawal.
 func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
-	b, err := d.Store.BindingGetByOperation(ctx, op.OperationID)
-	if err != nil && !errors.Is(err, domain.ErrNotFound) {
-		return d.retryOr(err, "read binding")
-	}
-	mrPlace := err == nil && (b.Status == domain.BindingMRCreating || b.Status == domain.BindingMRCreated ||
-		b.Status == domain.BindingCreateFailed || b.Status == domain.BindingHandleFailed ||
-		b.Status == domain.BindingMerging && op.BatchID != 0 ||
-		op.Kind == domain.OperationRenew && b.Status == domain.BindingRenewing)
-	endStep := domain.StepCloseRequesterWithdrawn
-	switch st := domain.StepStatus(op.Step); st {
-	case domain.StepRenewExpired, domain.StepRenewRevoked, domain.StepCloseCancelled:
-		endStep = st
-	case domain.StepCloseFailed:
-		// A retrigger of a close that kept failing ends where it began:
-		// an operator's close stays CLOSE_CANCELLED.
-		cancelled, err := d.reached(ctx, op.OperationID, domain.StepCloseCancelled)
-		if err != nil {
-			return d.retryOr(err, "read step history")
-		}
-		if cancelled {
-			endStep = domain.StepCloseCancelled
-		}
-	}
-	waited := strings.HasPrefix(op.LastError, noneYet)
-	var notes []string
-	legacySubmit := false
-	if mrPlace && endStep != domain.StepCloseRequesterWithdrawn && op.Flow == FlowLegacy && op.ApprovalID == "" {
-		asked, err := d.askedForApproval(ctx, op.OperationID)
-		if err != nil {
-			return d.retryOr(err, "read step history")
-		}
-		legacySubmit = asked
-	}
-	if mrPlace && endStep != domain.StepCloseRequesterWithdrawn && (op.ApprovalID != "" || legacySubmit) {
-		// A renewal withdrawn by the expiry scan may still have an
-		// undecided approval upstream — the legacy flow asks for it while
-		// the MR waits, and a stopped renewal stopped submitting it:
-		// withdraw that too, so nobody is asked to decide on it any more.
-		// On the legacy flow with none recorded, a submit_approval the cut
-		// pre-empted may still be in its call: it is looked up by the
-		// operationId, after one wait when not found (as a requester's
-		// withdrawal does). An approved renewal's is decided already:
-		// the approval system says so, and nothing changes.
-		note, out, done := d.withdrawApproval(ctx, op, waited || !legacySubmit)
-		if done != nil {
-			return done.out, done.err
-		}
-		if out != nil {
-			return *out, nil
-		}
-		notes = append(notes, note)
-	}
-	if !mrPlace {
-		note, out, done := d.withdrawApproval(ctx, op, waited)
-		if done != nil {
-			return done.out, done.err
-		}
-		if out != nil {
-			return *out, nil
-		}
-		notes = append(notes, note)
-		if op.MRIID == 0 {
-			// The step does not change, so the engine writes no history
-			// row for this outcome: the log keeps what happened upstream.
-			d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
-			return engine.Done("", engine.Transition{Step: endStep, Note: strings.Join(notes, "; ")}), nil
-		}
-	}
-	if mrPlace && op.BatchID != 0 {
-		if end := d.leaveBatch(ctx, op, endStep); end != nil {
-			return end.out, end.err
-		}
-	}
-	mr, found, end := d.closeForWithdrawal(ctx, op, waited)
+	v, end := d.withdrawActionView(ctx, op)
 	if end != nil {
 		return end.out, end.err
 	}
-	t := engine.Transition{Step: endStep}
-	if mrPlace {
-		// A renewal's CLOSED is mapped at the store edge: the row goes back
-		// to the grant it renews, VALIDATED with the grant's expiry.
-		t.Binding = domain.BindingClosed
+	plan := domain.PlanWithdrawAction(v)
+	var notes []string
+	if plan.WithdrawApproval {
+		note, out, done := d.withdrawApproval(ctx, op, plan.ApprovalWaited)
+		if done != nil {
+			return done.out, done.err
+		}
+		if out != nil {
+			return *out, nil
+		}
+		notes = append(notes, note)
 	}
+	if !plan.CloseMR {
+		// The step does not change, so the engine writes no history row
+		// for this outcome: the log keeps what happened upstream.
+		note := strings.Join(notes, "; ")
+		d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
+		return engine.Done("", engine.Transition{Step: plan.End, Note: note}), nil
+	}
+	if plan.LeaveBatch {
+		if end := d.leaveBatch(ctx, op, plan.End); end != nil {
+			return end.out, end.err
+		}
+	}
+	mr, found, end := d.closeForWithdrawal(ctx, op, v.Waited)
+	if end != nil {
+		return end.out, end.err
+	}
+	return d.withdrawFinish(op, plan, mr, found, notes), nil
+}
+
+// withdrawActionView reads what the withdraw action is planned from: the
+// operation, the binding it owns, and its step history when the plan
+// needs it.
+func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domain.WithdrawActionView, *stepEnd) {
+	v := domain.WithdrawActionView{
+		Kind: op.Kind, Step: domain.StepStatus(op.Step),
+		InBatch: op.BatchID != 0, Legacy: op.Flow == FlowLegacy, HasApproval: op.ApprovalID != "", HasMR: op.MRIID != 0,
+		Waited: strings.HasPrefix(op.LastError, noneYet),
+	}
+	b, err := d.Store.BindingGetByOperation(ctx, op.OperationID)
+	switch {
+	case err == nil:
+		v.Binding = b.Status
+	case !errors.Is(err, domain.ErrNotFound):
+		out, err := d.retryOr(err, "read binding")
+		return v, &stepEnd{out, err}
+	}
+	if v.NeedsCloseHistory() {
+		if v.Cancelled, err = d.reached(ctx, op.OperationID, domain.StepCloseCancelled); err != nil {
+			out, err := d.retryOr(err, "read step history")
+			return v, &stepEnd{out, err}
+		}
+	}
+	if v.NeedsSubmitHistory() {
+		if v.Asked, err = d.reached(ctx, op.OperationID, domain.StepCreateApprovalSubmitting); err != nil {
+			out, err := d.retryOr(err, "read step history")
+			return v, &stepEnd{out, err}
+		}
+	}
+	return v, nil
+}
+
+// withdrawFinish is the withdraw action's outcome once it has looked for
+// the request's MR and closed it (found false: there is none): End with
+// the plan's binding and the notes of what happened upstream; merged
+// wins in the MR place; an MR neither closed nor merged is read again
+// later.
+func (d Deps) withdrawFinish(op store.Operation, plan domain.WithdrawActionPlan, mr gitlab.MR, found bool, notes []string) engine.Outcome {
+	// A renewal's CLOSED is mapped at the store edge: the row goes back to
+	// the grant it renews, VALIDATED with the grant's expiry.
+	t := engine.Transition{Step: plan.End, Binding: plan.Binding}
 	switch {
 	case !found:
 		notes = append(notes, "no MR was opened")
@@ -138,7 +127,7 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		if op.MRIID == 0 {
 			t.Fields = store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL}
 		}
-	case mr.State == gitlab.MRStateMerged && mrPlace:
+	case mr.State == gitlab.MRStateMerged && plan.FollowMerge:
 		// Merged wins: the change is on the default branch, so the request
 		// follows its merge to MERGED and, with the deploy callback or
 		// reconciliation, VALIDATED. The requester hears that it already
@@ -149,21 +138,21 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		}
 		return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
 			Note: fmt.Sprintf("withdrawal came too late: MR !%d was merged (%s); the request follows its merge", mr.IID, mr.MergeCommitSHA)}).
-			OnFlip(d.validateIfDeployed(d.projectID(op), mr.IID)), nil
+			OnFlip(d.validateIfDeployed(d.projectID(op), mr.IID))
 	case mr.State == gitlab.MRStateMerged:
 		// Legacy flow, withdrawn while waiting for the approval: nothing of
 		// changeflow's merges an MR before its approval, so a person did.
-		return engine.Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the request was withdrawn before its approval", mr.IID)), nil
+		return engine.Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the request was withdrawn before its approval", mr.IID))
 	default:
-		return engine.RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State)), nil
+		return engine.RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State))
 	}
 	t.Note = strings.Join(notes, "; ")
 	d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", t.Note)
 	out := engine.Done("", t)
-	if mrPlace && endStep == domain.StepCloseRequesterWithdrawn {
+	if plan.Counted {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
 	}
-	return out, nil
+	return out
 }
 
 // codeMemberWithdrawn is the failure code of a batch settled because one
@@ -214,24 +203,6 @@ func (d Deps) reached(ctx context.Context, operationID string, step domain.StepS
 	}
 	for _, h := range hist {
 		if domain.StepStatus(h.ToStep) == step {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// askedForApproval says whether operationID's history shows it asking for
-// its approval (CREATE_APPROVAL_SUBMITTING): on the legacy flow only such
-// a request can have an approval upstream that it has not recorded — a
-// renewal cut while its MR was still being built or checked has none, and
-// is not made to wait for one.
-func (d Deps) askedForApproval(ctx context.Context, operationID string) (bool, error) {
-	hist, err := d.Store.OperationStepList(ctx, operationID)
-	if err != nil {
-		return false, err
-	}
-	for _, h := range hist {
-		if domain.StepStatus(h.ToStep) == domain.StepCreateApprovalSubmitting {
 			return true, nil
 		}
 	}
@@ -385,17 +356,24 @@ func (wd Withdrawer) Close(ctx context.Context, operationID, actor, reason strin
 }
 
 func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawAnswer, error) {
-	st := wd.Deps.Store
-	operationID := p.OperationID
 	if wd.Engine != nil {
 		if owner, lease, ok := wd.Engine.Claimant(); ok {
 			p.ClaimOwner, p.ClaimLease = owner, lease
 		}
 	}
-	res, err := st.OperationWithdraw(ctx, p)
+	res, err := wd.Deps.Store.OperationWithdraw(ctx, p)
 	if err != nil {
 		return WithdrawAnswer{}, err
 	}
+	wd.afterWrite(ctx, p, res)
+	return wd.answer(ctx, p.OperationID, res)
+}
+
+// afterWrite runs what follows the guarded write's commit: a binding flip
+// counted as a requester's withdrawal and, when it was one, a renewal's
+// end; then the upstream half — the claimed action (MR place) at once on
+// this goroutine, the approval's withdrawal handed to the pool.
+func (wd Withdrawer) afterWrite(ctx context.Context, p store.WithdrawParams, res store.WithdrawResult) {
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil && !p.Cancel {
 		wd.Deps.observer().Withdrawn(ctx, res.Place)
 	}
@@ -406,11 +384,18 @@ func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawA
 	case res.Claimed != nil:
 		wd.Engine.RunClaimed(*res.Claimed)
 	case wd.Engine != nil && res.Outcome == store.WithdrawApplied && res.Place == store.WithdrawFromApproval:
-		if _, err := wd.Engine.Submit(ctx, operationID); err != nil {
-			wd.Deps.logger().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", operationID, "err", err)
+		if _, err := wd.Engine.Submit(ctx, p.OperationID); err != nil {
+			wd.Deps.logger().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", p.OperationID, "err", err)
 		}
 	}
+}
+
+// answer reads operationID as it is after the call and says what the
+// withdrawal came to.
+func (wd Withdrawer) answer(ctx context.Context, operationID string, res store.WithdrawResult) (WithdrawAnswer, error) {
+	st := wd.Deps.Store
 	ans := WithdrawAnswer{Result: res}
+	var err error
 	if ans.Operation, err = st.OperationGet(ctx, operationID); err != nil {
 		return WithdrawAnswer{}, err
 	}
