@@ -270,20 +270,18 @@ func (d Deps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, p
 	if err != nil {
 		return false, err
 	}
-	changed := map[string]bindingfile.Entry{}
-	for _, e := range before.Entries {
-		if a, ok := after.Entry(e.Subject); !ok || !sameEntry(a, e) {
-			changed[e.Subject] = e // removed or replaced: the removed one must be changeflow's too
-		}
-	}
-	for _, a := range after.Entries {
-		if e, ok := before.Entry(a.Subject); !ok || !sameEntry(e, a) {
-			changed[a.Subject+"\x00new"] = a
-		}
-	}
+	changed := changedEntries(before, after)
 	if len(changed) == 0 {
 		return false, nil // the conflict is not in the entries: formatting, another file
 	}
+	return d.changedByKnownRequests(ctx, changed, operationID)
+}
+
+// changedByKnownRequests reports whether every changed entry was written
+// by a request changeflow knows, other than operationID, for that
+// entry's subject: an entry with no operation, this request's own, or one
+// naming an unknown request or another subject is not changeflow's.
+func (d Deps) changedByKnownRequests(ctx context.Context, changed []bindingfile.Entry, operationID string) (bool, error) {
 	for _, e := range changed {
 		if e.OperationID == "" || e.OperationID == operationID {
 			return false, nil

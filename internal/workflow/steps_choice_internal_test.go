@@ -1,0 +1,42 @@
+package workflow
+
+import (
+	"testing"
+	"time"
+
+	"changeflow/internal/bindingfile"
+)
+
+func TestChangedEntries(t *testing.T) {
+	exp := time.Date(2026, 12, 30, 10, 0, 0, 0, time.UTC)
+	e := func(subject, opID string, at time.Time) bindingfile.Entry {
+		return bindingfile.Entry{Subject: subject, ExpiresAt: at, OperationID: opID}
+	}
+	f := func(es ...bindingfile.Entry) bindingfile.File { return bindingfile.File{Entries: es} }
+	cases := []struct {
+		name          string
+		before, after bindingfile.File
+		want          []bindingfile.Entry
+	}{
+		{"identical files: nothing changed", f(e("a", "op-a", exp)), f(e("a", "op-a", exp)), nil},
+		{"both empty: nothing changed", f(), f(), nil},
+		{"an added entry", f(e("a", "op-a", exp)), f(e("a", "op-a", exp), e("b", "op-b", exp)), []bindingfile.Entry{e("b", "op-b", exp)}},
+		{"a removed entry", f(e("a", "op-a", exp), e("b", "op-b", exp)), f(e("a", "op-a", exp)), []bindingfile.Entry{e("b", "op-b", exp)}},
+		{"a replaced entry: the old and the new", f(e("a", "op-a", exp)), f(e("a", "op-a2", exp)), []bindingfile.Entry{e("a", "op-a", exp), e("a", "op-a2", exp)}},
+		{"a new expiry is a replacement", f(e("a", "op-a", exp)), f(e("a", "op-a", exp.Add(time.Hour))), []bindingfile.Entry{e("a", "op-a", exp), e("a", "op-a", exp.Add(time.Hour))}},
+		{"the same instant in another zone is the same entry", f(e("a", "op-a", exp)), f(e("a", "op-a", exp.In(time.FixedZone("x", 3600)))), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := changedEntries(c.before, c.after)
+			if len(got) != len(c.want) {
+				t.Fatalf("changedEntries = %v, want %v", got, c.want)
+			}
+			for i := range got {
+				if !sameEntry(got[i], c.want[i]) {
+					t.Fatalf("changedEntries[%d] = %v, want %v", i, got[i], c.want[i])
+				}
+			}
+		})
+	}
+}
