@@ -1,10 +1,13 @@
 package workflow
 
 import (
+	"errors"
+	"net/http"
 	"testing"
 	"time"
 
 	"changeflow/internal/bindingfile"
+	"changeflow/internal/gitlab"
 )
 
 func TestChangedEntries(t *testing.T) {
@@ -36,6 +39,35 @@ func TestChangedEntries(t *testing.T) {
 				if !sameEntry(got[i], c.want[i]) {
 					t.Fatalf("changedEntries[%d] = %v, want %v", i, got[i], c.want[i])
 				}
+			}
+		})
+	}
+}
+
+func TestChooseMergeAnswer(t *testing.T) {
+	status := func(s int) error { return &gitlab.Error{Op: "Merge", Status: s} }
+	cases := []struct {
+		name string
+		got  gitlab.MR
+		err  error
+		want mergeAnswer
+	}{
+		{"merged", gitlab.MR{State: gitlab.MRStateMerged}, nil, mergeMerged},
+		{"answered open: read again", gitlab.MR{State: gitlab.MRStateOpened}, nil, mergeOtherState},
+		{"409: the head moved", gitlab.MR{}, status(http.StatusConflict), mergeHeadMoved},
+		{"502: transient", gitlab.MR{}, status(http.StatusBadGateway), mergeTransient},
+		{"no answer, maybe applied: transient", gitlab.MR{}, &gitlab.Error{Op: "Merge", Unknown: true}, mergeTransient},
+		{"breaker open: transient", gitlab.MR{}, &gitlab.Error{Op: "Merge", BreakerOpen: true}, mergeTransient},
+		{"403: fails", gitlab.MR{}, status(http.StatusForbidden), mergeFailed},
+		{"an error without a status: fails", gitlab.MR{}, errors.New("boom"), mergeFailed},
+		{"405: refused, rebase", gitlab.MR{}, status(http.StatusMethodNotAllowed), mergeRefused},
+		{"406: refused, rebase", gitlab.MR{}, status(http.StatusNotAcceptable), mergeRefused},
+		{"422: refused, rebase", gitlab.MR{}, status(http.StatusUnprocessableEntity), mergeRefused},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := chooseMergeAnswer(c.got, c.err); got != c.want {
+				t.Fatalf("chooseMergeAnswer = %d, want %d", got, c.want)
 			}
 		})
 	}

@@ -176,19 +176,27 @@ func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) 
 		return end.out, end.err
 	}
 	got, err := d.GitLab.Merge(ctx, h.project, mr.IID, mr.SHA)
-	switch {
-	case err == nil && got.State == gitlab.MRStateMerged:
+	switch chooseMergeAnswer(got, err) {
+	case mergeMerged:
 		return h.merged(ctx, got)
-	case err == nil:
+	case mergeOtherState:
 		return engine.RetryAfter(0, "merge answered state "+got.State), nil
-	case gitlab.IsConflict(err):
+	case mergeHeadMoved:
 		return engine.RetryAfter(0, "head moved: "+err.Error()), nil
-	case transient(err):
+	case mergeTransient:
 		return d.retryLater(err, "merge: "+err.Error()), nil
-	case !gitlab.IsMethodNotAllowed(err) && !gitlab.IsMergeFailed(err):
+	case mergeFailed:
 		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
 	}
-	mergeErr := err
+	return h.rebaseAfterRefusal(ctx, w, mr, err)
+}
+
+// rebaseAfterRefusal is merge once GitLab refused the merge of mr as not
+// mergeable (mergeErr): read the MR again (merged or closed meanwhile
+// ends the step), then ask for a rebase and poll it — at most maxRebases
+// times unless the target moved since the last one.
+func (h *handle) rebaseAfterRefusal(ctx context.Context, w engine.Work, mr gitlab.MR, mergeErr error) (engine.Outcome, error) {
+	d := h.d
 	// Read before the next write: a refusal may mean a merge (ours, whose
 	// answer was lost, or someone else's) already happened.
 	if again, err := h.read(ctx); err == nil {
