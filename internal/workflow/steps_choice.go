@@ -3,12 +3,66 @@ package workflow
 import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
 )
 
 // The single-request steps (create_mr, rebuild, merge, regenerate) each
 // read GitLab, choose, then write. The choices are here, as pure functions
 // of what was read, so a table shows every case without a simulated world;
 // the steps keep the calls around them.
+
+// foundMRChoice is what create_mr or rebuild does with an MR found on the
+// request's own branch before it opens one.
+type foundMRChoice int
+
+const (
+	// foundMRAdopt: the committer bot's, from a run whose answer was
+	// lost; it is the request's MR.
+	foundMRAdopt foundMRChoice = iota
+	// foundMRForeign: opened by someone else; a security event, and the
+	// request moves to its next fresh branch.
+	foundMRForeign
+	// foundMRClosed: the bot's, closed outside changeflow; create_mr
+	// fails for a person to look.
+	foundMRClosed
+	// foundMRAbandon: the bot's but no longer open; rebuild moves to the
+	// next fresh branch (the old MR it closed is never built on again).
+	foundMRAbandon
+)
+
+// chooseFoundMR is the choice for mr, found on the request's branch, given
+// the committer bot's username. create_mr adopts the bot's MR in any state
+// but closed (a merged one is followed by the handling steps); rebuild
+// adopts only an open one.
+func chooseFoundMR(mr gitlab.MR, bot string, rebuilding bool) foundMRChoice {
+	switch {
+	case mr.AuthorUsername != bot:
+		return foundMRForeign
+	case rebuilding && mr.State != gitlab.MRStateOpened:
+		return foundMRAbandon
+	case !rebuilding && mr.State == gitlab.MRStateClosed:
+		return foundMRClosed
+	}
+	return foundMRAdopt
+}
+
+// grantNeedsCommit reports whether create_mr commits op's entry on its
+// branch pinned at at, where file was read: not when the branch exists
+// and already holds this operation's entry for the subject (a run whose
+// answer was lost made the commit).
+func grantNeedsCommit(op store.Operation, at pin, file bindingfile.File) bool {
+	e, ok := file.Entry(op.Subject)
+	return !at.BranchExists || !ok || e.OperationID != op.OperationID
+}
+
+// fileAction is the commit action that writes a binding file: create when
+// it did not exist at the pinned commit, update otherwise.
+func fileAction(exists bool) gitlab.FileActionKind {
+	if exists {
+		return gitlab.ActionUpdate
+	}
+	return gitlab.ActionCreate
+}
 
 // changedEntries are the entries of the binding file that differ between
 // before and after: each removed or replaced entry of before (the removed

@@ -8,7 +8,72 @@ import (
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
 )
+
+func TestChooseFoundMR(t *testing.T) {
+	const bot = "committer"
+	mr := func(author, state string) gitlab.MR { return gitlab.MR{AuthorUsername: author, State: state} }
+	cases := []struct {
+		name       string
+		mr         gitlab.MR
+		rebuilding bool
+		want       foundMRChoice
+	}{
+		{"create: someone else's open MR is foreign", mr("mallory", gitlab.MRStateOpened), false, foundMRForeign},
+		{"create: someone else's merged MR is foreign", mr("mallory", gitlab.MRStateMerged), false, foundMRForeign},
+		{"create: the bot's open MR is adopted", mr(bot, gitlab.MRStateOpened), false, foundMRAdopt},
+		{"create: the bot's merged MR is adopted", mr(bot, gitlab.MRStateMerged), false, foundMRAdopt},
+		{"create: the bot's locked MR is adopted", mr(bot, gitlab.MRStateLocked), false, foundMRAdopt},
+		{"create: the bot's closed MR fails", mr(bot, gitlab.MRStateClosed), false, foundMRClosed},
+		{"rebuild: someone else's MR is foreign", mr("mallory", gitlab.MRStateClosed), true, foundMRForeign},
+		{"rebuild: the bot's open MR is adopted", mr(bot, gitlab.MRStateOpened), true, foundMRAdopt},
+		{"rebuild: the bot's closed MR is abandoned", mr(bot, gitlab.MRStateClosed), true, foundMRAbandon},
+		{"rebuild: the bot's merged MR is abandoned", mr(bot, gitlab.MRStateMerged), true, foundMRAbandon},
+		{"rebuild: the bot's locked MR is abandoned", mr(bot, gitlab.MRStateLocked), true, foundMRAbandon},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := chooseFoundMR(c.mr, bot, c.rebuilding); got != c.want {
+				t.Fatalf("chooseFoundMR = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestGrantNeedsCommit(t *testing.T) {
+	op := store.Operation{OperationID: "op-1", Subject: "alice"}
+	file := func(opID string) bindingfile.File {
+		return bindingfile.File{Entries: []bindingfile.Entry{{Subject: "alice", OperationID: opID}}}
+	}
+	cases := []struct {
+		name string
+		at   pin
+		file bindingfile.File
+		want bool
+	}{
+		{"no branch yet: commit", pin{BranchExists: false}, file("op-1"), true},
+		{"branch without the subject's entry: commit", pin{BranchExists: true}, bindingfile.File{}, true},
+		{"branch with another request's entry: commit", pin{BranchExists: true}, file("op-0"), true},
+		{"branch holds this request's entry: a lost answer, no second commit", pin{BranchExists: true}, file("op-1"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := grantNeedsCommit(op, c.at, c.file); got != c.want {
+				t.Fatalf("grantNeedsCommit = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestFileAction(t *testing.T) {
+	if got := fileAction(true); got != gitlab.ActionUpdate {
+		t.Fatalf("existing file: %s, want update", got)
+	}
+	if got := fileAction(false); got != gitlab.ActionCreate {
+		t.Fatalf("missing file: %s, want create", got)
+	}
+}
 
 func TestChangedEntries(t *testing.T) {
 	exp := time.Date(2026, 12, 30, 10, 0, 0, 0, time.UTC)

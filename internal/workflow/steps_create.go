@@ -39,30 +39,18 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
 	}
 	branch := singleBranch(op)
-	gl := d.GitLab
 	// A branch or MR changeflow did not create is never built on or
 	// adopted: the request moves to a fresh branch of its own (bounded).
 	stop := func(why string) (engine.Outcome, error) {
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, outOfBranches(why)), nil
 	}
 
-	mr, found, err := gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
+	mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
 	if err != nil {
 		return d.retryOr(err, "look up MR")
 	}
 	if found {
-		bot, err := d.committer(ctx)
-		if err != nil {
-			return d.retryOr(err, "read the committer bot's account")
-		}
-		if mr.AuthorUsername != bot.Username {
-			return d.abandonBranch(ctx, w, branch, foreignMR(op.OperationID, mr), stop)
-		}
-		if mr.State == gitlab.MRStateClosed {
-			return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
-				fmt.Sprintf("MR !%d of branch %s was closed outside changeflow", mr.IID, branch)), nil
-		}
-		return d.mrCreated(op, mr, branch), nil
+		return d.adoptMR(ctx, w, mr, branch, stop)
 	}
 
 	target, ok := d.Config().Target(op.TargetKey)
@@ -98,44 +86,95 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	if op.Kind == domain.OperationRevoke {
 		return d.createRemoval(ctx, w, project, branch, target.File, at, file)
 	}
-	if e, ok := file.Entry(op.Subject); !at.BranchExists || !ok || e.OperationID != op.OperationID {
-		next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
-		action := gitlab.ActionUpdate
-		if !exists {
-			action = gitlab.ActionCreate
-		}
-		req := at.commit(branch, commitTrailers(commitMessage(op), op.OperationID),
-			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(next.Marshal())}})
-		if _, err := gl.CreateCommit(ctx, project, req); err != nil {
-			if gitlab.IsStaleWrite(err) {
-				// What was read went away (a file created, the branch
-				// created by a run whose answer was lost): read again.
-				return engine.RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
-			}
-			return d.retryOr(err, "commit")
-		}
-		if domain.StepStatus(op.Step) == domain.StepCreateStarted {
-			if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
-				Note: "committed on " + branch}); err != nil {
-				return engine.Outcome{}, err
-			}
+	if grantNeedsCommit(op, at, file) {
+		if end := d.commitGrant(ctx, w, project, branch, target.File, at, file, exists); end != nil {
+			return end.out, end.err
 		}
 	}
 
-	mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
+	mr, end := d.openMR(ctx, project, gitlab.CreateMRRequest{
 		SourceBranch: branch, TargetBranch: d.targetBranch(),
 		Title:       commitMessage(op),
 		Description: mrDescription(op),
 	})
-	if err != nil {
-		if gitlab.IsConflict(err) {
-			// Another open MR for the branch: ours, from a run whose answer
-			// was lost. The next run adopts it.
-			return engine.RetryAfter(0, "MR exists already: "+err.Error()), nil
-		}
-		return d.retryOr(err, "open MR")
+	if end != nil {
+		return end.out, end.err
 	}
 	return d.mrCreated(op, mr, branch), nil
+}
+
+// adoptMR is create_mr for an MR found on the request's branch: the
+// committer bot's is adopted (a run whose answer was lost), anyone else's
+// abandons the branch for a fresh one, and the bot's closed outside
+// changeflow stops the request for a person.
+func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch string, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
+	bot, err := d.committer(ctx)
+	if err != nil {
+		return d.retryOr(err, "read the committer bot's account")
+	}
+	switch chooseFoundMR(mr, bot.Username, false) {
+	case foundMRForeign:
+		return d.abandonBranch(ctx, w, branch, foreignMR(w.Operation.OperationID, mr), stop)
+	case foundMRClosed:
+		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
+			fmt.Sprintf("MR !%d of branch %s was closed outside changeflow", mr.IID, branch)), nil
+	}
+	return d.mrCreated(w.Operation, mr, branch), nil
+}
+
+// commitGrant commits the grant's entry (add or replace) on branch from
+// the pinned commit, where file was read, and records CREATE_COMMITTED
+// the first time. A nil end: committed, go on to the MR.
+func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at pin, file bindingfile.File, exists bool) *stepEnd {
+	op := w.Operation
+	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
+	req := at.commit(branch, commitTrailers(commitMessage(op), op.OperationID),
+		[]gitlab.FileAction{{Action: fileAction(exists), Path: path, Content: string(next.Marshal())}})
+	if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
+		return end
+	}
+	if domain.StepStatus(op.Step) == domain.StepCreateStarted {
+		if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
+			Note: "committed on " + branch}); err != nil {
+			return &stepEnd{err: err}
+		}
+	}
+	return nil
+}
+
+// commitPinned makes the commit req, pinned to what was read; what names
+// it in the outcome. A nil end: committed.
+func (d Deps) commitPinned(ctx context.Context, project string, req gitlab.CommitRequest, what string) *stepEnd {
+	_, err := d.GitLab.CreateCommit(ctx, project, req)
+	if gitlab.IsStaleWrite(err) {
+		// What was read went away (a file created, the branch created by
+		// a run whose answer was lost): read again.
+		return &stepEnd{out: engine.RetryAfter(0, what+" refused, reading again: "+err.Error())}
+	}
+	if err != nil {
+		return retryEnd(d, err, what)
+	}
+	return nil
+}
+
+// openMR opens the MR req. A nil end comes with the MR.
+func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRRequest) (gitlab.MR, *stepEnd) {
+	mr, err := d.GitLab.CreateMR(ctx, project, req)
+	if gitlab.IsConflict(err) {
+		// Another open MR for the branch: ours, from a run whose answer
+		// was lost. The next run adopts it.
+		return gitlab.MR{}, &stepEnd{out: engine.RetryAfter(0, "MR exists already: "+err.Error())}
+	}
+	if err != nil {
+		return gitlab.MR{}, retryEnd(d, err, "open MR")
+	}
+	return mr, nil
+}
+
+// retryEnd is retryOr as a step's end.
+func retryEnd(d Deps, err error, what string) *stepEnd {
+	out, err := d.retryOr(err, what)
+	return &stepEnd{out, err}
 }
 
 // mrCreated is create_mr's outcome once the MR exists.
@@ -210,11 +249,8 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 	if removed {
 		req := at.commit(branch, commitTrailers(removalMessage(op), op.OperationID),
 			[]gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: path, Content: string(next.Marshal())}})
-		if _, err := d.GitLab.CreateCommit(ctx, project, req); err != nil {
-			if gitlab.IsStaleWrite(err) {
-				return engine.RetryAfter(0, "commit refused, reading again: "+err.Error()), nil
-			}
-			return d.retryOr(err, "commit")
+		if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
+			return end.out, end.err
 		}
 		if domain.StepStatus(op.Step) == domain.StepRevokeStarted || domain.StepStatus(op.Step) == domain.StepCreateStarted {
 			if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
@@ -223,16 +259,13 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 			}
 		}
 	}
-	mr, err := d.GitLab.CreateMR(ctx, project, gitlab.CreateMRRequest{
+	mr, end := d.openMR(ctx, project, gitlab.CreateMRRequest{
 		SourceBranch: branch, TargetBranch: d.targetBranch(),
 		Title:       removalMessage(op),
 		Description: removalDescription(op),
 	})
-	if err != nil {
-		if gitlab.IsConflict(err) {
-			return engine.RetryAfter(0, "MR exists already: "+err.Error()), nil
-		}
-		return d.retryOr(err, "open MR")
+	if end != nil {
+		return end.out, end.err
 	}
 	return d.mrCreated(op, mr, branch), nil
 }
