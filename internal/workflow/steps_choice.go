@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
@@ -10,6 +11,35 @@ import (
 // read GitLab, choose, then write. The choices are here, as pure functions
 // of what was read, so a table shows every case without a simulated world;
 // the steps keep the calls around them.
+
+// oldMRChoice is what rebuild does first with the MR recorded on the row.
+type oldMRChoice int
+
+const (
+	// oldMRGone: the old MR is closed already; build the new one.
+	oldMRGone oldMRChoice = iota
+	// oldMRRecorded: the row's MR is the rebuilt one already (a
+	// retrigger); only its pipeline is left to poll.
+	oldMRRecorded
+	// oldMRMerged: someone merged it meanwhile; merged wins.
+	oldMRMerged
+	// oldMRClose: still open (or locked); close it, then build.
+	oldMRClose
+)
+
+// chooseOldMR is rebuild's choice for old, the MR on the row, when the
+// request is to be rebuilt on branch.
+func chooseOldMR(old gitlab.MR, branch string) oldMRChoice {
+	switch {
+	case old.SourceBranch == branch:
+		return oldMRRecorded
+	case old.State == gitlab.MRStateMerged:
+		return oldMRMerged
+	case old.State == gitlab.MRStateOpened, old.State == gitlab.MRStateLocked:
+		return oldMRClose
+	}
+	return oldMRGone
+}
 
 // foundMRChoice is what create_mr or rebuild does with an MR found on the
 // request's own branch before it opens one.
@@ -44,6 +74,33 @@ func chooseFoundMR(mr gitlab.MR, bot string, rebuilding bool) foundMRChoice {
 		return foundMRClosed
 	}
 	return foundMRAdopt
+}
+
+// singleEdit is a single request's change of its binding file: the
+// file's new content and the words of its commit and MR.
+type singleEdit struct {
+	Content     []byte
+	Message     string
+	Title       string
+	Description string
+}
+
+// rebuildEdit is the change rebuild commits for op on file (read at the
+// target's head): a grant adds or replaces the subject's entry; a removal
+// takes out the entry its grant wrote. false: a removal with nothing left
+// to remove (the entry is gone, or it is someone else's).
+func rebuildEdit(op store.Operation, file bindingfile.File) (singleEdit, bool) {
+	if op.Kind == domain.OperationRevoke {
+		next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
+		if !removed {
+			return singleEdit{}, false
+		}
+		return singleEdit{Content: next.Marshal(), Message: removalMessage(op), Title: removalMessage(op),
+			Description: removalDescription(op)}, true
+	}
+	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
+	return singleEdit{Content: next.Marshal(), Message: commitMessage(op), Title: commitMessage(op),
+		Description: mrDescription(op)}, true
 }
 
 // grantNeedsCommit reports whether create_mr commits op's entry on its

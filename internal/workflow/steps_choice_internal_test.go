@@ -3,13 +3,38 @@ package workflow
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"changeflow/internal/bindingfile"
+	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
+
+func TestChooseOldMR(t *testing.T) {
+	const branch = "changeflow/op-1-2"
+	cases := []struct {
+		name string
+		old  gitlab.MR
+		want oldMRChoice
+	}{
+		{"the row's MR is on the fresh branch already: a retrigger", gitlab.MR{SourceBranch: branch, State: gitlab.MRStateOpened}, oldMRRecorded},
+		{"rebuilt MR recorded even when merged", gitlab.MR{SourceBranch: branch, State: gitlab.MRStateMerged}, oldMRRecorded},
+		{"old MR merged meanwhile: merged wins", gitlab.MR{SourceBranch: "changeflow/op-1", State: gitlab.MRStateMerged}, oldMRMerged},
+		{"old MR open: close it", gitlab.MR{SourceBranch: "changeflow/op-1", State: gitlab.MRStateOpened}, oldMRClose},
+		{"old MR locked: close it", gitlab.MR{SourceBranch: "changeflow/op-1", State: gitlab.MRStateLocked}, oldMRClose},
+		{"old MR closed already: build", gitlab.MR{SourceBranch: "changeflow/op-1", State: gitlab.MRStateClosed}, oldMRGone},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := chooseOldMR(c.old, branch); got != c.want {
+				t.Fatalf("chooseOldMR = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
 
 func TestChooseFoundMR(t *testing.T) {
 	const bot = "committer"
@@ -36,6 +61,54 @@ func TestChooseFoundMR(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := chooseFoundMR(c.mr, bot, c.rebuilding); got != c.want {
 				t.Fatalf("chooseFoundMR = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestRebuildEdit(t *testing.T) {
+	exp := time.Date(2026, 12, 30, 10, 0, 0, 0, time.UTC)
+	grant := store.Operation{OperationID: "op-new", Kind: domain.OperationGrant, Subject: "alice", TargetKey: "db", ExpiresAt: exp}
+	removal := store.Operation{OperationID: "op-rm", Kind: domain.OperationRevoke, Subject: "alice", TargetKey: "db",
+		GrantOperationID: "op-old", RevokeReason: domain.RevokeExpired}
+	withAlice := func(opID string) bindingfile.File {
+		return bindingfile.File{Entries: []bindingfile.Entry{
+			{Subject: "alice", ExpiresAt: exp, OperationID: opID},
+			{Subject: "bob", ExpiresAt: exp, OperationID: "op-bob"},
+		}}
+	}
+	onlyBob := bindingfile.File{Entries: []bindingfile.Entry{{Subject: "bob", ExpiresAt: exp, OperationID: "op-bob"}}}
+	cases := []struct {
+		name    string
+		op      store.Operation
+		file    bindingfile.File
+		ok      bool
+		content bindingfile.File
+		message string
+	}{
+		{"grant adds the subject's entry", grant, onlyBob, true, onlyBob.With(bindingfile.Entry{Subject: "alice", ExpiresAt: exp, OperationID: "op-new"}), commitMessage(grant)},
+		{"grant replaces the subject's entry", grant, withAlice("op-old"), true, withAlice("op-new"), commitMessage(grant)},
+		{"removal takes out its grant's entry", removal, withAlice("op-old"), true, onlyBob, removalMessage(removal)},
+		{"removal of an entry already gone: nothing to remove", removal, onlyBob, false, bindingfile.File{}, ""},
+		{"removal of someone else's entry: nothing to remove", removal, withAlice("op-other"), false, bindingfile.File{}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := rebuildEdit(c.op, c.file)
+			if ok != c.ok {
+				t.Fatalf("rebuildEdit ok = %v, want %v", ok, c.ok)
+			}
+			if !ok {
+				return
+			}
+			if want := string(c.content.Marshal()); string(got.Content) != want {
+				t.Fatalf("content:\n%s\nwant:\n%s", got.Content, want)
+			}
+			if got.Message != c.message || got.Title != c.message {
+				t.Fatalf("message %q, title %q, want %q", got.Message, got.Title, c.message)
+			}
+			if !strings.Contains(got.Description, c.op.OperationID) {
+				t.Fatalf("description %q has no trailer of %s", got.Description, c.op.OperationID)
 			}
 		})
 	}

@@ -153,27 +153,8 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 	if err != nil {
 		return d.retryOr(err, "read MR")
 	}
-	if old.SourceBranch == branch {
-		// The rebuilt MR is the row's already (a retrigger): its pipeline.
-		return engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"}), nil
-	}
-	switch old.State {
-	case gitlab.MRStateMerged:
-		return h.merged(ctx, old)
-	case gitlab.MRStateOpened, gitlab.MRStateLocked:
-		got, err := d.GitLab.CloseMR(ctx, h.project, old.IID)
-		if err != nil {
-			return d.retryOr(err, "close MR")
-		}
-		if got.State == gitlab.MRStateMerged {
-			return h.merged(ctx, got)
-		}
-	}
-	if h.step != domain.StepHandleRebasing {
-		if err := h.progress(ctx, engine.Transition{Step: domain.StepHandleRebasing,
-			Note: fmt.Sprintf("MR !%d closed; rebuilding on %s", old.IID, branch)}); err != nil {
-			return engine.Outcome{}, err
-		}
+	if end := h.rebuildCloseOld(ctx, old, branch); end != nil {
+		return end.out, end.err
 	}
 
 	target, ok := d.Config().Target(op.TargetKey)
@@ -193,14 +174,9 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 	if err != nil {
 		return d.retryOr(err, "read binding file")
 	}
-	want := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID}).Marshal()
-	message, title, description := commitMessage(op), commitMessage(op), mrDescription(op)
-	if op.Kind == domain.OperationRevoke {
-		next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
-		if !removed {
-			return d.regenerateNothingToRemove(ctx, h.project, old, target.File, base.CommitID, op)
-		}
-		want, message, title, description = next.Marshal(), removalMessage(op), removalMessage(op), removalDescription(op)
+	edit, ok := rebuildEdit(op, file)
+	if !ok {
+		return d.regenerateNothingToRemove(ctx, h.project, old, target.File, base.CommitID, op)
 	}
 
 	mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, h.project, branch, gitlab.StateAll)
@@ -213,55 +189,89 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 		if err != nil {
 			return d.retryOr(err, "read the committer bot's account")
 		}
-		if mr.AuthorUsername != bot.Username {
+		switch chooseFoundMR(mr, bot.Username, true) {
+		case foundMRForeign:
 			return d.abandonBranch(ctx, w, branch, foreignMR(op.OperationID, mr), stop)
-		}
-		if mr.State != gitlab.MRStateOpened {
+		case foundMRAbandon:
 			return d.abandonBranch(ctx, w, branch, SecurityEvent{}, stop)
 		}
 	} else {
-		head, done, err := d.regeneratedOn(ctx, h.project, branch, base.CommitID, target.File, op.OperationID, want)
-		if err != nil {
-			return d.retryOr(err, "read branch")
-		}
-		if head != "" && !done {
-			own, why, err := d.branchIsOwn(ctx, h.project, branch)
-			if err != nil {
-				return d.retryOr(err, "check branch")
-			}
-			if !own {
-				return d.abandonBranch(ctx, w, branch, SecurityEvent{Kind: SecurityForeignBranch, Resource: op.OperationID, Branch: branch, SHA: head, Why: why}, stop)
-			}
-		}
-		if !done {
-			action := gitlab.ActionUpdate
-			if !exists {
-				action = gitlab.ActionCreate
-			}
-			at := pin{SHA: base.CommitID, BranchExists: head != ""}
-			_, err := d.GitLab.CreateCommit(ctx, h.project, at.commit(branch,
-				commitTrailers(message+"\n\nRebuilt on "+targetBranch+"@"+short(base.CommitID)+" after a head changeflow did not write.", op.OperationID),
-				[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
-			if gitlab.IsStaleWrite(err) {
-				return engine.RetryAfter(0, "rebuild commit refused, reading again: "+err.Error()), nil
-			}
-			if err != nil {
-				return d.retryOr(err, "rebuild commit")
-			}
-		}
-		mr, err = d.GitLab.CreateMR(ctx, h.project, gitlab.CreateMRRequest{
-			SourceBranch: branch, TargetBranch: targetBranch, Title: title, Description: description,
-		})
-		if gitlab.IsConflict(err) {
-			return engine.RetryAfter(0, "MR exists already: "+err.Error()), nil
-		}
-		if err != nil {
-			return d.retryOr(err, "open MR")
+		var end *stepEnd
+		if mr, end = h.rebuildOn(ctx, w, branch, base.CommitID, target.File, exists, edit, stop); end != nil {
+			return end.out, end.err
 		}
 	}
 	return engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning,
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
 		Note:   fmt.Sprintf("%son %s as MR !%d (MR !%d closed)", rebuiltNote, branch, mr.IID, old.IID)}), nil
+}
+
+// rebuildCloseOld is rebuild's first part, on old, the MR on the row: nil
+// when the request is to be built on branch (old closed, the step recorded
+// as HANDLE_REBASING); otherwise the step ends here (the rebuilt MR is
+// recorded already, or old was merged: merged wins).
+func (h *handle) rebuildCloseOld(ctx context.Context, old gitlab.MR, branch string) *stepEnd {
+	switch chooseOldMR(old, branch) {
+	case oldMRRecorded:
+		// The rebuilt MR is the row's already (a retrigger): its pipeline.
+		return &stepEnd{out: engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"})}
+	case oldMRMerged:
+		out, err := h.merged(ctx, old)
+		return &stepEnd{out, err}
+	case oldMRClose:
+		got, err := h.d.GitLab.CloseMR(ctx, h.project, old.IID)
+		if err != nil {
+			out, err := h.d.retryOr(err, "close MR")
+			return &stepEnd{out, err}
+		}
+		if got.State == gitlab.MRStateMerged {
+			out, err := h.merged(ctx, got)
+			return &stepEnd{out, err}
+		}
+	}
+	if h.step != domain.StepHandleRebasing {
+		if err := h.progress(ctx, engine.Transition{Step: domain.StepHandleRebasing,
+			Note: fmt.Sprintf("MR !%d closed; rebuilding on %s", old.IID, branch)}); err != nil {
+			return &stepEnd{err: err}
+		}
+	}
+	return nil
+}
+
+// rebuildOn builds edit on branch, where no MR was found: the commit on
+// base unless the branch holds it already (a run whose answer was lost) —
+// a branch with anyone else's commits is abandoned for the next fresh one
+// — then the new MR. A nil end comes with the MR opened.
+func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, path string, exists bool, edit singleEdit,
+	stop func(why string) (engine.Outcome, error)) (gitlab.MR, *stepEnd) {
+	d, op := h.d, w.Operation
+	head, done, err := d.regeneratedOn(ctx, h.project, branch, base, path, op.OperationID, edit.Content)
+	if err != nil {
+		return gitlab.MR{}, retryEnd(d, err, "read branch")
+	}
+	if head != "" && !done {
+		own, why, err := d.branchIsOwn(ctx, h.project, branch)
+		if err != nil {
+			return gitlab.MR{}, retryEnd(d, err, "check branch")
+		}
+		if !own {
+			out, err := d.abandonBranch(ctx, w, branch, SecurityEvent{Kind: SecurityForeignBranch, Resource: op.OperationID, Branch: branch, SHA: head, Why: why}, stop)
+			return gitlab.MR{}, &stepEnd{out, err}
+		}
+	}
+	targetBranch := d.targetBranch()
+	if !done {
+		at := pin{SHA: base, BranchExists: head != ""}
+		req := at.commit(branch,
+			commitTrailers(edit.Message+"\n\nRebuilt on "+targetBranch+"@"+short(base)+" after a head changeflow did not write.", op.OperationID),
+			[]gitlab.FileAction{{Action: fileAction(exists), Path: path, Content: string(edit.Content)}})
+		if end := d.commitPinned(ctx, h.project, req, "rebuild commit"); end != nil {
+			return gitlab.MR{}, end
+		}
+	}
+	return d.openMR(ctx, h.project, gitlab.CreateMRRequest{
+		SourceBranch: branch, TargetBranch: targetBranch, Title: edit.Title, Description: edit.Description,
+	})
 }
 
 // abandonBranch gives up branch for the request's next fresh branch,
