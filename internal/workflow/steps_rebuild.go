@@ -17,8 +17,8 @@ import (
 // after one (a new MR).
 const rebuiltNote = "rebuilt "
 
-// verifyHead is the head check before the bots approve or merge mr (R:
-// only what changeflow wrote; verify.go). nil: verified, approve or merge
+// verifyHead is the head check before the bots approve or merge mr (only
+// what changeflow wrote gets the bots' approvals; verify.go). nil: verified, approve or merge
 // at mr.SHA. Otherwise the step ends with the answer:
 //
 //   - the check could not be made (GitLab failing): retry, as any read;
