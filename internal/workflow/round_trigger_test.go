@@ -3,12 +3,14 @@ package workflow_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/engine"
 	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
@@ -70,6 +72,22 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 		deps.RoundTrigger = trig
 		workflow.RegisterBatchSteps(w.eng, deps)
 		rounds := workflow.NewRounds(deps, w.eng)
+		// submit_approval's after-commit hook may apply a decision the
+		// callback recorded meanwhile (its admission hook then runs in
+		// the engine's goroutine); the engine's own hooks run after an
+		// outcome's flip hooks, so a commit seen here means that replay
+		// and its admission hook are over.
+		var (
+			sentMu sync.Mutex
+			sent   = map[string]bool{}
+		)
+		w.eng.OnCommit(func(_ context.Context, c engine.Committed) {
+			if c.Action == workflow.ActionSubmitApproval && c.ToStep == domain.StepCreateApprovalSubmitted {
+				sentMu.Lock()
+				sent[c.OperationID] = true
+				sentMu.Unlock()
+			}
+		})
 
 		ids := []string{"op-g1", "op-g2", "op-g3", "op-g4", "op-g5"}
 		for i, id := range ids {
@@ -95,6 +113,20 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 			clock.Advance(300 * time.Millisecond)
 		}
 		storetest.UntilAdmittedBeforeNow(t, st, ids...)
+		// Each admission schedules the round in a hook after its commit,
+		// so a row reads admitted before its hook ran; a hook still
+		// pending when the round takes the due entry would add a second
+		// one. Wait for every path an admission takes here to be over:
+		// the callback's HTTP answer (the deliverer is idle once changeflow
+		// answered each one) and submit_approval's replay hook (above).
+		// The approval poll, the third path, first runs 30 s after
+		// submission (polling.approval's default), long after this.
+		require.NoError(t, w.sim.ApprovalCallbacks.Wait(t.Context()))
+		require.Eventually(t, func() bool {
+			sentMu.Lock()
+			defer sentMu.Unlock()
+			return len(sent) == len(ids)
+		}, time.Minute, time.Millisecond, "every submit_approval's hooks ran")
 		due, ok := trig.Due(1)
 		require.True(t, ok, "the admissions scheduled the round")
 		require.Equal(t, t0.Add(2*time.Second), due, "gatherWindow after the burst's first admission")
