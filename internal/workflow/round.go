@@ -309,6 +309,8 @@ func (r *Rounds) stopBuilding(ctx context.Context, id int64, self string) {
 //
 // Before 2, revocation members with nothing left to remove are settled
 // at once and leave the batch (settleAbsentRemovals, round_absent.go).
+// Steps 2–3 are openBatchMR, step 4 recordBatchMR; where a batch read
+// again stands towards the round's MR is mrClaimOf's choice.
 //
 // A crash anywhere before 4 commits leaves a RUNNING batch without an MR
 // recorded; the next round on any instance finds the slot occupied by it
@@ -327,7 +329,6 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return 0, 0, nil // settled with the batch in one transaction
 	}
 	project := strconv.FormatInt(b.ProjectID, 10)
-	gl := d.GitLab
 
 	branch, mr, found, err := d.batchBranch(ctx, b, project)
 	if err != nil {
@@ -338,49 +339,112 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return mr.IID, len(ops), err
 	}
 	if !found {
-		// Before the commit is built: revocations whose entry is gone from
-		// the default branch are settled at once and leave the batch.
-		if ops, err = d.settleAbsentRemovals(ctx, b, project, ops); errors.Is(err, errNoMembersLeft) {
-			return 0, 0, nil
-		} else if err != nil {
-			return 0, len(ops), err
+		opened, err := d.openBatchMR(ctx, b, project, branch, ops)
+		if err != nil || opened.done {
+			return opened.mr.IID, opened.members, err
 		}
-		title, body, err := d.commitBatch(ctx, b, project, branch, ops)
-		if err != nil {
-			return 0, len(ops), err
-		}
-		// The look-up above may be stale by now: another round may have
-		// resumed this batch and recorded its MR (and even merged it — a
-		// merged MR does not stop GitLab from opening a second one on the
-		// same branch), or the batch may have ended without one. Opening
-		// an MR then would leave it open for good.
-		if now, err := d.Store.BatchGet(ctx, b.ID); err != nil {
-			return 0, len(ops), err
-		} else if now.MRIID != 0 || !now.Status.Active() {
-			d.logger().Info("batch round: the batch moved on before its MR was opened; opening none",
-				"batch", b.ID, "status", now.Status.String(), "mr", now.MRIID)
-			return now.MRIID, len(ops), nil
-		}
-		mr, err = gl.CreateMR(ctx, project, gitlab.CreateMRRequest{
-			SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
-		})
-		if gitlab.IsConflict(err) || gitlab.IsTransient(err) {
-			// A lost answer may hide a created MR: look it up by the
-			// branch now rather than leave the batch to a later round.
-			createErr := err
-			mr, found, err = gl.FindMRBySourceBranch(ctx, project, branch, gitlab.StateOpened)
-			if err == nil && !found {
-				err = fmt.Errorf("MR of %s not found after: %w", branch, createErr)
-			}
-		}
-		if err != nil {
-			return 0, len(ops), fmt.Errorf("open MR: %w", err)
+		mr, ops = opened.mr, opened.ops
+	}
+	iid, err := d.recordBatchMR(ctx, b, project, branch, mr, ops)
+	return iid, len(ops), err
+}
+
+// openedMR is what openBatchMR did: the MR it opened (or found after a
+// lost answer) for ops, the members still to build; done when the round
+// ends there, with mr.IID and members as startBatch's answer.
+type openedMR struct {
+	mr      gitlab.MR
+	ops     []store.Operation
+	members int
+	done    bool
+}
+
+// openBatchMR is startBatch's steps 2 and 3 on a branch without an MR:
+// the absent removals settled, the batch's commit, then the MR opened.
+func (d Deps) openBatchMR(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (openedMR, error) {
+	// Before the commit is built: revocations whose entry is gone from
+	// the default branch are settled at once and leave the batch.
+	ops, err := d.settleAbsentRemovals(ctx, b, project, ops)
+	if errors.Is(err, errNoMembersLeft) {
+		return openedMR{done: true}, nil
+	}
+	if err != nil {
+		return openedMR{members: len(ops)}, err
+	}
+	title, body, err := d.commitBatch(ctx, b, project, branch, ops)
+	if err != nil {
+		return openedMR{members: len(ops)}, err
+	}
+	// The look-up above may be stale by now: another round may have
+	// resumed this batch and recorded its MR (and even merged it — a
+	// merged MR does not stop GitLab from opening a second one on the
+	// same branch), or the batch may have ended without one. Opening
+	// an MR then would leave it open for good.
+	now, err := d.Store.BatchGet(ctx, b.ID)
+	if err != nil {
+		return openedMR{members: len(ops)}, err
+	}
+	if mrClaimOf(now, 0) == mrTaken {
+		d.logger().Info("batch round: the batch moved on before its MR was opened; opening none",
+			"batch", b.ID, "status", now.Status.String(), "mr", now.MRIID)
+		return openedMR{mr: gitlab.MR{IID: now.MRIID}, members: len(ops), done: true}, nil
+	}
+	mr, err := d.GitLab.CreateMR(ctx, project, gitlab.CreateMRRequest{
+		SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
+	})
+	if gitlab.IsConflict(err) || gitlab.IsTransient(err) {
+		// A lost answer may hide a created MR: look it up by the
+		// branch now rather than leave the batch to a later round.
+		createErr := err
+		var found bool
+		mr, found, err = d.GitLab.FindMRBySourceBranch(ctx, project, branch, gitlab.StateOpened)
+		if err == nil && !found {
+			err = fmt.Errorf("MR of %s not found after: %w", branch, createErr)
 		}
 	}
+	if err != nil {
+		return openedMR{members: len(ops), done: true}, fmt.Errorf("open MR: %w", err)
+	}
+	return openedMR{mr: mr, ops: ops, members: len(ops)}, nil
+}
 
+// mrClaim is where a batch read again stands towards an MR a round is
+// about to open or record.
+type mrClaim int
+
+const (
+	// mrFree: the batch is active and records no MR; the round's MR is
+	// the one to record.
+	mrFree mrClaim = iota
+	// mrSame: the batch records this same MR already (another round got
+	// there first); the batch is on its way.
+	mrSame
+	// mrTaken: the batch records another MR, or it ended; an MR of this
+	// round would be nobody's.
+	mrTaken
+)
+
+// mrClaimOf places batch now, as read again, towards MR iid (0: none
+// opened yet).
+func mrClaimOf(now store.Batch, iid int64) mrClaim {
+	switch {
+	case iid != 0 && now.MRIID == iid:
+		return mrSame
+	case now.MRIID != 0 || !now.Status.Active():
+		return mrTaken
+	}
+	return mrFree
+}
+
+// recordBatchMR is startBatch's step 4: one transaction links MR mr to
+// the batch and its members ops and moves them on; it answers the MR the
+// batch now has. Pre-empted, the batch read again decides: the same MR
+// recorded by another round is fine; a batch that has another MR or ended
+// leaves this one a stray, closed now.
+func (d Deps) recordBatchMR(ctx context.Context, b store.Batch, project, branch string, mr gitlab.MR, ops []store.Operation) (int64, error) {
 	states, err := d.Store.BatchMemberStates(ctx, b.ID)
 	if err != nil {
-		return mr.IID, len(ops), err
+		return mr.IID, err
 	}
 	ids := make([]string, len(ops))
 	for i, op := range ops {
@@ -391,7 +455,7 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 		return m.Binding == domain.BindingMRCreating && domain.StepStatus(m.Step) == domain.StepCreateAdmitted
 	}, actor, fmt.Sprintf("batch %d: MR !%d", b.ID, mr.IID))
 	if err != nil {
-		return mr.IID, len(ops), err
+		return mr.IID, err
 	}
 	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch, SplitDepth: b.SplitDepth, ParentBatchID: b.ParentBatchID}
 	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{
@@ -400,24 +464,24 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 	})
 	if errors.Is(err, domain.ErrPreempted) {
 		if now, gerr := d.Store.BatchGet(ctx, b.ID); gerr == nil {
-			switch {
-			case now.MRIID == mr.IID:
+			switch mrClaimOf(now, mr.IID) {
+			case mrSame:
 				// Another round (a resumer, or the claimer it was resuming
 				// for) recorded this same MR first; the batch is on its way.
-				return mr.IID, len(ops), nil
-			case now.MRIID != 0 || !now.Status.Active():
+				return mr.IID, nil
+			case mrTaken:
 				// The batch has another MR, or ended (merged, settled,
 				// nothing left to remove) while this round's creation was
 				// in flight: this MR is nobody's and no step will ever
 				// merge or close it (round_stray.go).
-				return now.MRIID, len(ops), d.closeStrayMR(ctx, now, project, mr.IID)
+				return now.MRIID, d.closeStrayMR(ctx, now, project, mr.IID)
 			}
 		}
 	}
 	if err != nil {
-		return mr.IID, len(ops), fmt.Errorf("record MR !%d: %w", mr.IID, err)
+		return mr.IID, fmt.Errorf("record MR !%d: %w", mr.IID, err)
 	}
-	return mr.IID, len(ops), nil
+	return mr.IID, nil
 }
 
 // batchBranch picks the branch batch b is built on and its MR, if any:
