@@ -55,18 +55,58 @@ func remainingMembers(ops []store.Operation) []store.Operation {
 // a target no longer configured are left to the commit's own read, which
 // blocks the batch for a person.
 func (d Deps) settleAbsentRemovals(ctx context.Context, b store.Batch, project string, ops []store.Operation) ([]store.Operation, error) {
+	revokes := admittedRevocations(ops)
+	if len(revokes) == 0 {
+		return ops, nil
+	}
+	absent, err := d.absentEntries(ctx, b, project, revokes)
+	if err != nil || len(absent) == 0 {
+		return ops, err
+	}
+	states, err := d.Store.BatchMemberStates(ctx, b.ID)
+	if err != nil {
+		return ops, err
+	}
+	plan := planAbsentSettlement(b, ops, states, absent)
+	if len(plan.apply.Moves) == 0 {
+		return ops, nil
+	}
+	if _, err := d.Store.BatchApply(ctx, plan.apply); err != nil {
+		return ops, fmt.Errorf("settle the revocations with nothing to remove: %w", err)
+	}
+	for _, f := range plan.flips {
+		d.flipped(ctx, f)
+	}
+	d.logger().Info("batch round: revocations with nothing to remove settled at once",
+		"batch", b.ID, "settled", len(plan.flips), "remaining", len(plan.rest))
+	if len(plan.rest) == 0 {
+		d.roundNow(b.ProjectID) // the slot is free
+		return nil, errNoMembersLeft
+	}
+	return plan.rest, nil
+}
+
+// admittedRevocations are the revocations among ops still waiting for
+// the batch's MR: the only members that can have nothing to remove.
+func admittedRevocations(ops []store.Operation) []store.Operation {
 	var revokes []store.Operation
 	for _, op := range ops {
 		if op.Kind == domain.OperationRevoke && domain.StepStatus(op.Step) == domain.StepCreateAdmitted {
 			revokes = append(revokes, op)
 		}
 	}
-	if len(revokes) == 0 {
-		return ops, nil
-	}
+	return revokes
+}
+
+// absentEntries reads the binding files of revokes on the default
+// branch's head and answers, by operationId, the note of each revocation
+// whose grant's entry is not there. A file that does not parse and a
+// target no longer configured answer nothing (the commit's own read
+// blocks the batch).
+func (d Deps) absentEntries(ctx context.Context, b store.Batch, project string, revokes []store.Operation) (map[string]string, error) {
 	head, err := d.GitLab.GetBranch(ctx, project, d.targetBranch())
 	if err != nil {
-		return ops, fmt.Errorf("read %s: %w", d.targetBranch(), err)
+		return nil, fmt.Errorf("read %s: %w", d.targetBranch(), err)
 	}
 	files := map[string]bindingfile.File{}
 	absent := map[string]string{} // operationId → the note
@@ -82,7 +122,7 @@ func (d Deps) settleAbsentRemovals(ctx context.Context, b store.Batch, project s
 				continue
 			}
 			if err != nil {
-				return ops, fmt.Errorf("binding file %s: %w", target.File, err)
+				return nil, fmt.Errorf("binding file %s: %w", target.File, err)
 			}
 			files[target.File], file = f, f
 		}
@@ -91,62 +131,63 @@ func (d Deps) settleAbsentRemovals(ctx context.Context, b store.Batch, project s
 				target.File, d.targetBranch(), short(head.CommitID), op.Subject, op.GrantOperationID, b.ID)
 		}
 	}
-	if len(absent) == 0 {
-		return ops, nil
+	return absent, nil
+}
+
+// absentPlan is the settlement of a batch's revocations with nothing to
+// remove: the one guarded transaction, the flips to count after its
+// commit, and the members still to build.
+type absentPlan struct {
+	apply store.BatchApplyParams
+	flips []store.Flip
+	rest  []store.Operation
+}
+
+// planAbsentSettlement decides, from batch b's members ops and their
+// states as read, what settles the revocations absent names (by
+// operationId, with each one's note): each one still as claimed moves
+// CREATE_ADMITTED → REVOKE_ABSENT, REVOKING → REVOKED, and leaves the
+// batch; a member that moved since is left to its mover. No move: nothing
+// to apply. No member left: the same transaction finishes the batch
+// SUCCEEDED, guarded on its version instead of on RUNNING alone.
+func planAbsentSettlement(b store.Batch, ops []store.Operation, states []store.BatchMemberState, absent map[string]string) absentPlan {
+	gone := make(map[string]bool, len(absent))
+	for id := range absent {
+		gone[id] = true
 	}
-	states, err := d.Store.BatchMemberStates(ctx, b.ID)
-	if err != nil {
-		return ops, err
-	}
-	p := store.BatchApplyParams{BatchID: b.ID, OnlyIf: domain.BatchRunning}
+	plan := absentPlan{apply: store.BatchApplyParams{BatchID: b.ID, OnlyIf: domain.BatchRunning}}
 	actor := "batch-" + strconv.FormatInt(b.ID, 10)
-	var flips []store.Flip
 	for _, m := range states {
 		note, ok := absent[m.OperationID]
 		// The member as claimed: still waiting for the MR (grant view
 		// MR_CREATING is the revocation's REVOKING).
 		if !ok || domain.StepStatus(m.Step) != domain.StepCreateAdmitted || m.Binding != domain.BindingMRCreating {
-			delete(absent, m.OperationID)
+			delete(gone, m.OperationID)
 			continue
 		}
 		// Written in the revocation's own vocabulary: REVOKING → REVOKED
 		// is its row's real move (the store maps a revocation's statuses
 		// to themselves), one statement per member because each carries
 		// its own note.
-		p.Moves = append(p.Moves, store.TransitionManyParams{
+		plan.apply.Moves = append(plan.apply.Moves, store.TransitionManyParams{
 			FromStep: int(domain.StepCreateAdmitted), ToStep: int(domain.StepRevokeAbsent),
 			BindingFrom: domain.BindingRevoking, BindingTo: domain.BindingRevoked,
 			Rows:  []store.TransitionRow{{OperationID: m.OperationID, Version: m.Version, BindingVersion: m.BindingVersion}},
 			Actor: actor, Note: note,
 		})
 	}
-	var rest []store.Operation
 	for _, op := range ops {
-		if _, gone := absent[op.OperationID]; gone {
-			flips = append(flips, store.Flip{OperationID: op.OperationID, Subject: op.Subject, TargetKey: op.TargetKey,
+		if gone[op.OperationID] {
+			plan.flips = append(plan.flips, store.Flip{OperationID: op.OperationID, Subject: op.Subject, TargetKey: op.TargetKey,
 				From: domain.BindingRevoking, To: domain.BindingRevoked,
 				FromStep: int(domain.StepCreateAdmitted), ToStep: int(domain.StepRevokeAbsent)})
 			continue
 		}
-		rest = append(rest, op)
+		plan.rest = append(plan.rest, op)
 	}
-	if len(p.Moves) == 0 {
-		return ops, nil
-	}
-	if len(rest) == 0 {
+	if len(plan.rest) == 0 {
+		p := &plan.apply
 		p.OnlyIf, p.SettleTo, p.From, p.Version = 0, domain.BatchSucceeded, domain.BatchRunning, b.Version
 	}
-	if _, err := d.Store.BatchApply(ctx, p); err != nil {
-		return ops, fmt.Errorf("settle the revocations with nothing to remove: %w", err)
-	}
-	for _, f := range flips {
-		d.flipped(ctx, f)
-	}
-	d.logger().Info("batch round: revocations with nothing to remove settled at once",
-		"batch", b.ID, "settled", len(flips), "remaining", len(rest))
-	if len(rest) == 0 {
-		d.roundNow(b.ProjectID) // the slot is free
-		return nil, errNoMembersLeft
-	}
-	return rest, nil
+	return plan
 }
