@@ -87,53 +87,17 @@ func (d Deps) settleBatch(ctx context.Context, batchID int64, o settleOpts) (Set
 // and the next settlement (the step's retry, the sweep, an operator) finds
 // the MR closed and settles it.
 func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (SettleResult, error) {
-	code, message, actor, runningDriver, culprit := o.code, o.message, o.actor, o.runningDriver, o.culprit
-	res := SettleResult{BatchID: b.ID}
 	merged, err := d.closeAndRead(ctx, b)
 	if err != nil {
-		return res, err
+		return SettleResult{BatchID: b.ID}, err
 	}
 	states, err := d.Store.BatchMemberStates(ctx, b.ID)
 	if err != nil {
+		return SettleResult{BatchID: b.ID}, err
+	}
+	p, res, err := planSettlement(b, states, merged, o)
+	if err != nil {
 		return res, err
-	}
-	var unschedule []string
-	for _, m := range states {
-		if m.OperationID != runningDriver && m.NextAction != "" && !leaving(m) {
-			unschedule = append(unschedule, m.OperationID)
-		}
-	}
-	p := store.BatchApplyParams{BatchID: b.ID, Unschedule: unschedule, From: b.Status, Version: b.Version}
-	if merged {
-		res.Merged, res.Status = true, domain.BatchSucceeded.String()
-		if p.Moves, err = planMoves(states, msMerged, func(m store.BatchMemberState) bool {
-			return !leaving(m) && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
-		}, actor, fmt.Sprintf("batch %d settled: MR !%d merged", b.ID, b.MRIID)); err != nil {
-			return res, err
-		}
-		p.SettleTo = domain.BatchSucceeded
-	} else {
-		res.Status = domain.BatchFailed.String()
-		pick := func(m store.BatchMemberState) bool {
-			return m.OperationID != culprit && !leaving(m) && m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
-		}
-		if p.Moves, err = planMoves(states, msAdmitted, pick, actor,
-			fmt.Sprintf("batch %d failed (%s): back to the waiting set", b.ID, code)); err != nil {
-			return res, err
-		}
-		for _, m := range states {
-			if pick(m) {
-				p.Readmit = append(p.Readmit, m.OperationID)
-			}
-		}
-		p.ProjectID = b.ProjectID
-		if culprit != "" {
-			// Stopped where an operator's retrigger opens a single-request
-			// MR for it (after the file or the checks are fixed).
-			p.Park = &store.BatchSchedule{OperationID: culprit, Action: ActionCreateMR}
-		}
-		p.SettleTo, p.FailureCode, p.FailureMessage = domain.BatchFailed, code, message
-		res.Readmitted = len(p.Readmit)
 	}
 	if _, err := d.Store.BatchApply(ctx, p); err != nil {
 		if errors.Is(err, domain.ErrPreempted) {
@@ -149,6 +113,69 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 		d.validateMembersIfDeployed(ctx, b)
 	}
 	return res, nil
+}
+
+// planSettlement decides batch b's settlement from its members' states
+// as read and whether its MR is merged: the one transaction (guarded on
+// the batch's status and version) and the answer it gives once applied.
+//
+//   - merged: SUCCEEDED, every member still on the path moved to MERGED;
+//   - otherwise: FAILED with o's code and message, every member but the
+//     culprit moved back to CREATE_ADMITTED and re-admitted to the
+//     waiting set; the culprit, if any, parked where a retrigger opens a
+//     single-request MR for it.
+//
+// Every member's scheduled action but the running driver's is cleared;
+// members leaving the batch (a withdrawal) are neither moved nor
+// unscheduled — their withdrawal does that.
+func planSettlement(b store.Batch, states []store.BatchMemberState, merged bool, o settleOpts) (store.BatchApplyParams, SettleResult, error) {
+	res := SettleResult{BatchID: b.ID}
+	var unschedule []string
+	for _, m := range states {
+		if m.OperationID != o.runningDriver && m.NextAction != "" && !leaving(m) {
+			unschedule = append(unschedule, m.OperationID)
+		}
+	}
+	p := store.BatchApplyParams{BatchID: b.ID, Unschedule: unschedule, From: b.Status, Version: b.Version}
+	var err error
+	if merged {
+		res.Merged, res.Status = true, domain.BatchSucceeded.String()
+		if p.Moves, err = planMoves(states, msMerged, func(m store.BatchMemberState) bool {
+			return !leaving(m) && onThePath(m)
+		}, o.actor, fmt.Sprintf("batch %d settled: MR !%d merged", b.ID, b.MRIID)); err != nil {
+			return p, res, err
+		}
+		p.SettleTo = domain.BatchSucceeded
+		return p, res, nil
+	}
+	res.Status = domain.BatchFailed.String()
+	pick := func(m store.BatchMemberState) bool {
+		return m.OperationID != o.culprit && !leaving(m) && onThePath(m)
+	}
+	if p.Moves, err = planMoves(states, msAdmitted, pick, o.actor,
+		fmt.Sprintf("batch %d failed (%s): back to the waiting set", b.ID, o.code)); err != nil {
+		return p, res, err
+	}
+	for _, m := range states {
+		if pick(m) {
+			p.Readmit = append(p.Readmit, m.OperationID)
+		}
+	}
+	p.ProjectID = b.ProjectID
+	if o.culprit != "" {
+		// Stopped where an operator's retrigger opens a single-request
+		// MR for it (after the file or the checks are fixed).
+		p.Park = &store.BatchSchedule{OperationID: o.culprit, Action: ActionCreateMR}
+	}
+	p.SettleTo, p.FailureCode, p.FailureMessage = domain.BatchFailed, o.code, o.message
+	res.Readmitted = len(p.Readmit)
+	return p, res, nil
+}
+
+// onThePath reports whether a settlement still moves m: it has a binding
+// and is not past the merge (MERGED, or VALIDATED by its deploy).
+func onThePath(m store.BatchMemberState) bool {
+	return m.Binding != "" && m.Binding != domain.BindingMerged && m.Binding != domain.BindingValidated
 }
 
 // leaving reports whether m is being withdrawn or closed out of its batch
