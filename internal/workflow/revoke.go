@@ -58,25 +58,32 @@ func NewExpiry(d Deps) *Expiry { return &Expiry{d: d} }
 // a fixed number of statements. A chunk that lost a race to another
 // writer (domain.ErrPreempted) is skipped; its rows are read again by the
 // next scan. Any other error stops the scan after the chunks before it.
+// Then it cuts the renewals of grants that expired while the renewal
+// owned the row (cutExpiredRenewals).
 func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 	size := x.d.Config().Expiry().ChunkSize
-	var (
-		res    ExpiryResult
-		cursor store.ExpiredCursor
-		wake   bool
-	)
-	defer func() {
-		if wake && x.Wake != nil {
-			x.Wake()
-		}
-	}()
+	var res ExpiryResult
+	wake, err := x.revokeExpired(ctx, size, &res)
+	if err == nil {
+		var woke bool
+		woke, err = x.cutExpiredRenewals(ctx, size, &res)
+		wake = wake || woke
+	}
+	if wake && x.Wake != nil {
+		x.Wake()
+	}
+	return res, err
+}
+
+// revokeExpired is the scan's first part: every expired VALIDATED binding,
+// chunk by chunk, counted into res. wake: a revocation created takes the
+// single-request path, whose create_mr is due now.
+func (x *Expiry) revokeExpired(ctx context.Context, size int, res *ExpiryResult) (wake bool, err error) {
+	var cursor store.ExpiredCursor
 	for {
 		cands, next, err := x.d.Store.RevocationCandidatesExpired(ctx, cursor, size)
-		if err != nil {
-			return res, err
-		}
-		if len(cands) == 0 {
-			break
+		if err != nil || len(cands) == 0 {
+			return wake, err
 		}
 		res.Scanned += len(cands)
 		res.Chunks++
@@ -86,63 +93,83 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 			wake = wake || !c.Batching
 		}
 		if err != nil && !errors.Is(err, domain.ErrPreempted) {
-			return res, err
+			return wake, err
 		}
 		cursor = next
 	}
-	// Then grants that expired while a renewal of them owns the row, not
-	// yet in effect: expiry wins in every flow (docs/flows/lifecycle.md,
-	// "Renewal"). One read of where each renewal is; what happens to it is
-	// decided here (domain.ExpiryCutOf), before anything is written, and
-	// applied by the store's guarded writes.
+}
+
+// cutExpiredRenewals is the scan's second part: grants that expired while
+// a renewal of them owns the row, not yet in effect — expiry wins in every
+// flow (docs/flows/lifecycle.md, "Renewal"). One read of where each renewal
+// is; what happens to it is decided before anything is written
+// (sortExpiryCuts, domain.ExpiryCutOf) and applied by the store's guarded
+// writes. wake: something was scheduled.
+func (x *Expiry) cutExpiredRenewals(ctx context.Context, size int, res *ExpiryResult) (wake bool, err error) {
 	renewals, err := x.d.Store.ExpiredRenewals(ctx, size)
 	if err != nil || len(renewals) == 0 {
-		return res, err
+		return false, err
 	}
-	var (
-		withRevocation []store.RevocationCandidate
-		lapse          []store.RenewalLapsed
-	)
-	for _, r := range renewals {
-		switch cut := domain.ExpiryCutOf(r.Place()); cut {
-		case domain.ExpiryCutWithRevocation:
-			// No MR: cut in the revocation's own transaction, which takes
-			// the row at once; its approval is withdrawn by the renewal's
-			// withdraw action (from the batch set there is none to
-			// withdraw).
-			withRevocation = append(withRevocation, r.RevocationCandidate)
-		case domain.ExpiryCutWithdraw:
-			// An MR of its own, or one being created: withdrawn
-			// (RENEW_EXPIRED, the withdraw action closes the MR — merged
-			// wins — and hands the row back), after which the grant is
-			// VALIDATED and expired again and a later scan revokes it.
-			lapse = append(lapse, r.Lapsed())
-		default:
-			x.d.logger().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
-				"step", domain.StepStatus(r.RenewalStep), "cut", cut.String())
-		}
+	cuts := sortExpiryCuts(renewals)
+	for _, r := range cuts.left {
+		x.d.logger().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
+			"step", domain.StepStatus(r.RenewalStep), "cut", domain.ExpiryCutOf(r.Place()).String())
 	}
-	if len(withRevocation) > 0 {
-		res.Scanned += len(withRevocation)
+	if len(cuts.withRevocation) > 0 {
+		res.Scanned += len(cuts.withRevocation)
 		res.Chunks++
-		created, err := x.d.createRevocations(ctx, withRevocation, domain.RevokeExpired, "expired", ExpiryActor)
+		created, err := x.d.createRevocations(ctx, cuts.withRevocation, domain.RevokeExpired, "expired", ExpiryActor)
 		res.Revoked += len(created)
-		wake = wake || len(created) > 0
+		wake = len(created) > 0
 		if err != nil && !errors.Is(err, domain.ErrPreempted) {
-			return res, err
+			return wake, err
 		}
 	}
-	if len(lapse) == 0 {
-		return res, nil
+	if len(cuts.lapse) == 0 {
+		return wake, nil
 	}
 	res.Chunks++
-	switch err := x.d.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: ActionWithdraw, Actor: ExpiryActor, Rows: lapse}); {
+	switch err := x.d.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: ActionWithdraw, Actor: ExpiryActor, Rows: cuts.lapse}); {
 	case err == nil:
-		res.Lapsed, wake = len(lapse), true
+		res.Lapsed = len(cuts.lapse)
+		return true, nil
 	case !errors.Is(err, domain.ErrPreempted):
-		return res, err
+		return wake, err
 	}
-	return res, nil
+	return wake, nil
+}
+
+// expiryCuts are the expired renewals sorted by what the scan does to
+// them.
+type expiryCuts struct {
+	// withRevocation: no MR — cut in the revocation's own transaction,
+	// which takes the row at once; its approval is withdrawn by the
+	// renewal's withdraw action (from the batch set there is none to
+	// withdraw).
+	withRevocation []store.RevocationCandidate
+	// lapse: an MR of its own, or one being created — withdrawn
+	// (RENEW_EXPIRED, the withdraw action closes the MR — merged wins —
+	// and hands the row back), after which the grant is VALIDATED and
+	// expired again and a later scan revokes it.
+	lapse []store.RenewalLapsed
+	// left: merged, ended, cut already, or its batch's to finish.
+	left []store.ExpiredRenewal
+}
+
+// sortExpiryCuts sorts renewals, in order, by domain.ExpiryCutOf.
+func sortExpiryCuts(renewals []store.ExpiredRenewal) expiryCuts {
+	var out expiryCuts
+	for _, r := range renewals {
+		switch domain.ExpiryCutOf(r.Place()) {
+		case domain.ExpiryCutWithRevocation:
+			out.withRevocation = append(out.withRevocation, r.RevocationCandidate)
+		case domain.ExpiryCutWithdraw:
+			out.lapse = append(out.lapse, r.Lapsed())
+		default:
+			out.left = append(out.left, r)
+		}
+	}
+	return out
 }
 
 // createRevocations creates the revocations of cands for reason, each
