@@ -158,22 +158,34 @@ func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, e
 		d.logger().Warn("stray sweep: the open MR list stopped at its page bound; newer MRs are looked at once older ones close",
 			"project", projectID, "listed", len(mrs))
 	}
-	type stray struct {
-		batch int64
-		mr    gitlab.MR
+	found, errs, err := d.botBatchMRs(ctx, mrs, &res)
+	if err != nil {
+		return res, err
 	}
-	var (
-		found []stray
-		errs  []error
-		bot   gitlab.User
-	)
+	res.OnBatchBranches = len(found)
+	errs = append(errs, d.closeStrays(ctx, projectID, found, &res)...)
+	return res, errors.Join(errs...)
+}
+
+// batchMR is an open MR on the branch of batch batch.
+type batchMR struct {
+	batch int64
+	mr    gitlab.MR
+}
+
+// botBatchMRs picks from mrs those on batch branches that the committer
+// bot opened. An MR on a changeflow/ branch that someone else opened is
+// counted in res.Foreign and alerted (a security event; its failure is
+// among errs); err: the bot's account could not be read.
+func (d Deps) botBatchMRs(ctx context.Context, mrs []gitlab.MR, res *StraySweep) (found []batchMR, errs []error, err error) {
+	var bot gitlab.User
 	for _, mr := range mrs {
 		if !strings.HasPrefix(mr.SourceBranch, "changeflow/") {
 			continue
 		}
 		if bot.Username == "" {
 			if bot, err = d.committer(ctx); err != nil {
-				return res, fmt.Errorf("read the committer bot's account: %w", err)
+				return nil, nil, fmt.Errorf("read the committer bot's account: %w", err)
 			}
 		}
 		if mr.AuthorUsername != bot.Username {
@@ -190,15 +202,23 @@ func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, e
 			continue
 		}
 		if id, ok := batchOfBranch(mr.SourceBranch); ok {
-			found = append(found, stray{id, mr})
+			found = append(found, batchMR{id, mr})
 		}
 	}
-	res.OnBatchBranches = len(found)
-	slices.SortFunc(found, func(a, b stray) int { return int(a.batch - b.batch) })
+	return found, errs, nil
+}
+
+// closeStrays reads the batch of each of found (once per batch, in batch
+// order) and closes the MRs strayOf calls strays, counted in res.Closed.
+func (d Deps) closeStrays(ctx context.Context, projectID int64, found []batchMR, res *StraySweep) []error {
+	project := strconv.FormatInt(projectID, 10)
+	slices.SortFunc(found, func(a, b batchMR) int { return int(a.batch - b.batch) })
+	var errs []error
 	batches := map[int64]store.Batch{}
 	for _, f := range found {
 		b, seen := batches[f.batch]
 		if !seen {
+			var err error
 			b, err = d.Store.BatchGet(ctx, f.batch)
 			if errors.Is(err, domain.ErrNotFound) {
 				d.logger().Warn("stray sweep: an open MR on a batch branch no batch of this database knows; left alone",
@@ -211,11 +231,8 @@ func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, e
 			}
 			batches[f.batch] = b
 		}
-		if b.ProjectID != projectID {
+		if !strayOf(b, projectID, f.mr.IID) {
 			continue
-		}
-		if b.Status.Active() && (b.MRIID == 0 || b.MRIID == f.mr.IID) {
-			continue // the batch's own MR, or one it may still record
 		}
 		merged, err := d.closeStray(ctx, "stray sweep", b, project, f.mr.IID)
 		if err != nil {
@@ -226,5 +243,16 @@ func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, e
 			res.Closed++
 		}
 	}
-	return res, errors.Join(errs...)
+	return errs
+}
+
+// strayOf reports whether open MR iid on batch b's branch is a stray of
+// project projectID: b is that project's and has ended, or is active and
+// records another MR. The batch's own MR, and one an active batch without
+// an MR may still record, are not; nor is an MR on another project's batch.
+func strayOf(b store.Batch, projectID, iid int64) bool {
+	if b.ProjectID != projectID {
+		return false
+	}
+	return !b.Status.Active() || (b.MRIID != 0 && b.MRIID != iid)
 }
