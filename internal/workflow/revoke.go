@@ -355,15 +355,7 @@ func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.Re
 		if r.Kind != domain.OperationRenew || r.GrantOperationID != grant {
 			return RevokeResult{}, true, fmt.Errorf("%s is being renewed through %s: %w", grant, r.OperationID, ErrNotInEffect)
 		}
-		step := domain.StepStatus(r.Step)
-		waiting := (step == domain.StepCreateApprovalSubmitting || step == domain.StepCreateApprovalSubmitted) && r.MRIID == 0
-		// In the batch set whatever operation.batch_id says: a failed
-		// batch's settlement puts its members back and leaves the column
-		// naming it. Whether a round holds the renewal now is the waiting
-		// row's batch_id, which the store's guarded cut tests
-		// (ErrRenewalClaimed below).
-		inSet := step == domain.StepCreateAdmitted
-		if !waiting && !inSet {
+		if !giveBackCuts(r) {
 			return RevokeResult{}, true, renewalUnderWay(g, r, b, false)
 		}
 		c := store.RevocationCandidate{
@@ -384,6 +376,23 @@ func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.Re
 		// revoked it): read again.
 	}
 	return RevokeResult{}, true, fmt.Errorf("%s: its renewal kept moving while the access was being given back: %w", grant, domain.ErrPreempted)
+}
+
+// giveBackCuts reports whether giving the access back can cut renewal r
+// off in the revocation's own transaction, without touching GitLab: it
+// waits for its approval with no MR of its own, or it is in the batch
+// set. In the batch set whatever operation.batch_id says: a failed
+// batch's settlement puts its members back and leaves the column naming
+// it. Whether a round holds the renewal now is the waiting row's
+// batch_id, which the store's guarded cut tests (store.ErrRenewalClaimed).
+func giveBackCuts(r store.Operation) bool {
+	switch domain.StepStatus(r.Step) {
+	case domain.StepCreateApprovalSubmitting, domain.StepCreateApprovalSubmitted:
+		return r.MRIID == 0
+	case domain.StepCreateAdmitted:
+		return true
+	}
+	return false
 }
 
 // renewalUnderWay is the refusal for renewal r of grant g, by where it

@@ -54,3 +54,30 @@ func TestSortExpiryCuts(t *testing.T) {
 		t.Errorf("lapsed row %+v: want the renewal's grant and step", l)
 	}
 }
+
+// TestGiveBackCuts: giving the access back cuts a renewal that waits for
+// its approval with no MR, or sits in the batch set; one with an MR of its
+// own, being built or checked, or already ended is under way instead.
+func TestGiveBackCuts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		step domain.StepStatus
+		mr   int64
+		want bool
+	}{
+		{"submitting its approval", domain.StepCreateApprovalSubmitting, 0, true},
+		{"waiting for its approval", domain.StepCreateApprovalSubmitted, 0, true},
+		{"waiting for its approval with an MR (the legacy flow)", domain.StepCreateApprovalSubmitted, 3, false},
+		{"in the batch set", domain.StepCreateAdmitted, 0, true},
+		{"its MR being created", domain.StepCreateStarted, 0, false},
+		{"its MR being checked", domain.StepCreatePipelineRunning, 3, false},
+		{"withdrawn at expiry", domain.StepRenewExpired, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := store.Operation{Kind: domain.OperationRenew, Step: int(c.step), MRIID: c.mr}
+			if got := giveBackCuts(r); got != c.want {
+				t.Fatalf("giveBackCuts(step %s, MR %d) = %v, want %v", c.step, c.mr, got, c.want)
+			}
+		})
+	}
+}
