@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION     ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -X main.version=$(VERSION)
 
-.PHONY: run test build web bench lint clean image image-test unit-test
+.PHONY: run test build web bench lint clean image image-test unit-test browser-test fuzz
 
 ## web: rebuild the embedded web app when web/ changed since the committed build (Node needed only then)
 web:
@@ -96,12 +96,29 @@ test:
 		[ $$r -eq 0 ] && [ $$j -eq 0 ]'
 	$(call PHASE,container image and systemd unit)
 	@$(MAKE) --no-print-directory image-test unit-test
-	$(call PHASE,browser tests)
+	$(call PHASE,browser tests and fuzzing side by side)
+	@log=$$(mktemp) || exit 1; \
+	$(MAKE) --no-print-directory fuzz > "$$log" 2>&1 & fuzz=$$!; \
+	$(MAKE) --no-print-directory browser-test; b=$$?; \
+	wait $$fuzz; f=$$?; \
+	echo "== make test: fuzzing (ran beside the browser tests) ended at $$(date -u +%T)"; cat "$$log"; rm -f "$$log"; \
+	[ $$b -eq 0 ] || echo "== make test: the browser tests failed"; \
+	[ $$f -eq 0 ] || echo "== make test: fuzzing failed"; \
+	[ $$b -eq 0 ] && [ $$f -eq 0 ]
+	$(call PHASE,done)
+
+## browser-test: the web app's browser tests (Playwright, Debian's chromium) and the API types' drift check
+# The browser tests mostly wait on servers and the browser (about a fifth
+# of two cores, docs/benchmarks.md "Test suite time"), and fuzzing is all
+# CPU: `make test` runs the two side by side, so neither waits for the other.
+browser-test:
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix web --no-audit --no-fund && npm run gen:api:check --prefix web && GO=$(GO) npm test --prefix web; \
 	elif [ "$$CHANGEFLOW_TEST_REQUIRE_SERVICES" = 1 ]; then echo "npm is required for the web app's browser tests"; exit 1; \
 	else echo "*** SKIPPING the web app's browser tests: npm not found ***"; fi
-	$(call PHASE,fuzzing)
+
+## fuzz: each fuzz target explores for FUZZTIME beyond its committed corpus
+fuzz:
 	@bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && \
 	for pkg in $(sort $(foreach t,$(FUZZ_TARGETS),$(lastword $(subst :, ,$(t))))); do \
 		bin="$$bins/$$(basename $$pkg).test"; \
@@ -114,7 +131,6 @@ test:
 				-test.fuzzcachedir "$$cache") || exit 1; \
 		done; \
 	done
-	$(call PHASE,done)
 
 ## bench: Go benchmarks (see docs/benchmarks.md for how results are compared)
 bench:
