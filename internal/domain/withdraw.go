@@ -137,9 +137,10 @@ func WithdrawEnd(cancel bool) StepStatus {
 var mrViews = []BindingStatus{BindingMRCreating, BindingMRCreated, BindingCreateFailed, BindingHandleFailed}
 
 // NeedsHistory reports whether deciding v needs EndReached read: only a
-// request of its own at CLOSE_FAILED may have been withdrawn before.
+// request of its own at CLOSE_FAILED may have been withdrawn before (a
+// removal is refused whatever its history).
 func (v WithdrawView) NeedsHistory() bool {
-	return v.BindingOwned && v.Step == StepCloseFailed
+	return v.BindingOwned && v.Kind != OperationRevoke && v.Step == StepCloseFailed
 }
 
 // NeedsMembership reports whether deciding v needs Member read: only a
@@ -160,10 +161,10 @@ func (v WithdrawView) MemberBatch() int64 {
 }
 
 // stopped says whether the request stopped where the withdrawal may take
-// it from the MR place: on a failure (a grant's or renewal's, never a
-// revocation's) or, for an operator's close, in a pending step too.
+// it from the MR place: on a failure or, for an operator's close, in a
+// pending step too. A revocation never gets here (place refuses it).
 func (v WithdrawView) stopped(view BindingStatus) bool {
-	return v.Kind != OperationRevoke && CheckStep(v.Step, WithdrawEnd(v.Cancel)) == nil &&
+	return CheckStep(v.Step, WithdrawEnd(v.Cancel)) == nil &&
 		(view == BindingCreateFailed || view == BindingHandleFailed || v.Cancel && v.Step.Stopped())
 }
 
@@ -173,6 +174,14 @@ func (v WithdrawView) stopped(view BindingStatus) bool {
 func (v WithdrawView) place() (WithdrawOutcome, WithdrawPlace) {
 	if !v.BindingOwned {
 		return WithdrawRefused, "" // an old request: its binding belongs to a newer one
+	}
+	if v.Kind == OperationRevoke {
+		// A removal of access, whoever started it: withdrawn, its entry
+		// would stay on the default branch with nothing left to remove
+		// it. Refused before the places are told apart, because its
+		// binding read in the grant's vocabulary looks like a grant's
+		// MR place (MR_CREATING, MR_CREATED, MERGING).
+		return WithdrawRefused, ""
 	}
 	if v.Step == WithdrawEnd(v.Cancel) || v.Step == StepCloseFailed && v.EndReached {
 		return WithdrawAlready, ""
@@ -199,6 +208,9 @@ func (v WithdrawView) place() (WithdrawOutcome, WithdrawPlace) {
 // Withdraw decides what withdrawing the request in state v writes:
 //
 //  1. a binding owned by another (newer) request, or none, is refused;
+//     so is a revocation (the removal of an access: a give-back, the
+//     expiry scan's, an operator's) at any step, stopped or not — a
+//     removal goes on until the entry is gone, nobody withdraws it;
 //  2. a request withdrawn before is WithdrawAlready (idempotent);
 //  3. APPROVAL_SENDING / APPROVAL_SENT: binding CLOSED, the withdraw
 //     action due — a late approval callback then finds the binding out
@@ -213,8 +225,7 @@ func (v WithdrawView) place() (WithdrawOutcome, WithdrawPlace) {
 //     action learns that the MR was merged by hand meanwhile, and "merged
 //     wins" would have nothing to follow;
 //  6. CREATE_FAILED / HANDLE_FAILED (a grant or a renewal stopped on a
-//     failure), from a step the table lets the withdrawal leave: as 5.
-//     A stopped revocation is not the requester's to withdraw: refused;
+//     failure), from a step the table lets the withdrawal leave: as 5;
 //  7. a member of a batch in place 5 or 6, or following its batch at
 //     MERGING, leaves it only when its batch is BLOCKED, or has ended with
 //     the member stopped on a failure: then as 5, the action settling a

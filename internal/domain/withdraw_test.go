@@ -98,6 +98,30 @@ func TestWithdraw(t *testing.T) {
 		{"a removal stopped on a failure is not the requester's: refused",
 			own(OperationRevoke, StepCreatePipelineFailed, BindingRevokeFailed), refused(BindingCreateFailed)},
 
+		// A removal of access (a give-back, an expiry, an operator's
+		// revocation) is never the requester's to withdraw, wherever it
+		// stands: withdrawn, it would leave the entry on the default
+		// branch. Its batch membership is never read (alone, inBatch only
+		// show that it would not matter).
+		{"a removal just created: refused",
+			alone(own(OperationRevoke, StepRevokeStarted, BindingRevoking)), refused(BindingMRCreating)},
+		{"a removal in the batch set: refused, still in the set",
+			own(OperationRevoke, StepCreateAdmitted, BindingRevoking), refused(BindingMRCreating)},
+		{"a removal whose MR is being created: refused",
+			alone(own(OperationRevoke, StepCreateStarted, BindingRevoking)), refused(BindingMRCreating)},
+		{"a removal whose MR is being checked: refused",
+			alone(own(OperationRevoke, StepCreatePipelineRunning, BindingRevoking)), refused(BindingMRCreating)},
+		{"a removal whose MR is checked: refused",
+			alone(own(OperationRevoke, StepCreateSucceeded, BindingRevoking)), refused(BindingMRCreated)},
+		{"a removal in a BLOCKED batch: refused",
+			inBatch(own(OperationRevoke, StepCreateSucceeded, BindingRevoking), 7, BatchBlocked), refused(BindingMRCreated)},
+		{"a removal following its BLOCKED batch into merging: refused",
+			inBatch(own(OperationRevoke, StepHandleStarted, BindingRevoking), 7, BatchBlocked), refused(BindingMerging)},
+		{"a removal done: refused",
+			own(OperationRevoke, StepRevokeCalledBack, BindingRevoked), refused(BindingValidated)},
+		{"an operator's close of a removal stopped on a failure: refused",
+			alone(cancel(own(OperationRevoke, StepCreatePipelineFailed, BindingRevokeFailed))), refused(BindingCreateFailed)},
+
 		// Withdrawn before: idempotent.
 		{"withdrawn before: already",
 			own(OperationGrant, withdrawn, BindingClosed), already(BindingClosed)},
@@ -175,6 +199,8 @@ func TestWithdrawReadsOnlyWhatItNeeds(t *testing.T) {
 		{"at CLOSE_FAILED, not its own row", WithdrawView{Kind: OperationGrant, Step: StepCloseFailed, Binding: BindingMRCreated}, false, false},
 		{"withdrawn before", WithdrawView{Kind: OperationGrant, Step: StepCloseRequesterWithdrawn, Binding: BindingMRCreated, BindingOwned: true}, false, false},
 		{"in effect", WithdrawView{Kind: OperationGrant, Step: StepCalledBack, Binding: BindingValidated, BindingOwned: true}, false, false},
+		{"a removal with its MR open", WithdrawView{Kind: OperationRevoke, Step: StepCreateSucceeded, Binding: BindingRevoking, BindingOwned: true}, false, false},
+		{"a removal at CLOSE_FAILED", WithdrawView{Kind: OperationRevoke, Step: StepCloseFailed, Binding: BindingRevoking, BindingOwned: true}, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := c.view.NeedsHistory(); got != c.history {
