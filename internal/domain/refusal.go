@@ -60,7 +60,8 @@ const (
 	// ReasonCloseFailed: the withdrawal or close is recorded, but closing
 	// the merge request failed; an operator retries it.
 	ReasonCloseFailed Reason = "close_failed"
-	// ReasonIsRevocation: an operator's close of a removal of access.
+	// ReasonIsRevocation: a withdrawal or an operator's close of a removal
+	// of access (a revocation, the owner's own give-back too).
 	ReasonIsRevocation Reason = "is_revocation"
 	// ReasonStoppedWhileMerging: an operator's close of a request that
 	// stopped while being merged; retrigger it instead.

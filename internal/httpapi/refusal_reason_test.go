@@ -45,11 +45,12 @@ func TestRefusalReasons(t *testing.T) {
 	under := func(r domain.Reason) error {
 		return &workflow.RenewalUnderWayError{Grant: "g", Renewal: "r", View: domain.BindingMRCreated, Advice: "do this", Reason: r}
 	}
-	withdrawn := func(ans workflow.WithdrawAnswer) error {
+	withdrawnOf := func(kind domain.OperationKind, ans workflow.WithdrawAnswer) error {
 		s := &Server{deps: Deps{Business: Business{Withdraw: stubWithdrawer{ans}}}}
-		_, _, err := s.withdraw(t.Context(), "w1", "alice")
+		_, _, err := s.withdraw(t.Context(), store.Operation{OperationID: "w1", Kind: kind}, "alice")
 		return err
 	}
+	withdrawn := func(ans workflow.WithdrawAnswer) error { return withdrawnOf(domain.OperationGrant, ans) }
 	closed := func(ans workflow.WithdrawAnswer) error {
 		_, _, _, err := (&Server{}).closeAnswer(t.Context(), "c1", ans)
 		return err
@@ -82,6 +83,10 @@ func TestRefusalReasons(t *testing.T) {
 			"The change was merged before it could be withdrawn and takes effect. To end the access, give it back (POST /api/requests/w1/revoke).", domain.ReasonMergedFirst},
 		{"withdraw: claimed by a batch", withdrawn(workflow.WithdrawAnswer{Result: store.WithdrawResult{Outcome: store.WithdrawClaimed, BatchID: 4}}), domain.CodeRequestInProgress,
 			"The request was already taken into batch 4, whose merge request is under way; it can no longer be withdrawn. Once it takes effect you can give the access back.", domain.ReasonClaimedByBatch},
+		{"withdraw: a revocation, whatever the answer", withdrawnOf(domain.OperationRevoke, workflow.WithdrawAnswer{Result: store.WithdrawResult{Outcome: store.WithdrawApplied}}),
+			domain.CodeRequestInProgress,
+			"This is a removal of access, which cannot be withdrawn: it goes on until the access is removed (should it stop on a failure, an operator retries it). Once it is done you can ask for the access again.",
+			domain.ReasonIsRevocation},
 		{"withdraw: merging", refusedWithdrawal("w1", domain.BindingMerging, ""), domain.CodeRequestInProgress,
 			"The request is being merged and can no longer be withdrawn. Once it takes effect you can give the access back.", domain.ReasonMerging},
 		{"withdraw: in effect", refusedWithdrawal("w1", domain.BindingValidated, "Give it back."), domain.CodeAlreadyInEffect,

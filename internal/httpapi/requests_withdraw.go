@@ -37,9 +37,11 @@ const auditActionWithdraw = "requests.withdraw"
 // background) or had already ended otherwise (its status says how); 202
 // ACCEPTED while closing its MR is being retried; 409 REQUEST_IN_PROGRESS
 // once a batch round claimed it, while it merges, or while it waits for an
-// operator; 409 ALREADY_IN_EFFECT when it merged (also when the merge won
-// the race with this withdrawal) — the message says what to do instead.
-// Every call on an existing request of the caller's is audited.
+// operator, and for a revocation (the removal of an access: the owner's
+// own give-back too) at any step; 409 ALREADY_IN_EFFECT when it merged
+// (also when the merge won the race with this withdrawal) — the message
+// says what to do instead. Every call on an existing request of the
+// caller's is audited.
 func (s *Server) handleWithdraw() http.Handler {
 	b := s.deps.Business
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +62,7 @@ func (s *Server) handleWithdraw() http.Handler {
 			writeError(w, r, s.deps.Logger, domain.Internal("withdraw: read request", err))
 			return
 		}
-		code, data, err := s.withdraw(r.Context(), id, caller)
+		code, data, err := s.withdraw(r.Context(), op, caller)
 		outcome := code
 		if err != nil {
 			outcome = domain.ErrorCode(err)
@@ -75,8 +77,20 @@ func (s *Server) handleWithdraw() http.Handler {
 	})
 }
 
-// withdraw runs the withdrawal and maps its answer onto the API's.
-func (s *Server) withdraw(ctx context.Context, id, caller string) (domain.Code, any, error) {
+// withdraw runs the withdrawal of op and maps its answer onto the API's.
+//
+// A revocation is refused by its kind here, before anything is locked,
+// as the operator's close refuses it: domain.Withdraw refuses it too, but
+// its refusal is worded by where the binding stands, and a removal's
+// binding read in the grant's vocabulary looks like a grant's open MR.
+// The kind never changes, so this answer cannot race the decision.
+func (s *Server) withdraw(ctx context.Context, op store.Operation, caller string) (domain.Code, any, error) {
+	id := op.OperationID
+	if op.Kind == domain.OperationRevoke {
+		return "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonIsRevocation,
+			"This is a removal of access, which cannot be withdrawn: it goes on until the access is removed (should it stop on a failure, an operator retries it). Once it is done you can ask for the access again.",
+			"withdraw %s: a revocation", id)
+	}
 	ans, err := s.deps.Business.Withdraw.Withdraw(ctx, id, caller)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):

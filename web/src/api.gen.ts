@@ -218,8 +218,9 @@ export interface paths {
          *     answer is `409 ALREADY_IN_EFFECT`. Stopped on a failure (not in a
          *     claimed batch): as with an open MR — its MR closed, then `CLOSED`,
          *     and the owner may ask again at once. Claimed by a batch, merging, in
-         *     effect, or a removal stopped on a failure: 409, the message says
-         *     what to do instead. Already
+         *     effect, or a removal of access (a revocation, the owner's own
+         *     give-back too) at any step: 409, the message says what to do
+         *     instead. Already
          *     withdrawn or ended otherwise: `200` with its state (idempotent).
          *     Rate limited (bucket `apply`); audited.
          */
@@ -2167,7 +2168,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             /**
              * @description `REQUEST_IN_PROGRESS`: claimed by a batch round, merging,
-             *     a removal stopped on a failure, or withdrawn with the close of its MR
+             *     a removal of access at any step, or withdrawn with the close of its MR
              *     stopped on a failure; `ALREADY_IN_EFFECT`: merged or in effect
              *     (also when the merge won the race with this withdrawal) — the
              *     message says how to give the access back.
