@@ -493,6 +493,7 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
       ['renewal_has_change', /^Its renewal already has its own change under way\. Withdraw the renewal first/],
       ['renewal_stopped', /^Its renewal stopped on a failure and waits for an operator\./],
       ['renewal_merging', /^Its renewal is being merged and can no longer be stopped\./],
+      ['renewal_expired', /^Your access has already expired, and its renewal is being closed\./],
     ]) {
       const refused = {
         code: 'REQUEST_IN_PROGRESS',

@@ -227,6 +227,10 @@ function renewUnderWayWords(reason: string): string {
       return 'Its renewal already has its own change under way. Withdraw the renewal first (on its page), then give the access back.';
     case 'renewal_stopped':
       return 'Its renewal stopped on a failure and waits for an operator. Ask an operator to revoke the access; it ends at its expiry in any case.';
+    case 'renewal_expired':
+      // Waiting does not help here, and nothing is being merged: the
+      // access is over and its renewal is being closed.
+      return 'Your access has already expired, and its renewal is being closed. The access is removed on its own once that is done; there is nothing to give back.';
     default:
       return 'Its renewal is being merged and can no longer be stopped. Once it is in effect, give the access back on the renewal’s page.';
   }
