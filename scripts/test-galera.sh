@@ -27,12 +27,57 @@
 #
 # Every port is below 32768, outside Linux's ephemeral range: while a node is
 # down, a client's own outgoing socket could otherwise take its port and the
-# restart would fail to bind.
-set -euo pipefail
+# restart would fail to bind. All ports are picked at once and distinct: they
+# are bound seconds later, one by one, so a port checked free for node 3
+# must not also be handed to node 1.
+#
+# Any failure prints the command that failed, every log this run wrote, the
+# sockets on its ports and any other MariaDB, HAProxy or clustercheck
+# process on the machine — most of what fails here (mariadb-install-db,
+# haproxy -D) writes only to its own log, and the caller removes WORKDIR,
+# so without that a failed start said nothing at all.
+set -Eeuo pipefail
 
 work=$1
 mkdir -p "$work"
 work=$(cd "$work" && pwd) # absolute: the node scripts and the build use it from elsewhere
+
+sqlports=(); gports=(); iports=(); cports=(); pport=""
+
+# report: what this run knows about itself, on stderr.
+report() {
+  local all f
+  all="${sqlports[*]} ${gports[*]} ${iports[*]} ${cports[*]} $pport"
+  echo "--- ports: SQL ${sqlports[*]:-?}, gcomm ${gports[*]:-?}, IST ${iports[*]:-?}, clustercheck ${cports[*]:-?}, proxy ${pport:-?}"
+  echo "--- listening sockets on those ports (ss -tlnp)"
+  if [ -n "${all// /}" ]; then
+    ss -Htlnp 2>/dev/null | grep -E ":($(echo $all | tr ' ' '|'))[[:space:]]" || echo "(none)"
+  fi
+  echo "--- MariaDB, HAProxy and clustercheck processes not of this run"
+  ps -eo pid,etimes,args 2>/dev/null | grep -E '[m]ariadbd|[h]aproxy|[c]lustercheck' | grep -vF -- "$work/" || echo "(none)"
+  # mariadb-install-db's own reason comes first, its advice after it; a
+  # successful install ("OK") is no news.
+  if [ -s "$work/install.log" ] && ! grep -qx OK "$work/install.log"; then
+    echo "--- install.log (first 30 lines)"
+    head -n 30 "$work/install.log"
+  fi
+  for f in init.log node1/error.log node2/error.log node3/error.log \
+    node1/clustercheck.log node2/clustercheck.log node3/clustercheck.log haproxy.log; do
+    if [ -s "$work/$f" ]; then
+      echo "--- $f (last 30 lines)"
+      tail -n 30 "$work/$f"
+    fi
+  done
+}
+
+# fail MESSAGE: report and exit.
+fail() {
+  trap - ERR
+  set +e
+  { echo "test-galera: $1"; report; } >&2
+  exit 1
+}
+trap 'fail "line $LINENO: \"$BASH_COMMAND\" exited $?"' ERR
 provider=""
 for p in /usr/lib/galera/libgalera_smm.so /usr/lib/libgalera_smm.so /usr/lib64/galera-4/libgalera_smm.so; do
   [ -e "$p" ] && { provider=$p; break; }
@@ -42,34 +87,63 @@ if [ -z "$provider" ]; then
   exit 2
 fi
 
-low_port() {
-  python3 - <<'PY'
-import random, socket
-while True:
+# low_ports N: N distinct ports in 20000–32000 that can be bound now. The
+# probe binds without SO_REUSEADDR, so a port with a connection still in
+# TIME_WAIT (a previous run's node) is not picked either.
+low_ports() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n, picked = int(sys.argv[1]), []
+while len(picked) < n:
     p = random.randint(20000, 32000)
+    if p in picked:
+        continue
+    s = socket.socket()
     try:
-        s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()
-        print(p); break
+        s.bind(("127.0.0.1", p))
     except OSError:
-        pass
+        continue
+    finally:
+        s.close()
+    picked.append(p)
+print(" ".join(map(str, picked)))
 PY
 }
 
 user=$(id -un)
-sqlports=(); gports=(); iports=()
-for n in 1 2 3; do sqlports+=("$(low_port)"); gports+=("$(low_port)"); iports+=("$(low_port)"); done
+read -r -a ports <<<"$(low_ports 13)"
+sqlports=("${ports[@]:0:3}"); gports=("${ports[@]:3:3}"); iports=("${ports[@]:6:3}")
+cports=("${ports[@]:9:3}"); pport=${ports[12]}
 gcomm="gcomm://127.0.0.1:${gports[0]},127.0.0.1:${gports[1]},127.0.0.1:${gports[2]}"
 
+# Every server of this run, the install's bootstrap included, has a tmpdir
+# of its own: a starting mariadbd deletes every "#sql*" file in its tmpdir
+# (the leftovers of a crash, it assumes), so servers sharing /tmp delete
+# each other's temporary tables. A mariadb-install-db racing another
+# server's start failed that way ("ERROR: 1051 Unknown table
+# 'mysql.tmp_user_sys'"; 3 of 20 installs run 4 at a time with /tmp, 0 of
+# 20 with their own tmpdir) — most likely the cluster that "did not start"
+# in CI with nothing on stderr, while test-services.sh started its single
+# server beside it.
+mkdir -p "$work/tmp" "$work/node1/tmp" "$work/node2/tmp" "$work/node3/tmp"
+
 # Node 1's datadir with the test account, made by a plain (non-wsrep) run.
-mariadb-install-db --no-defaults --user="$user" --datadir="$work/node1/data" \
+mariadb-install-db --no-defaults --user="$user" --datadir="$work/node1/data" --tmpdir="$work/tmp" \
   --auth-root-authentication-method=normal --skip-test-db >"$work/install.log" 2>&1
 mariadbd --no-defaults --user="$user" --datadir="$work/node1/data" --socket="$work/init.sock" \
-  --skip-networking --pid-file="$work/init.pid" --log-error="$work/init.log" >/dev/null 2>&1 &
+  --tmpdir="$work/tmp" --skip-networking --pid-file="$work/init.pid" --log-error="$work/init.log" >/dev/null 2>&1 &
 initpid=$!
-for _ in $(seq 1 120); do
-  mariadb-admin --no-defaults --socket="$work/init.sock" -uroot ping >/dev/null 2>&1 && break
-  sleep 0.25
-done
+# up: wait (up to 2 minutes: a loaded machine) for the server of socket $1,
+# process $2, to answer; a server that exited is a failure at once.
+up() {
+  for _ in $(seq 1 480); do
+    mariadb-admin --no-defaults --socket="$1" -uroot ping >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || fail "the server of $1 exited while starting"
+    sleep 0.25
+  done
+  fail "the server of $1 did not answer within 2 minutes"
+}
+up "$work/init.sock" "$initpid"
 mariadb --no-defaults --socket="$work/init.sock" -uroot -e \
   "CREATE USER 'changeflow'@'%' IDENTIFIED BY 'changeflow'; GRANT ALL ON *.* TO 'changeflow'@'%';"
 mariadb-admin --no-defaults --socket="$work/init.sock" -uroot shutdown
@@ -86,7 +160,7 @@ for n in 1 2 3; do
 #!/usr/bin/env bash
 set -euo pipefail
 cd "$d"
-args=(--no-defaults --user=$user --datadir=$d/data --socket=$d/mysqld.sock
+args=(--no-defaults --user=$user --datadir=$d/data --socket=$d/mysqld.sock --tmpdir=$d/tmp
   --port=${sqlports[$i]} --bind-address=127.0.0.1 --pid-file=$d/mysqld.pid
   --log-error=$d/error.log --skip-name-resolve
   --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci
@@ -118,10 +192,12 @@ synced() { # synced N: node N is Synced in a 3-node primary component
 }
 
 "$work/node1/start" --wsrep-new-cluster
-for _ in $(seq 1 120); do
-  mariadb-admin --no-defaults --socket="$work/node1/mysqld.sock" -uroot ping >/dev/null 2>&1 && break
+for _ in $(seq 1 480); do # the start script is in the background: wait for its pid file
+  [ -s "$work/node1/mysqld.pid" ] && break
   sleep 0.25
 done
+[ -s "$work/node1/mysqld.pid" ] || fail "node 1 wrote no pid file within 2 minutes"
+up "$work/node1/mysqld.sock" "$(cat "$work/node1/mysqld.pid")"
 "$work/node2/start"
 "$work/node3/start"
 # A liveness bound, not a latency one: the joiners' state transfer
@@ -133,14 +209,7 @@ for _ in $(seq 1 720); do
   if synced 1 && synced 2 && synced 3; then ok=1; break; fi
   sleep 0.25
 done
-if [ -z "$ok" ]; then
-  echo "test-galera: the cluster did not reach 3 Synced nodes within 3 minutes" >&2
-  for n in 1 2 3; do
-    echo "--- node$n error.log (tail)" >&2
-    tail -n 15 "$work/node$n/error.log" >&2 2>/dev/null || true
-  done
-  exit 1
-fi
+[ -n "$ok" ] || fail "the cluster did not reach 3 Synced nodes within 3 minutes"
 
 dsns=""
 for i in 0 1 2; do dsns+="${dsns:+,}changeflow:changeflow@tcp(127.0.0.1:${sqlports[$i]})/"; done
@@ -148,16 +217,13 @@ echo "export CHANGEFLOW_TEST_GALERA_DSNS='$dsns'"
 echo "export CHANGEFLOW_TEST_GALERA_DIR='$work'"
 
 if command -v haproxy >/dev/null 2>&1; then
-  pport=$(low_port)
   # One `changeflow clustercheck` per node: HAProxy's httpchk asks it, and
   # it answers 200 only while its node is Synced in the primary component,
   # so a restarted node stays out of rotation until it has caught up (a
   # TCP check would let it in as soon as it accepts connections).
   (cd "$(dirname "$0")/.." && go build -o "$work/changeflow" ./cmd/changeflow)
-  cports=()
   for i in 0 1 2; do
     n=$((i + 1))
-    cports+=("$(low_port)")
     CHANGEFLOW_CLUSTERCHECK_DSN="changeflow:changeflow@tcp(127.0.0.1:${sqlports[$i]})/" \
       nohup "$work/changeflow" clustercheck --listen "127.0.0.1:${cports[$i]}" \
       >"$work/node$n/clustercheck.log" 2>&1 &
