@@ -165,7 +165,7 @@ args=(--no-defaults --user=$user --datadir=$d/data --socket=$d/mysqld.sock --tmp
   --log-error=$d/error.log --skip-name-resolve
   --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci
   --default-time-zone=+00:00 --innodb-buffer-pool-size=48M
-  --innodb-flush-log-at-trx-commit=2 --max-connections=300
+  --innodb-flush-log-at-trx-commit=2 --max-connections=300 --innodb-lock-wait-timeout=5
   --binlog-format=ROW --innodb-autoinc-lock-mode=2
   --wsrep-on=ON --wsrep-provider=$provider --wsrep-cluster-name=changeflow-test
   --wsrep-cluster-address=$gcomm --wsrep-node-address=127.0.0.1:${gports[$i]}
