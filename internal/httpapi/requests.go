@@ -385,8 +385,8 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 		at := b.ExpiresAt.UTC()
 		data.ExpiresAt = &at
 	}
+	data.Reason = refused.Reason()
 	if refused.Code() == domain.CodeAlreadyInEffect {
-		data.Reason = domain.ReasonInEffect
 		msg := "You already have this access."
 		if !b.ExpiresAt.IsZero() {
 			msg = "You already have this access until " + b.ExpiresAt.UTC().Format(time.RFC3339) + "."
@@ -402,9 +402,7 @@ func refusal(refused *store.BindingRefusedError, renewFrom *time.Time, now time.
 		return de
 	}
 	msg := "A request for this target is already in progress (or awaiting recovery by the maintainers)."
-	data.Reason = domain.ReasonInProgress
-	if b.ExpiredAwaitingRemoval() {
-		data.Reason = domain.ReasonExpiredBeingRemoved
+	if data.Reason == domain.ReasonExpiredBeingRemoved {
 		msg = "Your access expired at " + b.ExpiresAt.UTC().Format(time.RFC3339) +
 			" and is being removed; you can ask again once it is removed."
 	}

@@ -50,15 +50,11 @@ func (b Binding) Reappliable() bool {
 // ExpiredAwaitingRemoval reports whether the binding is VALIDATED with
 // its expiry passed (database clock): the access has lapsed, and its
 // removal is due from the expiry scan.
-func (b Binding) ExpiredAwaitingRemoval() bool {
-	return b.Status == domain.BindingValidated && b.Expired
-}
+func (b Binding) ExpiredAwaitingRemoval() bool { return b.submitRow().ExpiredAwaitingRemoval() }
 
 // InEffect reports whether the binding is VALIDATED and not expired: a new
 // request is refused with ALREADY_IN_EFFECT, giving ExpiresAt.
-func (b Binding) InEffect() bool {
-	return b.Status == domain.BindingValidated && !b.Expired
-}
+func (b Binding) InEffect() bool { return b.submitRow().InEffect() }
 
 // bindingColumns returns the select list scanBinding reads; the last
 // column is the DB-clock expiry test.

@@ -27,10 +27,15 @@ type BindingApplyParams struct {
 	// operationId, its expiry untouched (docs/flows/lifecycle.md, "Renewal").
 	// nil refuses a binding in effect, as before renewals existed.
 	Renew *domain.RenewWindow
-	// RenewExpiry, when set, is a renewal's expiry from the grant's
-	// current one (read on the locked row): the binding history records
-	// the expiry the renewal will really bring, not ExpiresAt.
-	RenewExpiry func(current time.Time) time.Time
+	// RenewTerms, when set, give a renewal its expiry from the grant's
+	// current one (domain.RenewalExpiry, from the row as read): the
+	// binding history records the expiry the renewal will really bring,
+	// not ExpiresAt.
+	RenewTerms *domain.RenewalTerms
+
+	// step is the request's first step, for the plan's history row
+	// (OperationSubmit; 0 for a bare application).
+	step domain.StepStatus
 
 	// afterRead, when set, runs between an attempt's read and its write;
 	// tests make a concurrent writer win the race with it.
@@ -45,6 +50,16 @@ func (p BindingApplyParams) validate() error {
 		return fmt.Errorf("unknown binding status %q", p.Status)
 	}
 	return nil
+}
+
+// request is the application as domain.Submit reads it.
+func (p BindingApplyParams) request() domain.SubmitRequest {
+	return domain.SubmitRequest{Step: p.step, Binding: p.Status, ExpiresAt: p.ExpiresAt, Renew: p.Renew, Terms: p.RenewTerms}
+}
+
+// history is the binding-history row of plan's application.
+func (p BindingApplyParams) history(plan domain.SubmitPlan) BindingApplyParams {
+	return BindingApplyParams{Subject: p.Subject, TargetKey: p.TargetKey, OperationID: p.OperationID, Status: plan.Binding, ExpiresAt: plan.Expiry}
 }
 
 // BindingApplyResult says how an application was recorded.
@@ -91,12 +106,19 @@ func (e *BindingRefusedError) Error() string {
 // has not expired (the message gives Current.ExpiresAt), else
 // REQUEST_IN_PROGRESS — the row is in flight, a failed row awaiting
 // manual recovery, whose operationId must not be replaced, or an expired
-// grant whose removal is due (Binding.Reappliable).
+// grant whose removal is due (Binding.Reappliable). domain.SubmitRow.Refusal
+// decides it.
 func (e *BindingRefusedError) Code() domain.Code {
-	if e.Current.InEffect() {
-		return domain.CodeAlreadyInEffect
-	}
-	return domain.CodeRequestInProgress
+	code, _ := e.Current.submitRow().Refusal()
+	return code
+}
+
+// Reason is which refusal of its Code this is, the API's data.reason:
+// in_effect, in_progress or expired_being_removed
+// (domain.SubmitRow.Refusal).
+func (e *BindingRefusedError) Reason() domain.Reason {
+	_, reason := e.Current.submitRow().Refusal()
+	return reason
 }
 
 // applyAttempts bounds how often an application re-reads and decides again
@@ -137,7 +159,7 @@ func (s *Store) BindingApply(ctx context.Context, p BindingApplyParams) (Binding
 	var res BindingApplyResult
 	err := s.retryApply(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, err = bindingApplyTx(ctx, tx, s.dialect, p)
+		res, _, err = bindingApplyTx(ctx, tx, s.dialect, p)
 		return err
 	})
 	if err != nil {
@@ -160,54 +182,126 @@ func (s *Store) retryApply(ctx context.Context, fn func(tx *sql.Tx) error) error
 	return fmt.Errorf("gave up after %d attempts: %w", applyAttempts, err)
 }
 
-// bindingApplyTx is one attempt of BindingApply inside tx.
+// bindingApplyTx is one attempt of BindingApply inside tx: it loads what
+// the decision needs (submitLoad), lets domain.Submit decide, and applies
+// the plan with its guards — the unique key on insert, the reset and the
+// renewal pinned to the status and version read. It returns the plan too,
+// for OperationSubmit's writes to the operation.
 //
 // The read is a plain (non-locking) one: correctness comes
 // from the unique key on insert and from the pinned UPDATE on reset, not
 // from holding a lock between the read and the write.
-func bindingApplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams) (BindingApplyResult, error) {
+func bindingApplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams) (BindingApplyResult, domain.SubmitPlan, error) {
+	cur, v, err := submitLoad(ctx, tx, d, p)
+	if err != nil {
+		return BindingApplyResult{}, domain.SubmitPlan{}, err
+	}
+	plan, err := domain.Submit(v)
+	if err != nil {
+		return BindingApplyResult{}, domain.SubmitPlan{}, err
+	}
+	var res BindingApplyResult
+	switch plan.Write {
+	case domain.SubmitInsert:
+		res, err = bindingInsertTx(ctx, tx, d, p, plan)
+	case domain.SubmitRenew:
+		res, err = bindingRenewTx(ctx, tx, d, p, cur, plan)
+	case domain.SubmitReset:
+		res, err = bindingReapplyTx(ctx, tx, d, p, cur, plan)
+	default:
+		return BindingApplyResult{}, domain.SubmitPlan{}, &BindingRefusedError{Current: cur}
+	}
+	if err != nil {
+		return BindingApplyResult{}, domain.SubmitPlan{}, err
+	}
+	return res, plan, nil
+}
+
+// submitLoad reads the relationship's row and, only for a renewal of the
+// access in effect, the grant's operation (its window is a share of the
+// grant's duration) and whether the window has opened by the database
+// clock: the view domain.Submit decides from, and the row as read (zero
+// when there is none).
+func submitLoad(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams) (Binding, domain.SubmitView, error) {
+	v := domain.SubmitView{Request: p.request()}
 	cur, err := bindingGet(ctx, tx, d, p.Subject, p.TargetKey, "")
 	if p.afterRead != nil {
 		p.afterRead()
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err := tx.ExecContext(ctx,
-			"INSERT INTO binding (subject_id, target_key, status, operation_id, expires_at) VALUES (?, ?, ?, ?, ?)",
-			p.Subject, p.TargetKey, string(p.Status), p.OperationID, d.Time(p.ExpiresAt))
-		if err != nil {
-			err = translate(err)
-			if errors.Is(err, domain.ErrDuplicate) {
-				return BindingApplyResult{}, applyRaceError{cause: err}
-			}
-			return BindingApplyResult{}, fmt.Errorf("insert binding: %w", err)
-		}
-		if err := bindingHistoryInsert(ctx, tx, d, p); err != nil {
-			return BindingApplyResult{}, err
-		}
-		b, err := bindingGet(ctx, tx, d, p.Subject, p.TargetKey, "")
-		if err != nil {
-			return BindingApplyResult{}, fmt.Errorf("re-read binding: %w", translate(err))
-		}
-		return BindingApplyResult{Binding: b, First: true}, nil
+		return Binding{}, v, nil
 	case err != nil:
-		return BindingApplyResult{}, fmt.Errorf("read binding: %w", translate(err))
-	case !cur.Reappliable() && p.Renew != nil && cur.InEffect():
-		open, err := renewalOpen(ctx, tx, d, cur, *p.Renew)
-		if err != nil {
-			return BindingApplyResult{}, err
-		}
-		if !open {
-			return BindingApplyResult{}, &BindingRefusedError{Current: cur}
-		}
-		return bindingRenewTx(ctx, tx, d, p, cur)
-	case !cur.Reappliable():
-		return BindingApplyResult{}, &BindingRefusedError{Current: cur}
+		return Binding{}, domain.SubmitView{}, fmt.Errorf("read binding: %w", translate(err))
 	}
+	row := cur.submitRow()
+	v.Row = &row
+	if v.NeedsGrant() {
+		grant, err := operationGet(ctx, tx, cur.OperationID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			// A row without its operation (written by hand): nothing to renew.
+		case err != nil:
+			return Binding{}, domain.SubmitView{}, fmt.Errorf("read the grant in effect: %w", translate(err))
+		default:
+			v.GrantFound, v.GrantDuration = true, grant.Duration()
+		}
+	}
+	if v.NeedsWindow() {
+		if v.WindowOpen, err = clockPassed(ctx, tx, d, v.RenewFrom()); err != nil {
+			return Binding{}, domain.SubmitView{}, fmt.Errorf("renewal window: %w", err)
+		}
+	}
+	return cur, v, nil
+}
+
+// submitRow is b as domain.Submit reads it.
+func (b Binding) submitRow() domain.SubmitRow {
+	return domain.SubmitRow{Status: b.Status, Owner: b.OperationID, ExpiresAt: b.ExpiresAt, Expired: b.Expired}
+}
+
+// clockPassed reports whether t has come by the database clock: the
+// comparison is the database's, like every other time test of a decision
+// (docs/storage.md, the database clock).
+func clockPassed(ctx context.Context, tx *sql.Tx, d Dialect, t time.Time) (bool, error) {
+	var open int
+	if err := tx.QueryRowContext(ctx, "SELECT CASE WHEN ? <= "+d.Now()+" THEN 1 ELSE 0 END", d.Time(t)).Scan(&open); err != nil {
+		return false, translate(err)
+	}
+	return open == 1, nil
+}
+
+// bindingInsertTx applies a first application: the row inserted (version
+// 1) and its history. A duplicate key is a concurrent first application
+// that won: a lost race, decided again in a new transaction.
+func bindingInsertTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams, plan domain.SubmitPlan) (BindingApplyResult, error) {
+	_, err := tx.ExecContext(ctx,
+		"INSERT INTO binding (subject_id, target_key, status, operation_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+		p.Subject, p.TargetKey, string(plan.Binding), p.OperationID, d.Time(plan.Expiry))
+	if err != nil {
+		err = translate(err)
+		if errors.Is(err, domain.ErrDuplicate) {
+			return BindingApplyResult{}, applyRaceError{cause: err}
+		}
+		return BindingApplyResult{}, fmt.Errorf("insert binding: %w", err)
+	}
+	if err := bindingHistoryInsert(ctx, tx, d, p.history(plan)); err != nil {
+		return BindingApplyResult{}, err
+	}
+	b, err := bindingGet(ctx, tx, d, p.Subject, p.TargetKey, "")
+	if err != nil {
+		return BindingApplyResult{}, fmt.Errorf("re-read binding: %w", translate(err))
+	}
+	return BindingApplyResult{Binding: b, First: true}, nil
+}
+
+// bindingReapplyTx applies the reset of the re-appliable row cur, pinned
+// to the status and version read (bindingResetTx); a miss is a lost race.
+func bindingReapplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams, cur Binding, plan domain.SubmitPlan) (BindingApplyResult, error) {
 	b, err := bindingResetTx(ctx, tx, d, BindingResetParams{
 		Subject: p.Subject, TargetKey: p.TargetKey,
 		FromStatus: cur.Status, FromVersion: cur.Version,
-		OperationID: p.OperationID, Status: p.Status, ExpiresAt: p.ExpiresAt,
+		OperationID: p.OperationID, Status: plan.Binding, ExpiresAt: plan.Expiry,
 	})
 	if errors.Is(err, domain.ErrPreempted) {
 		return BindingApplyResult{}, applyRaceError{cause: err}
@@ -218,63 +312,32 @@ func bindingApplyTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyPa
 	return BindingApplyResult{Binding: b, Previous: cur}, nil
 }
 
-// renewalOpen reports whether the grant in effect on cur may be renewed
-// now: its renewal window (a share of the grant's own duration, read from
-// its operation) has opened by the database clock. A grant without
-// expiry never needs renewing.
-func renewalOpen(ctx context.Context, tx *sql.Tx, d Dialect, cur Binding, w domain.RenewWindow) (bool, error) {
-	grant, err := operationGet(ctx, tx, cur.OperationID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil // a row without its operation (seeded by hand): nothing to renew
-	}
-	if err != nil {
-		return false, fmt.Errorf("read the grant in effect: %w", translate(err))
-	}
-	from := w.From(cur.ExpiresAt, grant.Duration())
-	if from.IsZero() {
-		return false, nil
-	}
-	var open int
-	if err := tx.QueryRowContext(ctx, "SELECT CASE WHEN ? <= "+d.Now()+" THEN 1 ELSE 0 END", d.Time(from)).Scan(&open); err != nil {
-		return false, fmt.Errorf("renewal window: %w", translate(err))
-	}
-	return open == 1, nil
-}
-
-// bindingRenewTx accepts p as the renewal of the grant in effect on cur:
+// bindingRenewTx applies the renewal of the grant in effect on cur:
 // VALIDATED → RENEWING, the row handed to p's operationId, the expiry
-// left as it is (the grant's, until the renewal is deployed). Pinned to
-// the status and version read and to the expiry still ahead (database
-// clock): a grant that expired in between is refused on the re-read, as
-// any expired grant is.
-func bindingRenewTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams, cur Binding) (BindingApplyResult, error) {
-	if err := domain.CheckBinding(domain.BindingValidated, domain.BindingRenewing); err != nil {
-		return BindingApplyResult{}, err
-	}
+// left as it is (the grant's, until the renewal is deployed); the history
+// records the renewal's own expiry (plan.Expiry). Pinned to the status
+// and version read and to the expiry still ahead (database clock): a
+// grant that expired in between is refused on the re-read, as any expired
+// grant is.
+func bindingRenewTx(ctx context.Context, tx *sql.Tx, d Dialect, p BindingApplyParams, cur Binding, plan domain.SubmitPlan) (BindingApplyResult, error) {
 	err := execOne(ctx, tx,
 		"UPDATE binding "+d.PrimaryKeyHint()+" SET status = ?, operation_id = ?, version = version + 1"+
 			" WHERE id = ? AND status = ? AND version = ? AND expires_at > "+d.Now(),
-		string(domain.BindingRenewing), p.OperationID, cur.ID, string(domain.BindingValidated), cur.Version)
+		string(plan.Binding), p.OperationID, cur.ID, string(domain.BindingValidated), cur.Version)
 	if errors.Is(err, domain.ErrPreempted) {
 		return BindingApplyResult{}, applyRaceError{cause: err}
 	}
 	if err != nil {
 		return BindingApplyResult{}, fmt.Errorf("renew binding: %w", err)
 	}
-	exp := p.ExpiresAt
-	if p.RenewExpiry != nil {
-		exp = p.RenewExpiry(cur.ExpiresAt)
-	}
-	if err := bindingHistoryInsert(ctx, tx, d, BindingApplyParams{
-		Subject: p.Subject, TargetKey: p.TargetKey, OperationID: p.OperationID, Status: domain.BindingRenewing, ExpiresAt: exp,
-	}); err != nil {
+	if err := bindingHistoryInsert(ctx, tx, d, p.history(plan)); err != nil {
 		return BindingApplyResult{}, err
 	}
 	b, err := bindingGet(ctx, tx, d, p.Subject, p.TargetKey, "")
 	if err != nil {
 		return BindingApplyResult{}, fmt.Errorf("re-read binding: %w", translate(err))
 	}
-	return BindingApplyResult{Binding: b, Previous: cur, Renews: cur.OperationID}, nil
+	return BindingApplyResult{Binding: b, Previous: cur, Renews: plan.Renews}, nil
 }
 
 // BindingResetParams is an in-place reset of a re-appliable binding for a

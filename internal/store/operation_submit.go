@@ -43,9 +43,12 @@ type OperationSubmitResult struct {
 //
 //  1. INSERT operation (a duplicate operationId is an error wrapping
 //     domain.ErrDuplicate — the idempotency record answers it);
-//  2. BindingApply's create-or-reset, which may refuse with
+//  2. BindingApply's load, domain.Submit's decision and its guarded
+//     write — insert, reset in place or renewal — which may refuse with
 //     *BindingRefusedError (rolled back, nothing written);
-//  3. the first step-history row, naming the binding's new status.
+//  3. a renewal's operation names the grant it renews, with the expiry
+//     the plan gave it;
+//  4. the first step-history row, naming the binding's new status.
 //
 // The lock order is operation, then binding, as in every cross-table
 // transition. The new operation row is invisible to other
@@ -53,60 +56,36 @@ type OperationSubmitResult struct {
 // A lost race on the binding retries the whole transaction, as BindingApply
 // does.
 func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (OperationSubmitResult, error) {
-	op := p.Operation
-	apply := BindingApplyParams{
-		Subject: op.Subject, TargetKey: op.TargetKey, OperationID: op.OperationID,
-		Status: p.BindingStatus, ExpiresAt: op.ExpiresAt, Renew: p.Renew,
-	}
-	if !p.SubmittedAt.IsZero() {
-		apply.RenewExpiry = func(current time.Time) time.Time {
-			return domain.RenewalExpiry(p.SubmittedAt, current, op.Days, p.MaxDays)
-		}
-	}
-	if err := op.validate(); err != nil {
+	op, apply := p.Operation, p.apply()
+	if err := p.validate(apply); err != nil {
 		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
-	}
-	if err := apply.validate(); err != nil {
-		return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
-	}
-	if op.NextAction != "" {
-		// A submission that starts the workflow starts from the table's
-		// entry row, both layers (I7).
-		if err := domain.CheckEntry(domain.StepStatus(op.Step), p.BindingStatus); err != nil {
-			return OperationSubmitResult{}, fmt.Errorf("submit operation: %w", err)
-		}
 	}
 	var res OperationSubmitResult
 	err := s.retryApply(ctx, func(tx *sql.Tx) error {
 		if err := operationInsert(ctx, tx, s.dialect, op); err != nil {
 			return err
 		}
-		app, err := bindingApplyTx(ctx, tx, s.dialect, apply)
+		app, plan, err := bindingApplyTx(ctx, tx, s.dialect, apply)
 		if err != nil {
 			return err
 		}
-		hist := operationStepRow{
-			operationID: op.OperationID, toStep: op.Step, toBinding: p.BindingStatus,
-			actor: op.Actor, note: "submitted",
-		}
-		if app.Renews != "" {
+		if plan.Renews != "" {
 			// The renewal names the grant it renews: that makes it kind
 			// RENEW (kindOf), so every later write maps its statuses.
 			// Its expiry extends the grant's rather than restarting from
-			// now, read in this transaction from the row it renews.
-			exp := op.ExpiresAt
-			if apply.RenewExpiry != nil {
-				exp = apply.RenewExpiry(app.Previous.ExpiresAt)
-			}
+			// now, decided from the row it renews as this transaction
+			// read it.
 			if err := execOne(ctx, tx,
 				"UPDATE operation"+s.dialect.forceIndex("uk_operation_operation_id")+" SET grant_operation_id = ?, expires_at = ? WHERE operation_id = ?",
-				app.Renews, s.dialect.Time(exp), op.OperationID); err != nil {
+				plan.Renews, s.dialect.Time(plan.Expiry), op.OperationID); err != nil {
 				return fmt.Errorf("name the renewed grant: %w", err)
 			}
-			hist.fromBinding, hist.toBinding = domain.BindingValidated, domain.BindingRenewing
-			hist.note = "submitted: renewal of " + app.Renews
 		}
-		if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+		h := plan.History
+		if err := operationStepInsert(ctx, tx, []operationStepRow{{
+			operationID: op.OperationID, toStep: int(h.To), fromBinding: h.FromBinding, toBinding: h.ToBinding,
+			actor: op.Actor, note: h.Note,
+		}}); err != nil {
 			return err
 		}
 		o, err := operationGet(ctx, tx, op.OperationID)
@@ -120,4 +99,35 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 		return OperationSubmitResult{}, fmt.Errorf("submit operation %s: %w", op.OperationID, err)
 	}
 	return res, nil
+}
+
+// apply is the binding application of p: a renewal's expiry comes from
+// its terms when SubmittedAt is set.
+func (p OperationSubmitParams) apply() BindingApplyParams {
+	op := p.Operation
+	a := BindingApplyParams{
+		Subject: op.Subject, TargetKey: op.TargetKey, OperationID: op.OperationID,
+		Status: p.BindingStatus, ExpiresAt: op.ExpiresAt, Renew: p.Renew,
+		step: domain.StepStatus(op.Step),
+	}
+	if !p.SubmittedAt.IsZero() {
+		a.RenewTerms = &domain.RenewalTerms{At: p.SubmittedAt, Days: op.Days, MaxDays: p.MaxDays}
+	}
+	return a
+}
+
+// validate checks p and its application before any write. A submission
+// that starts the workflow starts from the table's entry row, both layers
+// (I7).
+func (p OperationSubmitParams) validate(apply BindingApplyParams) error {
+	if err := p.Operation.validate(); err != nil {
+		return err
+	}
+	if err := apply.validate(); err != nil {
+		return err
+	}
+	if p.Operation.NextAction != "" {
+		return domain.CheckEntry(domain.StepStatus(p.Operation.Step), p.BindingStatus)
+	}
+	return nil
 }
