@@ -222,6 +222,22 @@ func join(groups ...[]StepStatus) []StepStatus {
 	return out
 }
 
+// batchTransitions lists, for each batch status, the statuses it may move
+// to (the batch part of the table). RUNNING may block (it keeps the slot)
+// or finish; BLOCKED may finish, by an operator's settlement, or be
+// resumed to RUNNING by an operator's retrigger; SUCCEEDED and FAILED are
+// terminal. Because BLOCKED → RUNNING → BLOCKED can repeat, status alone
+// is not an ABA-free guard: every batch write also checks the version.
+var batchTransitions = map[BatchStatus][]BatchStatus{
+	BatchRunning: {BatchBlocked, BatchSucceeded, BatchFailed},
+	BatchBlocked: {BatchSucceeded, BatchFailed, BatchRunning},
+}
+
+// BatchTransitionLegal reports whether a batch may move from → to.
+func BatchTransitionLegal(from, to BatchStatus) bool {
+	return slices.Contains(batchTransitions[from], to)
+}
+
 // ErrIllegalTransition is the sentinel every *IllegalTransitionError
 // matches with errors.Is.
 var ErrIllegalTransition = errors.New("illegal transition")

@@ -37,6 +37,26 @@ func TestEveryBindingPairIsCheckedAgainstTheTable(t *testing.T) {
 	}
 }
 
+func TestBatchTransitions(t *testing.T) {
+	all := []domain.BatchStatus{domain.BatchRunning, domain.BatchSucceeded, domain.BatchFailed, domain.BatchBlocked}
+	legal := map[[2]domain.BatchStatus]bool{
+		{domain.BatchRunning, domain.BatchBlocked}:   true,
+		{domain.BatchRunning, domain.BatchSucceeded}: true,
+		{domain.BatchRunning, domain.BatchFailed}:    true,
+		{domain.BatchBlocked, domain.BatchSucceeded}: true,
+		{domain.BatchBlocked, domain.BatchFailed}:    true,
+		{domain.BatchBlocked, domain.BatchRunning}:   true, // an operator's retrigger
+	}
+	for _, from := range all {
+		for _, to := range all {
+			want := legal[[2]domain.BatchStatus{from, to}]
+			if got := domain.BatchTransitionLegal(from, to); got != want {
+				t.Errorf("%s → %s: legal=%v, want %v", from, to, got, want)
+			}
+		}
+	}
+}
+
 func TestEveryStepPairIsCheckedAgainstTheTable(t *testing.T) {
 	from := append([]domain.StepStatus{domain.StepNone}, domain.Steps()...)
 	illegal := 0

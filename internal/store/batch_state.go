@@ -48,20 +48,11 @@ func batchTakeSlot(ctx context.Context, q batchDB, projectID int64, builder stri
 }
 
 // BatchTransitionLegal reports whether a batch may move from one status to
-// another (the batch part of the central transition table, I7). RUNNING may
-// block (it keeps the slot) or finish; BLOCKED may finish, by an
-// operator's settlement, or be resumed to RUNNING by an operator's
-// retrigger (BatchResume); terminal states have no way out. Because
-// BLOCKED → RUNNING → BLOCKED can repeat, status alone is not an ABA-free
-// guard: every write also checks the version.
+// another: the batch part of the central transition table (I7),
+// domain.BatchTransitionLegal, where the moves are listed and explained.
+// Every guarded batch write (batchSetState) checks it first.
 func BatchTransitionLegal(from, to domain.BatchStatus) bool {
-	switch from {
-	case domain.BatchRunning:
-		return to == domain.BatchBlocked || to == domain.BatchSucceeded || to == domain.BatchFailed
-	case domain.BatchBlocked:
-		return to == domain.BatchSucceeded || to == domain.BatchFailed || to == domain.BatchRunning
-	}
-	return false
+	return domain.BatchTransitionLegal(from, to)
 }
 
 // BatchResume moves a BLOCKED batch back to RUNNING (an operator fixed the
