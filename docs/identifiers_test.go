@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -55,7 +56,7 @@ import (
 //     library's type: `Current.ExpiresAt`, `Row.Scan`) needs its last
 //     part declared by the module or used by its code as a selector.
 func TestDocumentedGoNamesExist(t *testing.T) {
-	decl, err := declaredNames(filepath.Join(".."))
+	decl, err := moduleNames()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestDocumentedGoNamesExist(t *testing.T) {
 // fail, names that exist pass, and what only looks like a name is not
 // checked.
 func TestGoNamesRuleFindsEachForm(t *testing.T) {
-	decl, err := declaredNames(filepath.Join(".."))
+	decl, err := moduleNames()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +131,13 @@ type declarations struct {
 	others  map[string]bool            // words of the web app, the unit files and the API description
 }
 
+// moduleNames is declaredNames of the repository, parsed once for the
+// tests that share it: parsing every Go file is most of their time. The
+// tests only read the result.
+var moduleNames = sync.OnceValues(func() (*declarations, error) {
+	return declaredNames(filepath.Join(".."))
+})
+
 // declaredNames parses every .go file under root, tests included, since
 // docs name tests and test helpers too.
 func declaredNames(root string) (*declarations, error) {
@@ -159,9 +167,7 @@ func declaredNames(root string) (*declarations, error) {
 			if err != nil {
 				return err
 			}
-			for _, w := range wordRE.FindAllString(string(src), -1) {
-				d.others[w] = true
-			}
+			eachWord(string(src), func(w string) { d.others[w] = true })
 			return nil
 		}
 		if filepath.Ext(path) != ".go" {
