@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +56,12 @@ authz: {routes: {r: {rules: [code%d]}}}
 					return
 				}
 				reads.Add(1)
+				// Let the reloading goroutine in between reads: sixteen
+				// readers that never yield keep it waiting a full time
+				// slice each whenever it comes back from a file write
+				// or read, and the test spent seconds spinning on the
+				// same snapshot instead of reading across reloads.
+				runtime.Gosched()
 			}
 		}()
 	}
@@ -68,6 +75,7 @@ authz: {routes: {r: {rules: [code%d]}}}
 	for err := range errs {
 		require.NoError(t, err)
 	}
+	t.Logf("%d reads across %d versions", reads.Load(), m.Current().Version())
 	require.Greater(t, reads.Load(), int64(100))
 	require.Greater(t, m.Current().Version(), uint64(10))
 }

@@ -38,19 +38,24 @@ type etcdSource struct {
 // connectEtcd creates the client when config.etcd.endpoints is set by the
 // layers below etcd (defaults, file, env, overlay); etcd cannot configure
 // its own connection. The client dials lazily, so this never blocks.
-func (m *Manager) connectEtcd(b base) error {
+//
+// It returns the snapshot of those layers it read the settings from (nil
+// when they do not build): without an etcd client it is the snapshot
+// assemble would build from the same layers, and Load keeps it instead of
+// merging and building a second time.
+func (m *Manager) connectEtcd(b base) (*Snapshot, error) {
 	mg, err := merge(b.defaults, b.file, b.env, b.overlay)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s, err := m.b.build(mg, m.opts.Now())
 	if err != nil {
 		// The full build reports the same error with the etcd layer added.
-		return nil
+		return nil, nil
 	}
 	endpoints, _ := s.List(KeyEtcdEndpoints)
 	if len(endpoints) == 0 {
-		return nil
+		return s, nil
 	}
 	prefix, _ := s.String(KeyEtcdPrefix)
 	timeout, _ := s.Duration(KeyEtcdDialTimeout)
@@ -58,7 +63,7 @@ func (m *Manager) connectEtcd(b base) error {
 	pass, _ := s.String(KeyEtcdPassword)
 	tlsCfg, err := etcdTLS(s, endpoints)
 	if err != nil {
-		return err
+		return s, err
 	}
 	if tlsCfg == nil && user != "" {
 		m.log.Warn("config: etcd password authentication without TLS; the password crosses the network in clear (set config.etcd.tls.*)")
@@ -76,11 +81,11 @@ func (m *Manager) connectEtcd(b base) error {
 		Logger: zap.NewNop(),
 	})
 	if err != nil {
-		return fmt.Errorf("etcd client for %v: %w", endpoints, err)
+		return s, fmt.Errorf("etcd client for %v: %w", endpoints, err)
 	}
 	m.etcd = &etcdSource{cli: cli, prefix: prefix, timeout: timeout, stale: make(chan struct{}, 1)}
 	m.log.Info("config: etcd config center", "endpoints", endpoints, "prefix", prefix+"/", "tls", tlsCfg != nil, "auth", user != "")
-	return nil
+	return s, nil
 }
 
 // fetch reads every key under the prefix, bounded by the dial timeout so an

@@ -94,13 +94,18 @@ func Load(ctx context.Context, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load configuration: %w", err)
 	}
-	if err := m.connectEtcd(base); err != nil {
+	s, err := m.connectEtcd(base)
+	if err != nil {
 		m.log.Error("config: etcd client not created; continuing without the config center", "err", err)
 	}
-	s, err := m.assemble(ctx, base)
-	if err != nil {
-		_ = m.Close()
-		return nil, fmt.Errorf("load configuration: %w", err)
+	// Without an etcd layer the snapshot connectEtcd built is the one
+	// assemble would build again; merging and building are most of a
+	// Load's CPU.
+	if m.etcd != nil || s == nil {
+		if s, err = m.assemble(ctx, base); err != nil {
+			_ = m.Close()
+			return nil, fmt.Errorf("load configuration: %w", err)
+		}
 	}
 	s.version = 1
 	m.lastFileFull = base.fileFull

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -70,7 +71,9 @@ func (s *Snapshot) Effective() []Resolution {
 	for _, r := range s.res {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	// Keys are unique, so any sort gives this order; SortFunc swaps
+	// without reflection, which sort.Slice does for every swap.
+	slices.SortFunc(out, func(a, b Resolution) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
 
