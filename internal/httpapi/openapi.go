@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
+	"changeflow/docs"
 	"changeflow/internal/domain"
 )
 
@@ -19,7 +21,7 @@ import (
 // Converted at start-up rather than kept pre-converted in the repository:
 // the YAML stays the only copy a reviewer reads and edits, with no
 // generated twin to fall out of step, for the price of one YAML decode
-// per process start, with the YAML library the binding files and the
+// per process (embeddedOpenAPI), with the YAML library the binding files and the
 // identity directory already use (no new dependency). A document that does not convert is
 // a broken build; the tests convert the embedded one, so it cannot ship.
 type openAPIDoc struct {
@@ -27,6 +29,13 @@ type openAPIDoc struct {
 	etag string
 	err  error
 }
+
+// embeddedOpenAPI is the embedded docs/openapi.yaml as served, converted
+// at the first server built in the process and shared by every later one:
+// the document cannot change after the build, a server only reads it, and
+// the tests build hundreds of servers (converting was a seventh of their
+// CPU).
+var embeddedOpenAPI = sync.OnceValue(func() openAPIDoc { return newOpenAPIDoc(docs.OpenAPIYAML()) })
 
 func newOpenAPIDoc(yamlDoc []byte) openAPIDoc {
 	b, err := openAPIJSON(yamlDoc)

@@ -113,7 +113,7 @@ func buildServer(d Deps, extra ...route) *Server {
 			return snap.AuthzCacheTTL(), snap
 		}, nil)
 	}
-	s := &Server{deps: d, mux: http.NewServeMux(), openapi: newOpenAPIDoc(docs.OpenAPIYAML()), runbook: newRunbookDoc(docs.Runbook())}
+	s := &Server{deps: d, mux: http.NewServeMux(), openapi: embeddedOpenAPI(), runbook: newRunbookDoc(docs.Runbook())}
 	if s.openapi.err != nil {
 		d.Logger.Error("the embedded API description does not convert; GET /api/openapi.json answers 500", "err", s.openapi.err)
 	}
