@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,8 +28,20 @@ var errRefMoved = errors.New("ref moved concurrently")
 // that need no worktree: hash-object, update-index on a private index file,
 // write-tree, commit-tree, merge-tree --write-tree and update-ref with an
 // expected old value.
+//
+// Reads a merge request's JSON makes on every poll (a branch's head, a
+// merge base) are remembered, since each git command is a process: the
+// process tests' serve instances poll dozens of MRs every 50 ms, and the
+// git processes behind those polls were most of their CPU. A merge base
+// of two commits never changes; a branch head is forgotten whenever
+// updateRef or deleteRef, the only writers of refs/heads, runs.
 type repo struct {
 	dir string
+
+	mu      sync.Mutex
+	refsGen uint64            // bumped before and after every ref write
+	heads   map[string]string // branch → head ("" = no such branch), valid for refsGen
+	bases   map[[2]string]string
 }
 
 // signature is a commit author or committer.
@@ -62,7 +75,7 @@ func initRepo(ctx context.Context, dir string) (*repo, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create repo dir: %w", err)
 	}
-	r := &repo{dir: dir}
+	r := &repo{dir: dir, heads: map[string]string{}, bases: map[[2]string]string{}}
 	if _, err := r.git(ctx, nil, nil, "init", "--bare", "--quiet", "--initial-branch=main"); err != nil {
 		return nil, err
 	}
@@ -120,7 +133,34 @@ func (r *repo) resolve(ctx context.Context, rev string) (string, error) {
 
 // branchHead returns the commit a branch points at, or "".
 func (r *repo) branchHead(ctx context.Context, branch string) (string, error) {
-	return r.resolve(ctx, "refs/heads/"+branch)
+	r.mu.Lock()
+	head, ok := r.heads[branch]
+	gen := r.refsGen
+	r.mu.Unlock()
+	if ok {
+		return head, nil
+	}
+	head, err := r.resolve(ctx, "refs/heads/"+branch)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	// A ref write that overlapped the read may have made it stale.
+	if r.refsGen == gen {
+		r.heads[branch] = head
+	}
+	r.mu.Unlock()
+	return head, nil
+}
+
+// writingRefs forgets every remembered branch head; updateRef and
+// deleteRef call it before and after their write, so that no read
+// overlapping the write is remembered.
+func (r *repo) writingRefs() {
+	r.mu.Lock()
+	r.refsGen++
+	clear(r.heads)
+	r.mu.Unlock()
 }
 
 // branches lists every branch with its head.
@@ -145,6 +185,8 @@ func (r *repo) updateRef(ctx context.Context, branch, next, old string) error {
 	if old == "" {
 		old = zeroOID
 	}
+	r.writingRefs()
+	defer r.writingRefs()
 	if _, err := r.git(ctx, nil, nil, "update-ref", "refs/heads/"+branch, next, old); err != nil {
 		if exitCode(err) == 128 || exitCode(err) == 1 {
 			return fmt.Errorf("update %s: %w (%v)", branch, errRefMoved, err)
@@ -156,6 +198,8 @@ func (r *repo) updateRef(ctx context.Context, branch, next, old string) error {
 
 // deleteRef deletes a branch if it still points at old.
 func (r *repo) deleteRef(ctx context.Context, branch, old string) error {
+	r.writingRefs()
+	defer r.writingRefs()
 	if _, err := r.git(ctx, nil, nil, "update-ref", "-d", "refs/heads/"+branch, old); err != nil {
 		return fmt.Errorf("delete %s: %w (%v)", branch, errRefMoved, err)
 	}
@@ -293,11 +337,41 @@ func (r *repo) mergeTree(ctx context.Context, ours, theirs string) (tree string,
 
 // mergeBase returns the best common ancestor of a and b.
 func (r *repo) mergeBase(ctx context.Context, a, b string) (string, error) {
+	key := [2]string{a, b}
+	fixed := isObjectID(a) && isObjectID(b) // names of commits, not of refs
+	if fixed {
+		r.mu.Lock()
+		base, ok := r.bases[key]
+		r.mu.Unlock()
+		if ok {
+			return base, nil
+		}
+	}
 	out, err := r.git(ctx, nil, nil, "merge-base", a, b)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(out), nil
+	base := strings.TrimSpace(out)
+	if fixed {
+		r.mu.Lock()
+		r.bases[key] = base
+		r.mu.Unlock()
+	}
+	return base, nil
+}
+
+// isObjectID reports whether s is a full SHA-1 object name, which names
+// one commit for ever (a ref name can move).
+func isObjectID(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // commitTree creates a commit object for tree with the given parents.
