@@ -111,8 +111,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	wdeps := workflow.Deps{
-		Store: st, GitLab: gl, Approval: appr, Config: cfg.Current, Logger: logger,
+	flowEnv := workflow.Env{
+		GitLab: gl, Approval: appr, Config: cfg.Current, Logger: logger,
 		Approver: gitlab.SelectingApprover{
 			CheckItemsEnabled: func() bool { return cfg.Current().Approval().CheckItems },
 			Library:           gitlab.LibraryApprover{GitLab: gl},
@@ -124,6 +124,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// round runs").
 		RoundTrigger: workflow.NewRoundTrigger(nil),
 	}
+	wdeps := workflow.Deps{Env: flowEnv, Store: st}
 	workflow.RegisterSteps(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)
 	// Reconciliation of lost deploy callbacks on every instance

@@ -19,7 +19,7 @@ import (
 func withBatchActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Current()) }})
-		wd := workflow.Deps{Store: w.st, GitLab: gl, Config: w.cfg.Current}
+		wd := workflow.Deps{Env: workflow.Env{GitLab: gl, Config: w.cfg.Current}, Store: w.st}
 		d.Business.BatchActions = WorkflowBatchOps{Rounds: workflow.NewRounds(wd, nil), Deps: wd}
 	}
 }

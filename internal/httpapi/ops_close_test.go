@@ -81,7 +81,7 @@ func TestOpsClose(t *testing.T) {
 			}
 			// The removal of cl-live's access: closing it would leave the
 			// entry on main.
-			rv := WorkflowRevoker{Deps: workflow.Deps{Store: st, Config: w.cfg.Current}}
+			rv := WorkflowRevoker{Deps: workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: st}}
 			if res, err := rv.Revoke(ctx, "cl-live", domain.RevokeOperator, "left the team", "olivia"); err != nil || !res.Created {
 				t.Fatalf("revoke: %+v %v", res, err)
 			}

@@ -46,7 +46,7 @@ func TestOpsRetriggerReRunsTheFailedPipeline(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		gl := &retryGitLab{}
 		w := newBizWorld(t, st, func(w *bizWorld, d *Deps) {
-			wd := workflow.Deps{Store: w.st, Config: w.cfg.Current, GitLab: gl}
+			wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current, GitLab: gl}, Store: w.st}
 			d.Business.OpsActions = WorkflowOps{Store: w.st, Deps: wd}
 		})
 		ctx := t.Context()

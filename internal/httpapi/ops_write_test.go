@@ -16,7 +16,7 @@ import (
 // store and configuration.
 func withOpsActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		wd := workflow.Deps{Store: w.st, Config: w.cfg.Current}
+		wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}
 		d.Business.OpsActions = WorkflowOps{
 			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: workflow.NewCallbacks(wd, nil),
 			Expiry: workflow.NewExpiry(wd),

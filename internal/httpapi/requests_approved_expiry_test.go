@@ -19,7 +19,7 @@ import (
 func withApprovals(clock *atomic.Pointer[time.Time]) worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		w.overlay["approval.verifyDecisions"] = false
-		wd := workflow.Deps{Store: w.st, Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}
+		wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}, Store: w.st}
 		d.Business.Sink = NewWorkflowSink(workflow.NewCallbacks(wd, nil))
 	}
 }

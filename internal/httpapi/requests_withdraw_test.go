@@ -16,7 +16,7 @@ import (
 // pool is busy).
 func withWithdraw() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		d.Business.Withdraw = workflow.Withdrawer{Deps: workflow.Deps{Store: w.st, Config: w.cfg.Current}}
+		d.Business.Withdraw = workflow.Withdrawer{Deps: workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}}
 	}
 }
 

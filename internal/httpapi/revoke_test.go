@@ -14,7 +14,7 @@ import (
 // withRevoker wires the workflow-backed revoker over the world's store.
 func withRevoker() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		d.Business.Revoker = WorkflowRevoker{Deps: workflow.Deps{Store: w.st, Config: w.cfg.Current}}
+		d.Business.Revoker = WorkflowRevoker{Deps: workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}}
 	}
 }
 

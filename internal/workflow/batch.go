@@ -90,7 +90,7 @@ func (d Deps) batchStep(fail engine.Failure, inner func(context.Context, engine.
 			return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d is %s", b.ID, b.Status)}), nil
 		}
 		if err := d.batchFollow(ctx, b.ID, w.Operation.OperationID, domain.StepStatus(w.Operation.Step)); err != nil {
-			d.logger().Warn("batch members catch up", "batch", b.ID, "err", err)
+			d.Log().Warn("batch members catch up", "batch", b.ID, "err", err)
 		}
 		out, err := engine.RunRecovered(ctx, w, inner)
 		if err != nil {

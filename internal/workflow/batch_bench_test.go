@@ -141,7 +141,7 @@ func BenchmarkBatchRound(b *testing.B) {
 			snap := mgr.Current()
 			_ = mgr.Close()
 			gl := newBenchGitLab()
-			d := Deps{Store: st, GitLab: gl, Config: func() *config.Snapshot { return snap }}
+			d := Deps{Env: Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}, Store: st}
 			rounds := NewRounds(d, nil)
 
 			seq := 0

@@ -78,7 +78,7 @@ func (d Deps) batchStepFailed(ctx context.Context, w engine.Work, fail engine.Fa
 	if d.failureLegal(ctx, op.BatchID, op.OperationID, fail) {
 		t.Step, t.Binding = fail.Step, fail.Binding
 	}
-	d.logger().Warn("batch step failed; settling the batch", "batch", op.BatchID, "operation", op.OperationID,
+	d.Log().Warn("batch step failed; settling the batch", "batch", op.BatchID, "operation", op.OperationID,
 		"action", w.Action, "failure", t.Step.String(), "err", err)
 	return engine.Done(ActionBatchSettle, t), nil
 }
@@ -113,7 +113,7 @@ func (d Deps) batchFinishStep(ctx context.Context, w engine.Work) (engine.Outcom
 	if err == nil || engineAnswers(err) {
 		return out, err
 	}
-	d.logger().Warn("batch_finish failed; settling the batch (merged wins)", "batch", w.Operation.BatchID, "err", err)
+	d.Log().Warn("batch_finish failed; settling the batch (merged wins)", "batch", w.Operation.BatchID, "err", err)
 	return engine.Done(ActionBatchSettle, engine.Transition{Note: "batch_finish failed: " + err.Error()}), nil
 }
 
@@ -150,7 +150,7 @@ func (d Deps) batchDecl(decl engine.Declaration, fail engine.Failure) engine.Dec
 // settle the batch at once (the settlement re-reads the MR; merged wins).
 func (d Deps) batchFinishDecl(decl engine.Declaration) engine.Declaration {
 	decl.OnExhausted = func(_ context.Context, w engine.Work, reason string) (engine.Outcome, error) {
-		d.logger().Warn("batch_finish gave up; settling the batch (merged wins)", "batch", w.Operation.BatchID, "reason", reason)
+		d.Log().Warn("batch_finish gave up; settling the batch (merged wins)", "batch", w.Operation.BatchID, "reason", reason)
 		return engine.Done(ActionBatchSettle, engine.Transition{Note: "batch_finish " + reason}), nil
 	}
 	return decl

@@ -107,7 +107,7 @@ func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Deps {
 	require.NoError(t, err)
 	snap := mgr.Current()
 	_ = mgr.Close()
-	d := Deps{Store: st, GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}
+	d := Deps{Env: Env{GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}, Store: st}
 	for _, id := range ids {
 		_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 			Operation: store.OperationCreateParams{

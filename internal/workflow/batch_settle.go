@@ -213,7 +213,7 @@ func (d Deps) closeAndReadMR(ctx context.Context, project string, iid int64) (bo
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		_, closeErr := d.GitLab.CloseMR(ctx, project, iid)
-		if closeErr != nil && transient(closeErr) {
+		if closeErr != nil && Transient(closeErr) {
 			return false, fmt.Errorf("close MR !%d: %w", iid, closeErr)
 		}
 		// Whatever the close answered, the MR's state now decides: a merge
@@ -251,7 +251,7 @@ func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 		}
 		ok, err := d.markValidated(ctx, m.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
 		if err != nil {
-			d.logger().Warn("validate batch member", "operation", m.OperationID, "err", err)
+			d.Log().Warn("validate batch member", "operation", m.OperationID, "err", err)
 		}
 		flipped = flipped || ok
 	}
@@ -359,8 +359,8 @@ func (d Deps) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcom
 		if errors.Is(err, errMRWontClose) {
 			return d.batchBlock(ctx, op.BatchID, reason+"; settling it: "+err.Error())
 		}
-		if transient(err) {
-			return d.retryLater(err, "settle: "+err.Error()), nil
+		if Transient(err) {
+			return d.RetryLater(err, "settle: "+err.Error()), nil
 		}
 		return engine.Outcome{}, err
 	}
@@ -415,6 +415,6 @@ func (d Deps) blockBatch(ctx context.Context, batchID int64, reason string) erro
 	if _, err := d.Store.BatchBlock(ctx, store.BatchBlockParams{ID: b.ID, Version: b.Version, Code: codeNeedsAPerson, Message: reason}); err != nil {
 		return err
 	}
-	d.logger().Warn("batch blocked: it needs a person", "batch", b.ID, "project", b.ProjectID, "reason", reason)
+	d.Log().Warn("batch blocked: it needs a person", "batch", b.ID, "project", b.ProjectID, "reason", reason)
 	return nil
 }

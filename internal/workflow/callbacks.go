@@ -147,9 +147,9 @@ func (d Deps) replayApproval(ctx context.Context, operationID string) (CallbackR
 // whose sink call failed, is applied now.
 func (d Deps) applyRecordedDecision(ctx context.Context, f store.Flip) {
 	if res, _, err := d.replayApproval(ctx, f.OperationID); err != nil {
-		d.logger().Warn("apply a recorded approval decision", "operation", f.OperationID, "err", err)
+		d.Log().Warn("apply a recorded approval decision", "operation", f.OperationID, "err", err)
 	} else if res == CallbackApplied {
-		d.logger().Info("applied an approval decision from the callback inbox", "operation", f.OperationID)
+		d.Log().Info("applied an approval decision from the callback inbox", "operation", f.OperationID)
 	}
 }
 
@@ -186,7 +186,7 @@ func (d Deps) noteDisposition(ctx context.Context, ev ApprovalEvent, disposition
 		return
 	}
 	if err := d.Store.ApprovalCallbackDisposition(ctx, ev.DeliveryKey, disposition, reason); err != nil {
-		d.logger().Warn("note approval callback disposition", "operation", ev.OperationID, "delivery", ev.DeliveryKey, "err", err)
+		d.Log().Warn("note approval callback disposition", "operation", ev.OperationID, "delivery", ev.DeliveryKey, "err", err)
 	}
 }
 
@@ -229,7 +229,7 @@ func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult,
 		return 0, err
 	}
 	if len(ops) == 0 {
-		d.logger().Warn("deploy callback for an MR no request of changeflow has", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
+		d.Log().Warn("deploy callback for an MR no request of changeflow has", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
 		d.classifyDeploy(ctx, ev, store.DeployUnknownMR, "no request of changeflow has "+mr+"; nothing changes")
 		return CallbackStale, nil
 	}
@@ -258,7 +258,7 @@ func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult,
 	case st.Merging > 0:
 		d.classifyDeploy(ctx, ev, store.DeployEarly, mr+" is being merged; applied when changeflow writes MERGED")
 	default:
-		d.logger().Warn("deploy callback for an MR changeflow did not merge", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
+		d.Log().Warn("deploy callback for an MR changeflow did not merge", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
 		d.classifyDeploy(ctx, ev, store.DeployNotMerged, "changeflow has not merged "+mr+"; nothing changes unless it does")
 	}
 	return CallbackStale, nil
@@ -271,7 +271,7 @@ func (d Deps) classifyDeploy(ctx context.Context, ev DeployEvent, disposition, r
 		return
 	}
 	if err := d.Store.DeployCallbackClassify(ctx, ev.RowID, disposition, reason); err != nil {
-		d.logger().Warn("note deploy callback disposition", "row", ev.RowID, "err", err)
+		d.Log().Warn("note deploy callback disposition", "row", ev.RowID, "err", err)
 	}
 }
 
@@ -300,7 +300,7 @@ func (d Deps) validateIfDeployed(projectID, mrIID int64) engine.FlipHook {
 		}
 		flipped, err := d.markValidated(ctx, f.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
 		if err != nil {
-			d.logger().Warn("validate after merge", "operation", f.OperationID, "err", err)
+			d.Log().Warn("validate after merge", "operation", f.OperationID, "err", err)
 			return
 		}
 		if flipped {
@@ -313,7 +313,7 @@ func (d Deps) validateIfDeployed(projectID, mrIID int64) engine.FlipHook {
 // APPLIED after their evidence validated its requests (informational).
 func (d Deps) deployApplied(ctx context.Context, projectID, mrIID int64, reason string) {
 	if err := d.Store.DeployCallbackMarkApplied(ctx, projectID, mrIID, reason); err != nil {
-		d.logger().Warn("note deploy callbacks applied", "project", projectID, "mr", mrIID, "err", err)
+		d.Log().Warn("note deploy callbacks applied", "project", projectID, "mr", mrIID, "err", err)
 	}
 }
 

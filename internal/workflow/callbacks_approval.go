@@ -87,7 +87,7 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 		case "":
 		default:
 			d.noteDisposition(ctx, ev, disp, why)
-			d.logger().Info("approval callback not applied: its decision is not confirmed", "operation", op.OperationID,
+			d.Log().Info("approval callback not applied: its decision is not confirmed", "operation", op.OperationID,
 				"delivery", ev.DeliveryKey, "disposition", disp, "why", why)
 			return CallbackDeferred, "", nil
 		}
@@ -171,7 +171,7 @@ func (d Deps) approvalStale(ctx context.Context, op store.Operation, ev Approval
 // a stale callback (2xx IGNORED_STALE), so the sender stops retrying and
 // learns nothing about which check refused it.
 func (d Deps) refuseApproval(ctx context.Context, ev ApprovalEvent, reason string) (CallbackResult, string, error) {
-	d.logger().Warn("approval callback refused by the guard", "operation", ev.OperationID, "delivery", ev.DeliveryKey, "reason", reason)
+	d.Log().Warn("approval callback refused by the guard", "operation", ev.OperationID, "delivery", ev.DeliveryKey, "reason", reason)
 	d.noteDisposition(ctx, ev, store.InboxRejectedByGuard, reason)
 	return CallbackStale, "", nil
 }
@@ -205,7 +205,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 		case legacy:
 			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, ActionApprove
 		case d.batching(op):
-			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, d.projectID(op)
+			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, d.ProjectID(op)
 			if p.AdmitProject == 0 {
 				return 0, "", fmt.Errorf("admit %s: no numeric project id", ev.OperationID)
 			}
@@ -216,7 +216,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 			// Approve-first: no MR carries the end date yet, so the days
 			// count from now, the approval, rather than from the
 			// submission (docs/flows/lifecycle.md, "When the access ends").
-			p.ApprovedAt = d.now()
+			p.ApprovedAt = d.CurrentTime()
 			if t, ok := d.Config().Target(op.TargetKey); ok {
 				p.MaxDays = t.MaxDays
 			}
@@ -243,7 +243,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 	case res.Refused != "":
 		return d.refuseApproval(ctx, ev, res.Refused)
 	case !res.Applied:
-		d.logger().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
+		d.Log().Info("approval callback ignored as stale", "operation", ev.OperationID, "delivery", ev.DeliveryKey,
 			"bindingOwner", res.Current.OperationID, "bindingStatus", res.Current.Status)
 		switch {
 		case res.Current.OperationID == "":

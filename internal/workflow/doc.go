@@ -2,6 +2,6 @@
 // (internal/engine): the single request's merge request lifecycle in both
 // flows, batch rounds, revocation, renewal, withdrawal, reconciliation and
 // the callbacks. Each flow registers its steps on an *engine.Engine and
-// tells what its commits changed to one Observer (Deps.Observer).
+// tells what its commits changed to one Observer (Env.Observer).
 // docs/workflow.md describes every flow.
 package workflow

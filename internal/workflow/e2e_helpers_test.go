@@ -88,7 +88,7 @@ type worldSetup struct {
 	ov map[string]any
 	// noEngine: this process runs no steps (another process does).
 	noEngine bool
-	// roundTrigger, when set, is the steps' Deps.RoundTrigger.
+	// roundTrigger, when set, is the steps' Env.RoundTrigger.
 	roundTrigger *workflow.RoundTrigger
 	// onValidated replaces the in-memory success counter.
 	onValidated func(ctx context.Context, f store.Flip)
@@ -154,8 +154,8 @@ func e2eOverlay(simURL string) map[string]any {
 // e2eDeps are the business steps' dependencies over the real adapters.
 func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper, onValidated func(context.Context, store.Flip)) workflow.Deps {
 	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg()) }, Transport: tr})
-	return workflow.Deps{
-		Store: st, GitLab: gl,
+	return workflow.Deps{Store: st, Env: workflow.Env{
+		GitLab: gl,
 		Approver: gitlab.SelectingApprover{
 			CheckItemsEnabled: func() bool { return cfg().Approval().CheckItems },
 			Library:           gitlab.LibraryApprover{GitLab: gl},
@@ -165,7 +165,7 @@ func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper,
 		Config:     cfg,
 		RetryDelay: 20 * time.Millisecond,
 		Observer:   &testObserver{validated: onValidated},
-	}
+	}}
 }
 
 // testObserver is the tests' workflow.Observer: each event calls its

@@ -37,7 +37,7 @@ type Observer interface {
 }
 
 // NopObserver observes nothing. Embed it to implement only the events
-// one cares about; Deps without an Observer use it.
+// one cares about; an Env without an Observer uses it.
 type NopObserver struct{}
 
 // Validated does nothing.
@@ -57,11 +57,3 @@ func (NopObserver) RenewalEnded(context.Context, string, domain.RenewalOutcome) 
 
 // SecurityEvent does nothing.
 func (NopObserver) SecurityEvent(context.Context, string) {}
-
-// observer is d's Observer, NopObserver when none is set.
-func (d Deps) observer() Observer {
-	if d.Observer == nil {
-		return NopObserver{}
-	}
-	return d.Observer
-}

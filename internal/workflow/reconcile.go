@@ -85,14 +85,14 @@ func (r *Reconciler) pass(ctx context.Context) {
 	res, err := r.RunOnce(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		r.d.logger().Warn("reconcile", "err", err)
+		r.d.Log().Warn("reconcile", "err", err)
 	case res.Validated > 0:
-		r.d.logger().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
+		r.d.Log().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
 	}
 	if n, err := r.ReplayApprovalInbox(ctx); err != nil && ctx.Err() == nil {
-		r.d.logger().Warn("replay recorded approval decisions", "err", err)
+		r.d.Log().Warn("replay recorded approval decisions", "err", err)
 	} else if n > 0 {
-		r.d.logger().Info("applied recorded approval decisions from the callback inbox", "applied", n)
+		r.d.Log().Info("applied recorded approval decisions from the callback inbox", "applied", n)
 	}
 }
 
@@ -169,7 +169,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		if errors.Is(err, domain.ErrIllegalTransition) {
 			// The row's step does not lead to a callback step: a person
 			// has to look (the table names the allowed repairs).
-			r.d.logger().Warn("reconcile: step not repairable", "operation", row.OperationID, "err", err)
+			r.d.Log().Warn("reconcile: step not repairable", "operation", row.OperationID, "err", err)
 			res.Waiting++
 			continue
 		}

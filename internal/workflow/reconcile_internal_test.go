@@ -31,7 +31,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var fired []string
-		d := Deps{Store: st, Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}
+		d := Deps{Env: Env{Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}, Store: st}
 
 		flipped, err := d.markValidated(ctx, "cb-first", "deploy-callback", "test")
 		require.NoError(t, err)

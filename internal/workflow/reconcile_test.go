@@ -44,14 +44,14 @@ func newReconcileWorld(t *testing.T, st *store.Store, ov map[string]any) *reconc
 }
 
 func (w *reconcileWorld) deps() workflow.Deps {
-	return workflow.Deps{
-		Store: w.st, Config: w.cfg.Load,
+	return workflow.Deps{Store: w.st, Env: workflow.Env{
+		Config: w.cfg.Load,
 		Observer: &testObserver{validated: func(_ context.Context, f store.Flip) {
 			w.mu.Lock()
 			w.validated[f.OperationID]++
 			w.mu.Unlock()
 		}},
-	}
+	}}
 }
 
 func (w *reconcileWorld) count(opID string) int {

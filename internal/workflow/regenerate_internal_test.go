@@ -60,7 +60,7 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	var commits atomic.Int32
 	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(snap) },
 		Transport: commitCounter{&commits}})
-	d := Deps{GitLab: gl, Config: func() *config.Snapshot { return snap }}
+	d := Deps{Env: Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}}
 
 	const path = "bindings/payments-db.yaml"
 	expires := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)

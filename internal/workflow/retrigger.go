@@ -246,7 +246,7 @@ func RetryFailedPipeline(ctx context.Context, d Deps, op store.Operation) (gitla
 		st != domain.StepCreatePipelineFailed && st != domain.StepHandlePipelineFailed {
 		return gitlab.Pipeline{}, false, nil
 	}
-	project, err := d.project(op)
+	project, err := d.Project(op)
 	if err != nil {
 		return gitlab.Pipeline{}, false, err
 	}

@@ -112,7 +112,7 @@ func (x *Expiry) cutExpiredRenewals(ctx context.Context, size int, res *ExpiryRe
 	}
 	cuts := sortExpiryCuts(renewals)
 	for _, r := range cuts.left {
-		x.d.logger().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
+		x.d.Log().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
 			"step", domain.StepStatus(r.RenewalStep), "cut", domain.ExpiryCutOf(r.Place()).String())
 	}
 	if len(cuts.withRevocation) > 0 {
@@ -188,7 +188,7 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 		Reason: reason, Text: text, Actor: actor, SingleAction: ActionCreateMR, RenewalAction: ActionWithdraw, Rows: rows,
 	})
 	for _, c := range created {
-		d.observer().RevocationCreated(ctx, c, reason)
+		d.ObserverOrNop().RevocationCreated(ctx, c, reason)
 	}
 	d.renewalsCut(ctx, cands, created, reason)
 	return created, err
@@ -213,9 +213,9 @@ func (x *Expiry) pass(ctx context.Context) {
 	res, err := x.ScanOnce(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		x.d.logger().Warn("expiry scan", "err", err)
+		x.d.Log().Warn("expiry scan", "err", err)
 	case res.Revoked > 0:
-		x.d.logger().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
+		x.d.Log().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
 	}
 }
 

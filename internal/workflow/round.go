@@ -282,7 +282,7 @@ func (r *Rounds) stopBuilding(ctx context.Context, id int64, self string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := r.d.Store.BatchBuildRelease(rctx, id, self); err != nil {
-		r.d.logger().Warn("batch round: build not released; another round resumes it after batch.resumeAfter", "batch", id, "err", err)
+		r.d.Log().Warn("batch round: build not released; another round resumes it after batch.resumeAfter", "batch", id, "err", err)
 	}
 	r.mu.Lock()
 	delete(r.building, id)
@@ -385,12 +385,12 @@ func (d Deps) openBatchMR(ctx context.Context, b store.Batch, project, branch st
 		return openedMR{members: len(ops)}, err
 	}
 	if mrClaimOf(now, 0) == mrTaken {
-		d.logger().Info("batch round: the batch moved on before its MR was opened; opening none",
+		d.Log().Info("batch round: the batch moved on before its MR was opened; opening none",
 			"batch", b.ID, "status", now.Status.String(), "mr", now.MRIID)
 		return openedMR{mr: gitlab.MR{IID: now.MRIID}, members: len(ops), done: true}, nil
 	}
 	mr, err := d.GitLab.CreateMR(ctx, project, gitlab.CreateMRRequest{
-		SourceBranch: branch, TargetBranch: d.targetBranch(), Title: title, Description: body,
+		SourceBranch: branch, TargetBranch: d.MainBranch(), Title: title, Description: body,
 	})
 	if gitlab.IsConflict(err) || gitlab.IsTransient(err) {
 		// A lost answer may hide a created MR: look it up by the
@@ -558,7 +558,7 @@ const staleWriteAttempts = 5
 func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
 	title, message, body := batchText(b.ID, ops)
 	for attempt := 1; ; attempt++ {
-		at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
+		at, err := d.pinBranch(ctx, project, branch, d.MainBranch())
 		if err != nil {
 			return "", "", fmt.Errorf("look up branch: %w", err)
 		}
@@ -567,7 +567,7 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 			// No retry fixes a file that does not parse (or a target that
 			// is gone): block the batch for a person instead of failing
 			// every round and re-admitting the members forever.
-			ref := d.targetBranch()
+			ref := d.MainBranch()
 			if at.BranchExists {
 				ref = branch
 			}
@@ -589,11 +589,11 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 		if !gitlab.IsStaleWrite(err) || attempt >= staleWriteAttempts {
 			return "", "", fmt.Errorf("commit: %w", err)
 		}
-		d.logger().Info("batch commit refused, reading again", "batch", b.ID, "attempt", attempt, "err", err)
+		d.Log().Info("batch commit refused, reading again", "batch", b.ID, "attempt", attempt, "err", err)
 	}
 }
 
-// Start runs triggered rounds when they are due (Deps.RoundTrigger: an
+// Start runs triggered rounds when they are due (Env.RoundTrigger: an
 // admission batch.gatherWindow after the first of a burst, a settled
 // batch at once), and rounds and the timeout sweep every batch.interval
 // (read at every pass) for every gitlab.projects entry with a numeric id,
@@ -654,16 +654,16 @@ func (r *Rounds) loop(ctx context.Context) {
 // process's last one.
 func (r *Rounds) Tick(ctx context.Context) {
 	if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
-		r.d.logger().Warn("batch sweep", "err", err)
+		r.d.Log().Warn("batch sweep", "err", err)
 	}
 	if r.straysDue() {
 		if _, err := r.SweepStrays(ctx); err != nil && ctx.Err() == nil {
-			r.d.logger().Warn("stray sweep", "err", err)
+			r.d.Log().Warn("stray sweep", "err", err)
 		}
 	}
 	for _, id := range r.Projects() {
 		if _, err := r.RunRound(ctx, id); err != nil && ctx.Err() == nil {
-			r.d.logger().Warn("batch round", "project", id, "err", err)
+			r.d.Log().Warn("batch round", "project", id, "err", err)
 		}
 	}
 }
@@ -789,7 +789,7 @@ func (d Deps) recoverStranded(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stranded members of batch %d: %w", id, err))
 			continue
 		}
-		d.logger().Warn("re-admitted stranded members of a failed batch", "batch", id, "members", len(byBatch[id]))
+		d.Log().Warn("re-admitted stranded members of a failed batch", "batch", id, "members", len(byBatch[id]))
 	}
 	return errors.Join(errs...)
 }

@@ -77,7 +77,7 @@ func (d Deps) settleAbsentRemovals(ctx context.Context, b store.Batch, project s
 	for _, f := range plan.flips {
 		d.flipped(ctx, f)
 	}
-	d.logger().Info("batch round: revocations with nothing to remove settled at once",
+	d.Log().Info("batch round: revocations with nothing to remove settled at once",
 		"batch", b.ID, "settled", len(plan.flips), "remaining", len(plan.rest))
 	if len(plan.rest) == 0 {
 		d.roundNow(b.ProjectID) // the slot is free
@@ -104,9 +104,9 @@ func admittedRevocations(ops []store.Operation) []store.Operation {
 // target no longer configured answer nothing (the commit's own read
 // blocks the batch).
 func (d Deps) absentEntries(ctx context.Context, b store.Batch, project string, revokes []store.Operation) (map[string]string, error) {
-	head, err := d.GitLab.GetBranch(ctx, project, d.targetBranch())
+	head, err := d.GitLab.GetBranch(ctx, project, d.MainBranch())
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", d.targetBranch(), err)
+		return nil, fmt.Errorf("read %s: %w", d.MainBranch(), err)
 	}
 	files := map[string]bindingfile.File{}
 	absent := map[string]string{} // operationId → the note
@@ -128,7 +128,7 @@ func (d Deps) absentEntries(ctx context.Context, b store.Batch, project string, 
 		}
 		if _, present := file.WithoutEntryOf(op.Subject, op.GrantOperationID); !present {
 			absent[op.OperationID] = fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s (batch %d)",
-				target.File, d.targetBranch(), short(head.CommitID), op.Subject, op.GrantOperationID, b.ID)
+				target.File, d.MainBranch(), short(head.CommitID), op.Subject, op.GrantOperationID, b.ID)
 		}
 	}
 	return absent, nil

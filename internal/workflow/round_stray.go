@@ -63,11 +63,11 @@ func (d Deps) closeStray(ctx context.Context, who string, b store.Batch, project
 		// is on the default branch, and whatever the batch did with its
 		// members (merged with the recorded MR, or re-admitted) stands:
 		// re-applying a member's edit is idempotent.
-		d.logger().Error(who+": an MR its batch does not record was merged",
+		d.Log().Error(who+": an MR its batch does not record was merged",
 			"batch", b.ID, "status", b.Status.String(), "mr", iid, "recorded", b.MRIID)
 		return true, nil
 	}
-	d.logger().Warn(who+": closed an MR opened after its batch moved on",
+	d.Log().Warn(who+": closed an MR opened after its batch moved on",
 		"batch", b.ID, "status", b.Status.String(), "mr", iid, "recorded", b.MRIID)
 	return false, nil
 }
@@ -149,13 +149,13 @@ func batchOfBranch(branch string) (int64, bool) {
 func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, error) {
 	var res StraySweep
 	project := strconv.FormatInt(projectID, 10)
-	mrs, truncated, err := d.GitLab.ListOpenMRs(ctx, project, d.targetBranch())
+	mrs, truncated, err := d.GitLab.ListOpenMRs(ctx, project, d.MainBranch())
 	if err != nil {
 		return res, fmt.Errorf("list open MRs: %w", err)
 	}
 	res.Open, res.Truncated = len(mrs), truncated
 	if truncated {
-		d.logger().Warn("stray sweep: the open MR list stopped at its page bound; newer MRs are looked at once older ones close",
+		d.Log().Warn("stray sweep: the open MR list stopped at its page bound; newer MRs are looked at once older ones close",
 			"project", projectID, "listed", len(mrs))
 	}
 	found, errs, err := d.botBatchMRs(ctx, mrs, &res)
@@ -221,7 +221,7 @@ func (d Deps) closeStrays(ctx context.Context, projectID int64, found []batchMR,
 			var err error
 			b, err = d.Store.BatchGet(ctx, f.batch)
 			if errors.Is(err, domain.ErrNotFound) {
-				d.logger().Warn("stray sweep: an open MR on a batch branch no batch of this database knows; left alone",
+				d.Log().Warn("stray sweep: an open MR on a batch branch no batch of this database knows; left alone",
 					"project", projectID, "mr", f.mr.IID, "branch", f.mr.SourceBranch)
 				continue
 			}

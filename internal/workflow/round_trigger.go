@@ -12,7 +12,7 @@ import (
 // the code that puts them there — an approval applied to a batching target
 // (admission), a batch settled (its slot free again, failed members
 // re-admitted) — to this process's Rounds, which runs P's round when it is
-// due. One trigger is shared by every Deps copy of a process (Deps.RoundTrigger).
+// due. One trigger is shared by every flow of a process (Env.RoundTrigger).
 //
 // The due time is kept in memory, on the instance that admitted: no
 // database read is added to an idle instance (every instance already
@@ -129,7 +129,7 @@ func (r *Rounds) RunTriggered(ctx context.Context, now time.Time) []RoundResult 
 	for _, p := range due {
 		res, err := r.RunRound(ctx, p)
 		if err != nil && ctx.Err() == nil {
-			r.d.logger().Warn("triggered batch round", "project", p, "err", err)
+			r.d.Log().Warn("triggered batch round", "project", p, "err", err)
 		}
 		out = append(out, res)
 	}

@@ -55,7 +55,7 @@ func (d Deps) submitApproval(ctx context.Context, w engine.Work) (engine.Outcome
 	a, err := approval.EnsureSubmitted(ctx, d.Approval, form)
 	if err != nil {
 		if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
-			return d.retryLater(err, "submit approval: "+err.Error()), nil
+			return d.RetryLater(err, "submit approval: "+err.Error()), nil
 		}
 		return engine.Fail(domain.StepCreateApprovalFailed, domain.BindingCreateFailed, "submit approval: "+err.Error()), nil
 	}

@@ -67,7 +67,7 @@ func (d Deps) pollApproval(ctx context.Context, w engine.Work) (engine.Outcome, 
 		return pollApprovalAgain(tier, w, "apply polled decision: "+err.Error()), nil
 	}
 	if res == CallbackApplied {
-		d.logger().Info("approval decision found by polling", "operation", op.OperationID,
+		d.Log().Info("approval decision found by polling", "operation", op.OperationID,
 			"approval", a.ApprovalID, "result", a.Status, "delivery", ev.DeliveryKey)
 		return engine.Done("", engine.Transition{Note: "approval " + a.ApprovalID + " " + string(a.Status) + " found by polling"}), nil
 	}

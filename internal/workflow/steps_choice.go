@@ -169,7 +169,7 @@ func chooseMergeAnswer(got gitlab.MR, err error) mergeAnswer {
 		return mergeOtherState
 	case gitlab.IsConflict(err):
 		return mergeHeadMoved
-	case transient(err):
+	case Transient(err):
 		return mergeTransient
 	case !gitlab.IsMethodNotAllowed(err) && !gitlab.IsMergeFailed(err):
 		return mergeFailed

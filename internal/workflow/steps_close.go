@@ -19,7 +19,7 @@ func (d Deps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, error
 	if op.MRIID == 0 {
 		return engine.Done("", engine.Transition{Step: domain.StepCloseMRClosed, Note: "no MR to close"}), nil
 	}
-	project, err := d.project(op)
+	project, err := d.Project(op)
 	if err != nil {
 		return engine.Outcome{}, err
 	}
@@ -38,5 +38,5 @@ func (d Deps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, error
 	case gitlab.MRStateMerged:
 		return engine.Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the approval was not granted", mr.IID)), nil
 	}
-	return engine.RetryAfter(d.retryDelay(), "MR !"+fmt.Sprint(mr.IID)+" is "+mr.State), nil
+	return engine.RetryAfter(d.RetryWait(), "MR !"+fmt.Sprint(mr.IID)+" is "+mr.State), nil
 }

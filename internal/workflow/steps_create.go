@@ -34,7 +34,7 @@ import (
 // and branch are written with the outcome, under the lease.
 func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
-	project, err := d.project(op)
+	project, err := d.Project(op)
 	if err != nil {
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
 	}
@@ -57,7 +57,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	if !ok {
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "target "+op.TargetKey+" is no longer configured"), nil
 	}
-	at, err := d.pinBranch(ctx, project, branch, d.targetBranch())
+	at, err := d.pinBranch(ctx, project, branch, d.MainBranch())
 	if err != nil {
 		return d.retryOr(err, "look up branch")
 	}
@@ -93,7 +93,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	}
 
 	mr, end := d.openMR(ctx, project, gitlab.CreateMRRequest{
-		SourceBranch: branch, TargetBranch: d.targetBranch(),
+		SourceBranch: branch, TargetBranch: d.MainBranch(),
 		Title:       commitMessage(op),
 		Description: mrDescription(op),
 	})
@@ -202,8 +202,8 @@ func (d Deps) readBindingFile(ctx context.Context, project, path, ref string) (b
 // retryOr turns a transient failure into RetryAfter and anything else
 // into an error for the safety net.
 func (d Deps) retryOr(err error, what string) (engine.Outcome, error) {
-	if transient(err) {
-		return d.retryLater(err, what+": "+err.Error()), nil
+	if Transient(err) {
+		return d.RetryLater(err, what+": "+err.Error()), nil
 	}
 	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
 }
@@ -244,7 +244,7 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 	if !removed && !at.BranchExists {
 		return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 			Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s",
-				path, d.targetBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.revokedHook()), nil
+				path, d.MainBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.revokedHook()), nil
 	}
 	if removed {
 		req := at.commit(branch, commitTrailers(removalMessage(op), op.OperationID),
@@ -260,7 +260,7 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 		}
 	}
 	mr, end := d.openMR(ctx, project, gitlab.CreateMRRequest{
-		SourceBranch: branch, TargetBranch: d.targetBranch(),
+		SourceBranch: branch, TargetBranch: d.MainBranch(),
 		Title:       removalMessage(op),
 		Description: removalDescription(op),
 	})

@@ -2,17 +2,9 @@ package workflow
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"strconv"
-	"time"
 
-	"changeflow/internal/approval"
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
-	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
 
@@ -23,50 +15,14 @@ const (
 )
 
 // DefaultTargetBranch is the config repo's branch MRs go to when
-// Deps.TargetBranch is empty.
+// Env.TargetBranch is empty.
 const DefaultTargetBranch = "main"
 
-// Deps are what the business steps and the callback sink need. The
-// composition root builds them once; Config is read on every run, so a
-// reload (polling tiers, approval loop settings, targets) applies to the
-// next step without a restart.
+// Deps is what the single-request steps and the flows still in this
+// package need: the shared Env and the store.
 type Deps struct {
-	Store    *store.Store
-	GitLab   gitlab.GitLab
-	Approver gitlab.Approver
-	Approval approval.Service
-	Config   func() *config.Snapshot
-	Logger   *slog.Logger
-	// TargetBranch is the config repo's branch MRs go to ("" = main).
-	TargetBranch string
-	// RetryDelay is how long a step waits after a transient failure (no
-	// answer, 429, 5xx, open breaker) before it runs again; ≤ 0 means 5 s.
-	// The engine's MaxRetries bounds the retries.
-	RetryDelay time.Duration
-	// Observer is told, after commit and once, what the flows changed
-	// (a grant in effect, a withdrawal, a revocation created or done, a
-	// renewal's end, a security event): the business metrics. Nil
-	// observes nothing.
-	Observer Observer
-	// RoundTrigger, shared by every Deps copy of a process, schedules a
-	// project's batch round when requests join its waiting set (an
-	// admission: batch.gatherWindow later; a settled batch: at once). The
-	// process's Rounds runs them. Nil: rounds run every batch.interval
-	// only.
-	RoundTrigger *RoundTrigger
-	// Now is the clock an approve-first approval is timed by: the days
-	// of the request count from it (store.WorkCallbackParams.ApprovedAt).
-	// The application's clock, like the submission's; nil means
-	// time.Now. Tests set it to approve "days later".
-	Now func() time.Time
-}
-
-// now is d's clock (Deps.Now).
-func (d Deps) now() time.Time {
-	if d.Now == nil {
-		return time.Now()
-	}
-	return d.Now()
+	Env
+	Store *store.Store
 }
 
 // renewalFlipped reports the end of a renewal that flip f records, if it
@@ -78,7 +34,7 @@ func (d Deps) now() time.Time {
 // duplicate callback, which move nothing.
 func (d Deps) renewalFlipped(ctx context.Context, f store.Flip) {
 	if o := domain.RenewalEndOf(f.From, f.To, f.EndedWithoutEffect, domain.StepStatus(f.ToStep)); o != "" {
-		d.observer().RenewalEnded(ctx, f.OperationID, o)
+		d.ObserverOrNop().RenewalEnded(ctx, f.OperationID, o)
 	}
 }
 
@@ -86,87 +42,17 @@ func (d Deps) renewalFlipped(ctx context.Context, f store.Flip) {
 // confirmed, Validated for a grant in effect.
 func (d Deps) flipped(ctx context.Context, f store.Flip) {
 	if f.To == domain.BindingRevoked {
-		d.observer().Revoked(ctx, f)
+		d.ObserverOrNop().Revoked(ctx, f)
 		return
 	}
 	// A renewal in effect is a grant in effect too: both are counted.
 	d.renewalFlipped(ctx, f)
-	d.observer().Validated(ctx, f)
+	d.ObserverOrNop().Validated(ctx, f)
 }
 
 // revokedHook is the after-commit hook of an outcome that writes REVOKED.
 func (d Deps) revokedHook() engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) { d.flipped(ctx, f) }
-}
-
-func (d Deps) logger() *slog.Logger {
-	if d.Logger == nil {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return d.Logger
-}
-
-func (d Deps) retryDelay() time.Duration {
-	if d.RetryDelay <= 0 {
-		return 5 * time.Second
-	}
-	return d.RetryDelay
-}
-
-func (d Deps) targetBranch() string {
-	if d.TargetBranch == "" {
-		return DefaultTargetBranch
-	}
-	return d.TargetBranch
-}
-
-// project is the GitLab :id of op's config repo: the project stored on
-// the operation at submission, else the first gitlab.projects entry.
-func (d Deps) project(op store.Operation) (string, error) {
-	if op.ProjectID > 0 {
-		return strconv.FormatInt(op.ProjectID, 10), nil
-	}
-	if ps, _ := d.Config().List(config.KeyGitLabProjects); len(ps) > 0 && ps[0] != "" {
-		return ps[0], nil
-	}
-	return "", fmt.Errorf("operation %s has no project and gitlab.projects is empty", op.OperationID)
-}
-
-// projectID is the numeric project id for the deploy callback match and
-// batch admission (0 when the project is configured by path only).
-func (d Deps) projectID(op store.Operation) int64 {
-	if op.ProjectID > 0 {
-		return op.ProjectID
-	}
-	p, err := d.project(op)
-	if err != nil {
-		return 0
-	}
-	id, _ := strconv.ParseInt(p, 10, 64)
-	return id
-}
-
-// transient says err is worth a RetryAfter: no answer (the outcome may be
-// unknown — the next run reads before it writes), 429, 5xx, open breaker.
-func transient(err error) bool {
-	return gitlab.IsTransient(err) || gitlab.OutcomeUnknown(err) || gitlab.IsBreakerOpen(err)
-}
-
-// retryLater is the RetryAfter of a transient remote failure. A call its
-// client's breaker refused was never made: the retry is unattempted, so
-// the time a breaker stays open (breaker.openFor, 30 s) does not spend the
-// action's retry budget (workflow.maxRetries × the retry delay, 10 × 5 s)
-// — under load the breaker used to open once and every claim while it was
-// open counted, and a request stopped in a failure state although GitLab
-// had answered its last real call. Real attempts still count, so a
-// dependency that stays down still ends in the declared failure state,
-// one probe per open interval. Options.MaxClaims still bounds the claims.
-func (d Deps) retryLater(err error, reason string) engine.Outcome {
-	out := engine.RetryAfter(d.retryDelay(), reason)
-	if gitlab.IsBreakerOpen(err) || approval.IsBreakerOpen(err) {
-		return out.Unattempted()
-	}
-	return out
 }
 
 // Declarations of the business steps: the state the safety net
@@ -249,7 +135,7 @@ func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate
 	}
 	for _, c := range created {
 		if r, ok := renewal[c.GrantOperationID]; ok {
-			d.observer().RenewalEnded(ctx, r, outcome)
+			d.ObserverOrNop().RenewalEnded(ctx, r, outcome)
 		}
 	}
 }

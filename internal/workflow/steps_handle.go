@@ -28,7 +28,7 @@ type handle struct {
 }
 
 func (d Deps) handle(w engine.Work) (*handle, error) {
-	project, err := d.project(w.Operation)
+	project, err := d.Project(w.Operation)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (h *handle) merged(ctx context.Context, mr gitlab.MR) (engine.Outcome, erro
 	}
 	return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged,
 		Note: fmt.Sprintf("MR !%d merged (%s)", mr.IID, mr.MergeCommitSHA)}).
-		OnFlip(h.d.validateIfDeployed(h.d.projectID(h.w.Operation), h.w.Operation.MRIID)), nil
+		OnFlip(h.d.validateIfDeployed(h.d.ProjectID(h.w.Operation), h.w.Operation.MRIID)), nil
 }
 
 // stepEnd is an outcome (or error) that ends a step at once.
@@ -131,7 +131,7 @@ func (d Deps) approve(ctx context.Context, w engine.Work) (engine.Outcome, error
 	}
 	settings := gitlab.LoopSettingsFromConfig(d.Config())
 	for _, bot := range []gitlab.Bot{gitlab.Approver1, gitlab.Approver2} {
-		err := gitlab.ApproveAsBot(ctx, d.GitLab, d.Approver, settings, bot, h.project, mr.IID, mr.SHA, d.logger())
+		err := gitlab.ApproveAsBot(ctx, d.GitLab, d.Approver, settings, bot, h.project, mr.IID, mr.SHA, d.Log())
 		switch {
 		case err == nil:
 			continue
@@ -141,8 +141,8 @@ func (d Deps) approve(ctx context.Context, w engine.Work) (engine.Outcome, error
 		case gitlab.IsConflict(err):
 			// The head moved since the read: read again and approve that.
 			return engine.RetryAfter(0, string(bot)+": "+err.Error()), nil
-		case transient(err):
-			return d.retryLater(err, string(bot)+": "+err.Error()), nil
+		case Transient(err):
+			return d.RetryLater(err, string(bot)+": "+err.Error()), nil
 		}
 		return engine.Fail(domain.StepHandleApproveFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("%s could not approve MR !%d: %v", bot, mr.IID, err)), nil
@@ -184,7 +184,7 @@ func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) 
 	case mergeHeadMoved:
 		return engine.RetryAfter(0, "head moved: "+err.Error()), nil
 	case mergeTransient:
-		return d.retryLater(err, "merge: "+err.Error()), nil
+		return d.RetryLater(err, "merge: "+err.Error()), nil
 	case mergeFailed:
 		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
 	}
@@ -228,8 +228,8 @@ func (h *handle) rebaseAfterRefusal(ctx context.Context, w engine.Work, mr gitla
 		}
 	}
 	if err := d.GitLab.Rebase(ctx, h.project, mr.IID); err != nil && !gitlab.IsConflict(err) {
-		if transient(err) {
-			return d.retryLater(err, "rebase: "+err.Error()), nil
+		if Transient(err) {
+			return d.RetryLater(err, "rebase: "+err.Error()), nil
 		}
 		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "rebase: "+err.Error()), nil
 	}

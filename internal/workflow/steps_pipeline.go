@@ -31,7 +31,7 @@ const (
 // It only reads, so it is safe to run any number of times.
 func (d Deps) pollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
-	project, err := d.project(op)
+	project, err := d.Project(op)
 	if err != nil {
 		return engine.Outcome{}, err
 	}

@@ -161,7 +161,7 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 	if !ok {
 		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "cannot rebuild: target "+op.TargetKey+" is no longer configured"), nil
 	}
-	targetBranch := d.targetBranch()
+	targetBranch := d.MainBranch()
 	base, err := d.GitLab.GetBranch(ctx, h.project, targetBranch)
 	if err != nil {
 		return d.retryOr(err, "read target branch")
@@ -259,7 +259,7 @@ func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, pat
 			return gitlab.MR{}, &stepEnd{out, err}
 		}
 	}
-	targetBranch := d.targetBranch()
+	targetBranch := d.MainBranch()
 	if !done {
 		at := pin{SHA: base, BranchExists: head != ""}
 		req := at.commit(branch,

@@ -232,7 +232,7 @@ func (d Deps) branchIsOwn(ctx context.Context, project, branch string) (own bool
 	if err != nil {
 		return false, "", err
 	}
-	base, err := d.GitLab.MergeBase(ctx, project, d.targetBranch(), branch)
+	base, err := d.GitLab.MergeBase(ctx, project, d.MainBranch(), branch)
 	if err != nil {
 		return false, "", fmt.Errorf("merge base: %w", err)
 	}
@@ -287,9 +287,9 @@ func (d Deps) securityEvent(ctx context.Context, ev SecurityEvent) error {
 	if !inserted {
 		return nil
 	}
-	d.logger().Warn("security event: content changeflow did not write on its branch namespace",
+	d.Log().Warn("security event: content changeflow did not write on its branch namespace",
 		"kind", ev.Kind, "resource", ev.Resource, "mr", ev.MRIID, "branch", ev.Branch, "sha", ev.SHA, "why", ev.Why)
-	d.observer().SecurityEvent(ctx, ev.Kind)
+	d.ObserverOrNop().SecurityEvent(ctx, ev.Kind)
 	return nil
 }
 

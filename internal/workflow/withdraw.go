@@ -63,7 +63,7 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		// The step does not change, so the engine writes no history row
 		// for this outcome: the log keeps what happened upstream.
 		note := strings.Join(notes, "; ")
-		d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
+		d.Log().Info("withdraw: done", "operation", op.OperationID, "upstream", note)
 		return engine.Done("", engine.Transition{Step: plan.End, Note: note}), nil
 	}
 	if plan.LeaveBatch {
@@ -138,16 +138,16 @@ func (d Deps) withdrawFinish(op store.Operation, plan domain.WithdrawActionPlan,
 		}
 		return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
 			Note: fmt.Sprintf("withdrawal came too late: MR !%d was merged (%s); the request follows its merge", mr.IID, mr.MergeCommitSHA)}).
-			OnFlip(d.validateIfDeployed(d.projectID(op), mr.IID))
+			OnFlip(d.validateIfDeployed(d.ProjectID(op), mr.IID))
 	case mr.State == gitlab.MRStateMerged:
 		// Legacy flow, withdrawn while waiting for the approval: nothing of
 		// changeflow's merges an MR before its approval, so a person did.
 		return engine.Fail(domain.StepCloseFailed, "", fmt.Sprintf("MR !%d is merged although the request was withdrawn before its approval", mr.IID))
 	default:
-		return engine.RetryAfter(d.retryDelay(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State))
+		return engine.RetryAfter(d.RetryWait(), fmt.Sprintf("MR !%d is %s", mr.IID, mr.State))
 	}
 	t.Note = strings.Join(notes, "; ")
-	d.logger().Info("withdraw: done", "operation", op.OperationID, "upstream", t.Note)
+	d.Log().Info("withdraw: done", "operation", op.OperationID, "upstream", t.Note)
 	out := engine.Done("", t)
 	if plan.Counted {
 		out = out.OnFlip(d.withdrawnHook(store.WithdrawFromMR))
@@ -186,11 +186,11 @@ func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain
 	switch {
 	case err == nil:
 		return nil
-	case transient(err), errors.Is(err, errMRWontClose), errors.Is(err, domain.ErrPreempted):
+	case Transient(err), errors.Is(err, errMRWontClose), errors.Is(err, domain.ErrPreempted):
 		// The MR may still merge, or GitLab did not answer: settle again
 		// later; past the retries the withdrawal stops at CLOSE_FAILED for
 		// a retrigger, its batch still waiting for a person.
-		return &stepEnd{out: d.retryLater(err, "settle the batch without this request: "+err.Error())}
+		return &stepEnd{out: d.RetryLater(err, "settle the batch without this request: "+err.Error())}
 	}
 	return &stepEnd{err: fmt.Errorf("settle batch %d without this request: %w", b.ID, err)}
 }
@@ -252,7 +252,7 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 // 429, 5xx, open breaker) and fails on anything else.
 func (d Deps) approvalRetryOr(err error, what string) (engine.Outcome, error) {
 	if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
-		return d.retryLater(err, what+": "+err.Error()), nil
+		return d.RetryLater(err, what+": "+err.Error()), nil
 	}
 	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
 }
@@ -262,7 +262,7 @@ func (d Deps) approvalRetryOr(err error, what string) (engine.Outcome, error) {
 // withdrawal pre-empted it) and closes it unless closed or merged. found
 // is false when there is none — after one wait, as for the approval.
 func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited bool) (gitlab.MR, bool, *stepEnd) {
-	project, err := d.project(op)
+	project, err := d.Project(op)
 	if err != nil {
 		return gitlab.MR{}, false, &stepEnd{err: err}
 	}
@@ -300,7 +300,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 func (d Deps) withdrawnHook(place store.WithdrawPlace) engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) {
 		if f.To == domain.BindingClosed || f.EndedWithoutEffect {
-			d.observer().Withdrawn(ctx, place)
+			d.ObserverOrNop().Withdrawn(ctx, place)
 		}
 	}
 }
@@ -375,7 +375,7 @@ func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawA
 // this goroutine, the approval's withdrawal handed to the pool.
 func (wd Withdrawer) afterWrite(ctx context.Context, p store.WithdrawParams, res store.WithdrawResult) {
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil && !p.Cancel {
-		wd.Deps.observer().Withdrawn(ctx, res.Place)
+		wd.Deps.ObserverOrNop().Withdrawn(ctx, res.Place)
 	}
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil {
 		wd.Deps.renewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
@@ -385,7 +385,7 @@ func (wd Withdrawer) afterWrite(ctx context.Context, p store.WithdrawParams, res
 		wd.Engine.RunClaimed(*res.Claimed)
 	case wd.Engine != nil && res.Outcome == store.WithdrawApplied && res.Place == store.WithdrawFromApproval:
 		if _, err := wd.Engine.Submit(ctx, p.OperationID); err != nil {
-			wd.Deps.logger().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", p.OperationID, "err", err)
+			wd.Deps.Log().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", p.OperationID, "err", err)
 		}
 	}
 }

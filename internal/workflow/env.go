@@ -1,0 +1,141 @@
+package workflow
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"changeflow/internal/approval"
+	"changeflow/internal/config"
+	"changeflow/internal/engine"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
+)
+
+// Env is what every flow shares: the remote systems, the configuration,
+// the logger, the observer and the clock. The composition root builds it
+// once; each flow pairs it with the store interface of its own. Config is
+// read on every run, so a reload (polling tiers, approval loop settings,
+// targets) applies to the next step without a restart.
+type Env struct {
+	GitLab   gitlab.GitLab
+	Approver gitlab.Approver
+	Approval approval.Service
+	Config   func() *config.Snapshot
+	Logger   *slog.Logger
+	// TargetBranch is the config repo's branch MRs go to ("" = main).
+	TargetBranch string
+	// RetryDelay is how long a step waits after a transient failure (no
+	// answer, 429, 5xx, open breaker) before it runs again; ≤ 0 means 5 s.
+	// The engine's MaxRetries bounds the retries.
+	RetryDelay time.Duration
+	// Observer is told, after commit and once, what the flows changed
+	// (a grant in effect, a withdrawal, a revocation created or done, a
+	// renewal's end, a security event): the business metrics. Nil
+	// observes nothing.
+	Observer Observer
+	// RoundTrigger, shared by every flow of a process, schedules a
+	// project's batch round when requests join its waiting set (an
+	// admission: batch.gatherWindow later; a settled batch: at once). The
+	// process's Rounds runs them. Nil: rounds run every batch.interval
+	// only.
+	RoundTrigger *RoundTrigger
+	// Now is the clock an approve-first approval is timed by: the days
+	// of the request count from it (store.WorkCallbackParams.ApprovedAt).
+	// The application's clock, like the submission's; nil means
+	// time.Now. Tests set it to approve "days later".
+	Now func() time.Time
+}
+
+// CurrentTime is the time by env's clock (Env.Now).
+func (env Env) CurrentTime() time.Time {
+	if env.Now == nil {
+		return time.Now()
+	}
+	return env.Now()
+}
+
+// Log is env's logger; a discarding one when none is set.
+func (env Env) Log() *slog.Logger {
+	if env.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return env.Logger
+}
+
+// RetryWait is how long a step waits after a transient failure
+// (Env.RetryDelay, 5 s when unset).
+func (env Env) RetryWait() time.Duration {
+	if env.RetryDelay <= 0 {
+		return 5 * time.Second
+	}
+	return env.RetryDelay
+}
+
+// MainBranch is the config repo's branch MRs go to (Env.TargetBranch,
+// DefaultTargetBranch when unset).
+func (env Env) MainBranch() string {
+	if env.TargetBranch == "" {
+		return DefaultTargetBranch
+	}
+	return env.TargetBranch
+}
+
+// ObserverOrNop is env's Observer, NopObserver when none is set.
+func (env Env) ObserverOrNop() Observer {
+	if env.Observer == nil {
+		return NopObserver{}
+	}
+	return env.Observer
+}
+
+// Project is the GitLab :id of op's config repo: the project stored on
+// the operation at submission, else the first gitlab.projects entry.
+func (env Env) Project(op store.Operation) (string, error) {
+	if op.ProjectID > 0 {
+		return strconv.FormatInt(op.ProjectID, 10), nil
+	}
+	if ps, _ := env.Config().List(config.KeyGitLabProjects); len(ps) > 0 && ps[0] != "" {
+		return ps[0], nil
+	}
+	return "", fmt.Errorf("operation %s has no project and gitlab.projects is empty", op.OperationID)
+}
+
+// ProjectID is the numeric project id for the deploy callback match and
+// batch admission (0 when the project is configured by path only).
+func (env Env) ProjectID(op store.Operation) int64 {
+	if op.ProjectID > 0 {
+		return op.ProjectID
+	}
+	p, err := env.Project(op)
+	if err != nil {
+		return 0
+	}
+	id, _ := strconv.ParseInt(p, 10, 64)
+	return id
+}
+
+// Transient says err is worth a RetryAfter: no answer (the outcome may be
+// unknown — the next run reads before it writes), 429, 5xx, open breaker.
+func Transient(err error) bool {
+	return gitlab.IsTransient(err) || gitlab.OutcomeUnknown(err) || gitlab.IsBreakerOpen(err)
+}
+
+// RetryLater is the RetryAfter of a transient remote failure. A call its
+// client's breaker refused was never made: the retry is unattempted, so
+// the time a breaker stays open (breaker.openFor, 30 s) does not spend the
+// action's retry budget (workflow.maxRetries × the retry delay, 10 × 5 s)
+// — under load the breaker used to open once and every claim while it was
+// open counted, and a request stopped in a failure state although GitLab
+// had answered its last real call. Real attempts still count, so a
+// dependency that stays down still ends in the declared failure state,
+// one probe per open interval. Options.MaxClaims still bounds the claims.
+func (env Env) RetryLater(err error, reason string) engine.Outcome {
+	out := engine.RetryAfter(env.RetryWait(), reason)
+	if gitlab.IsBreakerOpen(err) || approval.IsBreakerOpen(err) {
+		return out.Unattempted()
+	}
+	return out
+}
