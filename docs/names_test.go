@@ -14,7 +14,7 @@ import (
 
 // TestDocumentsNameOnlyWhatExists: every backticked name in the
 // repository's Markdown that reads as a code identifier (`Store.InTx`,
-// `retryConflict`, `workflow.Deps.Revoke`) names something the code still
+// `retryConflict`, `lifecycle.Revoker.Revoke`) names something the code still
 // has. A rename that leaves the prose behind fails here, instead of
 // sending the next reader after a function that is gone.
 //

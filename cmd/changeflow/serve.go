@@ -27,6 +27,7 @@ import (
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // runServe is the composition root: configuration, storage, metrics and
@@ -137,7 +138,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The expiry scan on every instance every expiry.interval: each
 	// expired grant's revocation is created once however many instances
 	// scan at once (docs/flows/lifecycle.md, "Revocation (access ends)").
-	expiry := workflow.NewExpiry(wdeps)
+	expiry := lifecycle.NewExpiry(flowEnv, st)
 	expiry.Wake = engine.Wake
 	// Batch rounds and the batch timeout sweep on every instance
 	// every batch.interval for every gitlab.projects entry; overlapping
@@ -177,7 +178,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Expiry: expiry, Engine: engine, Deps: wdeps},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 			Events:       events,
-			Revoker:      httpapi.WorkflowRevoker{Deps: wdeps, Engine: engine},
+			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},
 			Checks:       deploymentChecks(cfg, flags.local, logger),
 		},
 	})

@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // TestOpsClose: POST /ops/requests/{id}/close on SQLite and MariaDB — an
@@ -81,7 +82,7 @@ func TestOpsClose(t *testing.T) {
 			}
 			// The removal of cl-live's access: closing it would leave the
 			// entry on main.
-			rv := WorkflowRevoker{Deps: workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: st}}
+			rv := WorkflowRevoker{Revoker: lifecycle.Revoker{Env: workflow.Env{Config: w.cfg.Current}, Store: st}}
 			if res, err := rv.Revoke(ctx, "cl-live", domain.RevokeOperator, "left the team", "olivia"); err != nil || !res.Created {
 				t.Fatalf("revoke: %+v %v", res, err)
 			}

@@ -7,7 +7,7 @@ import (
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/identity"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // handleOpsExpiryScan is POST /ops/expiry/scan: one expiry scan now, the
@@ -39,7 +39,7 @@ func (s *Server) handleOpsExpiryScan() http.Handler {
 // created, and why the rest of what it read was not; then how many
 // renewals of expired grants, with a merge request of their own, it
 // withdrew.
-func expiryScanWords(res workflow.ExpiryResult) string {
+func expiryScanWords(res lifecycle.ExpiryResult) string {
 	msg := expiryRevocationWords(res)
 	if res.Lapsed > 0 {
 		msg += fmt.Sprintf(" Withdrew %s not yet in effect when the access they renew expired; that access is revoked by a later scan once their merge requests are closed (a renewal whose merge request merged first is in effect instead).",
@@ -49,7 +49,7 @@ func expiryScanWords(res workflow.ExpiryResult) string {
 }
 
 // expiryRevocationWords is the revocations' part of expiryScanWords.
-func expiryRevocationWords(res workflow.ExpiryResult) string {
+func expiryRevocationWords(res lifecycle.ExpiryResult) string {
 	const took = "another scan or a give-back took "
 	switch {
 	case res.Scanned == 0:

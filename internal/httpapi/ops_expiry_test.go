@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // expiredFixture writes a grant of subject that is in effect and whose
@@ -170,16 +170,16 @@ func TestOpsExpiryScan(t *testing.T) {
 
 func TestExpiryScanWords(t *testing.T) {
 	for _, tc := range []struct {
-		res  workflow.ExpiryResult
+		res  lifecycle.ExpiryResult
 		want string
 	}{
-		{workflow.ExpiryResult{}, "No revocation created: no granted access has expired."},
-		{workflow.ExpiryResult{Scanned: 1, Revoked: 1, Chunks: 1}, "Created 1 revocation of the 1 expired grant read."},
-		{workflow.ExpiryResult{Scanned: 3, Revoked: 2, Chunks: 1}, "Created 2 revocations of the 3 expired grants read. The other one was being revoked already (another scan or a give-back took it first)."},
-		{workflow.ExpiryResult{Scanned: 7, Revoked: 4, Chunks: 2}, "Created 4 revocations of the 7 expired grants read. The other 3 were being revoked already (another scan or a give-back took them first)."},
-		{workflow.ExpiryResult{Scanned: 1, Revoked: 0, Chunks: 1}, "No revocation created: the 1 expired grant read was being revoked already (another scan or a give-back took it first)."},
-		{workflow.ExpiryResult{Scanned: 5, Revoked: 0, Chunks: 1}, "No revocation created: the 5 expired grants read were being revoked already (another scan or a give-back took them first)."},
-		{workflow.ExpiryResult{Chunks: 1, Lapsed: 1}, "No revocation created: no granted access has expired. Withdrew 1 renewal not yet in effect when the access they renew expired; that access is revoked by a later scan once their merge requests are closed (a renewal whose merge request merged first is in effect instead)."},
+		{lifecycle.ExpiryResult{}, "No revocation created: no granted access has expired."},
+		{lifecycle.ExpiryResult{Scanned: 1, Revoked: 1, Chunks: 1}, "Created 1 revocation of the 1 expired grant read."},
+		{lifecycle.ExpiryResult{Scanned: 3, Revoked: 2, Chunks: 1}, "Created 2 revocations of the 3 expired grants read. The other one was being revoked already (another scan or a give-back took it first)."},
+		{lifecycle.ExpiryResult{Scanned: 7, Revoked: 4, Chunks: 2}, "Created 4 revocations of the 7 expired grants read. The other 3 were being revoked already (another scan or a give-back took them first)."},
+		{lifecycle.ExpiryResult{Scanned: 1, Revoked: 0, Chunks: 1}, "No revocation created: the 1 expired grant read was being revoked already (another scan or a give-back took it first)."},
+		{lifecycle.ExpiryResult{Scanned: 5, Revoked: 0, Chunks: 1}, "No revocation created: the 5 expired grants read were being revoked already (another scan or a give-back took them first)."},
+		{lifecycle.ExpiryResult{Chunks: 1, Lapsed: 1}, "No revocation created: no granted access has expired. Withdrew 1 renewal not yet in effect when the access they renew expired; that access is revoked by a later scan once their merge requests are closed (a renewal whose merge request merged first is in effect instead)."},
 	} {
 		if got := expiryScanWords(tc.res); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.res, got, tc.want)

@@ -15,6 +15,7 @@ import (
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // The ops write endpoints of the single-request path and reconciliation
@@ -34,9 +35,9 @@ type OpsActions interface {
 	// ReplayApproval applies the request's latest recorded approval
 	// decision again (stale when already acted on).
 	ReplayApproval(ctx context.Context, operationID string) (workflow.CallbackResult, error)
-	// ExpiryScan runs one expiry scan now (workflow.Expiry.ScanOnce: safe
+	// ExpiryScan runs one expiry scan now (lifecycle.Expiry.ScanOnce: safe
 	// beside the scheduled scans of every instance).
-	ExpiryScan(ctx context.Context) (workflow.ExpiryResult, error)
+	ExpiryScan(ctx context.Context) (lifecycle.ExpiryResult, error)
 }
 
 // WorkflowOps implements OpsActions with the workflow.
@@ -46,7 +47,7 @@ type WorkflowOps struct {
 	Callbacks  *workflow.Callbacks
 	// Expiry is the instance's expiry scan; a manual scan runs its
 	// ScanOnce, so its Wake starts the created removals at once.
-	Expiry *workflow.Expiry
+	Expiry *lifecycle.Expiry
 	// Engine, when non-nil, is woken after a retrigger so the resumed
 	// action starts at once rather than at the next poll.
 	Engine *engine.Engine
@@ -96,9 +97,9 @@ func (o WorkflowOps) ReplayApproval(ctx context.Context, operationID string) (wo
 }
 
 // ExpiryScan implements OpsActions.
-func (o WorkflowOps) ExpiryScan(ctx context.Context) (workflow.ExpiryResult, error) {
+func (o WorkflowOps) ExpiryScan(ctx context.Context) (lifecycle.ExpiryResult, error) {
 	if o.Expiry == nil {
-		return workflow.ExpiryResult{}, errors.New("expiry scan: no expiry scan wired")
+		return lifecycle.ExpiryResult{}, errors.New("expiry scan: no expiry scan wired")
 	}
 	return o.Expiry.ScanOnce(ctx)
 }

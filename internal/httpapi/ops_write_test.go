@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // withOpsActions wires the workflow-backed ops actions over the world's
@@ -19,7 +20,7 @@ func withOpsActions() worldOpt {
 		wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}
 		d.Business.OpsActions = WorkflowOps{
 			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: workflow.NewCallbacks(wd, nil),
-			Expiry: workflow.NewExpiry(wd),
+			Expiry: lifecycle.NewExpiry(wd.Env, wd.Store),
 		}
 	}
 }

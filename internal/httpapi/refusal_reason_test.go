@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // stubWithdrawer answers every withdrawal with ans.
@@ -43,7 +44,7 @@ func refusalOf(t *testing.T, err error) (domain.Code, string, domain.Reason) {
 // cases the HTTP tests do not reach are decided here without a database.
 func TestRefusalReasons(t *testing.T) {
 	under := func(r domain.Reason) error {
-		return &workflow.RenewalUnderWayError{Grant: "g", Renewal: "r", View: domain.BindingMRCreated, Advice: "do this", Reason: r}
+		return &lifecycle.RenewalUnderWayError{Grant: "g", Renewal: "r", View: domain.BindingMRCreated, Advice: "do this", Reason: r}
 	}
 	withdrawnOf := func(kind domain.OperationKind, ans workflow.WithdrawAnswer) error {
 		s := &Server{deps: Deps{Business: Business{Withdraw: stubWithdrawer{ans}}}}
@@ -76,7 +77,7 @@ func TestRefusalReasons(t *testing.T) {
 			"This access is being renewed by r, which can no longer be withdrawn: do this.", domain.ReasonRenewalStopped},
 		{"give back: expired while the renewal closes", revokeError("g", under(domain.ReasonRenewalExpired)), domain.CodeRequestInProgress,
 			"This access is being renewed by r, which can no longer be withdrawn: do this.", domain.ReasonRenewalExpired},
-		{"give back: not in effect", revokeError("g", workflow.ErrNotInEffect), domain.CodeNotInEffect,
+		{"give back: not in effect", revokeError("g", lifecycle.ErrNotInEffect), domain.CodeNotInEffect,
 			"This request's access is not in effect, so there is nothing to give back: it is still being granted, " +
 				"was rejected or closed, or stopped on a failure. Withdraw a request that is still waiting, or ask an operator.", domain.ReasonNotInEffect},
 		{"withdraw: the merge won", withdrawn(workflow.WithdrawAnswer{Merged: true}), domain.CodeAlreadyInEffect,

@@ -7,7 +7,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // maxChainLinks bounds how many renewals one status read follows from an
@@ -152,7 +152,7 @@ type movedOnData struct {
 // give-back that goes through pays nothing for it.
 func revokeMovedOn(ctx context.Context, st RequestStore, op store.Operation, refusal error) error {
 	if st == nil || op.Kind == domain.OperationRevoke ||
-		!errors.Is(refusal, domain.ErrNotFound) && !errors.Is(refusal, workflow.ErrNotInEffect) {
+		!errors.Is(refusal, domain.ErrNotFound) && !errors.Is(refusal, lifecycle.ErrNotInEffect) {
 		return nil
 	}
 	switch _, err := st.BindingGetByOperation(ctx, op.OperationID); {

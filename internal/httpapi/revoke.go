@@ -10,30 +10,30 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/identity"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // Giving access back (docs/api.md, "Give access back"): the owner ends
 // their own access early, an operator revokes anyone's. Both create the
-// revocation the expiry scan would (workflow.Deps.Revoke): no approval is
+// revocation the expiry scan would (lifecycle.Revoker.Revoke): no approval is
 // needed to lose access, and a second call answers the existing one.
 
 // Revoker creates revocations; WorkflowRevoker is the production one. nil
 // answers the revoke endpoints with 500 (logged), never a fake success.
 type Revoker interface {
-	Revoke(ctx context.Context, grantOperationID string, reason domain.RevokeReason, text, actor string) (workflow.RevokeResult, error)
+	Revoke(ctx context.Context, grantOperationID string, reason domain.RevokeReason, text, actor string) (lifecycle.RevokeResult, error)
 }
 
 // WorkflowRevoker implements Revoker with the workflow, waking the engine
 // so a single-request removal starts at once.
 type WorkflowRevoker struct {
-	Deps   workflow.Deps
-	Engine *engine.Engine
+	Revoker lifecycle.Revoker
+	Engine  *engine.Engine
 }
 
 // Revoke implements Revoker.
-func (r WorkflowRevoker) Revoke(ctx context.Context, grantOperationID string, reason domain.RevokeReason, text, actor string) (workflow.RevokeResult, error) {
-	res, err := r.Deps.Revoke(ctx, grantOperationID, reason, text, actor)
+func (r WorkflowRevoker) Revoke(ctx context.Context, grantOperationID string, reason domain.RevokeReason, text, actor string) (lifecycle.RevokeResult, error) {
+	res, err := r.Revoker.Revoke(ctx, grantOperationID, reason, text, actor)
 	if err == nil && res.Created && r.Engine != nil {
 		r.Engine.Wake()
 	}
@@ -58,9 +58,9 @@ type revokeView struct {
 // request's reason).
 const maxRevokeReason = 500
 
-// revokeError maps workflow.Deps.Revoke's errors to the error model.
+// revokeError maps lifecycle.Revoker.Revoke's errors to the error model.
 func revokeError(id string, err error) error {
-	var under *workflow.RenewalUnderWayError
+	var under *lifecycle.RenewalUnderWayError
 	switch {
 	case errors.As(err, &under):
 		// Ending the access wins over extending it, but only while the
@@ -71,7 +71,7 @@ func revokeError(id string, err error) error {
 			"revoke %s: %w", id, err)
 	case errors.Is(err, domain.ErrNotFound):
 		return domain.Errorf(domain.CodeNotFound, "No such request.", "revoke %s: %w", id, err)
-	case errors.Is(err, workflow.ErrNotInEffect):
+	case errors.Is(err, lifecycle.ErrNotInEffect):
 		return domain.Refusef(domain.CodeNotInEffect, domain.ReasonNotInEffect,
 			"This request's access is not in effect, so there is nothing to give back: it is still being granted, "+
 				"was rejected or closed, or stopped on a failure. Withdraw a request that is still waiting, or ask an operator.",

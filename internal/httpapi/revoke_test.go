@@ -9,12 +9,13 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // withRevoker wires the workflow-backed revoker over the world's store.
 func withRevoker() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		d.Business.Revoker = WorkflowRevoker{Deps: workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}}
+		d.Business.Revoker = WorkflowRevoker{Revoker: lifecycle.Revoker{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}}
 	}
 }
 

@@ -40,7 +40,7 @@ func mustRenewalAdmitted(t *testing.T, s *store.Store, grant, renewal, subject s
 }
 
 // giveBackCandidate is the give-back's candidate for grant while its
-// renewal owns the row (as workflow.Deps.Revoke builds it).
+// renewal owns the row (as lifecycle.Revoker.Revoke builds it).
 func giveBackCandidate(t *testing.T, s *store.Store, grant, renewal string) store.RevocationRow {
 	t.Helper()
 	r := mustOperation(t, s, renewal)

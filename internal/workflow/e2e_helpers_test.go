@@ -29,6 +29,7 @@ import (
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 const (
@@ -488,4 +489,9 @@ func urlQuery(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// revoker gives access back and revokes it over d, as the API does.
+func revoker(d workflow.Deps) lifecycle.Revoker {
+	return lifecycle.Revoker{Env: d.Env, Store: d.Store}
 }

@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // Expiry wins in every flow and every place of a renewal that is not in
@@ -266,7 +267,7 @@ func TestExpiryLeavesARenewalInAClaimedBatchToItsBatch(t *testing.T) {
 		hist, err := st.OperationStepList(t.Context(), "brx2")
 		require.NoError(t, err)
 		for _, h := range hist {
-			require.NotEqual(t, workflow.ExpiryActor, h.Actor, "the scan wrote nothing on the batch member: %+v", h)
+			require.NotEqual(t, lifecycle.ExpiryActor, h.Actor, "the scan wrote nothing on the batch member: %+v", h)
 		}
 		// The batch's pipeline passes now: the batch finishes.
 		code := w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"mr_iid": iid, "outcome": "pass"}, nil)

@@ -15,6 +15,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // revokedWithRenewalCut: grant's access was removed and deployed by its
@@ -91,11 +92,11 @@ func TestGiveBackWhileARenewalWaitsForItsApproval(t *testing.T) {
 		w.mustRenew("rg1", "amy", tSingle, "gg1")
 		w.until("rg1", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
 
-		res, err := w.deps.Revoke(t.Context(), "gg1", domain.RevokeGivenBack, "given back by its owner", "amy")
+		res, err := revoker(w.deps).Revoke(t.Context(), "gg1", domain.RevokeGivenBack, "given back by its owner", "amy")
 		require.NoError(t, err)
 		require.True(t, res.Created)
 		require.Equal(t, domain.RevocationID("gg1"), res.OperationID)
-		again, err := w.deps.Revoke(t.Context(), "gg1", domain.RevokeGivenBack, "given back by its owner", "amy")
+		again, err := revoker(w.deps).Revoke(t.Context(), "gg1", domain.RevokeGivenBack, "given back by its owner", "amy")
 		require.NoError(t, err)
 		require.False(t, again.Created, "a second give-back answers the revocation")
 		w.eng.Wake()
@@ -134,7 +135,7 @@ func TestOperatorRevokesWhileARenewalWaitsInTheBatchSet(t *testing.T) {
 		require.Len(t, w.roundsUntilIdle(), 1)
 		subjects, _ := w.renewalsAdmitted("ro", "go1", "go2")
 
-		res, err := w.deps.Revoke(t.Context(), "go1", domain.RevokeOperator, "left the team", "ops-olga")
+		res, err := revoker(w.deps).Revoke(t.Context(), "go1", domain.RevokeOperator, "left the team", "ops-olga")
 		require.NoError(t, err)
 		require.True(t, res.Created)
 		o, err := st.OperationGet(t.Context(), "ro1")
@@ -150,8 +151,8 @@ func TestOperatorRevokesWhileARenewalWaitsInTheBatchSet(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "CLAIMED", r.Outcome)
 		require.Equal(t, 2, r.Members, "the renewal still waiting and the removal")
-		_, err = w.deps.Revoke(t.Context(), "go2", domain.RevokeOperator, "left the team", "ops-olga")
-		var under *workflow.RenewalUnderWayError
+		_, err = revoker(w.deps).Revoke(t.Context(), "go2", domain.RevokeOperator, "left the team", "ops-olga")
+		var under *lifecycle.RenewalUnderWayError
 		require.ErrorAs(t, err, &under)
 		require.Equal(t, "ro2", under.Renewal)
 		require.Contains(t, under.Advice, "wait until it is in effect")
@@ -164,7 +165,7 @@ func TestOperatorRevokesWhileARenewalWaitsInTheBatchSet(t *testing.T) {
 		w.renewalEndedOnce("ro1", domain.RenewalClosed)
 		w.renewalEndedOnce("ro2", domain.RenewalInEffect)
 		// In effect now: revoking the renewal ends the access.
-		res, err = w.deps.Revoke(t.Context(), "ro2", domain.RevokeOperator, "left the team", "ops-olga")
+		res, err = revoker(w.deps).Revoke(t.Context(), "ro2", domain.RevokeOperator, "left the team", "ops-olga")
 		require.NoError(t, err)
 		require.True(t, res.Created)
 		w.roundsUntilIdle()
@@ -192,8 +193,8 @@ func TestGiveBackWhileARenewalsMRIsOpen(t *testing.T) {
 		w.decide("rm1", "approve")
 		w.until("rm1", "MR open", at(domain.StepCreatePipelineRunning, domain.BindingRenewing))
 
-		_, err := w.deps.Revoke(t.Context(), "gm1", domain.RevokeGivenBack, "given back by its owner", "cleo")
-		var under *workflow.RenewalUnderWayError
+		_, err := revoker(w.deps).Revoke(t.Context(), "gm1", domain.RevokeGivenBack, "given back by its owner", "cleo")
+		var under *lifecycle.RenewalUnderWayError
 		require.ErrorAs(t, err, &under)
 		require.Contains(t, under.Advice, "withdraw the renewal first (POST /api/requests/rm1/withdraw)")
 		w.accessUnchanged("cleo", tSingle, "gm1", until)
@@ -201,7 +202,7 @@ func TestGiveBackWhileARenewalsMRIsOpen(t *testing.T) {
 		w.withdrawRenewal("rm1")
 		w.backWithGrant("rm1", domain.StepCloseRequesterWithdrawn, "cleo", tSingle, "gm1", until)
 		w.renewalEndedOnce("rm1", domain.RenewalClosed)
-		res, err := w.deps.Revoke(t.Context(), "gm1", domain.RevokeGivenBack, "given back by its owner", "cleo")
+		res, err := revoker(w.deps).Revoke(t.Context(), "gm1", domain.RevokeGivenBack, "given back by its owner", "cleo")
 		require.NoError(t, err)
 		require.True(t, res.Created)
 		w.eng.Wake()
@@ -248,7 +249,7 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, errs[i] = w.deps.Revoke(t.Context(), grants[i], domain.RevokeGivenBack, "given back by its owner", subjects[i])
+				_, errs[i] = revoker(w.deps).Revoke(t.Context(), grants[i], domain.RevokeGivenBack, "given back by its owner", subjects[i])
 			}()
 		}
 		close(start)
@@ -256,7 +257,7 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 		w.eng.Wake()
 		won := 0
 		for i := range n {
-			var under *workflow.RenewalUnderWayError
+			var under *lifecycle.RenewalUnderWayError
 			switch {
 			case errs[i] == nil:
 				won++
@@ -266,7 +267,7 @@ func TestGiveBackRacingTheRenewalsApproval(t *testing.T) {
 				require.ErrorIs(t, err, domain.ErrNotFound, "%s: refused, nothing written", grants[i])
 				w.until(renewals[i], "in effect", at(domain.StepCalledBack, domain.BindingValidated))
 				w.validatedOnce(renewals[i])
-				res, err := w.deps.Revoke(t.Context(), renewals[i], domain.RevokeGivenBack, "given back by its owner", subjects[i])
+				res, err := revoker(w.deps).Revoke(t.Context(), renewals[i], domain.RevokeGivenBack, "given back by its owner", subjects[i])
 				require.NoError(t, err)
 				require.True(t, res.Created)
 				w.eng.Wake()
@@ -318,7 +319,7 @@ func TestGiveBackWhileARenewalWaitsAgainAfterItsBatchFailed(t *testing.T) {
 		grant := map[string]string{"rf1": "gf1", "rf2": "gf2"}[renewal]
 		subject := subjects[map[string]int{"rf1": 0, "rf2": 1}[renewal]]
 
-		res, err := w.deps.Revoke(t.Context(), grant, domain.RevokeGivenBack, "", subject)
+		res, err := revoker(w.deps).Revoke(t.Context(), grant, domain.RevokeGivenBack, "", subject)
 		require.NoError(t, err, "a renewal waiting in the batch set again is cut off, as one never claimed is")
 		require.True(t, res.Created)
 		o, err := st.OperationGet(t.Context(), renewal)

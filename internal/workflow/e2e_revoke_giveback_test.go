@@ -33,10 +33,10 @@ func TestGiveBackAndOperatorRevokeOnABatchingTarget(t *testing.T) {
 			return b.Subject
 		}
 
-		r, err := w.deps.Revoke(t.Context(), "mine", domain.RevokeGivenBack, "given back by its owner", owner("mine"))
+		r, err := revoker(w.deps).Revoke(t.Context(), "mine", domain.RevokeGivenBack, "given back by its owner", owner("mine"))
 		require.NoError(t, err)
 		require.True(t, r.Created)
-		_, err = w.deps.Revoke(t.Context(), "theirs", domain.RevokeOperator, "left the team", "ops-olga")
+		_, err = revoker(w.deps).Revoke(t.Context(), "theirs", domain.RevokeOperator, "left the team", "ops-olga")
 		require.NoError(t, err)
 		revs := []string{domain.RevocationID("mine"), domain.RevocationID("theirs")}
 		for _, rev := range revs {

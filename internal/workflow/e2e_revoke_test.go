@@ -18,12 +18,13 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // revokeWorld is the batch world with the revocation hooks counted.
 type revokeWorld struct {
 	*batchWorld
-	expiry *workflow.Expiry
+	expiry *lifecycle.Expiry
 
 	rmu       sync.Mutex
 	revoked   map[string]int // REVOKED flips per revocation (I9)
@@ -91,7 +92,7 @@ func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) g
 	}
 	workflow.RegisterBatchSteps(base.eng, deps)
 	w.batchWorld = &batchWorld{world: base, deps: deps, rounds: workflow.NewRounds(deps, base.eng)}
-	w.expiry = workflow.NewExpiry(deps)
+	w.expiry = lifecycle.NewExpiry(deps.Env, deps.Store)
 	w.expiry.Wake = base.eng.Wake
 	return w
 }
@@ -132,7 +133,7 @@ func (w *revokeWorld) expire(ids ...string) {
 }
 
 // scan runs one expiry scan.
-func (w *revokeWorld) scan() workflow.ExpiryResult {
+func (w *revokeWorld) scan() lifecycle.ExpiryResult {
 	w.t.Helper()
 	res, err := w.expiry.ScanOnce(w.t.Context())
 	require.NoError(w.t, err)
@@ -388,14 +389,14 @@ func TestGiveBackAndOperatorRevoke(t *testing.T) {
 		w := newRevokeWorld(t, st)
 		w.granted("mine", "amy", tSingle)
 		w.granted("theirs", "ben", tOther)
-		r, err := w.deps.Revoke(t.Context(), "mine", domain.RevokeGivenBack, "given back by its owner", "amy")
+		r, err := revoker(w.deps).Revoke(t.Context(), "mine", domain.RevokeGivenBack, "given back by its owner", "amy")
 		require.NoError(t, err)
 		require.True(t, r.Created)
-		again, err := w.deps.Revoke(t.Context(), "mine", domain.RevokeGivenBack, "given back by its owner", "amy")
+		again, err := revoker(w.deps).Revoke(t.Context(), "mine", domain.RevokeGivenBack, "given back by its owner", "amy")
 		require.NoError(t, err)
 		require.False(t, again.Created)
 		require.Equal(t, r.OperationID, again.OperationID)
-		_, err = w.deps.Revoke(t.Context(), "theirs", domain.RevokeOperator, "left the team", "ops-olga")
+		_, err = revoker(w.deps).Revoke(t.Context(), "theirs", domain.RevokeOperator, "left the team", "ops-olga")
 		require.NoError(t, err)
 		w.eng.Wake()
 		w.until(domain.RevocationID("mine"), "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
@@ -411,9 +412,9 @@ func TestGiveBackAndOperatorRevoke(t *testing.T) {
 		// Not in effect: still waiting for approval.
 		w.submit("pending", "cleo", tSingle, true)
 		w.until("pending", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
-		_, err = w.deps.Revoke(t.Context(), "pending", domain.RevokeGivenBack, "", "cleo")
-		require.ErrorIs(t, err, workflow.ErrNotInEffect)
-		_, err = w.deps.Revoke(t.Context(), "nope", domain.RevokeGivenBack, "", "cleo")
+		_, err = revoker(w.deps).Revoke(t.Context(), "pending", domain.RevokeGivenBack, "", "cleo")
+		require.ErrorIs(t, err, lifecycle.ErrNotInEffect)
+		_, err = revoker(w.deps).Revoke(t.Context(), "nope", domain.RevokeGivenBack, "", "cleo")
 		require.ErrorIs(t, err, domain.ErrNotFound)
 		w.filesExact("mine", "theirs")
 	})
@@ -445,9 +446,9 @@ func TestConcurrentExpiryScansCreateEachRevocationOnce(t *testing.T) {
 			require.NoError(t, err)
 		}
 		w.expire(ids...)
-		scanners := []*workflow.Expiry{w.expiry, workflow.NewExpiry(w.deps), workflow.NewExpiry(w.deps)}
+		scanners := []*lifecycle.Expiry{w.expiry, lifecycle.NewExpiry(w.deps.Env, w.deps.Store), lifecycle.NewExpiry(w.deps.Env, w.deps.Store)}
 		var wg sync.WaitGroup
-		results := make([]workflow.ExpiryResult, len(scanners))
+		results := make([]lifecycle.ExpiryResult, len(scanners))
 		errs := make([]error, len(scanners))
 		for i, x := range scanners {
 			wg.Add(1)

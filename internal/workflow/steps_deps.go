@@ -109,33 +109,3 @@ func RegisterSteps(e *engine.Engine, d Deps) {
 		}
 	})
 }
-
-// renewalsCut reports the renewals cut off in the revocations created: a
-// candidate read with its renewal (store.ExpiredRenewals, or
-// a give-back's while the renewal waited) whose revocation this call
-// created had its renewal closed in the same transaction — EXPIRED for
-// the expiry's cut (RENEW_EXPIRED), CLOSED for a give-back's or an
-// operator's (RENEW_REVOKED: ended without effect; the access is being
-// removed for another reason than its expiry). A revocation another
-// caller created first is not in created, so each cut is counted once, by
-// the transaction that made it.
-func (d Deps) renewalsCut(ctx context.Context, cands []store.RevocationCandidate, created []store.RevocationCreated, reason domain.RevokeReason) {
-	if len(created) == 0 {
-		return
-	}
-	outcome := domain.RenewalExpired
-	if reason != domain.RevokeExpired {
-		outcome = domain.RenewalClosed
-	}
-	renewal := map[string]string{}
-	for _, c := range cands {
-		if c.Renewal != "" {
-			renewal[c.GrantOperationID] = c.Renewal
-		}
-	}
-	for _, c := range created {
-		if r, ok := renewal[c.GrantOperationID]; ok {
-			d.ObserverOrNop().RenewalEnded(ctx, r, outcome)
-		}
-	}
-}

@@ -1,4 +1,4 @@
-package workflow
+package lifecycle
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow"
 )
 
 // Revocation (docs/flows/lifecycle.md, "Revocation (access ends)"): the expiry
@@ -41,7 +42,7 @@ const ExpiryActor = "expiry-scan"
 // instances, and a manual run, may overlap: each revocation is created
 // once (store.RevocationCreate).
 type Expiry struct {
-	d Deps
+	rv Revoker
 	// Wake, when set, is called after a scan created revocations whose
 	// create_mr is due, so the engine starts them at once.
 	Wake func()
@@ -49,8 +50,10 @@ type Expiry struct {
 	svc periodic.Service
 }
 
-// NewExpiry returns the expiry scan over d.
-func NewExpiry(d Deps) *Expiry { return &Expiry{d: d} }
+// NewExpiry returns the expiry scan over env and st.
+func NewExpiry(env workflow.Env, st Store) *Expiry {
+	return &Expiry{rv: Revoker{Env: env, Store: st}}
+}
 
 // ScanOnce revokes every VALIDATED binding whose expiresAt has passed by
 // the database clock: chunks of expiry.chunkSize read in index order
@@ -61,7 +64,7 @@ func NewExpiry(d Deps) *Expiry { return &Expiry{d: d} }
 // Then it cuts the renewals of grants that expired while the renewal
 // owned the row (cutExpiredRenewals).
 func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
-	size := x.d.Config().Expiry().ChunkSize
+	size := x.rv.Config().Expiry().ChunkSize
 	var res ExpiryResult
 	wake, err := x.revokeExpired(ctx, size, &res)
 	if err == nil {
@@ -81,13 +84,13 @@ func (x *Expiry) ScanOnce(ctx context.Context) (ExpiryResult, error) {
 func (x *Expiry) revokeExpired(ctx context.Context, size int, res *ExpiryResult) (wake bool, err error) {
 	var cursor store.ExpiredCursor
 	for {
-		cands, next, err := x.d.Store.RevocationCandidatesExpired(ctx, cursor, size)
+		cands, next, err := x.rv.Store.RevocationCandidatesExpired(ctx, cursor, size)
 		if err != nil || len(cands) == 0 {
 			return wake, err
 		}
 		res.Scanned += len(cands)
 		res.Chunks++
-		created, err := x.d.createRevocations(ctx, cands, domain.RevokeExpired, "expired", ExpiryActor)
+		created, err := x.rv.createRevocations(ctx, cands, domain.RevokeExpired, "expired", ExpiryActor)
 		res.Revoked += len(created)
 		for _, c := range created {
 			wake = wake || !c.Batching
@@ -106,19 +109,19 @@ func (x *Expiry) revokeExpired(ctx context.Context, size int, res *ExpiryResult)
 // (sortExpiryCuts, domain.ExpiryCutOf) and applied by the store's guarded
 // writes. wake: something was scheduled.
 func (x *Expiry) cutExpiredRenewals(ctx context.Context, size int, res *ExpiryResult) (wake bool, err error) {
-	renewals, err := x.d.Store.ExpiredRenewals(ctx, size)
+	renewals, err := x.rv.Store.ExpiredRenewals(ctx, size)
 	if err != nil || len(renewals) == 0 {
 		return false, err
 	}
 	cuts := sortExpiryCuts(renewals)
 	for _, r := range cuts.left {
-		x.d.Log().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
+		x.rv.Log().Info("expiry: renewal left as it is", "renewal", r.Renewal, "grant", r.GrantOperationID,
 			"step", domain.StepStatus(r.RenewalStep), "cut", domain.ExpiryCutOf(r.Place()).String())
 	}
 	if len(cuts.withRevocation) > 0 {
 		res.Scanned += len(cuts.withRevocation)
 		res.Chunks++
-		created, err := x.d.createRevocations(ctx, cuts.withRevocation, domain.RevokeExpired, "expired", ExpiryActor)
+		created, err := x.rv.createRevocations(ctx, cuts.withRevocation, domain.RevokeExpired, "expired", ExpiryActor)
 		res.Revoked += len(created)
 		wake = len(created) > 0
 		if err != nil && !errors.Is(err, domain.ErrPreempted) {
@@ -129,7 +132,7 @@ func (x *Expiry) cutExpiredRenewals(ctx context.Context, size int, res *ExpiryRe
 		return wake, nil
 	}
 	res.Chunks++
-	switch err := x.d.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: ActionWithdraw, Actor: ExpiryActor, Rows: cuts.lapse}); {
+	switch err := x.rv.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: workflow.ActionWithdraw, Actor: ExpiryActor, Rows: cuts.lapse}); {
 	case err == nil:
 		res.Lapsed = len(cuts.lapse)
 		return true, nil
@@ -177,20 +180,20 @@ func sortExpiryCuts(renewals []store.ExpiredRenewal) expiryCuts {
 // no longer configured takes the single-request path, whose create_mr
 // then stops in REVOKE_FAILED naming it: a person decides), and counts
 // each created one once, after its commit (I9).
-func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCandidate, reason domain.RevokeReason, text, actor string) ([]store.RevocationCreated, error) {
-	cfg := d.Config()
+func (rv Revoker) createRevocations(ctx context.Context, cands []store.RevocationCandidate, reason domain.RevokeReason, text, actor string) ([]store.RevocationCreated, error) {
+	cfg := rv.Config()
 	rows := make([]store.RevocationRow, len(cands))
 	for i, c := range cands {
 		t, ok := cfg.Target(c.TargetKey)
 		rows[i] = store.RevocationRow{RevocationCandidate: c, Batching: ok && t.Batching}
 	}
-	created, err := d.Store.RevocationCreate(ctx, store.RevocationCreateParams{
-		Reason: reason, Text: text, Actor: actor, SingleAction: ActionCreateMR, RenewalAction: ActionWithdraw, Rows: rows,
+	created, err := rv.Store.RevocationCreate(ctx, store.RevocationCreateParams{
+		Reason: reason, Text: text, Actor: actor, SingleAction: workflow.ActionCreateMR, RenewalAction: workflow.ActionWithdraw, Rows: rows,
 	})
 	for _, c := range created {
-		d.ObserverOrNop().RevocationCreated(ctx, c, reason)
+		rv.ObserverOrNop().RevocationCreated(ctx, c, reason)
 	}
-	d.renewalsCut(ctx, cands, created, reason)
+	rv.renewalsCut(ctx, cands, created, reason)
 	return created, err
 }
 
@@ -198,7 +201,7 @@ func (d Deps) createRevocations(ctx context.Context, cands []store.RevocationCan
 // second Start, or one after Stop, does nothing.
 func (x *Expiry) Start(ctx context.Context) error {
 	x.svc.Start(ctx, periodic.Every{
-		Interval: func() time.Duration { return x.d.Config().Expiry().Interval },
+		Interval: func() time.Duration { return x.rv.Config().Expiry().Interval },
 		Fallback: time.Minute, Pass: x.pass,
 	}.Loop)
 	return nil
@@ -213,9 +216,9 @@ func (x *Expiry) pass(ctx context.Context) {
 	res, err := x.ScanOnce(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		x.d.Log().Warn("expiry scan", "err", err)
+		x.rv.Log().Warn("expiry scan", "err", err)
 	case res.Revoked > 0:
-		x.d.Log().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
+		x.rv.Log().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
 	}
 }
 
@@ -242,10 +245,10 @@ var ErrNotInEffect = errors.New("the request is not in effect")
 // — answers the existing revocation. A grant that is not in effect is
 // ErrNotInEffect, with the binding's status in the message; an unknown
 // one wraps domain.ErrNotFound.
-func (d Deps) Revoke(ctx context.Context, grantOperationID string, reason domain.RevokeReason, text, actor string) (RevokeResult, error) {
+func (rv Revoker) Revoke(ctx context.Context, grantOperationID string, reason domain.RevokeReason, text, actor string) (RevokeResult, error) {
 	existing := func() (RevokeResult, bool, error) {
 		rev := domain.RevocationID(grantOperationID)
-		b, err := d.Store.BindingGetByOperation(ctx, rev)
+		b, err := rv.Store.BindingGetByOperation(ctx, rev)
 		if errors.Is(err, domain.ErrNotFound) {
 			return RevokeResult{}, false, nil
 		}
@@ -254,14 +257,14 @@ func (d Deps) Revoke(ctx context.Context, grantOperationID string, reason domain
 		}
 		return RevokeResult{OperationID: rev, Binding: b.Status}, true, nil
 	}
-	c, status, err := d.Store.RevocationCandidateOf(ctx, grantOperationID)
+	c, status, err := rv.Store.RevocationCandidateOf(ctx, grantOperationID)
 	if errors.Is(err, domain.ErrNotFound) {
 		if r, ok, err := existing(); ok || err != nil {
 			return r, err
 		}
 		// A grant whose renewal owns the row is known, not missing: ending
 		// the access wins over extending it (revokeRenewing).
-		if r, handled, rerr := d.revokeRenewing(ctx, grantOperationID, reason, text, actor); handled {
+		if r, handled, rerr := rv.revokeRenewing(ctx, grantOperationID, reason, text, actor); handled {
 			return r, rerr
 		}
 		return RevokeResult{}, err
@@ -272,7 +275,7 @@ func (d Deps) Revoke(ctx context.Context, grantOperationID string, reason domain
 	if status != domain.BindingValidated {
 		return RevokeResult{}, fmt.Errorf("%s is %s: %w", grantOperationID, status, ErrNotInEffect)
 	}
-	created, err := d.createRevocations(ctx, []store.RevocationCandidate{c}, reason, text, actor)
+	created, err := rv.createRevocations(ctx, []store.RevocationCandidate{c}, reason, text, actor)
 	if err != nil && !errors.Is(err, domain.ErrPreempted) {
 		return RevokeResult{}, err
 	}
@@ -331,13 +334,13 @@ const revokeAttempts = 4
 //
 // handled is false when grant's row is not RENEWING under a renewal of
 // grant (the caller answers as before).
-func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.RevokeReason, text, actor string) (RevokeResult, bool, error) {
-	g, err := d.Store.OperationGet(ctx, grant)
+func (rv Revoker) revokeRenewing(ctx context.Context, grant string, reason domain.RevokeReason, text, actor string) (RevokeResult, bool, error) {
+	g, err := rv.Store.OperationGet(ctx, grant)
 	if err != nil {
 		return RevokeResult{}, false, nil
 	}
 	for range revokeAttempts {
-		b, err := d.Store.BindingGet(ctx, g.Subject, g.TargetKey)
+		b, err := rv.Store.BindingGet(ctx, g.Subject, g.TargetKey)
 		if err != nil || b.Status != domain.BindingRenewing {
 			if err == nil && b.OperationID == domain.RevocationID(grant) {
 				// The previous attempt, or a racing scan, revoked it.
@@ -348,7 +351,7 @@ func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.Re
 			}
 			return RevokeResult{}, true, err
 		}
-		r, err := d.Store.OperationGet(ctx, b.OperationID)
+		r, err := rv.Store.OperationGet(ctx, b.OperationID)
 		if err != nil {
 			return RevokeResult{}, true, err
 		}
@@ -363,7 +366,7 @@ func (d Deps) revokeRenewing(ctx context.Context, grant string, reason domain.Re
 			GrantOperationID: grant, ProjectID: r.ProjectID, ExpiresAt: b.ExpiresAt,
 			Renewal: r.OperationID, RenewalStep: r.Step, RenewalVersion: r.Version,
 		}
-		created, err := d.createRevocations(ctx, []store.RevocationCandidate{c}, reason, text, actor)
+		created, err := rv.createRevocations(ctx, []store.RevocationCandidate{c}, reason, text, actor)
 		switch {
 		case err == nil && len(created) == 1:
 			return RevokeResult{OperationID: created[0].OperationID, Created: true, Binding: domain.BindingRevoking}, true, nil
@@ -421,4 +424,34 @@ func renewalUnderWay(g, r store.Operation, b store.Binding, claimed bool) error 
 			"then give the access back (POST /api/requests/%s/revoke)", r.OperationID, r.OperationID)
 	}
 	return e
+}
+
+// renewalsCut reports the renewals cut off in the revocations created: a
+// candidate read with its renewal (store.ExpiredRenewals, or
+// a give-back's while the renewal waited) whose revocation this call
+// created had its renewal closed in the same transaction — EXPIRED for
+// the expiry's cut (RENEW_EXPIRED), CLOSED for a give-back's or an
+// operator's (RENEW_REVOKED: ended without effect; the access is being
+// removed for another reason than its expiry). A revocation another
+// caller created first is not in created, so each cut is counted once, by
+// the transaction that made it.
+func (rv Revoker) renewalsCut(ctx context.Context, cands []store.RevocationCandidate, created []store.RevocationCreated, reason domain.RevokeReason) {
+	if len(created) == 0 {
+		return
+	}
+	outcome := domain.RenewalExpired
+	if reason != domain.RevokeExpired {
+		outcome = domain.RenewalClosed
+	}
+	renewal := map[string]string{}
+	for _, c := range cands {
+		if c.Renewal != "" {
+			renewal[c.GrantOperationID] = c.Renewal
+		}
+	}
+	for _, c := range created {
+		if r, ok := renewal[c.GrantOperationID]; ok {
+			rv.ObserverOrNop().RenewalEnded(ctx, r, outcome)
+		}
+	}
 }
