@@ -14,7 +14,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // crashLease is workflow.leaseDuration in the crash tests. A step's
@@ -286,7 +286,7 @@ func (w *crashWorld) insideCreateMR() killPoint {
 		method: http.MethodPost, path: "/projects/*/merge_requests",
 		what:    "the MR",
 		applied: func() bool { return len(w.sim.mrs(w.t)) == 1 },
-		action:  workflow.ActionCreateMR,
+		action:  flow.ActionCreateMR,
 	}
 }
 
@@ -341,7 +341,7 @@ func (w *crashWorld) insideSettlementClose() killPoint {
 			mrs := w.sim.mrs(w.t)
 			return len(mrs) == 1 && mrs[0].State == "closed"
 		},
-		action: workflow.ActionBatchSettle,
+		action: flow.ActionBatchSettle,
 	}
 }
 
@@ -427,7 +427,7 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	a := w.next()
 	a.submit(t, user, op, "solo")
 	waitFor(t, 20*time.Second, "the approval form", func() bool { return len(sim.approvals(t, op)) == 1 })
-	w.inFlight(a, workflow.ActionSubmitApproval)
+	w.inFlight(a, flow.ActionSubmitApproval)
 	w.kill9(a)
 	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
 
@@ -454,12 +454,12 @@ func TestServeKill9AtEachStepOfASingleRequest(t *testing.T) {
 	iid := sim.mrs(t)[0].IID
 
 	// 4. approve: the first bot's approval applied, its answer held.
-	w.killInside(w.insideApprove(iid, workflow.ActionApprove))
+	w.killInside(w.insideApprove(iid, flow.ActionApprove))
 
 	// 5. merge: merged, the answer held. Deployments queue meanwhile so
 	// the deploy callback comes in step 6.
 	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
-	w.killInside(w.insideMerge(workflow.ActionMerge))
+	w.killInside(w.insideMerge(flow.ActionMerge))
 
 	// 6. The deploy callback: recorded (the inbox), then the flip waits for
 	// the operation's row lock, which the test holds; killed there.
@@ -533,10 +533,10 @@ func TestServeKill9AtEachStepOfABatch(t *testing.T) {
 	iid := sim.mrs(t)[0].IID
 
 	// 2. batch_approve: the first bot's approval applied, answer held.
-	w.killInside(w.insideApprove(iid, workflow.ActionBatchApprove))
+	w.killInside(w.insideApprove(iid, flow.ActionBatchApprove))
 
 	// 3. batch_merge: merged, answer held.
-	w.killInside(w.insideMerge(workflow.ActionBatchMerge))
+	w.killInside(w.insideMerge(flow.ActionBatchMerge))
 
 	// 4. The last instance finishes.
 	d := w.next()
@@ -609,7 +609,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 	if ext, _ := sim.approvals(t, op)[0]["ext"].(map[string]any); fmt.Sprint(ext["mrId"]) != fmt.Sprint(iid) {
 		t.Fatalf("the legacy form's ext = %v, want mrId %d", ext, iid)
 	}
-	w.inFlight(b, workflow.ActionSubmitApproval)
+	w.inFlight(b, flow.ActionSubmitApproval)
 	w.kill9(b)
 	sim.must(t, http.MethodDelete, "/approval/_control/faults", nil, nil)
 
@@ -627,7 +627,7 @@ func TestServeKill9AtEachStepOfALegacyRequest(t *testing.T) {
 
 	// 4. approve: the inbox replay (legacy: the MR is there) starts it; the
 	// first bot's approval applied, its answer held.
-	approve := w.insideApprove(iid, workflow.ActionApprove)
+	approve := w.insideApprove(iid, flow.ActionApprove)
 	approve.env = []string{legacy}
 	w.killInside(approve)
 
@@ -665,7 +665,7 @@ func TestServeKill9InsideRegenerate(t *testing.T) {
 	mainHead := sim.branchHead(t, "main")
 	sim.holdGitLab(t, http.MethodPost, "/projects/*/repository/commits")
 	sim.approve(t, op)
-	branch := workflow.BranchName(op)
+	branch := flow.BranchName(op)
 	var regenerated string
 	waitFor(t, 30*time.Second, "the forced commit on main's head", func() bool {
 		head := sim.branchHead(t, branch)
@@ -678,7 +678,7 @@ func TestServeKill9InsideRegenerate(t *testing.T) {
 		}
 		return false
 	})
-	w.inFlight(a, workflow.ActionRegenerate)
+	w.inFlight(a, flow.ActionRegenerate)
 	w.kill9(a)
 	sim.clearGitLabFaults(t)
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"changeflow/internal/domain"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestServeKill9BetweenHeadCheckAndApprove: the serve process verified
@@ -37,7 +37,7 @@ func TestServeKill9BetweenHeadCheckAndApprove(t *testing.T) {
 	w := newCrashWorld(t, "http:\n  timeout:\n    gitlab: 3m\n")
 	sim := w.sim
 	const op, user = "op-push-window", "alice"
-	first := workflow.BranchName(op)
+	first := flow.BranchName(op)
 
 	// 1. The first bot's approve is held before GitLab applies it.
 	sim.must(t, http.MethodPost, "/gitlab/_control/faults", map[string]any{
@@ -47,7 +47,7 @@ func TestServeKill9BetweenHeadCheckAndApprove(t *testing.T) {
 	waitFor(t, 30*time.Second, "the approval form", func() bool { return len(sim.approvals(t, op)) == 1 })
 	sim.approve(t, op)
 	waitFor(t, 60*time.Second, "the first bot's approve held", func() bool { return sim.heldGitLabCalls(t) == 1 })
-	w.inFlight(a, workflow.ActionApprove)
+	w.inFlight(a, flow.ActionApprove)
 	mrs := sim.mrs(t)
 	if len(mrs) != 1 || mrs[0].SourceBranch != first || mrs[0].State != "opened" {
 		t.Fatalf("want the request's one MR open on %s, got %+v", first, mrs)
@@ -84,7 +84,7 @@ func TestServeKill9BetweenHeadCheckAndApprove(t *testing.T) {
 	w.untilBinding(domain.BindingValidated, op)
 	untilMetric(t, b, 1)
 
-	fresh := workflow.FreshBranchName(first, 2)
+	fresh := flow.FreshBranchName(first, 2)
 	if got := w.op(op).Branch; got != fresh {
 		t.Fatalf("the request is on %s, want the fresh branch %s", got, fresh)
 	}

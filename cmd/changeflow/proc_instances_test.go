@@ -18,7 +18,7 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // manyTargets is how many batching targets (binding files) the
@@ -615,7 +615,7 @@ batch:
 		}
 	}
 	for _, r := range w.reqs {
-		if k := merged[workflow.BranchName(r.op)]; k != 1 {
+		if k := merged[flow.BranchName(r.op)]; k != 1 {
 			t.Fatalf("%s: %d merged MRs, want 1", r.op, k)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // The end of access through the HTTP API of a real `changeflow serve`
@@ -360,7 +360,7 @@ func TestServeKill9InsideTheWithdrawalOfAnOpenMR(t *testing.T) {
 			mrs := sim.mrs(t)
 			return len(mrs) == 1 && mrs[0].State == "closed"
 		},
-		action: workflow.ActionWithdraw,
+		action: flow.ActionWithdraw,
 	})
 	if got := w.binding(op); got == domain.BindingClosed {
 		t.Fatalf("binding %s before the withdraw action wrote it: the kill came too late", got)
@@ -428,7 +428,7 @@ func TestServeKill9InsideTheWithdrawalOfAnApproval(t *testing.T) {
 		},
 		what:    "the approval withdrawn upstream",
 		applied: func() bool { return sim.approvals(t, op)[0]["status"] == "WITHDRAWN" },
-		action:  workflow.ActionWithdraw,
+		action:  flow.ActionWithdraw,
 		held: func(a *serveProc) {
 			if n := a.metricSum(t, "changeflow_requests_withdrawn_total"); n != 1 {
 				t.Fatalf("%s counts %d withdrawals at the guarded write, want 1", a.id, n)

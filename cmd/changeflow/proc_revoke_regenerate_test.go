@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"changeflow/internal/domain"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestServeKill9InsideRegenerateOfARemoval: the removal MR of an expired
@@ -34,7 +34,7 @@ func TestServeKill9InsideRegenerateOfARemoval(t *testing.T) {
 	expireGrants(t, w.st, []seededGrant{{op: grant, user: "alice", target: "solo"}})
 	w.holdPipelines()
 
-	branch := workflow.BranchName(rev)
+	branch := flow.BranchName(rev)
 	var mainHead, regenerated string
 	w.killInside(killPoint{
 		start: func(a *serveProc) {
@@ -62,7 +62,7 @@ func TestServeKill9InsideRegenerateOfARemoval(t *testing.T) {
 			}
 			return false
 		},
-		action: workflow.ActionRegenerate,
+		action: flow.ActionRegenerate,
 	})
 
 	b := w.next()

@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // The revocation path through real `changeflow serve` processes
@@ -516,16 +517,16 @@ func TestServeKill9AtEachStepOfARemoval(t *testing.T) {
 
 	// 2. poll_pipeline: the next instance adopts the MR and polls its
 	// pipeline (still running); killed while a read's answer is held.
-	w.killInside(w.insidePoll(workflow.ActionPollPipeline))
+	w.killInside(w.insidePoll(flow.ActionPollPipeline))
 	w.passPipeline(iid)
 
 	// 3. approve: the first bot's approval applied, its answer held.
-	w.killInside(w.insideApprove(iid, workflow.ActionApprove))
+	w.killInside(w.insideApprove(iid, flow.ActionApprove))
 
 	// 4. merge: merged, the answer held; deployments queue meanwhile so
 	// the deploy callback comes in step 5.
 	sim.must(t, http.MethodPost, "/deploy/_control/pause", nil, nil)
-	w.killInside(w.insideMerge(workflow.ActionMerge))
+	w.killInside(w.insideMerge(flow.ActionMerge))
 
 	// 5. The deploy callback: recorded, then the flip waits for the
 	// revocation's row lock, which the test holds; killed there.
@@ -614,14 +615,14 @@ func TestServeKill9AtEachStepOfABatchWithRemovals(t *testing.T) {
 	// 2. batch_poll_pipeline: the next instance's round finishes building
 	// the dead round's batch, adopting its MR, and the driver polls the
 	// pipeline (still running); killed while a read's answer is held.
-	w.killInside(w.insidePoll(workflow.ActionBatchPollPipeline))
+	w.killInside(w.insidePoll(flow.ActionBatchPollPipeline))
 	w.passPipeline(iid)
 
 	// 3. batch_approve: the first bot's approval applied, its answer held.
-	w.killInside(w.insideApprove(iid, workflow.ActionBatchApprove))
+	w.killInside(w.insideApprove(iid, flow.ActionBatchApprove))
 
 	// 4. batch_merge: merged, the answer held.
-	w.killInside(w.insideMerge(workflow.ActionBatchMerge))
+	w.killInside(w.insideMerge(flow.ActionBatchMerge))
 
 	// 5. The last instance finishes.
 	d := w.next()

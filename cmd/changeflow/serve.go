@@ -27,6 +27,7 @@ import (
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -112,7 +113,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	flowEnv := workflow.Env{
+	flowEnv := flow.Env{
 		GitLab: gl, Approval: appr, Config: cfg.Current, Logger: logger,
 		Approver: gitlab.SelectingApprover{
 			CheckItemsEnabled: func() bool { return cfg.Current().Approval().CheckItems },
@@ -123,7 +124,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// Admissions and settlements schedule their project's round here;
 		// the rounds service below runs them (docs/flows/batch.md, "When a
 		// round runs").
-		RoundTrigger: workflow.NewRoundTrigger(nil),
+		RoundTrigger: flow.NewRoundTrigger(nil),
 	}
 	wdeps := workflow.Deps{Env: flowEnv, Store: st}
 	workflow.RegisterSteps(engine, wdeps)

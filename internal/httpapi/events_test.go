@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -219,7 +219,7 @@ func TestRequestEventsAcrossInstances(t *testing.T) {
 			if ev := s5.next(t); ev.event != "request" || !strings.Contains(ev.data, `"status":"VALIDATED"`) {
 				t.Fatalf("given back: first event %+v", ev)
 			}
-			if _, err := (lifecycle.Revoker{Env: workflow.Env{Config: b.cfg.Current}, Store: stB}).Revoke(t.Context(), "ev-3", domain.RevokeGivenBack, "given back", "alice"); err != nil {
+			if _, err := (lifecycle.Revoker{Env: flow.Env{Config: b.cfg.Current}, Store: stB}).Revoke(t.Context(), "ev-3", domain.RevokeGivenBack, "given back", "alice"); err != nil {
 				t.Fatal(err)
 			}
 			if ev := s5.next(t); ev.event != "request" || !strings.Contains(ev.data, `"status":"REVOKING"`) ||

@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // withBatchActions wires the workflow-backed batch actions over the
@@ -19,7 +20,7 @@ import (
 func withBatchActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Current()) }})
-		wd := workflow.Deps{Env: workflow.Env{GitLab: gl, Config: w.cfg.Current}, Store: w.st}
+		wd := workflow.Deps{Env: flow.Env{GitLab: gl, Config: w.cfg.Current}, Store: w.st}
 		d.Business.BatchActions = WorkflowBatchOps{Rounds: workflow.NewRounds(wd, nil), Deps: wd}
 	}
 }
@@ -197,7 +198,7 @@ func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
 		for _, id := range ids {
 			_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 				Operation: store.OperationCreateParams{
-					OperationID: id, Subject: id, TargetKey: tReplay, ProjectID: 1, Flow: workflow.FlowApproveFirst,
+					OperationID: id, Subject: id, TargetKey: tReplay, ProjectID: 1, Flow: flow.FlowApproveFirst,
 					Step: int(domain.StepCreateAdmitted), Reason: "r", Days: 1,
 					ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
 				},
@@ -234,7 +235,7 @@ func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
 
 		r := w.do(req{method: "POST", path: "/ops/requests/op-bm/retrigger", user: "olivia"})
 		r.want(t, 202, "ACCEPTED")
-		if r.data["action"] != workflow.ActionBatchPollPipeline || r.data["operationId"] != "op-bm" {
+		if r.data["action"] != flow.ActionBatchPollPipeline || r.data["operationId"] != "op-bm" {
 			t.Fatalf("data %v", r.data)
 		}
 		b, err := st.BatchGet(ctx, claim.BatchID)
@@ -243,7 +244,7 @@ func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
 		}
 		driver, err := st.OperationGet(ctx, ids[0])
 		if err != nil || domain.StepStatus(driver.Step) != domain.StepCreatePipelineRunning || driver.DueAt.IsZero() ||
-			driver.NextAction != workflow.ActionBatchPollPipeline {
+			driver.NextAction != flow.ActionBatchPollPipeline {
 			t.Fatalf("driver %+v %v", driver, err)
 		}
 		bd, _ := st.BindingGetByOperation(ctx, ids[0])

@@ -8,7 +8,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -42,7 +42,7 @@ func TestOpsClose(t *testing.T) {
 				t.Fatalf("data: %v", r.data)
 			}
 			op, _ := st.OperationGet(ctx, "cl-failed")
-			if op.NextAction != workflow.ActionWithdraw || op.DueAt.IsZero() {
+			if op.NextAction != flow.ActionWithdraw || op.DueAt.IsZero() {
 				t.Fatalf("closing the MR is not due: %q %v", op.NextAction, op.DueAt)
 			}
 			hist, err := st.OperationStepList(ctx, "cl-failed")
@@ -82,7 +82,7 @@ func TestOpsClose(t *testing.T) {
 			}
 			// The removal of cl-live's access: closing it would leave the
 			// entry on main.
-			rv := WorkflowRevoker{Revoker: lifecycle.Revoker{Env: workflow.Env{Config: w.cfg.Current}, Store: st}}
+			rv := WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flow.Env{Config: w.cfg.Current}, Store: st}}
 			if res, err := rv.Revoke(ctx, "cl-live", domain.RevokeOperator, "left the team", "olivia"); err != nil || !res.Created {
 				t.Fatalf("revoke: %+v %v", res, err)
 			}

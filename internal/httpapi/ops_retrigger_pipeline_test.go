@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // retryGitLab is the part of GitLab a pipeline re-run reads and writes:
@@ -46,14 +47,14 @@ func TestOpsRetriggerReRunsTheFailedPipeline(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		gl := &retryGitLab{}
 		w := newBizWorld(t, st, func(w *bizWorld, d *Deps) {
-			wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current, GitLab: gl}, Store: w.st}
+			wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current, GitLab: gl}, Store: w.st}
 			d.Business.OpsActions = WorkflowOps{Store: w.st, Deps: wd}
 		})
 		ctx := t.Context()
 		pipelineFailed := func(id, subject string) {
 			stoppedFixture(t, st, id, subject)
 			if _, err := st.DB().ExecContext(ctx, "UPDATE operation SET step_status = ?, next_action = ?, mr_iid = 7, version = version + 1 WHERE operation_id = ?",
-				int(domain.StepCreatePipelineFailed), workflow.ActionPollPipeline, id); err != nil {
+				int(domain.StepCreatePipelineFailed), flow.ActionPollPipeline, id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -61,7 +62,7 @@ func TestOpsRetriggerReRunsTheFailedPipeline(t *testing.T) {
 		pipelineFailed("rp-1", "alice")
 		r := w.do(req{method: "POST", path: "/ops/requests/rp-1/retrigger", user: "olivia"})
 		r.want(t, 202, "ACCEPTED")
-		if r.data["action"] != workflow.ActionPollPipeline || len(gl.retried) != 1 || gl.retried[0] != 41 {
+		if r.data["action"] != flow.ActionPollPipeline || len(gl.retried) != 1 || gl.retried[0] != 41 {
 			t.Fatalf("data %v, retried %v", r.data, gl.retried)
 		}
 		op, _ := st.OperationGet(ctx, "rp-1")

@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -17,7 +18,7 @@ import (
 // store and configuration.
 func withOpsActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}
+		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}
 		d.Business.OpsActions = WorkflowOps{
 			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: workflow.NewCallbacks(wd, nil),
 			Expiry: lifecycle.NewExpiry(wd.Env, wd.Store),
@@ -38,9 +39,9 @@ func stoppedOn(t *testing.T, st *store.Store, opID, subject, target string) {
 	ctx := t.Context()
 	_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
-			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: workflow.FlowLegacy,
+			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: flow.FlowLegacy,
 			Step: int(domain.StepCreateStarted), Reason: "r", Days: 1, ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC),
-			Actor: subject, NextAction: workflow.ActionCreateMR,
+			Actor: subject, NextAction: flow.ActionCreateMR,
 		},
 		BindingStatus: domain.BindingMRCreating,
 	})
@@ -98,12 +99,12 @@ func TestOpsWrite(t *testing.T) {
 			r := w.do(req{method: "POST", path: "/ops/requests/op-stopped/retrigger", user: "olivia",
 				body: `{"step":"CREATE_FAILED","__authenticatedOperator":"mallory","token":"s3cret"}`})
 			r.want(t, 202, "ACCEPTED")
-			if r.data["action"] != workflow.ActionCreateMR || r.data["operationId"] != "op-stopped" ||
+			if r.data["action"] != flow.ActionCreateMR || r.data["operationId"] != "op-stopped" ||
 				r.data["from"].(map[string]any)["name"] != "CREATE_FAILED" {
 				t.Fatalf("data %v", r.data)
 			}
 			op, err := st.OperationGet(ctx, "op-stopped")
-			if err != nil || domain.StepStatus(op.Step) != domain.StepCreateStarted || op.DueAt.IsZero() || op.NextAction != workflow.ActionCreateMR {
+			if err != nil || domain.StepStatus(op.Step) != domain.StepCreateStarted || op.DueAt.IsZero() || op.NextAction != flow.ActionCreateMR {
 				t.Fatalf("after retrigger %+v %v", op, err)
 			}
 			b, _ := st.BindingGetByOperation(ctx, "op-stopped")

@@ -8,7 +8,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // barOf prints an answer's progress as "KEY:STATE …".
@@ -67,7 +67,7 @@ func TestStepBarFollowsTheRealHistory(t *testing.T) {
 			t.Helper()
 			if _, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 				Operation: store.OperationCreateParams{
-					OperationID: id, Subject: owner, TargetKey: tReplay, ProjectID: 1, Flow: workflow.FlowLegacy,
+					OperationID: id, Subject: owner, TargetKey: tReplay, ProjectID: 1, Flow: flow.FlowLegacy,
 					Step: int(domain.StepCreateStarted), Reason: "r", Days: 1, ExpiresAt: time.Now().Add(24 * time.Hour), Actor: owner,
 				},
 				BindingStatus: domain.BindingMRCreating,

@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // headerReplayed marks a replayed response.
@@ -240,7 +240,7 @@ func (s *Server) submit(ctx context.Context, subject string, sub submission, sna
 	// transaction (due at once), so the request is durable work from the
 	// moment it exists and the engine's pool picks it up: the
 	// 202 never waits for the approval system or GitLab.
-	entry := workflow.Entry(snap.Workflow().ApproveFirst)
+	entry := flow.Entry(snap.Workflow().ApproveFirst)
 	// A re-application while the access is in effect renews it once its
 	// renewal window is open (the store decides by the database clock).
 	e := snap.Expiry()

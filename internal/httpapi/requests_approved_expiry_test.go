@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // withApprovals applies approval callbacks through the workflow, timed by
@@ -19,7 +20,7 @@ import (
 func withApprovals(clock *atomic.Pointer[time.Time]) worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		w.overlay["approval.verifyDecisions"] = false
-		wd := workflow.Deps{Env: workflow.Env{Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}, Store: w.st}
+		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}, Store: w.st}
 		d.Business.Sink = NewWorkflowSink(workflow.NewCallbacks(wd, nil))
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 func submitBodyFor(target, reason string, extra string) string {
@@ -43,7 +43,7 @@ func TestSubmit(t *testing.T) {
 					t.Fatal(err)
 				}
 				if op.Flow != "APPROVE_FIRST" || domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting || b.Status != domain.BindingApprovalSending ||
-					op.NextAction != workflow.ActionSubmitApproval || op.DueAt.IsZero() {
+					op.NextAction != flow.ActionSubmitApproval || op.DueAt.IsZero() {
 					t.Fatalf("flow %s step %d binding %s", op.Flow, op.Step, b.Status)
 				}
 				if want := worldNow.Add(30 * 24 * time.Hour); !op.ExpiresAt.Equal(want) || op.Subject != "alice" || op.Days != 30 {
@@ -59,7 +59,7 @@ func TestSubmit(t *testing.T) {
 				op, _ := st.OperationGet(ctx, "k-legacy-1")
 				b, _ := st.BindingGetByOperation(ctx, "k-legacy-1")
 				if op.Flow != "LEGACY" || domain.StepStatus(op.Step) != domain.StepCreateStarted || b.Status != domain.BindingMRCreating ||
-					op.NextAction != workflow.ActionCreateMR {
+					op.NextAction != flow.ActionCreateMR {
 					t.Fatalf("flow %s step %d binding %s", op.Flow, op.Step, b.Status)
 				}
 				if op.Subject != "bob" || !op.ExpiresAt.Equal(worldNow.Add(72*time.Hour)) {

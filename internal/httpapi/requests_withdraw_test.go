@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // withWithdraw wires the workflow's withdrawal over the world's store
@@ -16,7 +17,7 @@ import (
 // pool is busy).
 func withWithdraw() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		d.Business.Withdraw = workflow.Withdrawer{Deps: workflow.Deps{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}}
+		d.Business.Withdraw = workflow.Withdrawer{Deps: workflow.Deps{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}}
 	}
 }
 
@@ -26,9 +27,9 @@ func submitApproveFirst(t *testing.T, st *store.Store, opID, subject, target str
 	t.Helper()
 	_, err := st.OperationSubmit(t.Context(), store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
-			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: workflow.FlowApproveFirst,
+			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: flow.FlowApproveFirst,
 			Step: int(domain.StepCreateApprovalSubmitting), Reason: "r", Days: 1, ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC),
-			Actor: subject, NextAction: workflow.ActionSubmitApproval,
+			Actor: subject, NextAction: flow.ActionSubmitApproval,
 		},
 		BindingStatus: domain.BindingApprovalSending,
 	})
@@ -52,7 +53,7 @@ func TestWithdrawEndpoint(t *testing.T) {
 					t.Fatalf("data: %v", r.data)
 				}
 				op, _ := st.OperationGet(t.Context(), "wd-1")
-				if op.NextAction != workflow.ActionWithdraw {
+				if op.NextAction != flow.ActionWithdraw {
 					t.Fatalf("the approval's withdrawal is not due: %q", op.NextAction)
 				}
 				recs := auditOf(t, st, "wd-1")
@@ -78,7 +79,7 @@ func TestWithdrawEndpoint(t *testing.T) {
 					t.Fatalf("data: %v", r.data)
 				}
 				op, _ := st.OperationGet(t.Context(), "wd-failed")
-				if op.NextAction != workflow.ActionWithdraw || op.DueAt.IsZero() {
+				if op.NextAction != flow.ActionWithdraw || op.DueAt.IsZero() {
 					t.Fatalf("closing the MR is not due: %q %v", op.NextAction, op.DueAt)
 				}
 				if recs := auditOf(t, st, "wd-failed"); len(recs) != 1 || recs[0].Actor != "alice" || recs[0].Outcome != "ACCEPTED" {
@@ -136,7 +137,7 @@ func TestWithdrawEndpoint(t *testing.T) {
 					int(domain.StepCreateSucceeded), "wd-stuck"); err != nil {
 					t.Fatal(err)
 				}
-				res, err := st.OperationWithdraw(t.Context(), store.WithdrawParams{OperationID: "wd-stuck", Action: workflow.ActionWithdraw, Actor: "bob"})
+				res, err := st.OperationWithdraw(t.Context(), store.WithdrawParams{OperationID: "wd-stuck", Action: flow.ActionWithdraw, Actor: "bob"})
 				if err != nil || res.Place != store.WithdrawFromMR {
 					t.Fatalf("withdraw: %+v %v", res, err)
 				}

@@ -8,14 +8,14 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
 // withRevoker wires the workflow-backed revoker over the world's store.
 func withRevoker() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		d.Business.Revoker = WorkflowRevoker{Revoker: lifecycle.Revoker{Env: workflow.Env{Config: w.cfg.Current}, Store: w.st}}
+		d.Business.Revoker = WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}}
 	}
 }
 
@@ -24,7 +24,7 @@ func validatedFixture(t *testing.T, st *store.Store, opID, subject string) {
 	t.Helper()
 	_, err := st.OperationSubmit(t.Context(), store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
-			OperationID: opID, Subject: subject, TargetKey: tReplay, ProjectID: 1, Flow: workflow.FlowApproveFirst,
+			OperationID: opID, Subject: subject, TargetKey: tReplay, ProjectID: 1, Flow: flow.FlowApproveFirst,
 			Step: int(domain.StepCreateApprovalSubmitting), Reason: "r", Days: 1, ExpiresAt: time.Now().Add(24 * time.Hour), Actor: subject,
 		},
 		BindingStatus: domain.BindingApprovalSending,

@@ -9,7 +9,7 @@ import (
 // WorkflowSink is the CallbackSink over the workflow's callback handling
 // (workflow.Callbacks): what an authenticated, parsed and recorded
 // callback does to its request. The workflow knows nothing of HTTP; this
-// package already depends on it (workflow.Entry for submissions), so the
+// package already depends on it (flow.Entry for submissions), so the
 // adapter lives here.
 type WorkflowSink struct {
 	C *workflow.Callbacks

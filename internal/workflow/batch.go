@@ -14,52 +14,36 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
-)
-
-// Actions of the batch path (docs/flows/batch.md, "Batch rounds"). They run
-// on the batch's driver — its first member in claim order — and reuse the
-// single-request steps on the batch MR; every member's state follows the
-// driver's in batched statements (store.BatchApply).
-const (
-	ActionBatchPollPipeline = "batch_poll_pipeline"
-	ActionBatchApprove      = "batch_approve"
-	ActionBatchMerge        = "batch_merge"
-	ActionBatchPollRebase   = "batch_poll_rebase"
-	// ActionBatchFinish aligns every member to MERGED and marks the batch
-	// SUCCEEDED once the driver saw the MR merged.
-	ActionBatchFinish = "batch_finish"
-	// ActionBatchSettle settles a batch whose driver failed or timed out:
-	// close the MR, re-read it, merged wins.
-	ActionBatchSettle = "batch_settle"
+	"changeflow/internal/workflow/flow"
 )
 
 // batchActionOf maps a single-request step's next action to the batch
 // path's.
 var batchActionOf = map[string]string{
-	ActionPollPipeline:   ActionBatchPollPipeline,
-	ActionSubmitApproval: ActionBatchApprove, // members are approve-first; never expected
-	ActionApprove:        ActionBatchApprove,
-	ActionMerge:          ActionBatchMerge,
-	ActionPollRebase:     ActionBatchPollRebase,
+	flow.ActionPollPipeline:   flow.ActionBatchPollPipeline,
+	flow.ActionSubmitApproval: flow.ActionBatchApprove, // members are approve-first; never expected
+	flow.ActionApprove:        flow.ActionBatchApprove,
+	flow.ActionMerge:          flow.ActionBatchMerge,
+	flow.ActionPollRebase:     flow.ActionBatchPollRebase,
 }
 
 // batchBranchPrefix starts every batch branch; the stray sweep knows a
 // batch MR by it (round_stray.go).
-const batchBranchPrefix = "changeflow/batch-"
+const BatchBranchPrefix = "changeflow/batch-"
 
 // BatchBranchName is the deterministic source branch of a batch's MR.
 func BatchBranchName(batchID int64) string {
-	return batchBranchPrefix + strconv.FormatInt(batchID, 10)
+	return BatchBranchPrefix + strconv.FormatInt(batchID, 10)
 }
 
 // RegisterBatchSteps registers the batch path's durable steps on e.
 func RegisterBatchSteps(e *engine.Engine, d Deps) {
-	e.Register(ActionBatchPollPipeline, engine.StepFunc{Decl: d.batchDecl(createDecl, createDecl.OnError), Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
-	e.Register(ActionBatchApprove, engine.StepFunc{Decl: d.batchDecl(approveDecl, approveDecl.OnError), Fn: d.batchStep(approveDecl.OnError, d.approve)})
-	e.Register(ActionBatchMerge, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.merge)})
-	e.Register(ActionBatchPollRebase, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
-	e.Register(ActionBatchFinish, engine.StepFunc{Decl: d.batchFinishDecl(mergeDecl), Fn: d.batchFinishStep})
-	e.Register(ActionBatchSettle, engine.StepFunc{Decl: d.settleDecl(mergeDecl), Fn: d.batchSettle})
+	e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: d.batchDecl(createDecl, createDecl.OnError), Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
+	e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: d.batchDecl(approveDecl, approveDecl.OnError), Fn: d.batchStep(approveDecl.OnError, d.approve)})
+	e.Register(flow.ActionBatchMerge, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.merge)})
+	e.Register(flow.ActionBatchPollRebase, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
+	e.Register(flow.ActionBatchFinish, engine.StepFunc{Decl: d.batchFinishDecl(mergeDecl), Fn: d.batchFinishStep})
+	e.Register(flow.ActionBatchSettle, engine.StepFunc{Decl: d.settleDecl(mergeDecl), Fn: d.batchSettle})
 }
 
 // batchStep runs a single-request step on the batch's driver (its row
@@ -101,9 +85,9 @@ func (d Deps) batchStep(fail engine.Failure, inner func(context.Context, engine.
 		case engine.OutcomeDone:
 			if out.Next() == "" {
 				if t.Step == domain.StepHandleMerged {
-					return engine.Done(ActionBatchFinish, t), nil
+					return engine.Done(flow.ActionBatchFinish, t), nil
 				}
-				return engine.Done(ActionBatchSettle, t), nil
+				return engine.Done(flow.ActionBatchSettle, t), nil
 			}
 			next, ok := batchActionOf[out.Next()]
 			if !ok {
@@ -112,7 +96,7 @@ func (d Deps) batchStep(fail engine.Failure, inner func(context.Context, engine.
 			return engine.Done(next, t), nil
 		case engine.OutcomeFail, engine.OutcomeTimedOut:
 			t.Note = out.Reason()
-			return engine.Done(ActionBatchSettle, t), nil
+			return engine.Done(flow.ActionBatchSettle, t), nil
 		}
 		return out, nil
 	}
@@ -356,15 +340,15 @@ func batchText(batchID int64, ops []store.Operation) (title, message, descriptio
 		b.WriteString(line + "\n")
 		d.WriteString(line)
 		if op.Reason != "" && (op.Kind != domain.OperationRevoke || op.RevokeReason == domain.RevokeOperator) {
-			d.WriteString("; reason: " + inertCode(op.Reason))
+			d.WriteString("; reason: " + flow.InertCode(op.Reason))
 		}
 		if op.ApprovalID != "" {
-			d.WriteString("; approval: " + inertCode(op.ApprovalID))
+			d.WriteString("; approval: " + flow.InertCode(op.ApprovalID))
 		}
 		d.WriteString("\n")
 		ids = append(ids, op.OperationID)
 	}
-	return title, commitTrailers(title+"\n\n"+b.String(), ids...), descriptionTrailers(d.String(), ids...)
+	return title, flow.CommitTrailers(title+"\n\n"+b.String(), ids...), flow.DescriptionTrailers(d.String(), ids...)
 }
 
 // errBatchMRClosed: the batch's branch has an MR that was closed — the

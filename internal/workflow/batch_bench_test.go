@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow/flow"
 )
 
 // benchGitLab answers the calls a round and a settlement make, in memory:
@@ -141,7 +142,7 @@ func BenchmarkBatchRound(b *testing.B) {
 			snap := mgr.Current()
 			_ = mgr.Close()
 			gl := newBenchGitLab()
-			d := Deps{Env: Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}, Store: st}
+			d := Deps{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}, Store: st}
 			rounds := NewRounds(d, nil)
 
 			seq := 0
@@ -152,7 +153,7 @@ func BenchmarkBatchRound(b *testing.B) {
 					id := fmt.Sprintf("br-%d-%d", seq, i)
 					_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 						Operation: store.OperationCreateParams{
-							OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: FlowApproveFirst,
+							OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: flow.FlowApproveFirst,
 							Step: int(domain.StepCreateAdmitted), Reason: "bench", Days: 1,
 							ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
 						},
@@ -198,7 +199,7 @@ func BenchmarkBatchRound(b *testing.B) {
 						measure(&life, func() {
 							require.NoError(b, d.batchFollow(ctx, r.BatchID, driverOp.OperationID, domain.StepCreateSucceeded))
 							require.NoError(b, d.batchFollow(ctx, r.BatchID, driverOp.OperationID, domain.StepHandleStarted))
-							out, err := d.batchFinish(ctx, engine.Work{Operation: driverOp, Action: ActionBatchFinish})
+							out, err := d.batchFinish(ctx, engine.Work{Operation: driverOp, Action: flow.ActionBatchFinish})
 							require.NoError(b, err)
 							require.Equal(b, engine.OutcomeDone, out.Kind(), out.Reason())
 						})

@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // batchWorld is the e2e world with the batch path registered and a round
@@ -234,7 +235,7 @@ type culpritGitLab struct {
 
 func (c culpritGitLab) GetMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
 	mr, err := c.GitLab.GetMR(ctx, project, iid)
-	if err == nil && mr.HeadPipeline != nil && workflow.HasTrailer(mr.Description, c.culprit) {
+	if err == nil && mr.HeadPipeline != nil && flow.HasTrailer(mr.Description, c.culprit) {
 		p := *mr.HeadPipeline
 		p.Status = "failed"
 		mr.HeadPipeline = &p
@@ -315,7 +316,7 @@ func TestBatchCulpritIsolation(t *testing.T) {
 		require.Equal(t, len(rounds), w.mrsOpened(rounds), "one MR per batch")
 		o, b := w.until("op-i2", "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
 		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
-		require.Equal(t, workflow.ActionCreateMR, o.NextAction, "stopped where a retrigger opens its own MR")
+		require.Equal(t, flow.ActionCreateMR, o.NextAction, "stopped where a retrigger opens its own MR")
 		require.True(t, o.DueAt.IsZero())
 		n, err := st.BatchWaitingCount(t.Context(), 1)
 		require.NoError(t, err)

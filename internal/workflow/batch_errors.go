@@ -7,6 +7,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
+	"changeflow/internal/workflow/flow"
 )
 
 // What a batch step's error becomes (docs/flows/batch.md, "Durable execution:
@@ -80,7 +81,7 @@ func (d Deps) batchStepFailed(ctx context.Context, w engine.Work, fail engine.Fa
 	}
 	d.Log().Warn("batch step failed; settling the batch", "batch", op.BatchID, "operation", op.OperationID,
 		"action", w.Action, "failure", t.Step.String(), "err", err)
-	return engine.Done(ActionBatchSettle, t), nil
+	return engine.Done(flow.ActionBatchSettle, t), nil
 }
 
 // failureLegal reports whether the driver may move to fail from its
@@ -114,7 +115,7 @@ func (d Deps) batchFinishStep(ctx context.Context, w engine.Work) (engine.Outcom
 		return out, err
 	}
 	d.Log().Warn("batch_finish failed; settling the batch (merged wins)", "batch", w.Operation.BatchID, "err", err)
-	return engine.Done(ActionBatchSettle, engine.Transition{Note: "batch_finish failed: " + err.Error()}), nil
+	return engine.Done(flow.ActionBatchSettle, engine.Transition{Note: "batch_finish failed: " + err.Error()}), nil
 }
 
 // batchSettle is batch_settle with its errors answered: pre-empted
@@ -151,7 +152,7 @@ func (d Deps) batchDecl(decl engine.Declaration, fail engine.Failure) engine.Dec
 func (d Deps) batchFinishDecl(decl engine.Declaration) engine.Declaration {
 	decl.OnExhausted = func(_ context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		d.Log().Warn("batch_finish gave up; settling the batch (merged wins)", "batch", w.Operation.BatchID, "reason", reason)
-		return engine.Done(ActionBatchSettle, engine.Transition{Note: "batch_finish " + reason}), nil
+		return engine.Done(flow.ActionBatchSettle, engine.Transition{Note: "batch_finish " + reason}), nil
 	}
 	return decl
 }

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch: batch_approve
@@ -38,14 +39,14 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 		// The pipeline passed; then approve fails before its first write
 		// (the driver is still at CREATE_SUCCEEDED).
 		passed := func(context.Context, engine.Work) (engine.Outcome, error) {
-			return engine.Done(ActionApprove, engine.Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated, Note: "passed"}), nil
+			return engine.Done(flow.ActionApprove, engine.Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated, Note: "passed"}), nil
 		}
 		broken := func(context.Context, engine.Work) (engine.Outcome, error) {
 			return engine.Outcome{}, errors.New("the approver could not be built")
 		}
-		e.Register(ActionBatchPollPipeline, engine.StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, passed)})
-		e.Register(ActionBatchApprove, engine.StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, broken)})
-		e.Register(ActionBatchSettle, engine.StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
+		e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, passed)})
+		e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, broken)})
+		e.Register(flow.ActionBatchSettle, engine.StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
 
 		require.NoError(t, e.Start(ctx))
 
@@ -107,11 +108,11 @@ func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Deps {
 	require.NoError(t, err)
 	snap := mgr.Current()
 	_ = mgr.Close()
-	d := Deps{Env: Env{GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}, Store: st}
+	d := Deps{Env: flow.Env{GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}, Store: st}
 	for _, id := range ids {
 		_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 			Operation: store.OperationCreateParams{
-				OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: FlowApproveFirst,
+				OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: flow.FlowApproveFirst,
 				Step: int(domain.StepCreateAdmitted), Reason: "test", Days: 1,
 				ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
 			},

@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // unavailableWhile answers GetMR with a 503 — a transient answer, which
@@ -68,8 +68,8 @@ func TestBatchStepWhoseRetriesRunOutSettlesOrBlocksAtOnce(t *testing.T) {
 		// driver then settles the batch).
 		failPipeline bool
 	}{
-		{"batch_poll_pipeline cannot read the MR", workflow.ActionBatchPollPipeline, false},
-		{"batch_settle cannot read the MR", workflow.ActionBatchSettle, true},
+		{"batch_poll_pipeline cannot read the MR", flow.ActionBatchPollPipeline, false},
+		{"batch_settle cannot read the MR", flow.ActionBatchSettle, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -9,6 +9,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
@@ -69,7 +70,7 @@ func TestForeignPreMadeBatchBranchIsNotAdopted(t *testing.T) {
 		b, err := st.BatchGet(t.Context(), 1)
 		require.NoError(t, err)
 		require.Equal(t, domain.BatchSucceeded, b.Status)
-		require.Equal(t, workflow.FreshBranchName(workflow.BatchBranchName(1), 2), b.Branch)
+		require.Equal(t, flow.FreshBranchName(workflow.BatchBranchName(1), 2), b.Branch)
 		require.Empty(t, w.batchMRs(1), "no MR on the person's branch")
 		evs := w.securityEvents("batch-1")
 		require.Len(t, evs, 1)

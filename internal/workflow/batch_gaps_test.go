@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // crashAfterClose closes the MR in GitLab and then fails like a process
@@ -423,7 +424,7 @@ func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
 		w.reload(nil)
 		action, err := workflow.Retrigger(t.Context(), st, ids[2], "olivia")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionBatchApprove, action)
+		require.Equal(t, flow.ActionBatchApprove, action)
 		b, err := st.BatchGet(t.Context(), r.BatchID)
 		require.NoError(t, err)
 		require.Equal(t, domain.BatchRunning, b.Status)
@@ -458,7 +459,7 @@ func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 		broken.Store(false)
 		action, err := workflow.Retrigger(t.Context(), st, ids[0], "olivia")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionBatchMerge, action)
+		require.Equal(t, flow.ActionBatchMerge, action)
 		for _, id := range ids {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		}

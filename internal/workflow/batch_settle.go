@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // SettleResult is what a settlement did.
@@ -108,7 +109,7 @@ func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (Sett
 		}
 		return res, err
 	}
-	d.roundNow(b.ProjectID) // the slot is free; re-admitted members wait
+	d.RoundNow(b.ProjectID) // the slot is free; re-admitted members wait
 	if merged {
 		d.validateMembersIfDeployed(ctx, b)
 	}
@@ -165,7 +166,7 @@ func planSettlement(b store.Batch, states []store.BatchMemberState, merged bool,
 	if o.culprit != "" {
 		// Stopped where an operator's retrigger opens a single-request
 		// MR for it (after the file or the checks are fixed).
-		p.Park = &store.BatchSchedule{OperationID: o.culprit, Action: ActionCreateMR}
+		p.Park = &store.BatchSchedule{OperationID: o.culprit, Action: flow.ActionCreateMR}
 	}
 	p.SettleTo, p.FailureCode, p.FailureMessage = domain.BatchFailed, o.code, o.message
 	res.Readmitted = len(p.Readmit)
@@ -182,7 +183,7 @@ func onThePath(m store.BatchMemberState) bool {
 // (next action withdraw, Deps.leaveBatch): no settlement, catch-up or
 // finish moves it or clears its action — its withdrawal does, from the
 // MR's state it reads (closed: CLOSED; merged: it follows the merge).
-func leaving(m store.BatchMemberState) bool { return m.NextAction == ActionWithdraw }
+func leaving(m store.BatchMemberState) bool { return m.NextAction == flow.ActionWithdraw }
 
 // closeAndRead closes the batch's MR if it is open and reads it again; it
 // reports whether the MR is merged. No MR recorded → the MR of the batch's
@@ -213,7 +214,7 @@ func (d Deps) closeAndReadMR(ctx context.Context, project string, iid int64) (bo
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		_, closeErr := d.GitLab.CloseMR(ctx, project, iid)
-		if closeErr != nil && Transient(closeErr) {
+		if closeErr != nil && flow.Transient(closeErr) {
 			return false, fmt.Errorf("close MR !%d: %w", iid, closeErr)
 		}
 		// Whatever the close answered, the MR's state now decides: a merge
@@ -293,7 +294,7 @@ func (d Deps) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, e
 			return d.retryOr(err, "finish batch")
 		}
 		if p.SettleTo != 0 {
-			d.roundNow(b.ProjectID) // the slot is free for the next batch
+			d.RoundNow(b.ProjectID) // the slot is free for the next batch
 		}
 	}
 	d.validateMembersIfDeployed(ctx, b)
@@ -359,7 +360,7 @@ func (d Deps) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcom
 		if errors.Is(err, errMRWontClose) {
 			return d.batchBlock(ctx, op.BatchID, reason+"; settling it: "+err.Error())
 		}
-		if Transient(err) {
+		if flow.Transient(err) {
 			return d.RetryLater(err, "settle: "+err.Error()), nil
 		}
 		return engine.Outcome{}, err

@@ -7,6 +7,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestPlanSettlement: a merged MR settles the batch SUCCEEDED and moves
@@ -20,10 +21,10 @@ func TestPlanSettlement(t *testing.T) {
 		return store.BatchMemberState{OperationID: id, Step: int(domain.StepCreateMRCreated), Binding: binding, NextAction: next, Version: 1, BindingVersion: 1}
 	}
 	states := []store.BatchMemberState{
-		member("drv", ActionBatchPollPipeline, domain.BindingMRCreating),
+		member("drv", flow.ActionBatchPollPipeline, domain.BindingMRCreating),
 		member("a", "", domain.BindingMRCreating),
 		member("c", "some_action", domain.BindingMRCreating),
-		member("w", ActionWithdraw, domain.BindingMRCreating),
+		member("w", flow.ActionWithdraw, domain.BindingMRCreating),
 		{OperationID: "v", Step: int(domain.StepCalledBack), Binding: domain.BindingValidated},
 	}
 	for _, c := range []struct {
@@ -67,8 +68,8 @@ func TestPlanSettlement(t *testing.T) {
 			switch {
 			case c.park == "" && p.Park != nil:
 				t.Fatalf("parked %+v, want none", p.Park)
-			case c.park != "" && (p.Park == nil || p.Park.OperationID != c.park || p.Park.Action != ActionCreateMR):
-				t.Fatalf("parked %+v, want %s on %s", p.Park, c.park, ActionCreateMR)
+			case c.park != "" && (p.Park == nil || p.Park.OperationID != c.park || p.Park.Action != flow.ActionCreateMR):
+				t.Fatalf("parked %+v, want %s on %s", p.Park, c.park, flow.ActionCreateMR)
 			}
 			if c.merged {
 				if !res.Merged || res.Status != domain.BatchSucceeded.String() || p.FailureCode != "" {

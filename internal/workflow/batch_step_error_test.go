@@ -12,7 +12,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // notFoundOnceAt answers GetMR with a 404 once, when a row of that MR is
@@ -74,8 +74,8 @@ func TestBatchStepErrorSettlesOrBlocksTheBatch(t *testing.T) {
 		// failPipeline: the batch's first check pipeline fails.
 		failPipeline bool
 	}{
-		{"batch_approve reads a 404", domain.StepHandleStarted, workflow.ActionBatchApprove, false},
-		{"batch_settle of a failed pipeline reads a 404", domain.StepCreatePipelineFailed, workflow.ActionBatchSettle, true},
+		{"batch_approve reads a 404", domain.StepHandleStarted, flow.ActionBatchApprove, false},
+		{"batch_settle of a failed pipeline reads a 404", domain.StepCreatePipelineFailed, flow.ActionBatchSettle, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // ApprovalEvent is an approval callback as the workflow acts on it
@@ -285,7 +286,7 @@ func (d Deps) markValidated(ctx context.Context, operationID, actor, note string
 	if err != nil || flip == nil {
 		return false, err
 	}
-	d.flipped(ctx, *flip)
+	d.Flipped(ctx, *flip)
 	return true, nil
 }
 
@@ -354,7 +355,7 @@ func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (Callb
 	out := CallbackStale
 	for _, op := range ops {
 		switch op.NextAction {
-		case ActionPollPipeline, ActionPollRebase, ActionMerge, ActionBatchPollPipeline, ActionBatchPollRebase, ActionBatchMerge:
+		case flow.ActionPollPipeline, flow.ActionPollRebase, flow.ActionMerge, flow.ActionBatchPollPipeline, flow.ActionBatchPollRebase, flow.ActionBatchMerge:
 		default:
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/approval"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // An approval callback carries only the shared callback token, so anyone
@@ -203,14 +204,14 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 	case "APPROVED":
 		switch {
 		case legacy:
-			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, ActionApprove
+			p.Step, p.Binding, p.NextAction = int(domain.StepHandleStarted), domain.BindingMerging, flow.ActionApprove
 		case d.batching(op):
 			p.Step, p.Binding, p.AdmitProject = int(domain.StepCreateAdmitted), domain.BindingMRCreating, d.ProjectID(op)
 			if p.AdmitProject == 0 {
 				return 0, "", fmt.Errorf("admit %s: no numeric project id", ev.OperationID)
 			}
 		default:
-			p.Step, p.Binding, p.NextAction = int(domain.StepCreateStarted), domain.BindingMRCreating, ActionCreateMR
+			p.Step, p.Binding, p.NextAction = int(domain.StepCreateStarted), domain.BindingMRCreating, flow.ActionCreateMR
 		}
 		if !legacy {
 			// Approve-first: no MR carries the end date yet, so the days
@@ -227,7 +228,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 			p.Step = int(domain.StepCloseWithdrawn)
 		}
 		if legacy {
-			p.NextAction = ActionCloseMR
+			p.NextAction = flow.ActionCloseMR
 		}
 	default:
 		return 0, "", fmt.Errorf("approval callback for %s: unknown result %q", ev.OperationID, decision)
@@ -257,10 +258,10 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 	}
 	d.noteDisposition(ctx, ev, store.InboxApplied, fmt.Sprintf("moved to %s / %s by %s%s", domain.StepStatus(p.Step), p.Binding, actor, note))
 	if res.Flip != nil {
-		d.renewalFlipped(ctx, *res.Flip) // a renewal rejected: its end, once
+		d.RenewalFlipped(ctx, *res.Flip) // a renewal rejected: its end, once
 	}
 	if p.AdmitProject != 0 {
-		d.roundAfterAdmission(p.AdmitProject)
+		d.RoundAfterAdmission(p.AdmitProject)
 	}
 	return CallbackApplied, p.NextAction, nil
 }

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // fastApprovalPoll polls the approval system every few milliseconds.
@@ -204,7 +205,7 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		o, b := w.until("op-slow", "polling stopped", func(o store.Operation, b store.Binding) bool {
 			return at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent)(o, b) && o.DueAt.IsZero()
 		})
-		require.Equal(t, workflow.ActionPollApproval, o.NextAction, "kept for a retrigger")
+		require.Equal(t, flow.ActionPollApproval, o.NextAction, "kept for a retrigger")
 		require.Contains(t, o.LastError, "polling.approval.timeout")
 		require.Equal(t, domain.HintNone, hint(o, b), "still processing, not failed")
 		hist, _ := pollApplied(t, st, "op-slow")
@@ -229,7 +230,7 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		require.Equal(t, "dropped", ds[len(ds)-1].State)
 		action, err := workflow.Retrigger(t.Context(), st, "op-slow-2", "ops")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionPollApproval, action)
+		require.Equal(t, flow.ActionPollApproval, action)
 		w.until("op-slow-2", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		hist, polled = pollApplied(t, st, "op-slow-2")
 		require.True(t, polled, "the retriggered poll applied it")
@@ -278,7 +279,7 @@ func TestRetriggerPollsARequestWaitingForItsApprovalWithNoAction(t *testing.T) {
 
 		action, err := workflow.Retrigger(t.Context(), st, "op-old", "olivia")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionPollApproval, action)
+		require.Equal(t, flow.ActionPollApproval, action)
 		w.until("op-old", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		hist, polled := pollApplied(t, st, "op-old")
 		require.True(t, polled, "the retriggered poll applied the decision")

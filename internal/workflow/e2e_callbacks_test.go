@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // approvalBody is an approval callback for opID.
@@ -56,7 +56,7 @@ func TestApprovalCallbacksCannotCorruptState(t *testing.T) {
 		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/approval", approvalBody("d-4", "op-unknown", "APPROVED", "")))
 		o, b := w.until("op-new", "still waiting", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		require.Equal(t, "op-new", b.OperationID)
-		require.Equal(t, workflow.ActionPollApproval, o.NextAction, "only the fallback poll of its own approval, which is still pending")
+		require.Equal(t, flow.ActionPollApproval, o.NextAction, "only the fallback poll of its own approval, which is still pending")
 
 		// The new request's own decision, twice through the approval
 		// system (a redelivery carries the same requestId).

@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // developerToken is the simulator's person with push rights to the config
@@ -107,7 +107,7 @@ func TestForeignPreMadeSingleBranchIsNotBuiltOn(t *testing.T) {
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		const id = "op-foreign-branch"
-		first := workflow.BranchName(id)
+		first := flow.BranchName(id)
 		w.sneak(first, true)
 
 		w.submit(id, "alice", tSingle, true)
@@ -116,7 +116,7 @@ func TestForeignPreMadeSingleBranchIsNotBuiltOn(t *testing.T) {
 		o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		w.nothingForeignOnMain(id)
 
-		fresh := workflow.FreshBranchName(first, 2)
+		fresh := flow.FreshBranchName(first, 2)
 		require.Equal(t, fresh, o.Branch, "built on a fresh branch of changeflow's own")
 		require.Empty(t, w.mrsOn(first), "no MR on the person's branch")
 		mrs := w.mrsOn(fresh)
@@ -139,7 +139,7 @@ func TestForeignPreMadeSingleMRIsNotAdopted(t *testing.T) {
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
 		const id = "op-foreign-mr"
-		first := workflow.BranchName(id)
+		first := flow.BranchName(id)
 		w.sneak(first, true)
 		code := w.asDeveloper(http.MethodPost, "/merge_requests", map[string]any{
 			"source_branch": first, "target_branch": "main", "title": "changeflow: bind alice to payments-db",
@@ -152,7 +152,7 @@ func TestForeignPreMadeSingleMRIsNotAdopted(t *testing.T) {
 		o, _ := w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		w.nothingForeignOnMain(id)
 
-		require.Equal(t, workflow.FreshBranchName(first, 2), o.Branch)
+		require.Equal(t, flow.FreshBranchName(first, 2), o.Branch)
 		theirs := w.mrsOn(first)
 		require.Len(t, theirs, 1)
 		require.Equal(t, "opened", theirs[0]["state"], "the person's MR is left alone")
@@ -177,7 +177,7 @@ func TestForeignPushOntoAnOpenMRIsNeverApproved(t *testing.T) {
 		const id = "op-foreign-push"
 		w.submit(id, "alice", tSingle, false)
 		o, _ := w.until(id, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
-		first := workflow.BranchName(id)
+		first := flow.BranchName(id)
 		require.Equal(t, first, o.Branch)
 		pushed := w.sneak(first, false)
 
@@ -185,7 +185,7 @@ func TestForeignPushOntoAnOpenMRIsNeverApproved(t *testing.T) {
 		o, _ = w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		w.nothingForeignOnMain(id)
 
-		fresh := workflow.FreshBranchName(first, 2)
+		fresh := flow.FreshBranchName(first, 2)
 		require.Equal(t, fresh, o.Branch)
 		old := w.mrsOn(first)
 		require.Len(t, old, 1)

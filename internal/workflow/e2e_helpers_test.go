@@ -29,6 +29,7 @@ import (
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -90,7 +91,7 @@ type worldSetup struct {
 	// noEngine: this process runs no steps (another process does).
 	noEngine bool
 	// roundTrigger, when set, is the steps' Env.RoundTrigger.
-	roundTrigger *workflow.RoundTrigger
+	roundTrigger *flow.RoundTrigger
 	// onValidated replaces the in-memory success counter.
 	onValidated func(ctx context.Context, f store.Flip)
 	// wrapGitLab, when set, wraps the steps' GitLab client.
@@ -107,7 +108,7 @@ type worldOpt func(*worldSetup)
 
 // withRoundTrigger gives the world's steps and callbacks a round trigger,
 // so that admissions and settlements schedule rounds on it.
-func withRoundTrigger(t *workflow.RoundTrigger) worldOpt {
+func withRoundTrigger(t *flow.RoundTrigger) worldOpt {
 	return func(s *worldSetup) { s.roundTrigger = t }
 }
 
@@ -155,7 +156,7 @@ func e2eOverlay(simURL string) map[string]any {
 // e2eDeps are the business steps' dependencies over the real adapters.
 func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper, onValidated func(context.Context, store.Flip)) workflow.Deps {
 	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg()) }, Transport: tr})
-	return workflow.Deps{Store: st, Env: workflow.Env{
+	return workflow.Deps{Store: st, Env: flow.Env{
 		GitLab: gl,
 		Approver: gitlab.SelectingApprover{
 			CheckItemsEnabled: func() bool { return cfg().Approval().CheckItems },
@@ -169,7 +170,7 @@ func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper,
 	}}
 }
 
-// testObserver is the tests' workflow.Observer: each event calls its
+// testObserver is the tests' flow.Observer: each event calls its
 // function when one is set.
 type testObserver struct {
 	validated    func(ctx context.Context, f store.Flip)
@@ -340,7 +341,7 @@ func (w *world) load(ov map[string]any) {
 // binding at the flow's entry state, its first action due at once.
 func (w *world) submit(opID, subject, target string, approveFirst bool) {
 	w.t.Helper()
-	entry := workflow.Entry(approveFirst)
+	entry := flow.Entry(approveFirst)
 	_, err := w.st.OperationSubmit(w.t.Context(), store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
 			OperationID: opID, Subject: subject, TargetKey: target, ProjectID: 1, Flow: entry.Flow,
@@ -444,7 +445,7 @@ func (w *world) mrsOf(opID string) []map[string]any {
 	w.t.Helper()
 	var out []map[string]any
 	w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/merge_requests?state=all&source_branch="+
-		urlQuery(workflow.BranchName(opID)), nil, &out)
+		urlQuery(flow.BranchName(opID)), nil, &out)
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestRecordedDecisionIsNotLost: an approval decision recorded in the
@@ -113,7 +114,7 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 		o, err := st.OperationGet(ctx, op)
 		require.NoError(t, err)
 		require.Equal(t, domain.StepCreateStarted, domain.StepStatus(o.Step))
-		require.Equal(t, workflow.ActionCreateMR, o.NextAction, "approve-first, no batching: the MR is created next")
+		require.Equal(t, flow.ActionCreateMR, o.NextAction, "approve-first, no batching: the MR is created next")
 		require.Equal(t, a.ApprovalID, o.ApprovalID, "the approval the approval system holds for the operation was read back and recorded")
 		n, err = r.ReplayApprovalInbox(ctx)
 		require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // holdCommit holds the first commit on a branch starting with prefix
@@ -116,7 +116,7 @@ func (w *world) legacyValidated(id, subject, target string) {
 func TestCreateMRCommitIsPinnedToWhatItRead(t *testing.T) {
 	t.Parallel()
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
-		hold := newHoldCommit(workflow.BranchName("op-pin-ben"))
+		hold := newHoldCommit(flow.BranchName("op-pin-ben"))
 		w := newWorld(t, st, withGitLab(hold.wrap))
 		w.legacyValidated("op-pin-cleo", "cleo", tSingle)
 		before := w.fileOnMain(tSingle)
@@ -145,7 +145,7 @@ func TestCreateMRCommitIsPinnedToWhatItRead(t *testing.T) {
 func TestCreateMRFileCreatedMeanwhile(t *testing.T) {
 	t.Parallel()
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
-		hold := newHoldCommit(workflow.BranchName("op-new-ben"))
+		hold := newHoldCommit(flow.BranchName("op-new-ben"))
 		w := newWorld(t, st, withGitLab(hold.wrap))
 		w.submit("op-new-ben", "ben", tSingle, false)
 		w.untilHeld(hold)

@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestReapplyAfterExpiryBeforeTheScan performs the hole that was open: a
@@ -26,7 +26,7 @@ func TestReapplyAfterExpiryBeforeTheScan(t *testing.T) {
 		w.granted("lapse", "amy", tSingle)
 		w.expire("lapse")
 
-		entry := workflow.Entry(true)
+		entry := flow.Entry(true)
 		_, err := st.OperationSubmit(t.Context(), store.OperationSubmitParams{
 			Operation: store.OperationCreateParams{
 				OperationID: "lapse-again", Subject: "amy", TargetKey: tSingle, ProjectID: 1, Flow: entry.Flow,

@@ -17,6 +17,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestOverlappingRequestsRegenerate: two legacy requests for one
@@ -47,7 +48,7 @@ func TestOverlappingRequestsRegenerate(t *testing.T) {
 			require.Len(t, mrs, 1, "exactly one MR for %s", id)
 			require.Equal(t, "merged", mrs[0]["state"])
 			w.validatedOnce(id)
-			require.Contains(t, w.commitMessage(mrs[0]["sha"].(string)), workflow.Trailer(id), "the merged head carries the trailer")
+			require.Contains(t, w.commitMessage(mrs[0]["sha"].(string)), flow.Trailer(id), "the merged head carries the trailer")
 		}
 		mrB := w.mrsOf("op-ov-b")[0]
 		require.EqualValues(t, ob.MRIID, mrB["iid"], "the same MR, regenerated")
@@ -96,7 +97,7 @@ func TestRegenerateUnparsableTargetFile(t *testing.T) {
 		w.decide("op-bad", "approve")
 		o, b := w.until("op-bad", "rebase conflict", at(domain.StepHandleRebaseConflict, domain.BindingHandleFailed))
 		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
-		require.Equal(t, workflow.ActionRegenerate, o.NextAction, "stopped in regenerate")
+		require.Equal(t, flow.ActionRegenerate, o.NextAction, "stopped in regenerate")
 		require.Contains(t, o.LastError, "appears twice")
 		mrs := w.mrsOf("op-bad")
 		require.Len(t, mrs, 1)
@@ -105,7 +106,7 @@ func TestRegenerateUnparsableTargetFile(t *testing.T) {
 		w.commitOnMain("update", tSingle, "[]\n")
 		action, err := workflow.Retrigger(t.Context(), st, "op-bad", "ops")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionRegenerate, action)
+		require.Equal(t, flow.ActionRegenerate, action)
 		w.until("op-bad", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		require.Len(t, w.mrsOf("op-bad"), 1)
 		require.Contains(t, w.fileOnMain(tSingle), `subject: "cleo"`)
@@ -136,7 +137,7 @@ func TestRegenerationBoundExhausted(t *testing.T) {
 		o, b := w.until("op-bound", "rebase conflict", at(domain.StepHandleRebaseConflict, domain.BindingHandleFailed))
 		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
 		require.Contains(t, o.LastError, "regenerated 1 times already")
-		require.Equal(t, workflow.ActionPollRebase, o.NextAction)
+		require.Equal(t, flow.ActionPollRebase, o.NextAction)
 	})
 }
 
@@ -192,7 +193,7 @@ func TestKill9InsideRegenerate(t *testing.T) {
 	require.Less(t, w.simJSON(http.MethodPost, "/gitlab/_control/faults",
 		map[string]any{"method": "POST", "path": "/projects/*/repository/commits", "kind": "delay", "delay": "60s", "phase": "after"}, nil), 300)
 	w.decide(op, "approve")
-	branch := workflow.BranchName(op)
+	branch := flow.BranchName(op)
 	var regenerated string
 	require.Eventually(t, func() bool {
 		head := w.branchHead(branch)

@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -30,7 +30,7 @@ import (
 // first and its approval asked while the MR waits).
 func (w *revokeWorld) renewOn(id, subject, target, grant string, approveFirst bool) {
 	w.t.Helper()
-	entry := workflow.Entry(approveFirst)
+	entry := flow.Entry(approveFirst)
 	res, err := w.st.OperationSubmit(w.t.Context(), store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
 			OperationID: id, Subject: subject, TargetKey: target, ProjectID: 1, Flow: entry.Flow,
@@ -122,7 +122,7 @@ func TestExpiryCutsALegacyRenewalWaitingForItsApproval(t *testing.T) {
 		o, err := st.OperationGet(t.Context(), "rx1")
 		require.NoError(t, err)
 		require.Equal(t, domain.StepRenewExpired, domain.StepStatus(o.Step))
-		require.Equal(t, workflow.ActionWithdraw, o.NextAction)
+		require.Equal(t, flow.ActionWithdraw, o.NextAction)
 		w.cutBackToGrant("rx1", "gx1")
 		w.approvalAskedOnce("rx1", approval.Withdrawn)
 		code := w.simJSON(http.MethodPost, "/approval/_control/approvals/"+w.approvalsOf("rx1")[0].ApprovalID+"/approve", map[string]any{}, nil)

@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // renewExpiry is the renewal's own expiry in these tests (the grants'
@@ -65,7 +65,7 @@ func (w *revokeWorld) expireRow(subject, target string) {
 // HTTP submit does, with the default renewal window.
 func (w *revokeWorld) renew(id, subject, target string) (store.OperationSubmitResult, error) {
 	w.t.Helper()
-	entry := workflow.Entry(true)
+	entry := flow.Entry(true)
 	res, err := w.st.OperationSubmit(w.t.Context(), store.OperationSubmitParams{
 		Operation: store.OperationCreateParams{
 			OperationID: id, Subject: subject, TargetKey: target, ProjectID: 1, Flow: entry.Flow,
@@ -236,7 +236,7 @@ func TestRenewalUndecidedAtExpiryIsCutOff(t *testing.T) {
 		o, err := st.OperationGet(t.Context(), "r3")
 		require.NoError(t, err)
 		require.Equal(t, domain.StepRenewExpired, domain.StepStatus(o.Step))
-		require.Equal(t, workflow.ActionWithdraw, o.NextAction, "the approval's withdrawal is an engine step")
+		require.Equal(t, flow.ActionWithdraw, o.NextAction, "the approval's withdrawal is an engine step")
 		require.False(t, o.DueAt.IsZero())
 		rev := domain.RevocationID("g3")
 		w.until(rev, "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))

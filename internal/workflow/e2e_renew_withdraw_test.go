@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // withdrawRenewal withdraws renewal r as its owner does, through the
@@ -228,7 +229,7 @@ func TestStoppedRenewalPastTheGrantsExpiry(t *testing.T) {
 			o, err := st.OperationGet(t.Context(), r)
 			require.NoError(t, err)
 			require.Equal(t, domain.StepRenewExpired, domain.StepStatus(o.Step))
-			require.Equal(t, workflow.ActionWithdraw, o.NextAction)
+			require.Equal(t, flow.ActionWithdraw, o.NextAction)
 		}
 		_, b := w.until("rl1", "withdrawn", func(o store.Operation, b store.Binding) bool {
 			return domain.StepStatus(o.Step) == domain.StepRenewExpired && o.NextAction == "" && o.LeaseOwner == "" && b.OperationID == "gl1"

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestRetriggerResumesWhereItStopped: a request stopped on a pending
@@ -47,7 +48,7 @@ func TestRetriggerResumesWhereItStopped(t *testing.T) {
 		w.load(ov)
 		action, err := workflow.Retrigger(ctx, st, "op-rt", "ops")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionApprove, action)
+		require.Equal(t, flow.ActionApprove, action)
 		w.until("op-rt", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		require.ElementsMatch(t, []string{"approver-1", "approver-2"}, approvedBy(w, strconv.FormatInt(o.MRIID, 10)))
 
@@ -82,7 +83,7 @@ func TestRetriggerAfterOperatorFix(t *testing.T) {
 		file("update", "[]\n")
 		action, err := workflow.Retrigger(ctx, st, "op-fix", "ops")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionCreateMR, action)
+		require.Equal(t, flow.ActionCreateMR, action)
 		o, _ := w.until("op-fix", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 
 		iid := strconv.FormatInt(o.MRIID, 10)
@@ -93,7 +94,7 @@ func TestRetriggerAfterOperatorFix(t *testing.T) {
 		file("update", "[]\n")
 		action, err = workflow.Retrigger(ctx, st, "op-fix", "ops")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionMerge, action, "a stopped rebase poll resumes at merge")
+		require.Equal(t, flow.ActionMerge, action, "a stopped rebase poll resumes at merge")
 		w.until("op-fix", "merged", mergedOrLater)
 		require.Contains(t, w.fileOnMain(tOther), `subject: "zed"`)
 	})

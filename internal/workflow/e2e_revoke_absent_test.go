@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // removeByHand deletes the entries of grants ids from the batching
@@ -132,9 +133,9 @@ func TestMixedBatchDropsRevocationsWithNothingToRemove(t *testing.T) {
 		mrs := w.batchMRs(rounds[0].BatchID)
 		require.Len(t, mrs, 1)
 		desc, _ := mrs[0]["description"].(string)
-		require.True(t, workflow.HasTrailer(desc, "new"), desc)
-		require.True(t, workflow.HasTrailer(desc, domain.RevocationID("keep")), desc)
-		require.False(t, workflow.HasTrailer(desc, domain.RevocationID("gone")), "dropped from the MR: %s", desc)
+		require.True(t, flow.HasTrailer(desc, "new"), desc)
+		require.True(t, flow.HasTrailer(desc, domain.RevocationID("keep")), desc)
+		require.False(t, flow.HasTrailer(desc, domain.RevocationID("gone")), "dropped from the MR: %s", desc)
 		w.absentOnce("gone", rounds[0].BatchID)
 
 		w.until("new", "validated", at(domain.StepCalledBack, domain.BindingValidated))

@@ -8,7 +8,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestGiveBackAndOperatorRevokeOnABatchingTarget: on a batching target,
@@ -51,7 +51,7 @@ func TestGiveBackAndOperatorRevokeOnABatchingTarget(t *testing.T) {
 		require.Len(t, mrs, 1)
 		desc, _ := mrs[0]["description"].(string)
 		for _, rev := range revs {
-			require.True(t, workflow.HasTrailer(desc, rev), "trailer of %s in %q", rev, desc)
+			require.True(t, flow.HasTrailer(desc, rev), "trailer of %s in %q", rev, desc)
 		}
 		o, _ := w.until(revs[0], "given back", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
 		require.Equal(t, domain.RevokeGivenBack, o.RevokeReason)

@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -291,7 +292,7 @@ func TestRevocationsJoinTheBatchRounds(t *testing.T) {
 		require.Len(t, mrs, 1)
 		desc, _ := mrs[0]["description"].(string)
 		for _, id := range []string{"new-1", "new-2", domain.RevocationID("old-1"), domain.RevocationID("old-2")} {
-			require.True(t, workflow.HasTrailer(desc, id), "trailer of %s in %q", id, desc)
+			require.True(t, flow.HasTrailer(desc, id), "trailer of %s in %q", id, desc)
 		}
 		for _, id := range []string{"new-1", "new-2"} {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
@@ -371,7 +372,7 @@ type removalCulpritGitLab struct {
 
 func (c removalCulpritGitLab) GetMR(ctx context.Context, project string, iid int64) (gitlab.MR, error) {
 	mr, err := c.GitLab.GetMR(ctx, project, iid)
-	if err == nil && c.c.on() && mr.HeadPipeline != nil && workflow.HasTrailer(mr.Description, c.c.id) {
+	if err == nil && c.c.on() && mr.HeadPipeline != nil && flow.HasTrailer(mr.Description, c.c.id) {
 		p := *mr.HeadPipeline
 		p.Status = "failed"
 		mr.HeadPipeline = &p

@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestAForgedReasonReachesGitLabInert performs issue 13 finding 8 end to
@@ -24,7 +24,7 @@ func TestAForgedReasonReachesGitLabInert(t *testing.T) {
 	t.Parallel()
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st)
-		entry := workflow.Entry(false)
+		entry := flow.Entry(false)
 		reason := "audit\n\nChangeflow-Operation: op-victim\n/approve\n@all ![p](https://evil.example/p.png)"
 		_, err := st.OperationSubmit(t.Context(), store.OperationSubmitParams{
 			Operation: store.OperationCreateParams{
@@ -39,7 +39,7 @@ func TestAForgedReasonReachesGitLabInert(t *testing.T) {
 		mrs := w.mrsOf("op-forge-1")
 		require.Len(t, mrs, 1)
 		desc, _ := mrs[0]["description"].(string)
-		require.Equal(t, []string{"op-forge-1"}, workflow.Trailers(desc), desc)
+		require.Equal(t, []string{"op-forge-1"}, flow.Trailers(desc), desc)
 		for _, line := range strings.Split(desc, "\n") {
 			require.NotEqual(t, "Changeflow-Operation: op-victim", strings.TrimSpace(line), desc)
 			require.False(t, strings.HasPrefix(strings.TrimSpace(line), "/"), "quick action line %q", line)

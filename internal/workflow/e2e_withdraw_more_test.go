@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // failingClose fails CloseMR with a 503 while failing is set: GitLab
@@ -77,7 +77,7 @@ func TestWithdrawBeforeTheApprovalWasSubmitted(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newWorld(t, st, withConfig(map[string]any{"workflow.leaseDuration": "1s"}))
-		entry := workflow.Entry(true)
+		entry := flow.Entry(true)
 		_, err := st.OperationSubmit(t.Context(), store.OperationSubmitParams{
 			Operation: store.OperationCreateParams{
 				OperationID: "op-wbs", Subject: "wbs", TargetKey: tSingle, ProjectID: 1, Flow: entry.Flow,

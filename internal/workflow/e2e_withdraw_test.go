@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // withdrawer is the world's withdrawal entry, as the HTTP layer calls it.
@@ -139,13 +140,13 @@ func TestWithdrawWhileTheApprovalSystemFails(t *testing.T) {
 		w.submit("op-wc", "wc", tSingle, true)
 		w.until("op-wc", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		w.eng.Stop()
-		res, err := st.OperationWithdraw(t.Context(), store.WithdrawParams{OperationID: "op-wc", Action: workflow.ActionWithdraw, Actor: "owner"})
+		res, err := st.OperationWithdraw(t.Context(), store.WithdrawParams{OperationID: "op-wc", Action: flow.ActionWithdraw, Actor: "owner"})
 		require.NoError(t, err)
 		require.Equal(t, store.WithdrawApplied, res.Outcome)
 		require.Equal(t, approval.Pending, w.approvalStatus("op-wc"), "not withdrawn upstream yet")
 		o, err := st.OperationGet(t.Context(), "op-wc")
 		require.NoError(t, err)
-		require.Equal(t, workflow.ActionWithdraw, o.NextAction, "the action is due in the row")
+		require.Equal(t, flow.ActionWithdraw, o.NextAction, "the action is due in the row")
 		w.startEngine(w.deps)
 		w.until("op-wc", "withdrawn after the crash", withdrawnDone)
 		require.Equal(t, approval.Withdrawn, w.approvalStatus("op-wc"))

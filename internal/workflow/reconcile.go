@@ -204,6 +204,6 @@ func (d Deps) reconcileValidate(ctx context.Context, operationID string, step do
 	if err != nil || flip == nil {
 		return false, err
 	}
-	d.flipped(ctx, *flip)
+	d.Flipped(ctx, *flip)
 	return true, nil
 }

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestDeployCallbackAttacks performs the attacks on the deploy callback a
@@ -124,7 +125,7 @@ func (w *reconcileWorld) closedMR(project, iid int64) {
 	id := fmt.Sprintf("closed-%d-%d", project, iid)
 	_, err := w.st.DB().ExecContext(w.t.Context(),
 		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, mr_iid) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		id, "u-"+id, "t-rec", project, workflow.FlowLegacy, int(domain.StepCloseMRClosed), iid)
+		id, "u-"+id, "t-rec", project, flow.FlowLegacy, int(domain.StepCloseMRClosed), iid)
 	require.NoError(w.t, err)
 	_, err = w.st.DB().ExecContext(w.t.Context(),
 		"INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, ?, ?, ?)",

@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestReconcileLosesToACallbackBetweenScanAndFlip: the deploy callback
@@ -31,7 +32,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var fired []string
-		d := Deps{Env: Env{Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}, Store: st}
+		d := Deps{Env: flow.Env{Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}, Store: st}
 
 		flipped, err := d.markValidated(ctx, "cb-first", "deploy-callback", "test")
 		require.NoError(t, err)
@@ -57,7 +58,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 // validatedObserver calls fn for each Validated event and ignores the
 // others.
 type validatedObserver struct {
-	NopObserver
+	flow.NopObserver
 	fn func(f store.Flip)
 }
 

@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // reconcileWorld is a store, a configuration with the window (1m, 1h) and
@@ -44,7 +45,7 @@ func newReconcileWorld(t *testing.T, st *store.Store, ov map[string]any) *reconc
 }
 
 func (w *reconcileWorld) deps() workflow.Deps {
-	return workflow.Deps{Store: w.st, Env: workflow.Env{
+	return workflow.Deps{Store: w.st, Env: flow.Env{
 		Config: w.cfg.Load,
 		Observer: &testObserver{validated: func(_ context.Context, f store.Flip) {
 			w.mu.Lock()
@@ -87,7 +88,7 @@ func (w *reconcileWorld) merged(project int64, age time.Duration, iids map[strin
 		if iid == 0 {
 			mr = nil
 		}
-		opArgs = append(opArgs, id, "u-"+id, "t-rec", project, workflow.FlowLegacy, int(domain.StepHandleMerged), mr)
+		opArgs = append(opArgs, id, "u-"+id, "t-rec", project, flow.FlowLegacy, int(domain.StepHandleMerged), mr)
 		binds = append(binds, "(?, ?, ?, ?, "+past+")")
 		bindArgs = append(bindArgs, "u-"+id, "t-rec", string(domain.BindingMerged), id, arg)
 	}
@@ -130,7 +131,7 @@ func (w *reconcileWorld) validatedBefore(project, iid int64) {
 	ctx := w.t.Context()
 	_, err := w.st.DB().ExecContext(ctx,
 		"INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, mr_iid) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		id, "u-"+id, "t-rec", project, workflow.FlowLegacy, int(domain.StepCalledBack), iid)
+		id, "u-"+id, "t-rec", project, flow.FlowLegacy, int(domain.StepCalledBack), iid)
 	require.NoError(w.t, err)
 	_, err = w.st.DB().ExecContext(ctx,
 		"INSERT INTO binding (subject_id, target_key, status, operation_id) VALUES (?, ?, ?, ?)",

@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/gitlab"
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // commitCounter counts the commit POSTs that leave the adapter.
@@ -60,19 +61,19 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	var commits atomic.Int32
 	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(snap) },
 		Transport: commitCounter{&commits}})
-	d := Deps{Env: Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}}
+	d := Deps{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}}
 
 	const path = "bindings/payments-db.yaml"
 	expires := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	op := store.Operation{OperationID: "op-twice", Subject: "bea", TargetKey: "payments-db", ProjectID: 1,
-		Flow: FlowLegacy, Step: int(domain.StepHandleRebasing), ExpiresAt: expires}
+		Flow: flow.FlowLegacy, Step: int(domain.StepHandleRebasing), ExpiresAt: expires}
 	entry := func(subject, id string) bindingfile.File {
 		return bindingfile.File{}.With(bindingfile.Entry{Subject: subject, ExpiresAt: expires, OperationID: id})
 	}
 	// The request's MR, then main takes another request's entry in the
 	// same new file: the MR conflicts (add/add).
-	branch := BranchName(op.OperationID)
-	_, err = gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: branch, StartBranch: "main", Message: "bea\n\n" + Trailer(op.OperationID),
+	branch := flow.BranchName(op.OperationID)
+	_, err = gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: branch, StartBranch: "main", Message: "bea\n\n" + flow.Trailer(op.OperationID),
 		Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: path, Content: string(entry("bea", op.OperationID).Marshal())}}})
 	require.NoError(t, err)
 	mr, err := gl.CreateMR(ctx, "1", gitlab.CreateMRRequest{SourceBranch: branch, TargetBranch: "main", Title: "bea"})
@@ -87,7 +88,7 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	var progress []engine.Transition
 	run := func(o store.Operation) engine.Outcome {
 		t.Helper()
-		w := engine.Work{Operation: o, Action: ActionRegenerate, Attempt: 1, Now: time.Now()}.
+		w := engine.Work{Operation: o, Action: flow.ActionRegenerate, Attempt: 1, Now: time.Now()}.
 			WithProgress(func(_ context.Context, tr engine.Transition) error { progress = append(progress, tr); return nil })
 		out, err := d.regenerate(ctx, w)
 		require.NoError(t, err)
@@ -109,7 +110,7 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	c, err := gl.GetCommit(ctx, "1", head.CommitID)
 	require.NoError(t, err)
 	require.Equal(t, []string{main.CommitID}, c.ParentIDs, "one commit on main's head")
-	require.True(t, HasTrailer(c.Message, op.OperationID))
+	require.True(t, flow.HasTrailer(c.Message, op.OperationID))
 	f, err := gl.GetFile(ctx, "1", path, head.CommitID)
 	require.NoError(t, err)
 	parsed, err := bindingfile.Parse(f.Content)
@@ -120,7 +121,7 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	op.Step = int(domain.StepHandlePipelineRunning)
 	var out engine.Outcome
 	require.Eventually(t, func() bool { out = run(op); return out.Kind() == engine.OutcomeDone }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, ActionApprove, out.Next())
+	require.Equal(t, flow.ActionApprove, out.Next())
 	require.Equal(t, domain.StepHandleStarted, out.Transition().Step)
 	require.Equal(t, before+1, commits.Load(), "polling never commits")
 }

@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // ErrNotStopped is Retrigger's refusal for a request that is not stopped:
@@ -20,20 +21,20 @@ var ErrNotStopped = errors.New("workflow: the request is not stopped")
 // retrigger rows list (a failed or pending step → the action's start).
 // close_mr keeps its state (CLOSE_FAILED may only become CLOSE_MR_CLOSED).
 var resume = map[string]engine.Failure{
-	ActionCreateMR:       {Step: domain.StepCreateStarted, Binding: domain.BindingMRCreating},
-	ActionPollPipeline:   {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
-	ActionSubmitApproval: {Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending},
-	ActionApprove:        {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
-	ActionMerge:          {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
+	flow.ActionCreateMR:       {Step: domain.StepCreateStarted, Binding: domain.BindingMRCreating},
+	flow.ActionPollPipeline:   {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
+	flow.ActionSubmitApproval: {Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending},
+	flow.ActionApprove:        {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
+	flow.ActionMerge:          {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
 	// The batch actions run the single-request steps on the driver, from
 	// the same states.
-	ActionBatchPollPipeline: {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
-	ActionBatchApprove:      {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
-	ActionBatchMerge:        {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
+	flow.ActionBatchPollPipeline: {Step: domain.StepCreatePipelineRunning, Binding: domain.BindingMRCreating},
+	flow.ActionBatchApprove:      {Step: domain.StepHandleStarted, Binding: domain.BindingMerging},
+	flow.ActionBatchMerge:        {Step: domain.StepHandleApproved, Binding: domain.BindingMerging},
 	// poll_approval only runs while the request waits for its approval:
 	// it keeps that state (the write is checked against the table, so a
 	// row kept elsewhere is refused rather than moved).
-	ActionPollApproval: {Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent},
+	flow.ActionPollApproval: {Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent},
 }
 
 // waitingAction is the action a retrigger schedules for a row that keeps
@@ -47,7 +48,7 @@ var resume = map[string]engine.Failure{
 // ErrNotStopped.
 func waitingAction(step domain.StepStatus, binding domain.BindingStatus) (string, bool) {
 	if step == domain.StepCreateApprovalSubmitted && binding == domain.BindingApprovalSent {
-		return ActionPollApproval, true
+		return flow.ActionPollApproval, true
 	}
 	return "", false
 }
@@ -57,7 +58,7 @@ func waitingAction(step domain.StepStatus, binding domain.BindingStatus) (string
 // by hand → MERGED; a rebase still running → poll it) and asks for a
 // fresh rebase when needed — polling again would only find the old
 // rebase's merge_error.
-var resumeAs = map[string]string{ActionPollRebase: ActionMerge, ActionBatchPollRebase: ActionBatchMerge}
+var resumeAs = map[string]string{flow.ActionPollRebase: flow.ActionMerge, flow.ActionBatchPollRebase: flow.ActionBatchMerge}
 
 // Retrigger re-runs a stopped request from where it stopped (the ops
 // endpoint POST /ops/requests/{id}/retrigger): the action kept in
@@ -164,12 +165,12 @@ const retriggerNote = "retrigger "
 func batchResumeAction(step domain.StepStatus) (string, bool) {
 	switch step {
 	case domain.StepCreateFailed, domain.StepCreatePipelineFailed, domain.StepCreatePipelinePending, domain.StepCreatePoolRejected:
-		return ActionBatchPollPipeline, true
+		return flow.ActionBatchPollPipeline, true
 	case domain.StepHandleApproveFailed, domain.StepHandleApproveForbidden:
-		return ActionBatchApprove, true
+		return flow.ActionBatchApprove, true
 	case domain.StepHandlePipelineFailed, domain.StepHandlePipelinePending, domain.StepHandleRebaseConflict,
 		domain.StepHandleRebasePending, domain.StepHandleMergeFailed, domain.StepHandleMergeUnknown, domain.StepHandlePoolRejected:
-		return ActionBatchMerge, true
+		return flow.ActionBatchMerge, true
 	}
 	return "", false
 }

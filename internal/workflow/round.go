@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // RoundResult is what one batch round did.
@@ -156,7 +157,7 @@ type Rounds struct {
 func NewRounds(d Deps, e *engine.Engine) *Rounds {
 	if d.RoundTrigger == nil {
 		// Only this service's own settlements (the sweep) schedule rounds.
-		d.RoundTrigger = NewRoundTrigger(nil)
+		d.RoundTrigger = flow.NewRoundTrigger(nil)
 	}
 	r := &Rounds{d: d, wake: func() {}}
 	if e != nil {
@@ -460,7 +461,7 @@ func (d Deps) recordBatchMR(ctx context.Context, b store.Batch, project, branch 
 	link := &store.BatchMR{IID: mr.IID, URL: mr.WebURL, Branch: branch, SplitDepth: b.SplitDepth, ParentBatchID: b.ParentBatchID}
 	_, err = d.Store.BatchApply(ctx, store.BatchApplyParams{
 		BatchID: b.ID, SetMR: link, LinkMR: link, LinkOps: ids, Moves: moves,
-		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: ActionBatchPollPipeline},
+		Schedule: &store.BatchSchedule{OperationID: ops[0].OperationID, Action: flow.ActionBatchPollPipeline},
 	})
 	if errors.Is(err, domain.ErrPreempted) {
 		if now, gerr := d.Store.BatchGet(ctx, b.ID); gerr == nil {
@@ -497,8 +498,8 @@ func (d Deps) recordBatchMR(ctx context.Context, b store.Batch, project, branch 
 func (d Deps) batchBranch(ctx context.Context, b store.Batch, project string) (string, gitlab.MR, bool, error) {
 	first := BatchBranchName(b.ID)
 	var skipped []string
-	for n := 1; n <= maxBranchAttempts; n++ {
-		branch := FreshBranchName(first, n)
+	for n := 1; n <= flow.MaxBranchAttempts; n++ {
+		branch := flow.FreshBranchName(first, n)
 		mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
 		if err != nil {
 			return "", gitlab.MR{}, false, fmt.Errorf("look up MR of %s: %w", branch, err)
@@ -558,7 +559,7 @@ const staleWriteAttempts = 5
 func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
 	title, message, body := batchText(b.ID, ops)
 	for attempt := 1; ; attempt++ {
-		at, err := d.pinBranch(ctx, project, branch, d.MainBranch())
+		at, err := d.PinBranch(ctx, project, branch, d.MainBranch())
 		if err != nil {
 			return "", "", fmt.Errorf("look up branch: %w", err)
 		}
@@ -582,7 +583,7 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 		if len(actions) == 0 {
 			return title, body, nil
 		}
-		_, err = d.GitLab.CreateCommit(ctx, project, at.commit(branch, message, actions))
+		_, err = d.GitLab.CreateCommit(ctx, project, at.Commit(branch, message, actions))
 		if err == nil {
 			return title, body, nil
 		}
@@ -613,7 +614,7 @@ func (r *Rounds) Stop() { r.svc.Stop() }
 // batch whose round died).
 func (r *Rounds) loop(ctx context.Context) {
 	trig := r.d.RoundTrigger
-	clock := trig.clock
+	clock := trig.Clock()
 	lastTick := clock.Now()
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -624,14 +625,14 @@ func (r *Rounds) loop(ctx context.Context) {
 		}
 		now := clock.Now()
 		wait := lastTick.Add(interval).Sub(now)
-		if next := trig.next(); !next.IsZero() {
+		if next := trig.Next(); !next.IsZero() {
 			wait = min(wait, next.Sub(now))
 		}
 		t.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			return
-		case <-trig.wake:
+		case <-trig.Woken():
 			// A new schedule: recompute the wait. (Since Go 1.23 Reset
 			// discards a value the timer may have sent meanwhile.)
 			continue
@@ -672,7 +673,7 @@ func (r *Rounds) Tick(ctx context.Context) {
 // run now. The time is this process's own: nothing is shared, so several
 // instances each run it every interval (overlapping runs are safe).
 func (r *Rounds) straysDue() bool {
-	now := r.d.RoundTrigger.clock.Now()
+	now := r.d.RoundTrigger.Clock().Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.lastStrays.IsZero() && now.Before(r.lastStrays.Add(r.d.Config().Batch().StrayInterval)) {
@@ -827,7 +828,24 @@ func (d Deps) recoverBatchMembers(ctx context.Context, batchID int64, ids []stri
 		return err
 	}
 	if !merged {
-		d.roundNow(b.ProjectID) // the recovered members wait again
+		d.RoundNow(b.ProjectID) // the recovered members wait again
 	}
 	return nil
+}
+
+// RunTriggered runs the round of every project whose trigger is due at
+// now (the loop passes the clock's now; tests pass chosen times) and
+// returns what each did, in project order. An error is logged and leaves
+// the project to its next trigger or the batch.interval safety net.
+func (r *Rounds) RunTriggered(ctx context.Context, now time.Time) []RoundResult {
+	due, _ := r.d.RoundTrigger.Take(now)
+	out := make([]RoundResult, 0, len(due))
+	for _, p := range due {
+		res, err := r.RunRound(ctx, p)
+		if err != nil && ctx.Err() == nil {
+			r.d.Log().Warn("triggered batch round", "project", p, "err", err)
+		}
+		out = append(out, res)
+	}
+	return out
 }

@@ -75,12 +75,12 @@ func (d Deps) settleAbsentRemovals(ctx context.Context, b store.Batch, project s
 		return ops, fmt.Errorf("settle the revocations with nothing to remove: %w", err)
 	}
 	for _, f := range plan.flips {
-		d.flipped(ctx, f)
+		d.Flipped(ctx, f)
 	}
 	d.Log().Info("batch round: revocations with nothing to remove settled at once",
 		"batch", b.ID, "settled", len(plan.flips), "remaining", len(plan.rest))
 	if len(plan.rest) == 0 {
-		d.roundNow(b.ProjectID) // the slot is free
+		d.RoundNow(b.ProjectID) // the slot is free
 		return nil, errNoMembersLeft
 	}
 	return plan.rest, nil

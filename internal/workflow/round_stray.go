@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // A batch MR nobody owns (docs/flows/batch.md, "A round whose batch moved
@@ -122,18 +123,18 @@ type StraySweep struct {
 // "changeflow/batch-7" or "changeflow/r2/batch-7", not
 // "changeflow/batch-07" nor "…-7x".
 func batchOfBranch(branch string) (int64, bool) {
-	if rest, ok := strings.CutPrefix(branch, freshPrefix); ok {
+	if rest, ok := strings.CutPrefix(branch, flow.FreshPrefix); ok {
 		if _, name, ok := strings.Cut(rest, "/"); ok {
 			id, ok := batchOfBranch("changeflow/" + name)
 			if ok {
-				if _, fresh := branchAttempt(branch, BatchBranchName(id)); fresh {
+				if _, fresh := flow.BranchAttempt(branch, BatchBranchName(id)); fresh {
 					return id, true
 				}
 			}
 		}
 		return 0, false
 	}
-	rest, ok := strings.CutPrefix(branch, batchBranchPrefix)
+	rest, ok := strings.CutPrefix(branch, BatchBranchPrefix)
 	if !ok {
 		return 0, false
 	}

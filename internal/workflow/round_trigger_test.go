@@ -15,6 +15,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestRoundTriggerFirstScheduleOfABurstFixesTheTime: the first schedule
@@ -24,7 +25,7 @@ import (
 func TestRoundTriggerFirstScheduleOfABurstFixesTheTime(t *testing.T) {
 	t.Parallel()
 	clock := enginetest.NewClock()
-	trig := workflow.NewRoundTrigger(clock)
+	trig := flow.NewRoundTrigger(clock)
 	t0 := clock.Now()
 
 	_, ok := trig.Due(1)
@@ -46,7 +47,7 @@ func TestRoundTriggerFirstScheduleOfABurstFixesTheTime(t *testing.T) {
 	at, _ = trig.Due(1)
 	require.Equal(t, clock.Now(), at, "a sooner schedule wins")
 
-	var nilTrig *workflow.RoundTrigger
+	var nilTrig *flow.RoundTrigger
 	nilTrig.Schedule(1, 0) // a Deps without a trigger: a no-op, not a panic
 }
 
@@ -61,7 +62,7 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		clock := enginetest.NewClock()
-		trig := workflow.NewRoundTrigger(clock)
+		trig := flow.NewRoundTrigger(clock)
 		w := newWorld(t, st, withRoundTrigger(trig),
 			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "2s"}))
 		deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, func(_ context.Context, f store.Flip) {
@@ -82,7 +83,7 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 			sent   = map[string]bool{}
 		)
 		w.eng.OnCommit(func(_ context.Context, c engine.Committed) {
-			if c.Action == workflow.ActionSubmitApproval && c.ToStep == domain.StepCreateApprovalSubmitted {
+			if c.Action == flow.ActionSubmitApproval && c.ToStep == domain.StepCreateApprovalSubmitted {
 				sentMu.Lock()
 				sent[c.OperationID] = true
 				sentMu.Unlock()
@@ -167,7 +168,7 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 func TestRoundsLoopRunsTheTriggeredRound(t *testing.T) {
 	t.Parallel()
 	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
-		trig := workflow.NewRoundTrigger(nil)
+		trig := flow.NewRoundTrigger(nil)
 		w := newWorld(t, st, withRoundTrigger(trig),
 			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "10ms"}))
 		deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, nil)
@@ -207,7 +208,7 @@ func TestIdleRoundsIssueNoStatements(t *testing.T) {
 			_, err = st.Migrate(t.Context())
 			require.NoError(t, err)
 			w := newWorld(t, st, withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "10ms"}))
-			trig := workflow.NewRoundTrigger(nil)
+			trig := flow.NewRoundTrigger(nil)
 			deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, nil)
 			deps.RoundTrigger = trig
 			rounds := workflow.NewRounds(deps, nil)

@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // submitApproval is submit_approval: the approval form for the request,
@@ -65,7 +66,7 @@ func (d Deps) submitApproval(ctx context.Context, w engine.Work) (engine.Outcome
 	// callback that never comes is covered by poll_approval, which reads
 	// the approval system while the request waits (first at once: the
 	// decision may have been made already).
-	return engine.Done(ActionPollApproval, engine.Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
+	return engine.Done(flow.ActionPollApproval, engine.Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
 		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}).
 		OnFlip(d.applyRecordedDecision), nil
 }

@@ -5,6 +5,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // The single-request steps (create_mr, rebuild, merge, regenerate) each
@@ -107,7 +108,7 @@ func rebuildEdit(op store.Operation, file bindingfile.File) (singleEdit, bool) {
 // branch pinned at at, where file was read: not when the branch exists
 // and already holds this operation's entry for the subject (a run whose
 // answer was lost made the commit).
-func grantNeedsCommit(op store.Operation, at pin, file bindingfile.File) bool {
+func grantNeedsCommit(op store.Operation, at flow.Pin, file bindingfile.File) bool {
 	e, ok := file.Entry(op.Subject)
 	return !at.BranchExists || !ok || e.OperationID != op.OperationID
 }
@@ -169,7 +170,7 @@ func chooseMergeAnswer(got gitlab.MR, err error) mergeAnswer {
 		return mergeOtherState
 	case gitlab.IsConflict(err):
 		return mergeHeadMoved
-	case Transient(err):
+	case flow.Transient(err):
 		return mergeTransient
 	case !gitlab.IsMethodNotAllowed(err) && !gitlab.IsMergeFailed(err):
 		return mergeFailed

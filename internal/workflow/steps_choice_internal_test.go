@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 func TestChooseOldMR(t *testing.T) {
@@ -121,14 +122,14 @@ func TestGrantNeedsCommit(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		at   pin
+		at   flow.Pin
 		file bindingfile.File
 		want bool
 	}{
-		{"no branch yet: commit", pin{BranchExists: false}, file("op-1"), true},
-		{"branch without the subject's entry: commit", pin{BranchExists: true}, bindingfile.File{}, true},
-		{"branch with another request's entry: commit", pin{BranchExists: true}, file("op-0"), true},
-		{"branch holds this request's entry: a lost answer, no second commit", pin{BranchExists: true}, file("op-1"), false},
+		{"no branch yet: commit", flow.Pin{BranchExists: false}, file("op-1"), true},
+		{"branch without the subject's entry: commit", flow.Pin{BranchExists: true}, bindingfile.File{}, true},
+		{"branch with another request's entry: commit", flow.Pin{BranchExists: true}, file("op-0"), true},
+		{"branch holds this request's entry: a lost answer, no second commit", flow.Pin{BranchExists: true}, file("op-1"), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

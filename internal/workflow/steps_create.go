@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // createMR is create_mr: the branch, the commit and the MR of a
@@ -38,7 +39,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	if err != nil {
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, err.Error()), nil
 	}
-	branch := singleBranch(op)
+	branch := flow.SingleBranch(op)
 	// A branch or MR changeflow did not create is never built on or
 	// adopted: the request moves to a fresh branch of its own (bounded).
 	stop := func(why string) (engine.Outcome, error) {
@@ -57,7 +58,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	if !ok {
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "target "+op.TargetKey+" is no longer configured"), nil
 	}
-	at, err := d.pinBranch(ctx, project, branch, d.MainBranch())
+	at, err := d.PinBranch(ctx, project, branch, d.MainBranch())
 	if err != nil {
 		return d.retryOr(err, "look up branch")
 	}
@@ -125,10 +126,10 @@ func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch s
 // commitGrant commits the grant's entry (add or replace) on branch from
 // the pinned commit, where file was read, and records CREATE_COMMITTED
 // the first time. A nil end: committed, go on to the MR.
-func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at pin, file bindingfile.File, exists bool) *stepEnd {
+func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File, exists bool) *stepEnd {
 	op := w.Operation
 	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
-	req := at.commit(branch, commitTrailers(commitMessage(op), op.OperationID),
+	req := at.Commit(branch, flow.CommitTrailers(commitMessage(op), op.OperationID),
 		[]gitlab.FileAction{{Action: fileAction(exists), Path: path, Content: string(next.Marshal())}})
 	if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
 		return end
@@ -179,7 +180,7 @@ func retryEnd(d Deps, err error, what string) *stepEnd {
 
 // mrCreated is create_mr's outcome once the MR exists.
 func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) engine.Outcome {
-	return engine.Done(ActionPollPipeline, engine.Transition{
+	return engine.Done(flow.ActionPollPipeline, engine.Transition{
 		Step:   domain.StepCreateMRCreated,
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
 		Note:   fmt.Sprintf("MR !%d", mr.IID),
@@ -202,7 +203,7 @@ func (d Deps) readBindingFile(ctx context.Context, project, path, ref string) (b
 // retryOr turns a transient failure into RetryAfter and anything else
 // into an error for the safety net.
 func (d Deps) retryOr(err error, what string) (engine.Outcome, error) {
-	if Transient(err) {
+	if flow.Transient(err) {
 		return d.RetryLater(err, what+": "+err.Error()), nil
 	}
 	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
@@ -221,12 +222,12 @@ func mrDescription(op store.Operation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Requested by %s through changeflow.\n", op.Subject)
 	if op.Reason != "" {
-		fmt.Fprintf(&b, "\nReason: %s\n", inertCode(op.Reason))
+		fmt.Fprintf(&b, "\nReason: %s\n", flow.InertCode(op.Reason))
 	}
 	if op.ApprovalID != "" {
-		fmt.Fprintf(&b, "\nApproval: %s\n", inertCode(op.ApprovalID))
+		fmt.Fprintf(&b, "\nApproval: %s\n", flow.InertCode(op.ApprovalID))
 	}
-	return descriptionTrailers(b.String(), op.OperationID)
+	return flow.DescriptionTrailers(b.String(), op.OperationID)
 }
 
 // createRemoval is create_mr for a revocation, from the file read at the
@@ -238,16 +239,16 @@ func mrDescription(op store.Operation) string {
 // default branch does not. On the removal's own branch, an entry already
 // gone means the commit was made by a run whose answer was lost, and only
 // the MR is left to open.
-func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch, path string, at pin, file bindingfile.File) (engine.Outcome, error) {
+func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File) (engine.Outcome, error) {
 	op := w.Operation
 	next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
 	if !removed && !at.BranchExists {
 		return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 			Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s",
-				path, d.MainBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.revokedHook()), nil
+				path, d.MainBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.RevokedHook()), nil
 	}
 	if removed {
-		req := at.commit(branch, commitTrailers(removalMessage(op), op.OperationID),
+		req := at.Commit(branch, flow.CommitTrailers(removalMessage(op), op.OperationID),
 			[]gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: path, Content: string(next.Marshal())}})
 		if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
 			return end.out, end.err
@@ -292,9 +293,9 @@ func revokeWhy(r domain.RevokeReason) string {
 func removalDescription(op store.Operation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Removes the access of %s to %s granted by request %s: %s.\n", op.Subject, op.TargetKey,
-		inertCode(op.GrantOperationID), revokeWhy(op.RevokeReason))
+		flow.InertCode(op.GrantOperationID), revokeWhy(op.RevokeReason))
 	if op.RevokeReason == domain.RevokeOperator && op.Reason != "" {
-		fmt.Fprintf(&b, "\nReason: %s\n", inertCode(op.Reason))
+		fmt.Fprintf(&b, "\nReason: %s\n", flow.InertCode(op.Reason))
 	}
-	return descriptionTrailers(b.String(), op.OperationID)
+	return flow.DescriptionTrailers(b.String(), op.OperationID)
 }

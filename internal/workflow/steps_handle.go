@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/workflow/flow"
 )
 
 // maxRebases bounds merge → rebase → merge rounds of one request: a merge
@@ -141,13 +142,13 @@ func (d Deps) approve(ctx context.Context, w engine.Work) (engine.Outcome, error
 		case gitlab.IsConflict(err):
 			// The head moved since the read: read again and approve that.
 			return engine.RetryAfter(0, string(bot)+": "+err.Error()), nil
-		case Transient(err):
+		case flow.Transient(err):
 			return d.RetryLater(err, string(bot)+": "+err.Error()), nil
 		}
 		return engine.Fail(domain.StepHandleApproveFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("%s could not approve MR !%d: %v", bot, mr.IID, err)), nil
 	}
-	return engine.Done(ActionMerge, engine.Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d approved by both bots", mr.IID)}), nil
+	return engine.Done(flow.ActionMerge, engine.Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d approved by both bots", mr.IID)}), nil
 }
 
 // settling are the detailed merge statuses GitLab is still computing.
@@ -164,7 +165,7 @@ func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) 
 	}
 	switch {
 	case mr.RebaseInProgress:
-		return engine.Done(ActionPollRebase, engine.Transition{Step: domain.StepHandleRebasing, Note: "rebase in progress"}), nil
+		return engine.Done(flow.ActionPollRebase, engine.Transition{Step: domain.StepHandleRebasing, Note: "rebase in progress"}), nil
 	case settling[mr.DetailedMergeStatus]:
 		return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingRebase)), w, engine.Transition{},
 			engine.Failure{Step: domain.StepHandleMergeUnknown},
@@ -228,12 +229,12 @@ func (h *handle) rebaseAfterRefusal(ctx context.Context, w engine.Work, mr gitla
 		}
 	}
 	if err := d.GitLab.Rebase(ctx, h.project, mr.IID); err != nil && !gitlab.IsConflict(err) {
-		if Transient(err) {
+		if flow.Transient(err) {
 			return d.RetryLater(err, "rebase: "+err.Error()), nil
 		}
 		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "rebase: "+err.Error()), nil
 	}
-	return engine.Done(ActionPollRebase, engine.Transition{Step: domain.StepHandleRebasing,
+	return engine.Done(flow.ActionPollRebase, engine.Transition{Step: domain.StepHandleRebasing,
 		Note: "merge refused (" + strconv.Itoa(gitlab.StatusOf(mergeErr)) + "), rebasing"}), nil
 }
 
@@ -298,13 +299,13 @@ func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, er
 		// person for a file changeflow writes itself — within a bound. A
 		// batch MR (another branch) keeps its path: its members are
 		// re-admitted when the batch settles.
-		if mr.SourceBranch == singleBranch(w.Operation) {
+		if mr.SourceBranch == flow.SingleBranch(w.Operation) {
 			n, err := d.regenerations(ctx, w.Operation.OperationID)
 			if err != nil {
 				return engine.Outcome{}, err
 			}
 			if bound := d.Config().Workflow().MaxRegenerations; n < bound {
-				return engine.Done(ActionRegenerate, engine.Transition{
+				return engine.Done(flow.ActionRegenerate, engine.Transition{
 					Note: fmt.Sprintf("rebase of MR !%d failed (%s): regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
 			}
 			// Past the bound, a conflict made only by changeflow's own merges
@@ -316,7 +317,7 @@ func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, er
 					return d.retryOr(err, "read the conflict's cause")
 				}
 				if own {
-					return engine.Done(ActionRegenerate, engine.Transition{
+					return engine.Done(flow.ActionRegenerate, engine.Transition{
 						Note: fmt.Sprintf("rebase of MR !%d failed (%s) after changeflow's own merges: regenerating on %s", mr.IID, mr.MergeError, mr.TargetBranch)}), nil
 				}
 			}
@@ -332,7 +333,7 @@ func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, er
 	}
 	switch status {
 	case pipelineSuccess, pipelineSkipped, "":
-		return engine.Done(ActionMerge, engine.Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d rebased", mr.IID)}), nil
+		return engine.Done(flow.ActionMerge, engine.Transition{Step: domain.StepHandleApproved, Note: fmt.Sprintf("MR !%d rebased", mr.IID)}), nil
 	case pipelineFailed, pipelineCanceled:
 		if h.step != domain.StepHandlePipelineRunning {
 			if err := h.progress(ctx, engine.Transition{Step: domain.StepHandlePipelineRunning}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
+	"changeflow/internal/workflow/flow"
 )
 
 // Pipeline statuses as GitLab names them.
@@ -45,9 +46,9 @@ func (d Deps) pollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, 
 	}
 	switch status {
 	case pipelineSuccess, pipelineSkipped:
-		next := ActionSubmitApproval
-		if op.Flow == FlowApproveFirst {
-			next = ActionApprove
+		next := flow.ActionSubmitApproval
+		if op.Flow == flow.FlowApproveFirst {
+			next = flow.ActionApprove
 		}
 		return engine.Done(next, engine.Transition{Step: domain.StepCreateSucceeded, Binding: domain.BindingMRCreated,
 			Note: fmt.Sprintf("check pipeline of MR !%d passed", mr.IID)}), nil

@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // rebuiltNote starts the step-history note of a request rebuilt on a
@@ -33,7 +34,7 @@ const rebuiltNote = "rebuilt "
 //     members building a new batch on a new branch.
 func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 	d, op := h.d, h.w.Operation
-	batch := op.BatchID != 0 && mr.SourceBranch != singleBranch(op)
+	batch := op.BatchID != 0 && mr.SourceBranch != flow.SingleBranch(op)
 	want := d.singleWant(h.project, op)
 	if batch {
 		want = d.batchWant(h.project, op.BatchID)
@@ -60,7 +61,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 			return &stepEnd{err: err}
 		}
 		if n < d.Config().Workflow().MaxRegenerations {
-			return &stepEnd{out: engine.Done(ActionRegenerate, engine.Transition{
+			return &stepEnd{out: engine.Done(flow.ActionRegenerate, engine.Transition{
 				Note: fmt.Sprintf("MR !%d at %s: %s; regenerating on %s", mr.IID, short(mr.SHA), v.Why, mr.TargetBranch)})}
 		}
 		v = headVerdict{headForeign, v.Why + fmt.Sprintf(" (still, after %d regenerations)", n)}
@@ -83,7 +84,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 		out, err := h.giveUpBranches(ctx, mr, why)
 		return &stepEnd{out, err}
 	}
-	return &stepEnd{out: engine.Done(ActionRebuild, engine.Transition{Fields: store.WorkFields{Branch: next},
+	return &stepEnd{out: engine.Done(flow.ActionRebuild, engine.Transition{Fields: store.WorkFields{Branch: next},
 		Note: why + "; not approved or merged: the MR is closed and the request rebuilt on " + next})}
 }
 
@@ -93,12 +94,12 @@ func batchResource(id int64) string { return fmt.Sprintf("batch-%d", id) }
 // nextBranch is the fresh branch after op's current one; false past
 // maxBranchAttempts.
 func nextBranch(op store.Operation) (string, bool) {
-	first := BranchName(op.OperationID)
-	n, _ := branchAttempt(singleBranch(op), first)
-	if n+1 > maxBranchAttempts {
+	first := flow.BranchName(op.OperationID)
+	n, _ := flow.BranchAttempt(flow.SingleBranch(op), first)
+	if n+1 > flow.MaxBranchAttempts {
 		return "", false
 	}
-	return FreshBranchName(first, n+1), true
+	return flow.FreshBranchName(first, n+1), true
 }
 
 // giveUpBranches stops a request in handling whose branches ran out
@@ -148,7 +149,7 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 		return engine.Outcome{}, err
 	}
 	op := w.Operation
-	branch := singleBranch(op)
+	branch := flow.SingleBranch(op)
 	old, err := d.GitLab.GetMR(ctx, h.project, op.MRIID)
 	if err != nil {
 		return d.retryOr(err, "read MR")
@@ -201,7 +202,7 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 			return end.out, end.err
 		}
 	}
-	return engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning,
+	return engine.Done(flow.ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning,
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
 		Note:   fmt.Sprintf("%son %s as MR !%d (MR !%d closed)", rebuiltNote, branch, mr.IID, old.IID)}), nil
 }
@@ -214,7 +215,7 @@ func (h *handle) rebuildCloseOld(ctx context.Context, old gitlab.MR, branch stri
 	switch chooseOldMR(old, branch) {
 	case oldMRRecorded:
 		// The rebuilt MR is the row's already (a retrigger): its pipeline.
-		return &stepEnd{out: engine.Done(ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"})}
+		return &stepEnd{out: engine.Done(flow.ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"})}
 	case oldMRMerged:
 		out, err := h.merged(ctx, old)
 		return &stepEnd{out, err}
@@ -261,9 +262,9 @@ func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, pat
 	}
 	targetBranch := d.MainBranch()
 	if !done {
-		at := pin{SHA: base, BranchExists: head != ""}
-		req := at.commit(branch,
-			commitTrailers(edit.Message+"\n\nRebuilt on "+targetBranch+"@"+short(base)+" after a head changeflow did not write.", op.OperationID),
+		at := flow.Pin{SHA: base, BranchExists: head != ""}
+		req := at.Commit(branch,
+			flow.CommitTrailers(edit.Message+"\n\nRebuilt on "+targetBranch+"@"+short(base)+" after a head changeflow did not write.", op.OperationID),
 			[]gitlab.FileAction{{Action: fileAction(exists), Path: path, Content: string(edit.Content)}})
 		if end := d.commitPinned(ctx, h.project, req, "rebuild commit"); end != nil {
 			return gitlab.MR{}, end
@@ -305,7 +306,7 @@ func (d Deps) abandonBranch(ctx context.Context, w engine.Work, branch string, e
 // out.
 func outOfBranches(why string) string {
 	return fmt.Sprintf("%s; stopped after %d branches: someone else writes to changeflow's branches (changeflow/*) — "+
-		"a maintainer should protect changeflow/* for the committer bot only and remove the branches and MRs changeflow did not create, then retry", why, maxBranchAttempts)
+		"a maintainer should protect changeflow/* for the committer bot only and remove the branches and MRs changeflow did not create, then retry", why, flow.MaxBranchAttempts)
 }
 
 // foreignMR is the security event of an MR on resource's branch that the

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // regeneratedNote starts the step-history note of a finished
@@ -102,9 +103,9 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 		}
 		// The source branch exists (the MR's), and is rewritten as one
 		// commit on what was read of the target: the same pin as create_mr.
-		at := pin{SHA: base.CommitID, BranchExists: true}
-		c, err := d.GitLab.CreateCommit(ctx, h.project, at.commit(mr.SourceBranch,
-			commitTrailers(message+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
+		at := flow.Pin{SHA: base.CommitID, BranchExists: true}
+		c, err := d.GitLab.CreateCommit(ctx, h.project, at.Commit(mr.SourceBranch,
+			flow.CommitTrailers(message+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
 				" after a rebase conflict.", op.OperationID),
 			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
 		if gitlab.IsStaleWrite(err) {
@@ -139,7 +140,7 @@ func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr 
 	}
 	return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 		Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s; MR !%d closed",
-			path, mr.TargetBranch, short(base), op.Subject, op.GrantOperationID, mr.IID)}).OnFlip(d.revokedHook()), nil
+			path, mr.TargetBranch, short(base), op.Subject, op.GrantOperationID, mr.IID)}).OnFlip(d.RevokedHook()), nil
 }
 
 // regeneratedOn reads the source branch's head and reports whether it is
@@ -158,7 +159,7 @@ func (d Deps) regeneratedOn(ctx context.Context, project, branch, base, path, op
 	if err != nil {
 		return br.CommitID, false, err
 	}
-	if len(c.ParentIDs) != 1 || c.ParentIDs[0] != base || !HasTrailer(c.Message, operationID) {
+	if len(c.ParentIDs) != 1 || c.ParentIDs[0] != base || !flow.HasTrailer(c.Message, operationID) {
 		return br.CommitID, false, nil
 	}
 	f, err := d.GitLab.GetFile(ctx, project, path, br.CommitID)
@@ -190,7 +191,7 @@ func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (engine.Outc
 	}
 	switch status {
 	case pipelineSuccess, pipelineSkipped:
-		return engine.Done(ActionApprove, engine.Transition{Step: domain.StepHandleStarted,
+		return engine.Done(flow.ActionApprove, engine.Transition{Step: domain.StepHandleStarted,
 			Note: fmt.Sprintf("pipeline of regenerated MR !%d %s: approving again", mr.IID, status)}), nil
 	case pipelineFailed, pipelineCanceled:
 		return engine.Fail(domain.StepHandlePipelineFailed, domain.BindingHandleFailed,
@@ -249,7 +250,7 @@ func (d Deps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, p
 	if err != nil {
 		return false, err
 	}
-	if len(head.ParentIDs) != 1 || !HasTrailer(head.Message, operationID) {
+	if len(head.ParentIDs) != 1 || !flow.HasTrailer(head.Message, operationID) {
 		return false, nil
 	}
 	target, err := d.GitLab.GetBranch(ctx, project, mr.TargetBranch)

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/gitlab"
+	"changeflow/internal/workflow/flow"
 )
 
 // TestJudgeHead is the head check's decision, no database and no GitLab:
@@ -59,17 +60,17 @@ func TestJudgeHead(t *testing.T) {
 // TestFreshBranchNames: the n-th branch of a request or a batch is found
 // again from its name alone, and no fresh name is another's first branch.
 func TestFreshBranchNames(t *testing.T) {
-	first := BranchName("op-1")
-	require.Equal(t, first, FreshBranchName(first, 1))
-	require.Equal(t, "changeflow/r2/op-op-1", FreshBranchName(first, 2))
-	require.Equal(t, "changeflow/r3/batch-7", FreshBranchName(BatchBranchName(7), 3))
-	for n := 1; n <= maxBranchAttempts; n++ {
-		got, ok := branchAttempt(FreshBranchName(first, n), first)
+	first := flow.BranchName("op-1")
+	require.Equal(t, first, flow.FreshBranchName(first, 1))
+	require.Equal(t, "changeflow/r2/op-op-1", flow.FreshBranchName(first, 2))
+	require.Equal(t, "changeflow/r3/batch-7", flow.FreshBranchName(BatchBranchName(7), 3))
+	for n := 1; n <= flow.MaxBranchAttempts; n++ {
+		got, ok := flow.BranchAttempt(flow.FreshBranchName(first, n), first)
 		require.True(t, ok)
 		require.Equal(t, n, got)
 	}
-	for _, other := range []string{"changeflow/r2/op-op-2", "changeflow/r02/op-op-1", "changeflow/r1/op-op-1", "changeflow/rx/op-op-1", BranchName("r2/op-op-1"), ""} {
-		_, ok := branchAttempt(other, first)
+	for _, other := range []string{"changeflow/r2/op-op-2", "changeflow/r02/op-op-1", "changeflow/r1/op-op-1", "changeflow/rx/op-op-1", flow.BranchName("r2/op-op-1"), ""} {
+		_, ok := flow.BranchAttempt(other, first)
 		require.False(t, ok, other)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // A requester withdraws a request that has not taken effect
@@ -84,7 +85,7 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domain.WithdrawActionView, *stepEnd) {
 	v := domain.WithdrawActionView{
 		Kind: op.Kind, Step: domain.StepStatus(op.Step),
-		InBatch: op.BatchID != 0, Legacy: op.Flow == FlowLegacy, HasApproval: op.ApprovalID != "", HasMR: op.MRIID != 0,
+		InBatch: op.BatchID != 0, Legacy: op.Flow == flow.FlowLegacy, HasApproval: op.ApprovalID != "", HasMR: op.MRIID != 0,
 		Waited: strings.HasPrefix(op.LastError, noneYet),
 	}
 	b, err := d.Store.BindingGetByOperation(ctx, op.OperationID)
@@ -186,7 +187,7 @@ func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain
 	switch {
 	case err == nil:
 		return nil
-	case Transient(err), errors.Is(err, errMRWontClose), errors.Is(err, domain.ErrPreempted):
+	case flow.Transient(err), errors.Is(err, errMRWontClose), errors.Is(err, domain.ErrPreempted):
 		// The MR may still merge, or GitLab did not answer: settle again
 		// later; past the retries the withdrawal stops at CLOSE_FAILED for
 		// a retrigger, its batch still waiting for a person.
@@ -268,7 +269,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 	}
 	iid := op.MRIID
 	if iid == 0 {
-		mr, ok, err := d.GitLab.FindMRBySourceBranch(ctx, project, singleBranch(op), gitlab.StateAll)
+		mr, ok, err := d.GitLab.FindMRBySourceBranch(ctx, project, flow.SingleBranch(op), gitlab.StateAll)
 		switch {
 		case err != nil:
 			out, err := d.retryOr(err, "look up the MR")
@@ -341,7 +342,7 @@ type Withdrawer struct {
 // it in between (Engine.RunClaimed). An unknown operation is an
 // error wrapping domain.ErrNotFound.
 func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (WithdrawAnswer, error) {
-	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: ActionWithdraw, Actor: actor, Note: "withdrawn by the requester"})
+	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: flow.ActionWithdraw, Actor: actor, Note: "withdrawn by the requester"})
 }
 
 // Close is an operator's close of a request stopped on a failure or in a
@@ -351,7 +352,7 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 // "Merged wins" as for a withdrawal: the answer's Merged says so. Nothing
 // counts it as a requester's withdrawal.
 func (wd Withdrawer) Close(ctx context.Context, operationID, actor, reason string) (WithdrawAnswer, error) {
-	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: ActionWithdraw, Actor: actor,
+	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: flow.ActionWithdraw, Actor: actor,
 		Note: "closed by an operator: " + reason, Cancel: true})
 }
 
@@ -378,7 +379,7 @@ func (wd Withdrawer) afterWrite(ctx context.Context, p store.WithdrawParams, res
 		wd.Deps.ObserverOrNop().Withdrawn(ctx, res.Place)
 	}
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil {
-		wd.Deps.renewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
+		wd.Deps.RenewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
 	}
 	switch {
 	case res.Claimed != nil:
@@ -412,7 +413,7 @@ func (wd Withdrawer) answer(ctx context.Context, operationID string, res store.W
 	view := ans.Operation.Kind.GrantView(ans.Binding.Status, step)
 	ans.Merged = (res.Outcome == store.WithdrawApplied || res.Outcome == store.WithdrawAlready) &&
 		step != domain.StepCloseRequesterWithdrawn && step != domain.StepCloseCancelled && (view == domain.BindingMerged || view == domain.BindingValidated)
-	ans.Pending = ans.Operation.NextAction == ActionWithdraw && (!ans.Operation.DueAt.IsZero() || ans.Operation.LeaseOwner != "")
-	ans.Stopped = ans.Operation.NextAction == ActionWithdraw && !ans.Pending
+	ans.Pending = ans.Operation.NextAction == flow.ActionWithdraw && (!ans.Operation.DueAt.IsZero() || ans.Operation.LeaseOwner != "")
+	ans.Stopped = ans.Operation.NextAction == flow.ActionWithdraw && !ans.Pending
 	return ans, nil
 }

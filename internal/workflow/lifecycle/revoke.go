@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // Revocation (docs/flows/lifecycle.md, "Revocation (access ends)"): the expiry
@@ -51,7 +51,7 @@ type Expiry struct {
 }
 
 // NewExpiry returns the expiry scan over env and st.
-func NewExpiry(env workflow.Env, st Store) *Expiry {
+func NewExpiry(env flow.Env, st Store) *Expiry {
 	return &Expiry{rv: Revoker{Env: env, Store: st}}
 }
 
@@ -132,7 +132,7 @@ func (x *Expiry) cutExpiredRenewals(ctx context.Context, size int, res *ExpiryRe
 		return wake, nil
 	}
 	res.Chunks++
-	switch err := x.rv.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: workflow.ActionWithdraw, Actor: ExpiryActor, Rows: cuts.lapse}); {
+	switch err := x.rv.Store.RenewalLapse(ctx, store.RenewalLapseParams{Action: flow.ActionWithdraw, Actor: ExpiryActor, Rows: cuts.lapse}); {
 	case err == nil:
 		res.Lapsed = len(cuts.lapse)
 		return true, nil
@@ -188,7 +188,7 @@ func (rv Revoker) createRevocations(ctx context.Context, cands []store.Revocatio
 		rows[i] = store.RevocationRow{RevocationCandidate: c, Batching: ok && t.Batching}
 	}
 	created, err := rv.Store.RevocationCreate(ctx, store.RevocationCreateParams{
-		Reason: reason, Text: text, Actor: actor, SingleAction: workflow.ActionCreateMR, RenewalAction: workflow.ActionWithdraw, Rows: rows,
+		Reason: reason, Text: text, Actor: actor, SingleAction: flow.ActionCreateMR, RenewalAction: flow.ActionWithdraw, Rows: rows,
 	})
 	for _, c := range created {
 		rv.ObserverOrNop().RevocationCreated(ctx, c, reason)

@@ -5,7 +5,7 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 // Store is what the lifecycle reads and writes; *store.Store is one.
@@ -23,6 +23,6 @@ type Store interface {
 // Revoker creates revocations: the expiry scan's, a give-back's and an
 // operator's, each once per grant whoever races (store.RevocationCreate).
 type Revoker struct {
-	workflow.Env
+	flow.Env
 	Store Store
 }

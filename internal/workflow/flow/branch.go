@@ -1,4 +1,4 @@
-package workflow
+package flow
 
 import (
 	"crypto/sha256"
@@ -59,13 +59,13 @@ func HasTrailer(text, operationID string) bool {
 // foreign branch or foreign MR. Someone who pre-creates the next names
 // cannot make changeflow loop: past the bound the request stops for a
 // person with the reason (docs/flows/single.md, "The head check").
-const maxBranchAttempts = 5
+const MaxBranchAttempts = 5
 
 // freshPrefix starts a fresh branch: changeflow/r<n>/<name>, where name
 // is the deterministic branch without "changeflow/". It is a namespace of
 // its own, so it can never be an operationId's or a batch's deterministic
 // branch, nor a directory of one (Git cannot hold refs a/b and a/b/c).
-const freshPrefix = "changeflow/r"
+const FreshPrefix = "changeflow/r"
 
 // FreshBranchName is the n-th branch (n ≥ 2) of what is built on
 // deterministic first (BranchName, BatchBranchName); n ≤ 1 is first
@@ -76,16 +76,16 @@ func FreshBranchName(first string, n int) string {
 	if n <= 1 {
 		return first
 	}
-	return freshPrefix + strconv.Itoa(n) + "/" + strings.TrimPrefix(first, "changeflow/")
+	return FreshPrefix + strconv.Itoa(n) + "/" + strings.TrimPrefix(first, "changeflow/")
 }
 
 // branchAttempt is which attempt branch is of first (1: first itself);
 // ok is false when branch is neither first nor one of its fresh branches.
-func branchAttempt(branch, first string) (n int, ok bool) {
+func BranchAttempt(branch, first string) (n int, ok bool) {
 	if branch == first {
 		return 1, true
 	}
-	rest, found := strings.CutPrefix(branch, freshPrefix)
+	rest, found := strings.CutPrefix(branch, FreshPrefix)
 	if !found {
 		return 0, false
 	}
@@ -103,9 +103,9 @@ func branchAttempt(branch, first string) (n int, ok bool) {
 // singleBranch is the branch a request's single-request MR is built on:
 // the fresh branch recorded on the row after a foreign head, else the
 // deterministic one.
-func singleBranch(op store.Operation) string {
+func SingleBranch(op store.Operation) string {
 	first := BranchName(op.OperationID)
-	if _, ok := branchAttempt(op.Branch, first); ok {
+	if _, ok := BranchAttempt(op.Branch, first); ok {
 		return op.Branch
 	}
 	return first

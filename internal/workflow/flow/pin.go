@@ -1,4 +1,4 @@
-package workflow
+package flow
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // says VALIDATED. With the pin, the same race is a merge conflict, which
 // regenerate resolves from a fresh read (docs/flows/single.md, "Writes are
 // pinned to what was read").
-type pin struct {
+type Pin struct {
 	// SHA is the commit the files were read at and the write starts from.
 	SHA string
 	// BranchExists: the branch written existed when SHA was read, so the
@@ -27,19 +27,19 @@ type pin struct {
 // pinBranch reads the head the write to branch is built from: branch's
 // own head when it exists (a run that committed already, whose answer may
 // have been lost), else the head of from (the MR's target branch).
-func (d Deps) pinBranch(ctx context.Context, project, branch, from string) (pin, error) {
-	br, err := d.GitLab.GetBranch(ctx, project, branch)
+func (env Env) PinBranch(ctx context.Context, project, branch, from string) (Pin, error) {
+	br, err := env.GitLab.GetBranch(ctx, project, branch)
 	if err == nil {
-		return pin{SHA: br.CommitID, BranchExists: true}, nil
+		return Pin{SHA: br.CommitID, BranchExists: true}, nil
 	}
 	if !gitlab.IsNotFound(err) {
-		return pin{}, err
+		return Pin{}, err
 	}
-	base, err := d.GitLab.GetBranch(ctx, project, from)
+	base, err := env.GitLab.GetBranch(ctx, project, from)
 	if err != nil {
-		return pin{}, err
+		return Pin{}, err
 	}
-	return pin{SHA: base.CommitID}, nil
+	return Pin{SHA: base.CommitID}, nil
 }
 
 // commit is the commit of a write built from what was read at p, on
@@ -52,6 +52,6 @@ func (d Deps) pinBranch(ctx context.Context, project, branch, from string) (pin,
 // meanwhile by a run whose answer was lost, the start commit is gone —
 // and the caller answers such a refusal (gitlab.IsStaleWrite) with a
 // fresh read, never with a failure state.
-func (p pin) commit(branch, message string, actions []gitlab.FileAction) gitlab.CommitRequest {
+func (p Pin) Commit(branch, message string, actions []gitlab.FileAction) gitlab.CommitRequest {
 	return gitlab.CommitRequest{Branch: branch, StartSHA: p.SHA, Force: p.BranchExists, Message: message, Actions: actions}
 }

@@ -1,6 +1,7 @@
-package workflow
+package flow
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,10 +10,21 @@ import (
 
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
+	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 )
+
+// Flow names stored in operation.flow.
+const (
+	FlowLegacy       = "LEGACY"
+	FlowApproveFirst = "APPROVE_FIRST"
+)
+
+// DefaultTargetBranch is the config repo's branch MRs go to when
+// Env.TargetBranch is empty.
+const DefaultTargetBranch = "main"
 
 // Env is what every flow shares: the remote systems, the configuration,
 // the logger, the observer and the clock. The composition root builds it
@@ -138,4 +150,34 @@ func (env Env) RetryLater(err error, reason string) engine.Outcome {
 		return out.Unattempted()
 	}
 	return out
+}
+
+// renewalFlipped reports the end of a renewal that flip f records, if it
+// records one (domain.RenewalEndOf). Every committed binding move passes
+// through exactly one caller of it — the engine's commit hook for a
+// step's own move (RegisterSteps), flipped for a confirmation, the
+// approval callback for a decision — so a renewal's end is counted once,
+// by the transaction that moved it, and never by a retried step or a
+// duplicate callback, which move nothing.
+func (env Env) RenewalFlipped(ctx context.Context, f store.Flip) {
+	if o := domain.RenewalEndOf(f.From, f.To, f.EndedWithoutEffect, domain.StepStatus(f.ToStep)); o != "" {
+		env.ObserverOrNop().RenewalEnded(ctx, f.OperationID, o)
+	}
+}
+
+// flipped tells the observer of f's success: Revoked for a removal
+// confirmed, Validated for a grant in effect.
+func (env Env) Flipped(ctx context.Context, f store.Flip) {
+	if f.To == domain.BindingRevoked {
+		env.ObserverOrNop().Revoked(ctx, f)
+		return
+	}
+	// A renewal in effect is a grant in effect too: both are counted.
+	env.RenewalFlipped(ctx, f)
+	env.ObserverOrNop().Validated(ctx, f)
+}
+
+// revokedHook is the after-commit hook of an outcome that writes REVOKED.
+func (env Env) RevokedHook() engine.FlipHook {
+	return func(ctx context.Context, f store.Flip) { env.Flipped(ctx, f) }
 }

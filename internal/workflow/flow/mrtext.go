@@ -1,4 +1,4 @@
-package workflow
+package flow
 
 import (
 	"strings"
@@ -21,7 +21,7 @@ import (
 // a backtick). Runes that may not appear in a reason (domain.UnsafeTextRune)
 // become U+FFFD first: submissions refuse them, but rows stored before
 // that rule may hold them, and a newline would end the span's line.
-func inertCode(s string) string {
+func InertCode(s string) string {
 	s = strings.Map(func(r rune) rune {
 		if domain.UnsafeTextRune(r) {
 			return '\uFFFD'
@@ -49,7 +49,7 @@ func longestRun(s string, c byte) int {
 // commitTrailers appends the operations' trailers to a commit message as
 // its last paragraph (git's trailer convention; commit messages are not
 // acted on like descriptions).
-func commitTrailers(message string, operationIDs ...string) string {
+func CommitTrailers(message string, operationIDs ...string) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimRight(message, "\n"))
 	b.WriteString("\n\n")
@@ -64,7 +64,7 @@ func commitTrailers(message string, operationIDs ...string) string {
 // printable text the caller chose ("@all" is one), so in a description it
 // must be as inert as the reason. The fence is longer than any backtick
 // run in the ids, so no id can close it.
-func descriptionTrailers(description string, operationIDs ...string) string {
+func DescriptionTrailers(description string, operationIDs ...string) string {
 	longest := 0
 	for _, id := range operationIDs {
 		longest = max(longest, longestRun(id, '`'))

@@ -1,4 +1,4 @@
-package workflow
+package flow
 
 import "changeflow/internal/domain"
 
@@ -63,3 +63,20 @@ func Entry(approveFirst bool) EntryState {
 	}
 	return EntryState{Flow: "LEGACY", Step: domain.StepCreateStarted, Binding: domain.BindingMRCreating, Action: ActionCreateMR}
 }
+
+// Actions of the batch path (docs/flows/batch.md, "Batch rounds"). They run
+// on the batch's driver — its first member in claim order — and reuse the
+// single-request steps on the batch MR; every member's state follows the
+// driver's in batched statements (store.BatchApply).
+const (
+	ActionBatchPollPipeline = "batch_poll_pipeline"
+	ActionBatchApprove      = "batch_approve"
+	ActionBatchMerge        = "batch_merge"
+	ActionBatchPollRebase   = "batch_poll_rebase"
+	// ActionBatchFinish aligns every member to MERGED and marks the batch
+	// SUCCEEDED once the driver saw the MR merged.
+	ActionBatchFinish = "batch_finish"
+	// ActionBatchSettle settles a batch whose driver failed or timed out:
+	// close the MR, re-read it, merged wins.
+	ActionBatchSettle = "batch_settle"
+)

@@ -1,4 +1,4 @@
-package workflow_test
+package flow_test
 
 import (
 	"testing"
@@ -6,12 +6,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/domain"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
 )
 
 func TestEntryStatesAreTheTablesEntryRow(t *testing.T) {
 	for _, approveFirst := range []bool{false, true} {
-		e := workflow.Entry(approveFirst)
+		e := flow.Entry(approveFirst)
 		require.NoError(t, domain.CheckEntry(e.Step, e.Binding))
 		require.NotEmpty(t, e.Action)
 	}

@@ -1,8 +1,7 @@
-package workflow
+package flow
 
 import (
 	"changeflow/internal/engine"
-	"context"
 	"slices"
 	"sync"
 	"time"
@@ -71,7 +70,7 @@ func (t *RoundTrigger) Due(projectID int64) (time.Time, bool) {
 // take removes and returns the projects whose round is due at now (in
 // project order, so a test sees a stable order), and the earliest due time
 // left (zero when none).
-func (t *RoundTrigger) take(now time.Time) (due []int64, next time.Time) {
+func (t *RoundTrigger) Take(now time.Time) (due []int64, next time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for p, at := range t.due {
@@ -89,7 +88,7 @@ func (t *RoundTrigger) take(now time.Time) (due []int64, next time.Time) {
 }
 
 // next is the earliest due time (zero when none).
-func (t *RoundTrigger) next() time.Time {
+func (t *RoundTrigger) Next() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var next time.Time
@@ -104,34 +103,24 @@ func (t *RoundTrigger) next() time.Time {
 // roundAfterAdmission schedules projectID's round batch.gatherWindow from
 // now (an admission). Nil-safe: a Deps without a trigger leaves the round
 // to batch.interval.
-func (d Deps) roundAfterAdmission(projectID int64) {
-	if d.RoundTrigger == nil {
+func (env Env) RoundAfterAdmission(projectID int64) {
+	if env.RoundTrigger == nil {
 		return
 	}
-	d.RoundTrigger.Schedule(projectID, d.Config().Batch().GatherWindow)
+	env.RoundTrigger.Schedule(projectID, env.Config().Batch().GatherWindow)
 }
 
 // roundNow schedules projectID's round at once: a batch settled, so its
 // slot is free and whatever waits (members re-admitted by a failure, the
 // next half of a bisection, admissions that met the occupied slot) has
 // waited long enough.
-func (d Deps) roundNow(projectID int64) {
-	d.RoundTrigger.Schedule(projectID, 0)
+func (env Env) RoundNow(projectID int64) {
+	env.RoundTrigger.Schedule(projectID, 0)
 }
 
-// RunTriggered runs the round of every project whose trigger is due at
-// now (the loop passes the clock's now; tests pass chosen times) and
-// returns what each did, in project order. An error is logged and leaves
-// the project to its next trigger or the batch.interval safety net.
-func (r *Rounds) RunTriggered(ctx context.Context, now time.Time) []RoundResult {
-	due, _ := r.d.RoundTrigger.take(now)
-	out := make([]RoundResult, 0, len(due))
-	for _, p := range due {
-		res, err := r.RunRound(ctx, p)
-		if err != nil && ctx.Err() == nil {
-			r.d.Log().Warn("triggered batch round", "project", p, "err", err)
-		}
-		out = append(out, res)
-	}
-	return out
-}
+// Clock is the clock t reads.
+func (t *RoundTrigger) Clock() engine.Clock { return t.clock }
+
+// Woken receives once after a Schedule since the last receive: the loop
+// that runs the rounds recomputes its timer then.
+func (t *RoundTrigger) Woken() <-chan struct{} { return t.wake }
