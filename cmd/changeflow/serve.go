@@ -27,6 +27,7 @@ import (
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
@@ -156,7 +157,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer stop()
-	callbacks := workflow.NewCallbacks(wdeps, engine)
+	cbs := callbacks.New(flowEnv, st, engine)
 	// The live status streams' one poller (docs/api.md, "Live status");
 	// closed when the server shuts down, so open streams end and
 	// Shutdown does not wait for them.
@@ -173,10 +174,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Authz:     httpapi.Authorization{Config: cfg, Permissions: perms, Auditor: storeAuditor{st}},
 		Business: httpapi.Business{
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: glPreview,
-			Sink:         httpapi.NewWorkflowSink(callbacks),
+			Sink:         httpapi.NewWorkflowSink(cbs),
 			Work:         engine,
 			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
-			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: callbacks, Expiry: expiry, Engine: engine, Deps: wdeps},
+			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Deps: wdeps},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
 			Events:       events,
 			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},

@@ -15,6 +15,7 @@ import (
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -34,7 +35,7 @@ type OpsActions interface {
 	Reconcile(ctx context.Context) (workflow.ReconcileResult, error)
 	// ReplayApproval applies the request's latest recorded approval
 	// decision again (stale when already acted on).
-	ReplayApproval(ctx context.Context, operationID string) (workflow.CallbackResult, error)
+	ReplayApproval(ctx context.Context, operationID string) (callbacks.Result, error)
 	// ExpiryScan runs one expiry scan now (lifecycle.Expiry.ScanOnce: safe
 	// beside the scheduled scans of every instance).
 	ExpiryScan(ctx context.Context) (lifecycle.ExpiryResult, error)
@@ -44,7 +45,7 @@ type OpsActions interface {
 type WorkflowOps struct {
 	Store      *store.Store
 	Reconciler *workflow.Reconciler
-	Callbacks  *workflow.Callbacks
+	Callbacks  *callbacks.Callbacks
 	// Expiry is the instance's expiry scan; a manual scan runs its
 	// ScanOnce, so its Wake starts the created removals at once.
 	Expiry *lifecycle.Expiry
@@ -89,7 +90,7 @@ func (o WorkflowOps) Reconcile(ctx context.Context) (workflow.ReconcileResult, e
 }
 
 // ReplayApproval implements OpsActions.
-func (o WorkflowOps) ReplayApproval(ctx context.Context, operationID string) (workflow.CallbackResult, error) {
+func (o WorkflowOps) ReplayApproval(ctx context.Context, operationID string) (callbacks.Result, error) {
 	if o.Callbacks == nil {
 		return 0, errors.New("replay approval: no callbacks wired")
 	}
@@ -267,6 +268,6 @@ func (s *Server) handleOpsReplayApproval() http.Handler {
 			if err != nil {
 				return id, "", nil, domain.Internal("ops replay", err)
 			}
-			return id, domain.CodeOK, replayView{OperationID: id, Applied: res == workflow.CallbackApplied}, nil
+			return id, domain.CodeOK, replayView{OperationID: id, Applied: res == callbacks.Applied}, nil
 		})
 }

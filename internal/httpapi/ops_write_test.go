@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
@@ -20,7 +21,7 @@ func withOpsActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}
 		d.Business.OpsActions = WorkflowOps{
-			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: workflow.NewCallbacks(wd, nil),
+			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: callbacks.New(wd.Env, wd.Store, nil),
 			Expiry: lifecycle.NewExpiry(wd.Env, wd.Store),
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -21,7 +22,7 @@ func withApprovals(clock *atomic.Pointer[time.Time]) worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		w.overlay["approval.verifyDecisions"] = false
 		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}, Store: w.st}
-		d.Business.Sink = NewWorkflowSink(workflow.NewCallbacks(wd, nil))
+		d.Business.Sink = NewWorkflowSink(callbacks.New(wd.Env, wd.Store, nil))
 	}
 }
 

@@ -1,29 +1,28 @@
 package httpapi
 
 import (
+	"changeflow/internal/workflow/callbacks"
 	"context"
-
-	"changeflow/internal/workflow"
 )
 
 // WorkflowSink is the CallbackSink over the workflow's callback handling
-// (workflow.Callbacks): what an authenticated, parsed and recorded
+// (callbacks.Callbacks): what an authenticated, parsed and recorded
 // callback does to its request. The workflow knows nothing of HTTP; this
 // package already depends on it (flow.Entry for submissions), so the
 // adapter lives here.
 type WorkflowSink struct {
-	C *workflow.Callbacks
+	C *callbacks.Callbacks
 }
 
 var _ CallbackSink = WorkflowSink{}
 
 // NewWorkflowSink returns the sink the composition root puts in
 // Business.Sink.
-func NewWorkflowSink(c *workflow.Callbacks) WorkflowSink { return WorkflowSink{C: c} }
+func NewWorkflowSink(c *callbacks.Callbacks) WorkflowSink { return WorkflowSink{C: c} }
 
 // Approval implements CallbackSink.
 func (s WorkflowSink) Approval(ctx context.Context, cb ApprovalCallback) (SinkOutcome, error) {
-	r, err := s.C.Approval(ctx, workflow.ApprovalEvent{
+	r, err := s.C.Approval(ctx, callbacks.ApprovalEvent{
 		DeliveryKey: cb.DeliveryKey, ApprovalID: cb.ApprovalID, OperationID: cb.OperationID,
 		Result: cb.Result, MRID: cb.MRID,
 	})
@@ -32,7 +31,7 @@ func (s WorkflowSink) Approval(ctx context.Context, cb ApprovalCallback) (SinkOu
 
 // Deploy implements CallbackSink.
 func (s WorkflowSink) Deploy(ctx context.Context, cb DeployCallback) (SinkOutcome, error) {
-	r, err := s.C.Deploy(ctx, workflow.DeployEvent{
+	r, err := s.C.Deploy(ctx, callbacks.DeployEvent{
 		RowID: cb.RowID, DeliveryKey: cb.DeliveryKey, ProjectID: cb.ProjectID, MRIID: cb.MRIID, Status: cb.Status,
 	})
 	return sinkOutcome(r), err
@@ -44,11 +43,11 @@ func (s WorkflowSink) GitLab(ctx context.Context, ev GitLabEvent) (SinkOutcome, 
 	return sinkOutcome(r), err
 }
 
-func sinkOutcome(r workflow.CallbackResult) SinkOutcome {
+func sinkOutcome(r callbacks.Result) SinkOutcome {
 	switch r {
-	case workflow.CallbackApplied:
+	case callbacks.Applied:
 		return SinkApplied
-	case workflow.CallbackDeferred:
+	case callbacks.Deferred:
 		return SinkRecorded
 	}
 	return SinkStale

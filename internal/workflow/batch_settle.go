@@ -250,14 +250,14 @@ func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 		if m.Binding != domain.BindingMerged {
 			continue
 		}
-		ok, err := d.markValidated(ctx, m.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
+		ok, err := d.applier().MarkValidated(ctx, m.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
 		if err != nil {
 			d.Log().Warn("validate batch member", "operation", m.OperationID, "err", err)
 		}
 		flipped = flipped || ok
 	}
 	if flipped {
-		d.deployApplied(ctx, b.ProjectID, b.MRIID, "applied when changeflow wrote MERGED")
+		d.applier().DeployApplied(ctx, b.ProjectID, b.MRIID, "applied when changeflow wrote MERGED")
 	}
 }
 

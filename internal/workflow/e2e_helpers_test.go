@@ -29,6 +29,7 @@ import (
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
@@ -54,7 +55,7 @@ type world struct {
 	cbTS  *httptest.Server
 	cfg   atomic.Pointer[config.Snapshot]
 	eng   *engine.Engine
-	cbs   *workflow.Callbacks
+	cbs   *callbacks.Callbacks
 
 	// deps are the steps' dependencies, as registered on eng.
 	deps workflow.Deps
@@ -298,7 +299,7 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 	}
 	w.deps = deps
 	if ws.noEngine {
-		w.cbs = workflow.NewCallbacks(deps, nil)
+		w.cbs = callbacks.New(deps.Env, deps.Store, nil)
 	} else {
 		w.startEngine(deps)
 	}
@@ -320,7 +321,7 @@ func (w *world) startEngine(deps workflow.Deps) {
 	require.NoError(w.t, err)
 	workflow.RegisterSteps(e, deps)
 	w.eng = e
-	w.cbs = workflow.NewCallbacks(deps, e)
+	w.cbs = callbacks.New(deps.Env, deps.Store, e)
 	require.NoError(w.t, e.Start(w.t.Context()))
 	w.t.Cleanup(e.Stop)
 

@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -49,10 +50,10 @@ func TestRecordedDecisionIsNotLost(t *testing.T) {
 		require.NoError(t, err)
 		res, err := w.cbs.ReplayApproval(ctx, "op-inbox-2")
 		require.NoError(t, err)
-		require.Equal(t, workflow.CallbackApplied, res)
+		require.Equal(t, callbacks.Applied, res)
 		res, err = w.cbs.ReplayApproval(ctx, "op-inbox-2")
 		require.NoError(t, err)
-		require.Equal(t, workflow.CallbackStale, res, "a replay of an applied decision changes nothing")
+		require.Equal(t, callbacks.Stale, res, "a replay of an applied decision changes nothing")
 		w.until("op-inbox-2", "MR closed", at(domain.StepCloseMRClosed, domain.BindingRejected))
 		require.Equal(t, "closed", w.mrsOf("op-inbox-2")[0]["state"], "legacy flow read from the database: the MR is closed")
 	})
@@ -155,7 +156,7 @@ func TestReplayKeepsTheClaimedMR(t *testing.T) {
 			require.NoError(t, err)
 			res, err := w.cbs.ReplayApproval(ctx, op)
 			require.NoError(t, err)
-			require.Equal(t, workflow.CallbackStale, res, forged.key)
+			require.Equal(t, callbacks.Stale, res, forged.key)
 			row := inboxOf(t, st, op)[forged.key]
 			require.Equal(t, store.InboxRejectedByGuard, row.Disposition, row.Reason)
 			require.Contains(t, row.Reason, forged.reason)

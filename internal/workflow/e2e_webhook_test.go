@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 )
 
 // TestWebhookSpeedsUpPolling: with the pipeline poll an hour away, the
@@ -75,7 +75,7 @@ func TestWebhookDuringARunningPollIsNotLost(t *testing.T) {
 		g.armed.Store(true)
 		res, err := w.cbs.GitLab(t.Context(), "pipeline", hook)
 		require.NoError(t, err)
-		require.Equal(t, workflow.CallbackApplied, res)
+		require.Equal(t, callbacks.Applied, res)
 		select {
 		case <-g.held:
 		case <-time.After(20 * time.Second):
@@ -85,7 +85,7 @@ func TestWebhookDuringARunningPollIsNotLost(t *testing.T) {
 		g.passed.Store(true)
 		res, err = w.cbs.GitLab(t.Context(), "pipeline", hook)
 		require.NoError(t, err)
-		require.Equal(t, workflow.CallbackApplied, res, "noted for the running poll")
+		require.Equal(t, callbacks.Applied, res, "noted for the running poll")
 		o, err := st.OperationGet(t.Context(), "op-held")
 		require.NoError(t, err)
 		require.NotEmpty(t, o.LeaseOwner, "the running poll was not pre-empted")

@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/callbacks"
 )
 
 // Reconciliation for lost deploy callbacks.
@@ -115,11 +116,11 @@ func (r *Reconciler) ReplayApprovalInbox(ctx context.Context) (int, error) {
 	}
 	applied := 0
 	for _, id := range ids {
-		res, _, err := r.d.replayApproval(ctx, id)
+		res, _, err := r.d.applier().Replay(ctx, id)
 		if err != nil {
 			return applied, fmt.Errorf("replay the approval decision of %s: %w", id, err)
 		}
-		if res == CallbackApplied {
+		if res == callbacks.Applied {
 			applied++
 		}
 	}
@@ -179,7 +180,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 		if flipped {
 			res.Validated++
 			if step == domain.StepCalledBack {
-				r.d.deployApplied(ctx, row.ProjectID, row.MRIID, "applied by reconciliation (exact match)")
+				r.d.applier().DeployApplied(ctx, row.ProjectID, row.MRIID, "applied by reconciliation (exact match)")
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -64,14 +65,14 @@ func TestDeployCallbackAttacks(t *testing.T) {
 				if c.prepare != nil {
 					c.prepare(w, p)
 				}
-				cbs := workflow.NewCallbacks(w.deps(), nil)
+				cbs := callbacks.New(w.deps().Env, w.deps().Store, nil)
 				for _, a := range c.attack {
 					rec, err := st.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: p, MRIID: a.iid, Status: a.status})
 					require.NoError(t, err)
 					if a.sink {
-						res, err := cbs.Deploy(ctx, workflow.DeployEvent{RowID: rec.ID, ProjectID: p, MRIID: a.iid, Status: a.status})
+						res, err := cbs.Deploy(ctx, callbacks.DeployEvent{RowID: rec.ID, ProjectID: p, MRIID: a.iid, Status: a.status})
 						require.NoError(t, err)
-						require.Equal(t, workflow.CallbackStale, res)
+						require.Equal(t, callbacks.Stale, res)
 					}
 					got := deployRow(t, st, p, a.iid)
 					require.Equal(t, a.want, got.Disposition, got.Reason)
@@ -88,9 +89,9 @@ func TestDeployCallbackAttacks(t *testing.T) {
 				// match now, and the watermark for the request below it.
 				rec, err := st.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: p, MRIID: 10, Status: "SUCCESS"})
 				require.NoError(t, err)
-				out, err := cbs.Deploy(ctx, workflow.DeployEvent{RowID: rec.ID, ProjectID: p, MRIID: 10, Status: "SUCCESS"})
+				out, err := cbs.Deploy(ctx, callbacks.DeployEvent{RowID: rec.ID, ProjectID: p, MRIID: 10, Status: "SUCCESS"})
 				require.NoError(t, err)
-				require.Equal(t, workflow.CallbackApplied, out)
+				require.Equal(t, callbacks.Applied, out)
 				_, step := w.state(below10)
 				require.Equal(t, domain.StepCalledBack, step)
 				res, err = workflow.NewReconciler(w.deps()).RunOnce(ctx)
@@ -108,9 +109,9 @@ func TestDeployCallbackAttacks(t *testing.T) {
 				// A second genuine delivery is a duplicate.
 				rec, err = st.DeployCallbackInsert(ctx, store.DeployCallbackParams{ProjectID: p, MRIID: 10, Status: "SUCCESS"})
 				require.NoError(t, err)
-				out, err = cbs.Deploy(ctx, workflow.DeployEvent{RowID: rec.ID, ProjectID: p, MRIID: 10, Status: "SUCCESS"})
+				out, err = cbs.Deploy(ctx, callbacks.DeployEvent{RowID: rec.ID, ProjectID: p, MRIID: 10, Status: "SUCCESS"})
 				require.NoError(t, err)
-				require.Equal(t, workflow.CallbackStale, out)
+				require.Equal(t, callbacks.Stale, out)
 				require.Equal(t, store.DeployDuplicate, deployRowByID(t, st, p, rec.ID).Disposition)
 				require.Equal(t, 2, w.total())
 			})

@@ -34,7 +34,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 		var fired []string
 		d := Deps{Env: flow.Env{Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}, Store: st}
 
-		flipped, err := d.markValidated(ctx, "cb-first", "deploy-callback", "test")
+		flipped, err := d.applier().MarkValidated(ctx, "cb-first", "deploy-callback", "test")
 		require.NoError(t, err)
 		require.True(t, flipped)
 		flipped, err = d.reconcileValidate(ctx, "cb-first", domain.StepReconciled, "test")
@@ -44,7 +44,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 		flipped, err = d.reconcileValidate(ctx, "rec-first", domain.StepReconciled, "test")
 		require.NoError(t, err)
 		require.True(t, flipped)
-		flipped, err = d.markValidated(ctx, "rec-first", "deploy-callback", "test")
+		flipped, err = d.applier().MarkValidated(ctx, "rec-first", "deploy-callback", "test")
 		require.NoError(t, err)
 		require.False(t, flipped)
 

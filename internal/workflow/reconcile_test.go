@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -309,7 +310,7 @@ func TestReconcileRacingDeployCallbacks(t *testing.T) {
 		w.merged(1, 5*time.Minute, iids)
 		w.validatedBefore(1, 1000)
 		d := w.deps()
-		cbs := workflow.NewCallbacks(d, nil)
+		cbs := callbacks.New(d.Env, d.Store, nil)
 		ctx := t.Context()
 
 		var wg sync.WaitGroup
@@ -343,7 +344,7 @@ func TestReconcileRacingDeployCallbacks(t *testing.T) {
 						errs <- err
 						return
 					}
-					if _, err := cbs.Deploy(ctx, workflow.DeployEvent{ProjectID: 1, MRIID: iid, Status: "SUCCESS"}); err != nil {
+					if _, err := cbs.Deploy(ctx, callbacks.DeployEvent{ProjectID: 1, MRIID: iid, Status: "SUCCESS"}); err != nil {
 						errs <- fmt.Errorf("callback %d: %w", iid, err)
 						return
 					}

@@ -68,5 +68,5 @@ func (d Deps) submitApproval(ctx context.Context, w engine.Work) (engine.Outcome
 	// decision may have been made already).
 	return engine.Done(flow.ActionPollApproval, engine.Transition{Step: domain.StepCreateApprovalSubmitted, Binding: domain.BindingApprovalSent,
 		Fields: store.WorkFields{ApprovalID: a.ApprovalID}, Note: "approval " + a.ApprovalID + " sent"}).
-		OnFlip(d.applyRecordedDecision), nil
+		OnFlip(d.applier().ApplyRecordedDecision), nil
 }

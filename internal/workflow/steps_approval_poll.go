@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
+	"changeflow/internal/workflow/callbacks"
 )
 
 // pollApprovalDecl: a poll that errors, panics or is refused by the pool
@@ -25,7 +26,7 @@ var pollApprovalDecl = engine.Declaration{
 // approval from the approval system on the polling.approval tier (a
 // rescheduled step, never a sleep), and once the approval is decided it
 // applies the decision through the callback's own path
-// (Deps.recordApproval): recorded in the callback inbox under the
+// (callbacks.Applier.RecordPolled): recorded in the callback inbox under the
 // decision's delivery key, then the same ownership and waiting-set guard.
 // Whichever of the poll and the callback comes second changes nothing —
 // a duplicate delivery or a stale guard.
@@ -57,18 +58,15 @@ func (d Deps) pollApproval(ctx context.Context, w engine.Work) (engine.Outcome, 
 	case !found || !a.Status.Decided():
 		return pollApprovalAgain(tier, w, ""), nil
 	}
-	ev := ApprovalEvent{
-		DeliveryKey: polledDeliveryKey(a), ApprovalID: a.ApprovalID, OperationID: op.OperationID,
-		Result: string(a.Status), MRID: a.Ext.MRID, verified: true, comment: a.Comment,
-	}
-	res, _, err := d.recordApproval(ctx, ev, "approval-poll")
+	key := polledDeliveryKey(a)
+	res, _, err := d.applier().RecordPolled(ctx, op.OperationID, a, key, "approval-poll")
 	if err != nil {
 		// Nothing was applied (one transaction); the next poll tries again.
 		return pollApprovalAgain(tier, w, "apply polled decision: "+err.Error()), nil
 	}
-	if res == CallbackApplied {
+	if res == callbacks.Applied {
 		d.Log().Info("approval decision found by polling", "operation", op.OperationID,
-			"approval", a.ApprovalID, "result", a.Status, "delivery", ev.DeliveryKey)
+			"approval", a.ApprovalID, "result", a.Status, "delivery", key)
 		return engine.Done("", engine.Transition{Note: "approval " + a.ApprovalID + " " + string(a.Status) + " found by polling"}), nil
 	}
 	return engine.Done("", engine.Transition{Note: "poll_approval: the request no longer waits for approval " + a.ApprovalID}), nil

@@ -6,6 +6,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -69,4 +70,10 @@ func RegisterSteps(e *engine.Engine, d Deps) {
 			d.RenewalFlipped(ctx, *c.Flip)
 		}
 	})
+}
+
+// applier applies approval decisions and deploy confirmations through the
+// callbacks' own guards.
+func (d Deps) applier() callbacks.Applier {
+	return callbacks.Applier{Env: d.Env, Store: d.Store}
 }

@@ -67,7 +67,7 @@ func (h *handle) merged(ctx context.Context, mr gitlab.MR) (engine.Outcome, erro
 	}
 	return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged,
 		Note: fmt.Sprintf("MR !%d merged (%s)", mr.IID, mr.MergeCommitSHA)}).
-		OnFlip(h.d.validateIfDeployed(h.d.ProjectID(h.w.Operation), h.w.Operation.MRIID)), nil
+		OnFlip(h.d.applier().ValidateIfDeployed(h.d.ProjectID(h.w.Operation), h.w.Operation.MRIID)), nil
 }
 
 // stepEnd is an outcome (or error) that ends a step at once.

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // The head check: the bots approve and merge an MR only at a head
@@ -273,7 +274,7 @@ func (d Deps) securityEvent(ctx context.Context, ev SecurityEvent) error {
 	if len(key) > 128 {
 		key = key[:128]
 	}
-	raw, err := json.Marshal(securityParams{MRIID: ev.MRIID, Branch: ev.Branch, SHA: ev.SHA, Why: clip(ev.Why, 600)})
+	raw, err := json.Marshal(securityParams{MRIID: ev.MRIID, Branch: ev.Branch, SHA: ev.SHA, Why: flow.Clip(ev.Why, 600)})
 	if err != nil {
 		return fmt.Errorf("record security event: %w", err)
 	}

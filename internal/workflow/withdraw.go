@@ -139,7 +139,7 @@ func (d Deps) withdrawFinish(op store.Operation, plan domain.WithdrawActionPlan,
 		}
 		return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
 			Note: fmt.Sprintf("withdrawal came too late: MR !%d was merged (%s); the request follows its merge", mr.IID, mr.MergeCommitSHA)}).
-			OnFlip(d.validateIfDeployed(d.ProjectID(op), mr.IID))
+			OnFlip(d.applier().ValidateIfDeployed(d.ProjectID(op), mr.IID))
 	case mr.State == gitlab.MRStateMerged:
 		// Legacy flow, withdrawn while waiting for the approval: nothing of
 		// changeflow's merges an MR before its approval, so a person did.

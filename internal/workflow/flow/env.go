@@ -181,3 +181,11 @@ func (env Env) Flipped(ctx context.Context, f store.Flip) {
 func (env Env) RevokedHook() engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) { env.Flipped(ctx, f) }
 }
+
+// Clip shortens s to at most n runes for a reason or a log line.
+func Clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,4 +1,4 @@
-package workflow
+package callbacks
 
 import (
 	"context"
@@ -43,23 +43,23 @@ type DeployEvent struct {
 	Status      string
 }
 
-// CallbackResult is what acting on a callback did.
-type CallbackResult int
+// Result is what acting on a callback did.
+type Result int
 
 // Callback results.
 const (
-	// CallbackApplied: the callback moved its request(s) on.
-	CallbackApplied CallbackResult = iota + 1
-	// CallbackStale: not for the current owner, or not waiting for it, or
+	// Applied: the callback moved its request(s) on.
+	Applied Result = iota + 1
+	// Stale: not for the current owner, or not waiting for it, or
 	// refused by the approval guard: answered 2xx IGNORED_STALE, nothing
 	// changed.
-	CallbackStale
-	// CallbackDeferred: recorded but not applied yet — the decision could
+	Stale
+	// Deferred: recorded but not applied yet — the decision could
 	// not be confirmed now (no approval id recorded yet; with
 	// approval.verifyDecisions, the read-back failed or says PENDING).
 	// Answered 202 ACCEPTED; the inbox replay and poll_approval act on it
 	// later.
-	CallbackDeferred
+	Deferred
 )
 
 // approvalWaiting is the callback guard's waiting set: SENDING is
@@ -69,13 +69,15 @@ var approvalWaiting = []domain.BindingStatus{domain.BindingApprovalSending, doma
 // Callbacks acts on callbacks: the workflow side of the HTTP layer's
 // CallbackSink (httpapi.WorkflowSink adapts it).
 type Callbacks struct {
-	d Deps
+	d Applier
 	e *engine.Engine
 }
 
-// NewCallbacks returns the callback handler. e, when non-nil, is woken
+// New returns the callback handler over env and st. e, when non-nil, is woken
 // after a callback scheduled work, so it starts at once.
-func NewCallbacks(d Deps, e *engine.Engine) *Callbacks { return &Callbacks{d: d, e: e} }
+func New(env flow.Env, st Store, e *engine.Engine) *Callbacks {
+	return &Callbacks{d: Applier{Env: env, Store: st}, e: e}
+}
 
 // Approval applies an approval decision to its request, in one
 // transaction with the work it schedules (store.WorkCallbackApply):
@@ -91,7 +93,7 @@ func NewCallbacks(d Deps, e *engine.Engine) *Callbacks { return &Callbacks{d: d,
 //     BatchAdmitTx) for a batch round to claim (the batch issue);
 //   - REJECTED / WITHDRAWN → CLOSE_REJECTED / CLOSE_WITHDRAWN, REJECTED;
 //     legacy also schedules close_mr.
-func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (CallbackResult, error) {
+func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (Result, error) {
 	res, next, err := c.d.applyApproval(ctx, ev)
 	if err == nil && next != "" && c.e != nil {
 		c.e.Wake()
@@ -107,18 +109,18 @@ func (c *Callbacks) Approval(ctx context.Context, ev ApprovalEvent) (CallbackRes
 // database holds instead, which is equivalent while the request waits for
 // its approval: a legacy request has its MR then, an approve-first one
 // has none yet.
-func (c *Callbacks) ReplayApproval(ctx context.Context, operationID string) (CallbackResult, error) {
-	res, next, err := c.d.replayApproval(ctx, operationID)
+func (c *Callbacks) ReplayApproval(ctx context.Context, operationID string) (Result, error) {
+	res, next, err := c.d.Replay(ctx, operationID)
 	if err == nil && next != "" && c.e != nil {
 		c.e.Wake()
 	}
 	return res, err
 }
 
-func (d Deps) replayApproval(ctx context.Context, operationID string) (CallbackResult, string, error) {
+func (d Applier) Replay(ctx context.Context, operationID string) (Result, string, error) {
 	rec, ok, err := d.Store.ApprovalCallbackLatest(ctx, operationID)
 	if err != nil || !ok {
-		return CallbackStale, "", err
+		return Stale, "", err
 	}
 	op, err := d.Store.OperationGet(ctx, operationID)
 	if err != nil {
@@ -146,10 +148,10 @@ func (d Deps) replayApproval(ctx context.Context, operationID string) (CallbackR
 // applyRecordedDecision is submit_approval's after-commit hook: a
 // decision recorded while the request was not yet waiting for it, or
 // whose sink call failed, is applied now.
-func (d Deps) applyRecordedDecision(ctx context.Context, f store.Flip) {
-	if res, _, err := d.replayApproval(ctx, f.OperationID); err != nil {
+func (d Applier) ApplyRecordedDecision(ctx context.Context, f store.Flip) {
+	if res, _, err := d.Replay(ctx, f.OperationID); err != nil {
 		d.Log().Warn("apply a recorded approval decision", "operation", f.OperationID, "err", err)
-	} else if res == CallbackApplied {
+	} else if res == Applied {
 		d.Log().Info("applied an approval decision from the callback inbox", "operation", f.OperationID)
 	}
 }
@@ -163,7 +165,7 @@ func (d Deps) applyRecordedDecision(ctx context.Context, f store.Flip) {
 // it is applied all the same: if the callback's sink call moved the
 // request the guard finds it stale, and if that call failed (the inbox
 // kept the decision) this applies it. actor goes to the step history.
-func (d Deps) recordApproval(ctx context.Context, ev ApprovalEvent, actor string) (CallbackResult, string, error) {
+func (d Applier) recordApproval(ctx context.Context, ev ApprovalEvent, actor string) (Result, string, error) {
 	if _, err := d.Store.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
 		DeliveryKey: ev.DeliveryKey, OperationID: ev.OperationID, ApprovalID: ev.ApprovalID, Result: strings.ToUpper(ev.Result),
 		Source: store.InboxSourcePoll,
@@ -175,14 +177,14 @@ func (d Deps) recordApproval(ctx context.Context, ev ApprovalEvent, actor string
 
 // applyApproval is Approval's transition; it returns the action it
 // scheduled ("" for none).
-func (d Deps) applyApproval(ctx context.Context, ev ApprovalEvent) (CallbackResult, string, error) {
+func (d Applier) applyApproval(ctx context.Context, ev ApprovalEvent) (Result, string, error) {
 	return d.applyApprovalAs(ctx, ev, "approval-callback")
 }
 
 // noteDisposition records in the callback inbox what became of ev's
 // decision (the ops detail shows it). It is informational: a failure to
 // note it is logged and changes nothing about the callback's outcome.
-func (d Deps) noteDisposition(ctx context.Context, ev ApprovalEvent, disposition, reason string) {
+func (d Applier) noteDisposition(ctx context.Context, ev ApprovalEvent, disposition, reason string) {
 	if ev.DeliveryKey == "" {
 		return
 	}
@@ -199,7 +201,7 @@ func (d Deps) noteDisposition(ctx context.Context, ev ApprovalEvent, disposition
 // applied while the database was failing over (a Galera node lost) sent a
 // batching target's request down the single-request path — seen as
 // VALIDATED requests in no batch in TestServeThreeInstancesOnGaleraNodeKilled.
-func (d Deps) batching(op store.Operation) bool {
+func (d Applier) batching(op store.Operation) bool {
 	t, ok := d.Config().Target(op.TargetKey)
 	return ok && t.Batching
 }
@@ -218,12 +220,12 @@ func (d Deps) batching(op store.Operation) bool {
 // the store.Deploy* dispositions. The note is the first classification
 // only (store.DeployCallbackClassify), so when the merge step or
 // reconciliation acted on the row meanwhile their APPLIED stands.
-func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult, error) {
+func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (Result, error) {
 	d := c.d
 	mr := fmt.Sprintf("MR !%d of project %d", ev.MRIID, ev.ProjectID)
 	if !strings.EqualFold(ev.Status, "SUCCESS") {
-		d.classifyDeploy(ctx, ev, store.DeployIgnored, fmt.Sprintf("status %q is not SUCCESS: no evidence of a deployment", clip(ev.Status, 32)))
-		return CallbackStale, nil
+		d.classifyDeploy(ctx, ev, store.DeployIgnored, fmt.Sprintf("status %q is not SUCCESS: no evidence of a deployment", flow.Clip(ev.Status, 32)))
+		return Stale, nil
 	}
 	ops, err := d.Store.OperationListByMR(ctx, ev.ProjectID, ev.MRIID)
 	if err != nil {
@@ -232,11 +234,11 @@ func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult,
 	if len(ops) == 0 {
 		d.Log().Warn("deploy callback for an MR no request of changeflow has", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
 		d.classifyDeploy(ctx, ev, store.DeployUnknownMR, "no request of changeflow has "+mr+"; nothing changes")
-		return CallbackStale, nil
+		return Stale, nil
 	}
 	flipped := 0
 	for _, op := range ops {
-		ok, err := d.markValidated(ctx, op.OperationID, "deploy-callback",
+		ok, err := d.MarkValidated(ctx, op.OperationID, "deploy-callback",
 			fmt.Sprintf("deployed (delivery %s)", ev.DeliveryKey))
 		if err != nil {
 			return 0, err
@@ -247,7 +249,7 @@ func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult,
 	}
 	if flipped > 0 {
 		d.classifyDeploy(ctx, ev, store.DeployApplied, fmt.Sprintf("validated %d request(s) of %s", flipped, mr))
-		return CallbackApplied, nil
+		return Applied, nil
 	}
 	st, err := d.Store.MRMergeStateGet(ctx, ev.ProjectID, ev.MRIID)
 	if err != nil {
@@ -262,12 +264,12 @@ func (c *Callbacks) Deploy(ctx context.Context, ev DeployEvent) (CallbackResult,
 		d.Log().Warn("deploy callback for an MR changeflow did not merge", "project", ev.ProjectID, "mr", ev.MRIID, "delivery", ev.DeliveryKey)
 		d.classifyDeploy(ctx, ev, store.DeployNotMerged, "changeflow has not merged "+mr+"; nothing changes unless it does")
 	}
-	return CallbackStale, nil
+	return Stale, nil
 }
 
 // classifyDeploy notes ev's disposition on its inbox row. It is
 // informational: a failure is logged and changes nothing.
-func (d Deps) classifyDeploy(ctx context.Context, ev DeployEvent, disposition, reason string) {
+func (d Applier) classifyDeploy(ctx context.Context, ev DeployEvent, disposition, reason string) {
 	if ev.RowID == 0 {
 		return
 	}
@@ -279,7 +281,7 @@ func (d Deps) classifyDeploy(ctx context.Context, ev DeployEvent, disposition, r
 // markValidated flips operationID's binding MERGED → VALIDATED (a
 // revocation's: REVOKING → REVOKED once merged) and runs the success hook
 // after the commit, only when this call flipped it.
-func (d Deps) markValidated(ctx context.Context, operationID, actor, note string) (bool, error) {
+func (d Applier) MarkValidated(ctx context.Context, operationID, actor, note string) (bool, error) {
 	flip, err := d.Store.BindingMarkValidated(ctx, store.BindingMarkValidatedParams{
 		OperationID: operationID, CalledBackStep: int(domain.StepCalledBack), Actor: actor, Note: note,
 	})
@@ -293,26 +295,26 @@ func (d Deps) markValidated(ctx context.Context, operationID, actor, note string
 // validateIfDeployed is the merged outcome's after-commit hook: a deploy
 // callback recorded while the binding was still MERGING (the deployment
 // was faster than our write) is acted on now.
-func (d Deps) validateIfDeployed(projectID, mrIID int64) engine.FlipHook {
+func (d Applier) ValidateIfDeployed(projectID, mrIID int64) engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) {
 		seen, err := d.Store.DeployCallbackSeen(ctx, projectID, mrIID)
 		if err != nil || !seen {
 			return
 		}
-		flipped, err := d.markValidated(ctx, f.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
+		flipped, err := d.MarkValidated(ctx, f.OperationID, "deploy-callback", "deploy callback arrived before MERGED")
 		if err != nil {
 			d.Log().Warn("validate after merge", "operation", f.OperationID, "err", err)
 			return
 		}
 		if flipped {
-			d.deployApplied(ctx, projectID, mrIID, "applied when changeflow wrote MERGED")
+			d.DeployApplied(ctx, projectID, mrIID, "applied when changeflow wrote MERGED")
 		}
 	}
 }
 
 // deployApplied marks MR (projectID, mrIID)'s waiting deploy callbacks
 // APPLIED after their evidence validated its requests (informational).
-func (d Deps) deployApplied(ctx context.Context, projectID, mrIID int64, reason string) {
+func (d Applier) DeployApplied(ctx context.Context, projectID, mrIID int64, reason string) {
 	if err := d.Store.DeployCallbackMarkApplied(ctx, projectID, mrIID, reason); err != nil {
 		d.Log().Warn("note deploy callbacks applied", "project", projectID, "mr", mrIID, "err", err)
 	}
@@ -323,7 +325,7 @@ func (d Deps) deployApplied(ctx context.Context, projectID, mrIID int64, reason 
 // (store.WorkExpedite: never a step that is running, attempts kept for
 // the tiers), instead of at the next tier time. Polling stays the
 // fallback, so anything unexpected in the event is ignored (stale).
-func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (CallbackResult, error) {
+func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (Result, error) {
 	var ev struct {
 		Project struct {
 			ID int64 `json:"id"`
@@ -336,23 +338,23 @@ func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (Callb
 		} `json:"merge_request"`
 	}
 	if err := json.Unmarshal(body, &ev); err != nil {
-		return CallbackStale, nil
+		return Stale, nil
 	}
 	iid := ev.ObjectAttributes.IID
 	if kind == "pipeline" {
 		if ev.MergeRequest == nil {
-			return CallbackStale, nil
+			return Stale, nil
 		}
 		iid = ev.MergeRequest.IID
 	}
 	if ev.Project.ID == 0 || iid == 0 {
-		return CallbackStale, nil
+		return Stale, nil
 	}
 	ops, err := c.d.Store.OperationListByMR(ctx, ev.Project.ID, iid)
 	if err != nil {
 		return 0, err
 	}
-	out := CallbackStale
+	out := Stale
 	for _, op := range ops {
 		switch op.NextAction {
 		case flow.ActionPollPipeline, flow.ActionPollRebase, flow.ActionMerge, flow.ActionBatchPollPipeline, flow.ActionBatchPollRebase, flow.ActionBatchMerge:
@@ -364,10 +366,10 @@ func (c *Callbacks) GitLab(ctx context.Context, kind string, body []byte) (Callb
 			return 0, err
 		}
 		if moved {
-			out = CallbackApplied
+			out = Applied
 		}
 	}
-	if out == CallbackApplied && c.e != nil {
+	if out == Applied && c.e != nil {
 		c.e.Wake()
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package workflow
+package callbacks
 
 import (
 	"context"
@@ -45,11 +45,11 @@ import (
 
 // applyApprovalAs applies ev under both layers; actor goes to the step
 // history. It returns the action it scheduled ("" for none).
-func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor string) (CallbackResult, string, error) {
+func (d Applier) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor string) (Result, string, error) {
 	op, err := d.Store.OperationGet(ctx, ev.OperationID)
 	if errors.Is(err, domain.ErrNotFound) {
 		d.noteDisposition(ctx, ev, store.InboxUnknownOperation, "no such request, or it has no binding")
-		return CallbackStale, "", nil
+		return Stale, "", nil
 	}
 	if err != nil {
 		return 0, "", fmt.Errorf("approval callback for %s: %w", ev.OperationID, err)
@@ -58,14 +58,14 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 	if m := strings.TrimSpace(ev.MRID); m != "" {
 		n, perr := strconv.ParseInt(m, 10, 64)
 		if perr != nil || n <= 0 {
-			return d.refuseApproval(ctx, ev, fmt.Sprintf("ext.mrId %q is not an MR number", clip(m, 32)))
+			return d.refuseApproval(ctx, ev, fmt.Sprintf("ext.mrId %q is not an MR number", flow.Clip(m, 32)))
 		}
 		bind.MRIID = n
 	}
 	// The request must still wait for an approval before anything is
 	// read: a stale callback costs no call to the approval system.
 	if stale, err := d.approvalStale(ctx, op, ev); err != nil || stale {
-		return CallbackStale, "", err
+		return Stale, "", err
 	}
 	unrecorded := op.ApprovalID == ""
 	check := bind
@@ -90,18 +90,18 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 			d.noteDisposition(ctx, ev, disp, why)
 			d.Log().Info("approval callback not applied: its decision is not confirmed", "operation", op.OperationID,
 				"delivery", ev.DeliveryKey, "disposition", disp, "why", why)
-			return CallbackDeferred, "", nil
+			return Deferred, "", nil
 		}
 		bind.Adopt = unrecorded
 		if string(a.Status) != decision {
-			note = fmt.Sprintf("; the approval system reports %s, the callback claimed %s", a.Status, clip(decision, 16))
+			note = fmt.Sprintf("; the approval system reports %s, the callback claimed %s", a.Status, flow.Clip(decision, 16))
 		} else {
 			note = "; confirmed by the approval system"
 		}
 		decision, comment = string(a.Status), a.Comment
 	case unrecorded:
 		d.noteDisposition(ctx, ev, store.InboxRecorded, "no approval id recorded yet; applied once submit_approval records it")
-		return CallbackDeferred, "", nil
+		return Deferred, "", nil
 	}
 	// The approver's comment comes only from the approval system's own
 	// answer (the callback carries none): kept in the decision's step
@@ -115,7 +115,7 @@ func (d Deps) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor strin
 // with the reason — REJECTED_BY_GUARD when the system says the callback's
 // approval is not this request's, VERIFY_FAILED when the read failed,
 // UNCONFIRMED when it is still pending.
-func (d Deps) readBackApproval(ctx context.Context, op store.Operation, claimedID string) (approval.Approval, string, string) {
+func (d Applier) readBackApproval(ctx context.Context, op store.Operation, claimedID string) (approval.Approval, string, string) {
 	if d.Approval == nil {
 		return approval.Approval{}, store.InboxVerifyFailed, "no approval system client configured; read again later"
 	}
@@ -134,13 +134,13 @@ func (d Deps) readBackApproval(ctx context.Context, op store.Operation, claimedI
 	}
 	switch {
 	case err != nil:
-		return approval.Approval{}, store.InboxVerifyFailed, "reading the approval back failed (" + clip(err.Error(), 120) + "); read again later"
+		return approval.Approval{}, store.InboxVerifyFailed, "reading the approval back failed (" + flow.Clip(err.Error(), 120) + "); read again later"
 	case a.OperationID != op.OperationID:
-		return approval.Approval{}, store.InboxRejectedByGuard, fmt.Sprintf("the approval system says approval %q is not this request's", clip(a.ApprovalID, 64))
+		return approval.Approval{}, store.InboxRejectedByGuard, fmt.Sprintf("the approval system says approval %q is not this request's", flow.Clip(a.ApprovalID, 64))
 	case a.ApprovalID != claimedID:
-		return approval.Approval{}, store.InboxRejectedByGuard, fmt.Sprintf("approvalId %q is not the approval the approval system holds for this request", clip(claimedID, 64))
+		return approval.Approval{}, store.InboxRejectedByGuard, fmt.Sprintf("approvalId %q is not the approval the approval system holds for this request", flow.Clip(claimedID, 64))
 	case !a.Status.Decided():
-		return approval.Approval{}, store.InboxUnconfirmed, "the approval system still reports approval " + clip(a.ApprovalID, 64) + " as " + clip(string(a.Status), 16) + "; nothing applied"
+		return approval.Approval{}, store.InboxUnconfirmed, "the approval system still reports approval " + flow.Clip(a.ApprovalID, 64) + " as " + flow.Clip(string(a.Status), 16) + "; nothing applied"
 	}
 	return a, "", ""
 }
@@ -148,7 +148,7 @@ func (d Deps) readBackApproval(ctx context.Context, op store.Operation, claimedI
 // approvalStale says whether op no longer waits for an approval (its
 // binding was re-applied by a newer request, or moved on), noting the
 // disposition when it does not.
-func (d Deps) approvalStale(ctx context.Context, op store.Operation, ev ApprovalEvent) (bool, error) {
+func (d Applier) approvalStale(ctx context.Context, op store.Operation, ev ApprovalEvent) (bool, error) {
 	b, err := d.Store.BindingGet(ctx, op.Subject, op.TargetKey)
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -171,10 +171,10 @@ func (d Deps) approvalStale(ctx context.Context, op store.Operation, ev Approval
 // refuseApproval records ev as refused by the guard; it is answered like
 // a stale callback (2xx IGNORED_STALE), so the sender stops retrying and
 // learns nothing about which check refused it.
-func (d Deps) refuseApproval(ctx context.Context, ev ApprovalEvent, reason string) (CallbackResult, string, error) {
+func (d Applier) refuseApproval(ctx context.Context, ev ApprovalEvent, reason string) (Result, string, error) {
 	d.Log().Warn("approval callback refused by the guard", "operation", ev.OperationID, "delivery", ev.DeliveryKey, "reason", reason)
 	d.noteDisposition(ctx, ev, store.InboxRejectedByGuard, reason)
-	return CallbackStale, "", nil
+	return Stale, "", nil
 }
 
 // applyDecision writes decision for op in one transaction
@@ -194,7 +194,7 @@ func (d Deps) refuseApproval(ctx context.Context, ev ApprovalEvent, reason strin
 // An approve-first APPROVED also fixes the request's expiry: its days
 // count from the approval (domain.ApprovedExpiry), written in the same
 // transaction, before the MR that puts it into the file is built.
-func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Operation, decision string, bind store.ApprovalBinding, actor, note string) (CallbackResult, string, error) {
+func (d Applier) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Operation, decision string, bind store.ApprovalBinding, actor, note string) (Result, string, error) {
 	legacy := op.MRIID != 0
 	p := store.WorkCallbackParams{
 		OperationID: ev.OperationID, Waiting: approvalWaiting, Approval: &bind,
@@ -254,7 +254,7 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 		default:
 			d.noteDisposition(ctx, ev, store.InboxStale, "the binding is "+string(res.Current.Status)+", not waiting for an approval")
 		}
-		return CallbackStale, "", nil
+		return Stale, "", nil
 	}
 	d.noteDisposition(ctx, ev, store.InboxApplied, fmt.Sprintf("moved to %s / %s by %s%s", domain.StepStatus(p.Step), p.Binding, actor, note))
 	if res.Flip != nil {
@@ -263,13 +263,5 @@ func (d Deps) applyDecision(ctx context.Context, ev ApprovalEvent, op store.Oper
 	if p.AdmitProject != 0 {
 		d.RoundAfterAdmission(p.AdmitProject)
 	}
-	return CallbackApplied, p.NextAction, nil
-}
-
-// clip shortens s to at most n runes for a reason or a log line.
-func clip(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
+	return Applied, p.NextAction, nil
 }
