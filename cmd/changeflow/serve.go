@@ -30,6 +30,7 @@ import (
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // runServe is the composition root: configuration, storage, metrics and
@@ -135,7 +136,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// through wdeps.Observer, once per flip. Each run also applies
 	// approval decisions recorded but never applied (a crash between the
 	// two).
-	reconciler := workflow.NewReconciler(wdeps)
+	reconciler := reconcile.New(flowEnv, st)
 	reconciler.Wake = engine.Wake
 	// The expiry scan on every instance every expiry.interval: each
 	// expired grant's revocation is created once however many instances

@@ -17,6 +17,7 @@ import (
 	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/lifecycle"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // The ops write endpoints of the single-request path and reconciliation
@@ -32,7 +33,7 @@ type OpsActions interface {
 	// (workflow.Retrigger's contract and errors).
 	Retrigger(ctx context.Context, operationID, actor string) (action string, err error)
 	// Reconcile runs one reconciliation now.
-	Reconcile(ctx context.Context) (workflow.ReconcileResult, error)
+	Reconcile(ctx context.Context) (reconcile.Result, error)
 	// ReplayApproval applies the request's latest recorded approval
 	// decision again (stale when already acted on).
 	ReplayApproval(ctx context.Context, operationID string) (callbacks.Result, error)
@@ -44,7 +45,7 @@ type OpsActions interface {
 // WorkflowOps implements OpsActions with the workflow.
 type WorkflowOps struct {
 	Store      *store.Store
-	Reconciler *workflow.Reconciler
+	Reconciler *reconcile.Reconciler
 	Callbacks  *callbacks.Callbacks
 	// Expiry is the instance's expiry scan; a manual scan runs its
 	// ScanOnce, so its Wake starts the created removals at once.
@@ -82,9 +83,9 @@ func (o WorkflowOps) Retrigger(ctx context.Context, operationID, actor string) (
 }
 
 // Reconcile implements OpsActions.
-func (o WorkflowOps) Reconcile(ctx context.Context) (workflow.ReconcileResult, error) {
+func (o WorkflowOps) Reconcile(ctx context.Context) (reconcile.Result, error) {
 	if o.Reconciler == nil {
-		return workflow.ReconcileResult{}, errors.New("reconcile: no reconciler wired")
+		return reconcile.Result{}, errors.New("reconcile: no reconciler wired")
 	}
 	return o.Reconciler.RunOnce(ctx)
 }

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // withOpsActions wires the workflow-backed ops actions over the world's
@@ -21,7 +22,7 @@ func withOpsActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}
 		d.Business.OpsActions = WorkflowOps{
-			Store: w.st, Reconciler: workflow.NewReconciler(wd), Callbacks: callbacks.New(wd.Env, wd.Store, nil),
+			Store: w.st, Reconciler: reconcile.New(wd.Env, wd.Store), Callbacks: callbacks.New(wd.Env, wd.Store, nil),
 			Expiry: lifecycle.NewExpiry(wd.Env, wd.Store),
 		}
 	}

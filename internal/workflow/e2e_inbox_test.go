@@ -13,9 +13,9 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // TestRecordedDecisionIsNotLost: an approval decision recorded in the
@@ -75,7 +75,8 @@ func TestReconcilerAppliesADecisionRecordedButNeverApplied(t *testing.T) {
 		ov := e2eOverlay(w.simTS.URL)
 		ov["reconcile.minAge"] = "1h"
 		w.load(ov)
-		r := workflow.NewReconciler(e2eDeps(st, w.cfg.Load, http.DefaultTransport, nil))
+		d := e2eDeps(st, w.cfg.Load, http.DefaultTransport, nil)
+		r := reconcile.New(d.Env, d.Store)
 		woken := 0
 		r.Wake = func() { woken++ }
 
@@ -144,7 +145,8 @@ func TestReplayKeepsTheClaimedMR(t *testing.T) {
 		w.submit(op, "rcl", tSingle, false)
 		o, _ := w.until(op, "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		require.NotZero(t, o.MRIID, "legacy flow: the MR comes first")
-		r := workflow.NewReconciler(e2eDeps(st, w.cfg.Load, http.DefaultTransport, nil))
+		d := e2eDeps(st, w.cfg.Load, http.DefaultTransport, nil)
+		r := reconcile.New(d.Env, d.Store)
 
 		for _, forged := range []struct{ key, mrID, reason string }{
 			{"forged-other-mr", strconv.FormatInt(o.MRIID+100, 10), "is not this request's MR"},

@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // renewalEndedOnce waits for renewal id's end to be reported, after the
@@ -79,7 +79,7 @@ func TestRenewalOutcomesAreCountedOnce(t *testing.T) {
 		o, _ := w.until("mr1", "in effect", at(domain.StepCalledBack, domain.BindingValidated))
 		require.Equal(t, "IGNORED_STALE", w.postCallback("/callbacks/deploy",
 			map[string]any{"requestId": "mr1-again", "project": 1, "mrIid": o.MRIID, "status": "SUCCESS"}))
-		res, err := workflow.NewReconciler(w.deps).RunOnce(t.Context())
+		res, err := reconcile.New(w.deps.Env, w.deps.Store).RunOnce(t.Context())
 		require.NoError(t, err)
 		require.Zero(t, res.Validated, "nothing left to confirm: %+v", res)
 		w.renewalEndedOnce("mr1", domain.RenewalInEffect)

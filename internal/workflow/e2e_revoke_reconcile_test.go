@@ -9,7 +9,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // TestBatchOfRemovalsWhoseDeployCallbackIsLostIsReconciled: on a batching
@@ -74,7 +74,7 @@ func TestBatchOfRemovalsWhoseDeployCallbackIsLostIsReconciled(t *testing.T) {
 		// A later MR of the project is deployed: the lost callback is
 		// inferred for every member of the batch MR below it.
 		w.granted("later", "dora", tOther)
-		rec := workflow.NewReconciler(w.deps)
+		rec := reconcile.New(w.deps.Env, w.deps.Store)
 		res, err := rec.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, 3, res.Validated, "%+v", res)

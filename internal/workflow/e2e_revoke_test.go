@@ -20,6 +20,7 @@ import (
 	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // revokeWorld is the batch world with the revocation hooks counted.
@@ -209,7 +210,7 @@ func TestExpiredGrantIsRemovedAndConfirmed(t *testing.T) {
 		// A later MR of the project is deployed: the lost callback is
 		// inferred.
 		w.granted("later", "dora", tOther)
-		rec := workflow.NewReconciler(w.deps)
+		rec := reconcile.New(w.deps.Env, w.deps.Store)
 		res, err := rec.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Validated, "%+v", res)

@@ -10,9 +10,9 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // TestDeployCallbackAttacks performs the attacks on the deploy callback a
@@ -80,7 +80,7 @@ func TestDeployCallbackAttacks(t *testing.T) {
 				if c.after != nil {
 					c.after(w, p)
 				}
-				res, err := workflow.NewReconciler(w.deps()).RunOnce(ctx)
+				res, err := reconcile.New(w.deps().Env, w.deps().Store).RunOnce(ctx)
 				require.NoError(t, err)
 				require.Zero(t, res.Validated, "the attack validated nothing")
 				require.Zero(t, w.total())
@@ -94,7 +94,7 @@ func TestDeployCallbackAttacks(t *testing.T) {
 				require.Equal(t, callbacks.Applied, out)
 				_, step := w.state(below10)
 				require.Equal(t, domain.StepCalledBack, step)
-				res, err = workflow.NewReconciler(w.deps()).RunOnce(ctx)
+				res, err = reconcile.New(w.deps().Env, w.deps().Store).RunOnce(ctx)
 				require.NoError(t, err)
 				b, step := w.state(below5)
 				require.Equal(t, domain.BindingValidated, b)

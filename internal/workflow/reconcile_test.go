@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/reconcile"
 )
 
 // reconcileWorld is a store, a configuration with the window (1m, 1h) and
@@ -173,10 +174,10 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 		w.validatedBefore(2, 3)
 		w.deployed(2, 3, "success")
 
-		r := workflow.NewReconciler(w.deps())
+		r := reconcile.New(w.deps().Env, w.deps().Store)
 		res, err := r.RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: 7, Validated: 3, Waiting: 4}, res)
+		require.Equal(t, reconcile.Result{Scanned: 7, Validated: 3, Waiting: 4}, res)
 
 		for id, want := range map[string]domain.StepStatus{
 			"below": domain.StepReconciled, "exact": domain.StepCalledBack, "p2-below": domain.StepReconciled,
@@ -195,13 +196,13 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 		steps, err := st.OperationStepList(t.Context(), "below")
 		require.NoError(t, err)
 		last := steps[len(steps)-1]
-		require.Equal(t, workflow.ReconcileActor, last.Actor)
+		require.Equal(t, reconcile.Actor, last.Actor)
 		require.Contains(t, last.Note, "watermark !10")
 
 		// A second run finds only what still waits; nothing flips twice.
 		res, err = r.RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: 4, Validated: 0, Waiting: 4}, res)
+		require.Equal(t, reconcile.Result{Scanned: 4, Validated: 0, Waiting: 4}, res)
 		require.Equal(t, 3, w.total())
 
 		// The deployment of a later MR reaches project 2 only.
@@ -209,7 +210,7 @@ func TestReconcileWindowExactMatchAndWatermark(t *testing.T) {
 		w.deployed(2, 6, "SUCCESS")
 		res, err = r.RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: 4, Validated: 1, Waiting: 3}, res)
+		require.Equal(t, reconcile.Result{Scanned: 4, Validated: 1, Waiting: 3}, res)
 		b, _ := w.state("p2-above")
 		require.Equal(t, domain.BindingValidated, b)
 		b, _ = w.state("above")
@@ -229,10 +230,10 @@ func TestReconcileInferenceOff(t *testing.T) {
 		w.merged(1, 10*time.Minute, map[string]int64{"below": 5, "exact": 10, "below-2": 7})
 		w.deployed(1, 10, "SUCCESS")
 
-		r := workflow.NewReconciler(w.deps())
+		r := reconcile.New(w.deps().Env, w.deps().Store)
 		res, err := r.RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: 3, Validated: 1, Waiting: 2}, res)
+		require.Equal(t, reconcile.Result{Scanned: 3, Validated: 1, Waiting: 2}, res)
 		b, step := w.state("exact")
 		require.Equal(t, domain.BindingValidated, b)
 		require.Equal(t, domain.StepCalledBack, step)
@@ -247,7 +248,7 @@ func TestReconcileInferenceOff(t *testing.T) {
 		w.deployed(1, 7, "SUCCESS")
 		res, err = r.RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: 2, Validated: 1, Waiting: 1}, res)
+		require.Equal(t, reconcile.Result{Scanned: 2, Validated: 1, Waiting: 1}, res)
 		b, step = w.state("below-2")
 		require.Equal(t, domain.BindingValidated, b)
 		require.Equal(t, domain.StepCalledBack, step)
@@ -260,7 +261,7 @@ func TestReconcileInferenceOff(t *testing.T) {
 		_ = mgr.Close()
 		res, err = r.RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: 1, Validated: 1}, res)
+		require.Equal(t, reconcile.Result{Scanned: 1, Validated: 1}, res)
 		b, step = w.state("below")
 		require.Equal(t, domain.BindingValidated, b)
 		require.Equal(t, domain.StepReconciled, step)
@@ -282,9 +283,9 @@ func TestReconcileMoreRowsThanOneINList(t *testing.T) {
 		w.merged(7, 5*time.Minute, iids)
 		w.validatedBefore(7, n+1)
 		w.deployed(7, n+1, "SUCCESS")
-		res, err := workflow.NewReconciler(w.deps()).RunOnce(t.Context())
+		res, err := reconcile.New(w.deps().Env, w.deps().Store).RunOnce(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, workflow.ReconcileResult{Scanned: n, Validated: n}, res)
+		require.Equal(t, reconcile.Result{Scanned: n, Validated: n}, res)
 		require.Equal(t, n, w.total())
 		var merged int
 		require.NoError(t, st.DB().QueryRowContext(t.Context(),
@@ -321,7 +322,7 @@ func TestReconcileRacingDeployCallbacks(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				r := workflow.NewReconciler(d)
+				r := reconcile.New(d.Env, d.Store)
 				for range 3 {
 					if _, err := r.RunOnce(ctx); err != nil {
 						errs <- fmt.Errorf("reconciler %d: %w", g, err)
@@ -373,11 +374,11 @@ func TestReconcilerStartStop(t *testing.T) {
 	t.Parallel()
 	storetest.RaceOnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newReconcileWorld(t, st, map[string]any{"reconcile.interval": "20ms"})
-		workflow.NewReconciler(w.deps()).Stop()
+		reconcile.New(w.deps().Env, w.deps().Store).Stop()
 
 		w.merged(1, 5*time.Minute, map[string]int64{"sched": 1})
 		w.deployed(1, 1, "SUCCESS")
-		r := workflow.NewReconciler(w.deps())
+		r := reconcile.New(w.deps().Env, w.deps().Store)
 		require.NoError(t, r.Start(t.Context()))
 		require.NoError(t, r.Start(t.Context()))
 		require.Eventually(t, func() bool { return w.count("sched") == 1 }, 10*time.Second, 10*time.Millisecond)

@@ -1,4 +1,4 @@
-package workflow
+package reconcile
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func TestReconcileLosesToACallbackBetweenScanAndFlip(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var fired []string
-		d := Deps{Env: flow.Env{Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}, Store: st}
+		d := deps{Env: flow.Env{Observer: validatedObserver{fn: func(f store.Flip) { fired = append(fired, f.OperationID) }}}, Store: st}
 
 		flipped, err := d.applier().MarkValidated(ctx, "cb-first", "deploy-callback", "test")
 		require.NoError(t, err)

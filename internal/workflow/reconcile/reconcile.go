@@ -1,4 +1,4 @@
-package workflow
+package reconcile
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/callbacks"
+	"changeflow/internal/workflow/flow"
 )
 
 // Reconciliation for lost deploy callbacks.
@@ -39,8 +40,8 @@ import (
 // Observer.Validated (the success metric) runs only for the call that
 // flipped, after its commit.
 
-// ReconcileResult counts one reconciliation run.
-type ReconcileResult struct {
+// Result counts one reconciliation run.
+type Result struct {
 	// Scanned is the MERGED bindings in the window.
 	Scanned int `json:"scanned"`
 	// Validated is how many of them this run flipped to VALIDATED.
@@ -50,14 +51,14 @@ type ReconcileResult struct {
 	Waiting int `json:"waiting"`
 }
 
-// ReconcileActor is the step-history actor of a reconciliation flip.
-const ReconcileActor = "reconcile"
+// Actor is the step-history actor of a reconciliation flip.
+const Actor = "reconcile"
 
 // Reconciler runs reconciliation every reconcile.interval (read before
 // each wait, so a reload applies). Every instance runs one; overlapping
 // runs are safe (the flips are row-locked and idempotent).
 type Reconciler struct {
-	d Deps
+	d deps
 	// Wake, when set, is called after a run applied a recorded approval
 	// decision, so the engine runs the action it scheduled at once.
 	Wake func()
@@ -65,9 +66,9 @@ type Reconciler struct {
 	svc periodic.Service
 }
 
-// NewReconciler returns a reconciler over d (Store, Config, Logger and
-// Observer are used).
-func NewReconciler(d Deps) *Reconciler { return &Reconciler{d: d} }
+// New returns a reconciler over env (Config, Logger and Observer are
+// used) and st.
+func New(env flow.Env, st Store) *Reconciler { return &Reconciler{d: deps{Env: env, Store: st}} }
 
 // Start runs RunOnce every reconcile.interval until Stop or ctx ends. A
 // second Start, or one after Stop, does nothing.
@@ -140,15 +141,15 @@ func (r *Reconciler) interval() time.Duration {
 // RunOnce runs one reconciliation now (the scheduler and POST
 // /ops/reconcile). An error on one row stops the run after the rows
 // before it were handled; the next run picks the rest up.
-func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
+func (r *Reconciler) RunOnce(ctx context.Context) (Result, error) {
 	rc := r.d.Config().Reconcile()
 	scan, err := r.d.Store.ReconcileScanWindow(ctx, store.ReconcileScanParams{
 		MinAge: rc.MinAge, MaxAge: rc.MaxAge, NoWatermarks: !rc.Inference,
 	})
 	if err != nil {
-		return ReconcileResult{}, err
+		return Result{}, err
 	}
-	res := ReconcileResult{Scanned: len(scan.Rows)}
+	res := Result{Scanned: len(scan.Rows)}
 	for _, row := range scan.Rows {
 		var (
 			step domain.StepStatus
@@ -192,9 +193,9 @@ func (r *Reconciler) RunOnce(ctx context.Context) (ReconcileResult, error) {
 // wrote CALLED_BACK and VALIDATED between the scan and this call, and
 // CALLED_BACK may not become RECONCILED — so it is a no-op when the
 // binding is no longer MERGED.
-func (d Deps) reconcileValidate(ctx context.Context, operationID string, step domain.StepStatus, note string) (bool, error) {
+func (d deps) reconcileValidate(ctx context.Context, operationID string, step domain.StepStatus, note string) (bool, error) {
 	flip, err := d.Store.BindingMarkValidated(ctx, store.BindingMarkValidatedParams{
-		OperationID: operationID, CalledBackStep: int(step), Actor: ReconcileActor, Note: note,
+		OperationID: operationID, CalledBackStep: int(step), Actor: Actor, Note: note,
 	})
 	if errors.Is(err, domain.ErrIllegalTransition) {
 		b, gerr := d.Store.BindingGetByOperation(ctx, operationID)
