@@ -1,18 +1,14 @@
 package workflow
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
-	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
-	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
 )
@@ -67,7 +63,7 @@ func (d Deps) batchStep(fail engine.Failure, inner func(context.Context, engine.
 	return func(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 		b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 		if err != nil {
-			return d.retryOr(err, "read batch")
+			return d.RetryOr(err, "read batch")
 		}
 		if b.Status != domain.BatchRunning {
 			// Settled (or blocked) by another path: nothing left to drive.
@@ -271,93 +267,9 @@ func statePath(from, to milestone) ([]milestone, bool) {
 	return nil, false
 }
 
-// batchFiles builds the content of every binding file the batch changes:
-// per target file, the file at ref with every member's entry added or
-// replaced (several members of one file make one edit). It returns the
-// commit's actions, empty when ref already holds every entry.
-func (d Deps) batchFiles(ctx context.Context, project, ref string, ops []store.Operation) ([]gitlab.FileAction, error) {
-	byFile := map[string][]store.Operation{}
-	var files []string
-	for _, op := range ops {
-		target, ok := d.Config().Target(op.TargetKey)
-		if !ok {
-			return nil, fmt.Errorf("%s of %s: %w", op.TargetKey, op.OperationID, errTargetGone)
-		}
-		if _, seen := byFile[target.File]; !seen {
-			files = append(files, target.File)
-		}
-		byFile[target.File] = append(byFile[target.File], op)
-	}
-	slices.Sort(files)
-	var actions []gitlab.FileAction
-	for _, path := range files {
-		file, exists, err := d.readBindingFile(ctx, project, path, ref)
-		if err != nil {
-			return nil, fmt.Errorf("binding file %s: %w", path, err)
-		}
-		next := file
-		for _, op := range byFile[path] {
-			if op.Kind == domain.OperationRevoke {
-				// Only the grant's own entry goes; an entry changeflow did
-				// not write, or one already gone, is left as it is.
-				next, _ = next.WithoutEntryOf(op.Subject, op.GrantOperationID)
-				continue
-			}
-			next = next.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
-		}
-		content := next.Marshal()
-		if exists && bytes.Equal(content, file.Marshal()) {
-			continue
-		}
-		action := gitlab.ActionUpdate
-		if !exists {
-			action = gitlab.ActionCreate
-		}
-		actions = append(actions, gitlab.FileAction{Action: action, Path: path, Content: string(content)})
-	}
-	return actions, nil
-}
-
-// batchText is the title, commit message and MR description of a batch:
-// one Changeflow-Operation trailer per member (mrtext.go), plain at the end
-// of the commit message, in the fenced trailer block of the description.
-// The commit message's member lines carry no caller text; the
-// description's add each member's reason and approval id as inert code
-// spans (mrtext.go). The operationIds go in the trailer block only.
-func batchText(batchID int64, ops []store.Operation) (title, message, description string) {
-	title = fmt.Sprintf("changeflow: batch %d (%d request(s))", batchID, len(ops))
-	var b, d strings.Builder
-	fmt.Fprintf(&b, "Batch %d of changeflow:\n\n", batchID)
-	fmt.Fprintf(&d, "Batch %d of changeflow:\n\n", batchID)
-	ids := make([]string, 0, len(ops))
-	for _, op := range ops {
-		var line string
-		if op.Kind == domain.OperationRevoke {
-			line = fmt.Sprintf("- remove %s from %s (%s)", op.Subject, op.TargetKey, revokeWhy(op.RevokeReason))
-		} else {
-			line = fmt.Sprintf("- bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
-		}
-		b.WriteString(line + "\n")
-		d.WriteString(line)
-		if op.Reason != "" && (op.Kind != domain.OperationRevoke || op.RevokeReason == domain.RevokeOperator) {
-			d.WriteString("; reason: " + flow.InertCode(op.Reason))
-		}
-		if op.ApprovalID != "" {
-			d.WriteString("; approval: " + flow.InertCode(op.ApprovalID))
-		}
-		d.WriteString("\n")
-		ids = append(ids, op.OperationID)
-	}
-	return title, flow.CommitTrailers(title+"\n\n"+b.String(), ids...), flow.DescriptionTrailers(d.String(), ids...)
-}
-
 // errBatchMRClosed: the batch's branch has an MR that was closed — the
 // batch cannot go on with it and is settled.
 var errBatchMRClosed = errors.New("the batch MR was closed")
-
-// errTargetGone: a member's target is no longer configured, so its binding
-// file is unknown — a person must restore the target or settle the batch.
-var errTargetGone = errors.New("the target is no longer configured")
 
 // errBatchBlocked: the round blocked the batch it was building.
 var errBatchBlocked = errors.New("the batch needs a person")

@@ -269,11 +269,11 @@ func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 func (d Deps) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 	if err != nil {
-		return d.retryOr(err, "read batch")
+		return d.RetryOr(err, "read batch")
 	}
 	states, err := d.Store.BatchMemberStates(ctx, b.ID)
 	if err != nil {
-		return d.retryOr(err, "read members")
+		return d.RetryOr(err, "read members")
 	}
 	driver := w.Operation.OperationID
 	moves, err := planMoves(states, msMerged, func(m store.BatchMemberState) bool {
@@ -291,7 +291,7 @@ func (d Deps) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, e
 			if errors.Is(err, domain.ErrPreempted) {
 				return engine.RetryAfter(0, "batch moved meanwhile: "+err.Error()), nil
 			}
-			return d.retryOr(err, "finish batch")
+			return d.RetryOr(err, "finish batch")
 		}
 		if p.SettleTo != 0 {
 			d.RoundNow(b.ProjectID) // the slot is free for the next batch
@@ -338,7 +338,7 @@ func (d Deps) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcom
 		code = codePipelineFailed
 		members, err := d.Store.BatchMembers(ctx, op.BatchID)
 		if err != nil {
-			return d.retryOr(err, "read members")
+			return d.RetryOr(err, "read members")
 		}
 		if len(members) == 1 {
 			culprit = op.OperationID
@@ -346,7 +346,7 @@ func (d Deps) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcom
 		}
 		b, err := d.Store.BatchGet(ctx, op.BatchID)
 		if err != nil {
-			return d.retryOr(err, "read batch")
+			return d.RetryOr(err, "read batch")
 		}
 		if limit := d.Config().Batch().MaxSplitDepth; b.SplitDepth >= limit {
 			return d.batchBlock(ctx, op.BatchID, fmt.Sprintf(
@@ -397,7 +397,7 @@ func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (eng
 		if errors.Is(err, domain.ErrPreempted) {
 			return engine.RetryAfter(0, "batch moved meanwhile"), nil
 		}
-		return d.retryOr(err, "block batch")
+		return d.RetryOr(err, "block batch")
 	}
 	return engine.Done("", engine.Transition{Note: fmt.Sprintf("batch %d blocked: %s", batchID, reason)}), nil
 }

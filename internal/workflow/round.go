@@ -326,7 +326,7 @@ func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, membe
 	}
 	// Revocations a round of this batch already settled as nothing to
 	// remove are no longer part of its change (round_absent.go).
-	if ops = remainingMembers(ops); len(ops) == 0 {
+	if ops = flow.RemainingMembers(ops); len(ops) == 0 {
 		return 0, 0, nil // settled with the batch in one transaction
 	}
 	project := strconv.FormatInt(b.ProjectID, 10)
@@ -557,14 +557,14 @@ const staleWriteAttempts = 5
 // commit its files were read at. A refusal because what was read went away
 // is answered by a fresh read and a new commit in the same round.
 func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
-	title, message, body := batchText(b.ID, ops)
+	title, message, body := flow.BatchText(b.ID, ops)
 	for attempt := 1; ; attempt++ {
 		at, err := d.PinBranch(ctx, project, branch, d.MainBranch())
 		if err != nil {
 			return "", "", fmt.Errorf("look up branch: %w", err)
 		}
-		actions, err := d.batchFiles(ctx, project, at.SHA, ops)
-		if errors.Is(err, bindingfile.ErrInvalid) || errors.Is(err, errTargetGone) {
+		actions, err := d.BatchFiles(ctx, project, at.SHA, ops)
+		if errors.Is(err, bindingfile.ErrInvalid) || errors.Is(err, flow.ErrTargetGone) {
 			// No retry fixes a file that does not parse (or a target that
 			// is gone): block the batch for a person instead of failing
 			// every round and re-admitting the members forever.
@@ -572,7 +572,7 @@ func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch st
 			if at.BranchExists {
 				ref = branch
 			}
-			if berr := d.blockBatch(ctx, b.ID, fmt.Sprintf("building the batch MR from %s@%s: %v", ref, short(at.SHA), err)); berr != nil {
+			if berr := d.blockBatch(ctx, b.ID, fmt.Sprintf("building the batch MR from %s@%s: %v", ref, flow.Short(at.SHA), err)); berr != nil {
 				return "", "", errors.Join(err, berr)
 			}
 			return "", "", fmt.Errorf("batch %d blocked: %w", b.ID, errBatchBlocked)

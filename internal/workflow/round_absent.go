@@ -9,6 +9,7 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 )
 
 // A batch round's revocations with nothing left to remove (docs/flows/lifecycle.md,
@@ -25,20 +26,6 @@ import (
 // errNoMembersLeft: every member of the batch was settled as nothing to
 // remove; the batch is finished and has no MR.
 var errNoMembersLeft = errors.New("no member left to build an MR for")
-
-// remainingMembers drops from ops the revocations a round of this batch
-// already settled as nothing to remove (a round that died after that
-// transaction, resumed): they are no longer part of the batch's change.
-func remainingMembers(ops []store.Operation) []store.Operation {
-	out := ops[:0:0]
-	for _, op := range ops {
-		if op.Kind == domain.OperationRevoke && domain.StepStatus(op.Step) == domain.StepRevokeAbsent {
-			continue
-		}
-		out = append(out, op)
-	}
-	return out
-}
 
 // settleAbsentRemovals reads the binding files of ops' revocations on the
 // default branch's head and settles, in ONE transaction guarded on the
@@ -117,7 +104,7 @@ func (d Deps) absentEntries(ctx context.Context, b store.Batch, project string, 
 		}
 		file, seen := files[target.File]
 		if !seen {
-			f, _, err := d.readBindingFile(ctx, project, target.File, head.CommitID)
+			f, _, err := d.ReadBindingFile(ctx, project, target.File, head.CommitID)
 			if errors.Is(err, bindingfile.ErrInvalid) {
 				continue
 			}
@@ -128,7 +115,7 @@ func (d Deps) absentEntries(ctx context.Context, b store.Batch, project string, 
 		}
 		if _, present := file.WithoutEntryOf(op.Subject, op.GrantOperationID); !present {
 			absent[op.OperationID] = fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s (batch %d)",
-				target.File, d.MainBranch(), short(head.CommitID), op.Subject, op.GrantOperationID, b.ID)
+				target.File, d.MainBranch(), flow.Short(head.CommitID), op.Subject, op.GrantOperationID, b.ID)
 		}
 	}
 	return absent, nil

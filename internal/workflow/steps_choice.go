@@ -96,12 +96,12 @@ func rebuildEdit(op store.Operation, file bindingfile.File) (singleEdit, bool) {
 		if !removed {
 			return singleEdit{}, false
 		}
-		return singleEdit{Content: next.Marshal(), Message: removalMessage(op), Title: removalMessage(op),
-			Description: removalDescription(op)}, true
+		return singleEdit{Content: next.Marshal(), Message: flow.RemovalMessage(op), Title: flow.RemovalMessage(op),
+			Description: flow.RemovalDescription(op)}, true
 	}
 	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
-	return singleEdit{Content: next.Marshal(), Message: commitMessage(op), Title: commitMessage(op),
-		Description: mrDescription(op)}, true
+	return singleEdit{Content: next.Marshal(), Message: flow.CommitMessage(op), Title: flow.CommitMessage(op),
+		Description: flow.MRDescription(op)}, true
 }
 
 // grantNeedsCommit reports whether create_mr commits op's entry on its

@@ -87,9 +87,9 @@ func TestRebuildEdit(t *testing.T) {
 		content bindingfile.File
 		message string
 	}{
-		{"grant adds the subject's entry", grant, onlyBob, true, onlyBob.With(bindingfile.Entry{Subject: "alice", ExpiresAt: exp, OperationID: "op-new"}), commitMessage(grant)},
-		{"grant replaces the subject's entry", grant, withAlice("op-old"), true, withAlice("op-new"), commitMessage(grant)},
-		{"removal takes out its grant's entry", removal, withAlice("op-old"), true, onlyBob, removalMessage(removal)},
+		{"grant adds the subject's entry", grant, onlyBob, true, onlyBob.With(bindingfile.Entry{Subject: "alice", ExpiresAt: exp, OperationID: "op-new"}), flow.CommitMessage(grant)},
+		{"grant replaces the subject's entry", grant, withAlice("op-old"), true, withAlice("op-new"), flow.CommitMessage(grant)},
+		{"removal takes out its grant's entry", removal, withAlice("op-old"), true, onlyBob, flow.RemovalMessage(removal)},
 		{"removal of an entry already gone: nothing to remove", removal, onlyBob, false, bindingfile.File{}, ""},
 		{"removal of someone else's entry: nothing to remove", removal, withAlice("op-other"), false, bindingfile.File{}, ""},
 	}

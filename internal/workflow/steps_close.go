@@ -25,11 +25,11 @@ func (d Deps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, error
 	}
 	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
 	if err != nil {
-		return d.retryOr(err, "read MR")
+		return d.RetryOr(err, "read MR")
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		if mr, err = d.GitLab.CloseMR(ctx, project, op.MRIID); err != nil {
-			return d.retryOr(err, "close MR")
+			return d.RetryOr(err, "close MR")
 		}
 	}
 	switch mr.State {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
@@ -48,7 +47,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 
 	mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
 	if err != nil {
-		return d.retryOr(err, "look up MR")
+		return d.RetryOr(err, "look up MR")
 	}
 	if found {
 		return d.adoptMR(ctx, w, mr, branch, stop)
@@ -60,7 +59,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	}
 	at, err := d.PinBranch(ctx, project, branch, d.MainBranch())
 	if err != nil {
-		return d.retryOr(err, "look up branch")
+		return d.RetryOr(err, "look up branch")
 	}
 	if at.BranchExists {
 		// An existing branch is a run whose answer was lost — or someone
@@ -68,21 +67,21 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		// the committer bot's.
 		own, why, err := d.branchIsOwn(ctx, project, branch)
 		if err != nil {
-			return d.retryOr(err, "check branch")
+			return d.RetryOr(err, "check branch")
 		}
 		if !own {
 			return d.abandonBranch(ctx, w, branch, SecurityEvent{Kind: SecurityForeignBranch, Resource: op.OperationID,
 				Branch: branch, SHA: at.SHA, Why: why}, stop)
 		}
 	}
-	file, exists, err := d.readBindingFile(ctx, project, target.File, at.SHA)
+	file, exists, err := d.ReadBindingFile(ctx, project, target.File, at.SHA)
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		// A hand-edited file that no longer parses: rewriting it would
 		// lose entries, so a person looks first.
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, "binding file "+target.File+": "+err.Error()), nil
 	}
 	if err != nil {
-		return d.retryOr(err, "read binding file")
+		return d.RetryOr(err, "read binding file")
 	}
 	if op.Kind == domain.OperationRevoke {
 		return d.createRemoval(ctx, w, project, branch, target.File, at, file)
@@ -95,8 +94,8 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 
 	mr, end := d.openMR(ctx, project, gitlab.CreateMRRequest{
 		SourceBranch: branch, TargetBranch: d.MainBranch(),
-		Title:       commitMessage(op),
-		Description: mrDescription(op),
+		Title:       flow.CommitMessage(op),
+		Description: flow.MRDescription(op),
 	})
 	if end != nil {
 		return end.out, end.err
@@ -111,7 +110,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch string, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
 	bot, err := d.committer(ctx)
 	if err != nil {
-		return d.retryOr(err, "read the committer bot's account")
+		return d.RetryOr(err, "read the committer bot's account")
 	}
 	switch chooseFoundMR(mr, bot.Username, false) {
 	case foundMRForeign:
@@ -129,7 +128,7 @@ func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch s
 func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File, exists bool) *stepEnd {
 	op := w.Operation
 	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
-	req := at.Commit(branch, flow.CommitTrailers(commitMessage(op), op.OperationID),
+	req := at.Commit(branch, flow.CommitTrailers(flow.CommitMessage(op), op.OperationID),
 		[]gitlab.FileAction{{Action: fileAction(exists), Path: path, Content: string(next.Marshal())}})
 	if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
 		return end
@@ -174,7 +173,7 @@ func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRReq
 
 // retryEnd is retryOr as a step's end.
 func retryEnd(d Deps, err error, what string) *stepEnd {
-	out, err := d.retryOr(err, what)
+	out, err := d.RetryOr(err, what)
 	return &stepEnd{out, err}
 }
 
@@ -185,49 +184,6 @@ func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) engine.
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
 		Note:   fmt.Sprintf("MR !%d", mr.IID),
 	})
-}
-
-// readBindingFile reads and parses path at ref; a missing file is empty.
-func (d Deps) readBindingFile(ctx context.Context, project, path, ref string) (bindingfile.File, bool, error) {
-	f, err := d.GitLab.GetFile(ctx, project, path, ref)
-	if gitlab.IsNotFound(err) {
-		return bindingfile.File{}, false, nil
-	}
-	if err != nil {
-		return bindingfile.File{}, false, err
-	}
-	parsed, err := bindingfile.Parse(f.Content)
-	return parsed, true, err
-}
-
-// retryOr turns a transient failure into RetryAfter and anything else
-// into an error for the safety net.
-func (d Deps) retryOr(err error, what string) (engine.Outcome, error) {
-	if flow.Transient(err) {
-		return d.RetryLater(err, what+": "+err.Error()), nil
-	}
-	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
-}
-
-func commitMessage(op store.Operation) string {
-	return fmt.Sprintf("changeflow: bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
-}
-
-// mrDescription is a single-request MR's description: who asked, their
-// reason as an inert code span (mrtext.go: no mention, image, link, quick
-// action or trailer can form from it), the approval's id when the request
-// has one (approve-first: approved before its MR; also inert), and the
-// trailer block.
-func mrDescription(op store.Operation) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Requested by %s through changeflow.\n", op.Subject)
-	if op.Reason != "" {
-		fmt.Fprintf(&b, "\nReason: %s\n", flow.InertCode(op.Reason))
-	}
-	if op.ApprovalID != "" {
-		fmt.Fprintf(&b, "\nApproval: %s\n", flow.InertCode(op.ApprovalID))
-	}
-	return flow.DescriptionTrailers(b.String(), op.OperationID)
 }
 
 // createRemoval is create_mr for a revocation, from the file read at the
@@ -245,10 +201,10 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 	if !removed && !at.BranchExists {
 		return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 			Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s",
-				path, d.MainBranch(), short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.RevokedHook()), nil
+				path, d.MainBranch(), flow.Short(at.SHA), op.Subject, op.GrantOperationID)}).OnFlip(d.RevokedHook()), nil
 	}
 	if removed {
-		req := at.Commit(branch, flow.CommitTrailers(removalMessage(op), op.OperationID),
+		req := at.Commit(branch, flow.CommitTrailers(flow.RemovalMessage(op), op.OperationID),
 			[]gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: path, Content: string(next.Marshal())}})
 		if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
 			return end.out, end.err
@@ -262,40 +218,11 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 	}
 	mr, end := d.openMR(ctx, project, gitlab.CreateMRRequest{
 		SourceBranch: branch, TargetBranch: d.MainBranch(),
-		Title:       removalMessage(op),
-		Description: removalDescription(op),
+		Title:       flow.RemovalMessage(op),
+		Description: flow.RemovalDescription(op),
 	})
 	if end != nil {
 		return end.out, end.err
 	}
 	return d.mrCreated(op, mr, branch), nil
-}
-
-func removalMessage(op store.Operation) string {
-	return fmt.Sprintf("changeflow: remove %s from %s (%s)", op.Subject, op.TargetKey, revokeWhy(op.RevokeReason))
-}
-
-// revokeWhy is a revocation reason in words.
-func revokeWhy(r domain.RevokeReason) string {
-	switch r {
-	case domain.RevokeExpired:
-		return "expired"
-	case domain.RevokeGivenBack:
-		return "given back"
-	case domain.RevokeOperator:
-		return "revoked by an operator"
-	}
-	return "revoked"
-}
-
-// removalDescription is a single-request removal MR's description; an
-// operator's reason is caller text and appears as an inert code span.
-func removalDescription(op store.Operation) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Removes the access of %s to %s granted by request %s: %s.\n", op.Subject, op.TargetKey,
-		flow.InertCode(op.GrantOperationID), revokeWhy(op.RevokeReason))
-	if op.RevokeReason == domain.RevokeOperator && op.Reason != "" {
-		fmt.Fprintf(&b, "\nReason: %s\n", flow.InertCode(op.Reason))
-	}
-	return flow.DescriptionTrailers(b.String(), op.OperationID)
 }

@@ -96,7 +96,7 @@ func (d Deps) beginHandling(ctx context.Context, w engine.Work, entry engine.Tra
 	}
 	mr, err := h.read(ctx)
 	if err != nil {
-		out, err := d.retryOr(err, "read MR")
+		out, err := d.RetryOr(err, "read MR")
 		return nil, gitlab.MR{}, &stepEnd{out, err}
 	}
 	switch mr.State {
@@ -221,7 +221,7 @@ func (h *handle) rebaseAfterRefusal(ctx context.Context, w engine.Work, mr gitla
 		// counts against the bound.
 		moved, err := d.targetMovedSince(ctx, h.project, mr)
 		if err != nil {
-			return d.retryOr(err, "read the target's head")
+			return d.RetryOr(err, "read the target's head")
 		}
 		if !moved {
 			return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
@@ -314,7 +314,7 @@ func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, er
 			if target, ok := d.Config().Target(w.Operation.TargetKey); ok {
 				own, err := d.conflictIsOwn(ctx, h.project, mr, target.File, w.Operation.OperationID)
 				if err != nil {
-					return d.retryOr(err, "read the conflict's cause")
+					return d.RetryOr(err, "read the conflict's cause")
 				}
 				if own {
 					return engine.Done(flow.ActionRegenerate, engine.Transition{

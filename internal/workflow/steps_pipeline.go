@@ -38,7 +38,7 @@ func (d Deps) pollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, 
 	}
 	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
 	if err != nil {
-		return d.retryOr(err, "read MR")
+		return d.RetryOr(err, "read MR")
 	}
 	status := ""
 	if mr.HeadPipeline != nil {

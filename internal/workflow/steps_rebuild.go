@@ -40,12 +40,12 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 		want = d.batchWant(h.project, op.BatchID)
 	}
 	v, err := d.checkHead(ctx, h.project, mr.TargetBranch, mr.SHA, want)
-	if errors.Is(err, errTargetGone) {
+	if errors.Is(err, flow.ErrTargetGone) {
 		return &stepEnd{out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("cannot check MR !%d: %v", mr.IID, err))}
 	}
 	if err != nil {
-		out, err := d.retryOr(err, "check the MR's head")
+		out, err := d.RetryOr(err, "check the MR's head")
 		return &stepEnd{out, err}
 	}
 	if v.Kind == headVerified {
@@ -53,7 +53,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 	}
 	if v.Kind == headRebuild && batch {
 		return &stepEnd{out: engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
-			fmt.Sprintf("MR !%d at %s: %s; its requests go to the next batch, built from a fresh read", mr.IID, short(mr.SHA), v.Why))}
+			fmt.Sprintf("MR !%d at %s: %s; its requests go to the next batch, built from a fresh read", mr.IID, flow.Short(mr.SHA), v.Why))}
 	}
 	if v.Kind == headRebuild {
 		n, err := d.regenerations(ctx, op.OperationID)
@@ -62,7 +62,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 		}
 		if n < d.Config().Workflow().MaxRegenerations {
 			return &stepEnd{out: engine.Done(flow.ActionRegenerate, engine.Transition{
-				Note: fmt.Sprintf("MR !%d at %s: %s; regenerating on %s", mr.IID, short(mr.SHA), v.Why, mr.TargetBranch)})}
+				Note: fmt.Sprintf("MR !%d at %s: %s; regenerating on %s", mr.IID, flow.Short(mr.SHA), v.Why, mr.TargetBranch)})}
 		}
 		v = headVerdict{headForeign, v.Why + fmt.Sprintf(" (still, after %d regenerations)", n)}
 	}
@@ -74,7 +74,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 		MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA, Why: v.Why}); err != nil {
 		return &stepEnd{err: err}
 	}
-	why := fmt.Sprintf("MR !%d has content changeflow did not write at %s (%s)", mr.IID, short(mr.SHA), v.Why)
+	why := fmt.Sprintf("MR !%d has content changeflow did not write at %s (%s)", mr.IID, flow.Short(mr.SHA), v.Why)
 	if batch {
 		return &stepEnd{out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 			why+"; not approved or merged: the MR is closed and its requests go to the next batch on a new branch")}
@@ -110,7 +110,7 @@ func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (
 	if mr.IID != 0 && (mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked) {
 		got, err := h.d.GitLab.CloseMR(ctx, h.project, mr.IID)
 		if err != nil {
-			return h.d.retryOr(err, "close MR")
+			return h.d.RetryOr(err, "close MR")
 		}
 		if got.State == gitlab.MRStateMerged {
 			return h.merged(ctx, got)
@@ -152,7 +152,7 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 	branch := flow.SingleBranch(op)
 	old, err := d.GitLab.GetMR(ctx, h.project, op.MRIID)
 	if err != nil {
-		return d.retryOr(err, "read MR")
+		return d.RetryOr(err, "read MR")
 	}
 	if end := h.rebuildCloseOld(ctx, old, branch); end != nil {
 		return end.out, end.err
@@ -165,15 +165,15 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 	targetBranch := d.MainBranch()
 	base, err := d.GitLab.GetBranch(ctx, h.project, targetBranch)
 	if err != nil {
-		return d.retryOr(err, "read target branch")
+		return d.RetryOr(err, "read target branch")
 	}
-	file, exists, err := d.readBindingFile(ctx, h.project, target.File, base.CommitID)
+	file, exists, err := d.ReadBindingFile(ctx, h.project, target.File, base.CommitID)
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
-			fmt.Sprintf("cannot rebuild: binding file %s on %s@%s: %v", target.File, targetBranch, short(base.CommitID), err)), nil
+			fmt.Sprintf("cannot rebuild: binding file %s on %s@%s: %v", target.File, targetBranch, flow.Short(base.CommitID), err)), nil
 	}
 	if err != nil {
-		return d.retryOr(err, "read binding file")
+		return d.RetryOr(err, "read binding file")
 	}
 	edit, ok := rebuildEdit(op, file)
 	if !ok {
@@ -182,13 +182,13 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 
 	mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, h.project, branch, gitlab.StateAll)
 	if err != nil {
-		return d.retryOr(err, "look up MR")
+		return d.RetryOr(err, "look up MR")
 	}
 	stop := func(why string) (engine.Outcome, error) { return h.giveUpBranches(ctx, gitlab.MR{}, why) }
 	if found {
 		bot, err := d.committer(ctx)
 		if err != nil {
-			return d.retryOr(err, "read the committer bot's account")
+			return d.RetryOr(err, "read the committer bot's account")
 		}
 		switch chooseFoundMR(mr, bot.Username, true) {
 		case foundMRForeign:
@@ -222,7 +222,7 @@ func (h *handle) rebuildCloseOld(ctx context.Context, old gitlab.MR, branch stri
 	case oldMRClose:
 		got, err := h.d.GitLab.CloseMR(ctx, h.project, old.IID)
 		if err != nil {
-			out, err := h.d.retryOr(err, "close MR")
+			out, err := h.d.RetryOr(err, "close MR")
 			return &stepEnd{out, err}
 		}
 		if got.State == gitlab.MRStateMerged {
@@ -264,7 +264,7 @@ func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, pat
 	if !done {
 		at := flow.Pin{SHA: base, BranchExists: head != ""}
 		req := at.Commit(branch,
-			flow.CommitTrailers(edit.Message+"\n\nRebuilt on "+targetBranch+"@"+short(base)+" after a head changeflow did not write.", op.OperationID),
+			flow.CommitTrailers(edit.Message+"\n\nRebuilt on "+targetBranch+"@"+flow.Short(base)+" after a head changeflow did not write.", op.OperationID),
 			[]gitlab.FileAction{{Action: fileAction(exists), Path: path, Content: string(edit.Content)}})
 		if end := d.commitPinned(ctx, h.project, req, "rebuild commit"); end != nil {
 			return gitlab.MR{}, end
@@ -325,7 +325,7 @@ func (d Deps) batchWant(project string, batchID int64) wantFunc {
 		if err != nil {
 			return nil, err
 		}
-		actions, err := d.batchFiles(ctx, project, base, remainingMembers(ops))
+		actions, err := d.BatchFiles(ctx, project, base, flow.RemainingMembers(ops))
 		if err != nil {
 			return nil, err
 		}

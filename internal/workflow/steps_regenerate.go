@@ -68,33 +68,33 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 	}
 	base, err := d.GitLab.GetBranch(ctx, h.project, mr.TargetBranch)
 	if err != nil {
-		return d.retryOr(err, "read target branch")
+		return d.RetryOr(err, "read target branch")
 	}
-	file, exists, err := d.readBindingFile(ctx, h.project, target.File, base.CommitID)
+	file, exists, err := d.ReadBindingFile(ctx, h.project, target.File, base.CommitID)
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		return engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
-			fmt.Sprintf("cannot regenerate MR !%d: binding file %s on %s@%s: %v", mr.IID, target.File, mr.TargetBranch, short(base.CommitID), err)), nil
+			fmt.Sprintf("cannot regenerate MR !%d: binding file %s on %s@%s: %v", mr.IID, target.File, mr.TargetBranch, flow.Short(base.CommitID), err)), nil
 	}
 	if err != nil {
-		return d.retryOr(err, "read binding file")
+		return d.RetryOr(err, "read binding file")
 	}
 	// The request's edit on the target's head: a grant adds (or
 	// replaces) its entry; a revocation removes its grant's entry — and
 	// when that is already gone from the head (removed by hand meanwhile),
 	// there is nothing left to remove or to deploy.
 	want := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID}).Marshal()
-	message := commitMessage(op)
+	message := flow.CommitMessage(op)
 	if op.Kind == domain.OperationRevoke {
 		next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
 		if !removed {
 			return d.regenerateNothingToRemove(ctx, h.project, mr, target.File, base.CommitID, op)
 		}
-		want, message = next.Marshal(), removalMessage(op)
+		want, message = next.Marshal(), flow.RemovalMessage(op)
 	}
 
 	head, done, err := d.regeneratedOn(ctx, h.project, mr.SourceBranch, base.CommitID, target.File, op.OperationID, want)
 	if err != nil {
-		return d.retryOr(err, "read source branch")
+		return d.RetryOr(err, "read source branch")
 	}
 	if !done {
 		action := gitlab.ActionUpdate
@@ -105,7 +105,7 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 		// commit on what was read of the target: the same pin as create_mr.
 		at := flow.Pin{SHA: base.CommitID, BranchExists: true}
 		c, err := d.GitLab.CreateCommit(ctx, h.project, at.Commit(mr.SourceBranch,
-			flow.CommitTrailers(message+"\n\nRegenerated on "+mr.TargetBranch+"@"+short(base.CommitID)+
+			flow.CommitTrailers(message+"\n\nRegenerated on "+mr.TargetBranch+"@"+flow.Short(base.CommitID)+
 				" after a rebase conflict.", op.OperationID),
 			[]gitlab.FileAction{{Action: action, Path: target.File, Content: string(want)}}))
 		if gitlab.IsStaleWrite(err) {
@@ -113,12 +113,12 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 		}
 		if err != nil {
 			// A lost answer is RetryAfter: the next run finds the commit.
-			return d.retryOr(err, "regenerate commit")
+			return d.RetryOr(err, "regenerate commit")
 		}
 		head = c.ID
 	}
 	if err := h.progress(ctx, engine.Transition{Step: domain.StepHandlePipelineRunning,
-		Note: fmt.Sprintf("%sMR !%d on %s@%s as %s", regeneratedNote, mr.IID, mr.TargetBranch, short(base.CommitID), short(head))}); err != nil {
+		Note: fmt.Sprintf("%sMR !%d on %s@%s as %s", regeneratedNote, mr.IID, mr.TargetBranch, flow.Short(base.CommitID), flow.Short(head))}); err != nil {
 		return engine.Outcome{}, err
 	}
 	// GitLab moves the MR to the new head (and starts its pipeline) after
@@ -135,12 +135,12 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr gitlab.MR, path, base string, op store.Operation) (engine.Outcome, error) {
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		if _, err := d.GitLab.CloseMR(ctx, project, mr.IID); err != nil {
-			return d.retryOr(err, "close MR")
+			return d.RetryOr(err, "close MR")
 		}
 	}
 	return engine.Done("", engine.Transition{Step: domain.StepRevokeAbsent, Binding: domain.BindingRevoked,
 		Note: fmt.Sprintf("nothing to remove: %s on %s@%s has no entry of %s written by %s; MR !%d closed",
-			path, mr.TargetBranch, short(base), op.Subject, op.GrantOperationID, mr.IID)}).OnFlip(d.RevokedHook()), nil
+			path, mr.TargetBranch, flow.Short(base), op.Subject, op.GrantOperationID, mr.IID)}).OnFlip(d.RevokedHook()), nil
 }
 
 // regeneratedOn reads the source branch's head and reports whether it is
@@ -180,9 +180,9 @@ func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (engine.Outc
 	d, w := h.d, h.w
 	br, err := d.GitLab.GetBranch(ctx, h.project, mr.SourceBranch)
 	if err != nil {
-		return d.retryOr(err, "read source branch")
+		return d.RetryOr(err, "read source branch")
 	}
-	status := "waiting for the MR to show " + short(br.CommitID)
+	status := "waiting for the MR to show " + flow.Short(br.CommitID)
 	if mr.SHA == br.CommitID {
 		status = ""
 		if mr.HeadPipeline != nil && mr.HeadPipeline.SHA == mr.SHA {
@@ -221,14 +221,6 @@ func (d Deps) regenerations(ctx context.Context, operationID string) (int, error
 	return n, nil
 }
 
-// short is a sha's first 8 characters.
-func short(sha string) string {
-	if len(sha) > 8 {
-		return sha[:8]
-	}
-	return sha
-}
-
 // conflictIsOwn reports whether the rebase conflict of mr (a single-request
 // MR of operationID) comes only from changeflow's own merges: the MR's
 // branch is one commit on a base B, and every entry of the binding file
@@ -257,14 +249,14 @@ func (d Deps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, p
 	if err != nil {
 		return false, err
 	}
-	before, _, err := d.readBindingFile(ctx, project, path, head.ParentIDs[0])
+	before, _, err := d.ReadBindingFile(ctx, project, path, head.ParentIDs[0])
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	after, _, err := d.readBindingFile(ctx, project, path, target.CommitID)
+	after, _, err := d.ReadBindingFile(ctx, project, path, target.CommitID)
 	if errors.Is(err, bindingfile.ErrInvalid) {
 		return false, nil
 	}

@@ -105,7 +105,7 @@ func judgeHead(f headFacts) headVerdict {
 		return headVerdict{headRebuild, "GitLab cut the comparison short"}
 	}
 	if len(f.Commits) == 0 {
-		return headVerdict{headRebuild, "the branch has no commit of its own on " + short(f.Base)}
+		return headVerdict{headRebuild, "the branch has no commit of its own on " + flow.Short(f.Base)}
 	}
 	paths := make([]string, 0, len(f.Want))
 	for p := range f.Want {
@@ -115,7 +115,7 @@ func judgeHead(f headFacts) headVerdict {
 	for _, p := range paths {
 		got, ok := f.Head[p]
 		if !ok || !bytes.Equal(got, f.Want[p]) {
-			return headVerdict{headRebuild, fmt.Sprintf("%s is not what changeflow writes on %s", p, short(f.Base))}
+			return headVerdict{headRebuild, fmt.Sprintf("%s is not what changeflow writes on %s", p, flow.Short(f.Base))}
 		}
 	}
 	return headVerdict{Kind: headVerified}
@@ -126,7 +126,7 @@ func judgeHead(f headFacts) headVerdict {
 func judgeAuthors(f headFacts) (headVerdict, bool) {
 	for _, c := range f.Commits {
 		if f.BotEmail == "" || !strings.EqualFold(c.AuthorEmail, f.BotEmail) {
-			return headVerdict{headForeign, fmt.Sprintf("commit %s is by %s <%s>, not the committer bot", short(c.ID), c.AuthorName, c.AuthorEmail)}, false
+			return headVerdict{headForeign, fmt.Sprintf("commit %s is by %s <%s>, not the committer bot", flow.Short(c.ID), c.AuthorName, c.AuthorEmail)}, false
 		}
 	}
 	return headVerdict{}, true
@@ -205,9 +205,9 @@ func (d Deps) singleWant(project string, op store.Operation) wantFunc {
 	return func(ctx context.Context, base string) (map[string][]byte, error) {
 		target, ok := d.Config().Target(op.TargetKey)
 		if !ok {
-			return nil, errTargetGone
+			return nil, flow.ErrTargetGone
 		}
-		file, exists, err := d.readBindingFile(ctx, project, target.File, base)
+		file, exists, err := d.ReadBindingFile(ctx, project, target.File, base)
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +243,7 @@ func (d Deps) branchIsOwn(ctx context.Context, project, branch string) (own bool
 	}
 	for _, c := range cmp.Commits {
 		if !strings.EqualFold(c.AuthorEmail, bot.Email) {
-			return false, fmt.Sprintf("commit %s on %s is by %s <%s>, not the committer bot", short(c.ID), branch, c.AuthorName, c.AuthorEmail), nil
+			return false, fmt.Sprintf("commit %s on %s is by %s <%s>, not the committer bot", flow.Short(c.ID), branch, c.AuthorName, c.AuthorEmail), nil
 		}
 	}
 	return true, "", nil

@@ -93,18 +93,18 @@ func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domai
 	case err == nil:
 		v.Binding = b.Status
 	case !errors.Is(err, domain.ErrNotFound):
-		out, err := d.retryOr(err, "read binding")
+		out, err := d.RetryOr(err, "read binding")
 		return v, &stepEnd{out, err}
 	}
 	if v.NeedsCloseHistory() {
 		if v.Cancelled, err = d.reached(ctx, op.OperationID, domain.StepCloseCancelled); err != nil {
-			out, err := d.retryOr(err, "read step history")
+			out, err := d.RetryOr(err, "read step history")
 			return v, &stepEnd{out, err}
 		}
 	}
 	if v.NeedsSubmitHistory() {
 		if v.Asked, err = d.reached(ctx, op.OperationID, domain.StepCreateApprovalSubmitting); err != nil {
-			out, err := d.retryOr(err, "read step history")
+			out, err := d.RetryOr(err, "read step history")
 			return v, &stepEnd{out, err}
 		}
 	}
@@ -172,7 +172,7 @@ const codeMemberWithdrawn = "BATCH_MEMBER_WITHDRAWN"
 func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain.StepStatus) *stepEnd {
 	b, err := d.Store.BatchGet(ctx, op.BatchID)
 	if err != nil {
-		out, err := d.retryOr(err, "read batch")
+		out, err := d.RetryOr(err, "read batch")
 		return &stepEnd{out, err}
 	}
 	if !b.Status.Active() {
@@ -272,7 +272,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 		mr, ok, err := d.GitLab.FindMRBySourceBranch(ctx, project, flow.SingleBranch(op), gitlab.StateAll)
 		switch {
 		case err != nil:
-			out, err := d.retryOr(err, "look up the MR")
+			out, err := d.RetryOr(err, "look up the MR")
 			return gitlab.MR{}, false, &stepEnd{out, err}
 		case !ok && !waited:
 			return gitlab.MR{}, false, &stepEnd{out: engine.RetryAfter(d.Config().Workflow().LeaseDuration,
@@ -284,12 +284,12 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 	}
 	mr, err := d.GitLab.GetMR(ctx, project, iid)
 	if err != nil {
-		out, err := d.retryOr(err, "read MR")
+		out, err := d.RetryOr(err, "read MR")
 		return gitlab.MR{}, false, &stepEnd{out, err}
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		if mr, err = d.GitLab.CloseMR(ctx, project, iid); err != nil {
-			out, err := d.retryOr(err, "close MR")
+			out, err := d.RetryOr(err, "close MR")
 			return gitlab.MR{}, false, &stepEnd{out, err}
 		}
 	}

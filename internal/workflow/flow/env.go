@@ -1,14 +1,18 @@
 package flow
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"changeflow/internal/approval"
+	"changeflow/internal/bindingfile"
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
@@ -189,3 +193,98 @@ func Clip(s string, n int) string {
 	}
 	return s
 }
+
+// short is a sha's first 8 characters.
+func Short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}
+
+// readBindingFile reads and parses path at ref; a missing file is empty.
+func (env Env) ReadBindingFile(ctx context.Context, project, path, ref string) (bindingfile.File, bool, error) {
+	f, err := env.GitLab.GetFile(ctx, project, path, ref)
+	if gitlab.IsNotFound(err) {
+		return bindingfile.File{}, false, nil
+	}
+	if err != nil {
+		return bindingfile.File{}, false, err
+	}
+	parsed, err := bindingfile.Parse(f.Content)
+	return parsed, true, err
+}
+
+// retryOr turns a transient failure into RetryAfter and anything else
+// into an error for the safety net.
+func (env Env) RetryOr(err error, what string) (engine.Outcome, error) {
+	if Transient(err) {
+		return env.RetryLater(err, what+": "+err.Error()), nil
+	}
+	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
+}
+
+// batchFiles builds the content of every binding file the batch changes:
+// per target file, the file at ref with every member's entry added or
+// replaced (several members of one file make one edit). It returns the
+// commit's actions, empty when ref already holds every entry.
+func (env Env) BatchFiles(ctx context.Context, project, ref string, ops []store.Operation) ([]gitlab.FileAction, error) {
+	byFile := map[string][]store.Operation{}
+	var files []string
+	for _, op := range ops {
+		target, ok := env.Config().Target(op.TargetKey)
+		if !ok {
+			return nil, fmt.Errorf("%s of %s: %w", op.TargetKey, op.OperationID, ErrTargetGone)
+		}
+		if _, seen := byFile[target.File]; !seen {
+			files = append(files, target.File)
+		}
+		byFile[target.File] = append(byFile[target.File], op)
+	}
+	slices.Sort(files)
+	var actions []gitlab.FileAction
+	for _, path := range files {
+		file, exists, err := env.ReadBindingFile(ctx, project, path, ref)
+		if err != nil {
+			return nil, fmt.Errorf("binding file %s: %w", path, err)
+		}
+		next := file
+		for _, op := range byFile[path] {
+			if op.Kind == domain.OperationRevoke {
+				// Only the grant's own entry goes; an entry changeflow did
+				// not write, or one already gone, is left as it is.
+				next, _ = next.WithoutEntryOf(op.Subject, op.GrantOperationID)
+				continue
+			}
+			next = next.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
+		}
+		content := next.Marshal()
+		if exists && bytes.Equal(content, file.Marshal()) {
+			continue
+		}
+		action := gitlab.ActionUpdate
+		if !exists {
+			action = gitlab.ActionCreate
+		}
+		actions = append(actions, gitlab.FileAction{Action: action, Path: path, Content: string(content)})
+	}
+	return actions, nil
+}
+
+// remainingMembers drops from ops the revocations a round of this batch
+// already settled as nothing to remove (a round that died after that
+// transaction, resumed): they are no longer part of the batch's change.
+func RemainingMembers(ops []store.Operation) []store.Operation {
+	out := ops[:0:0]
+	for _, op := range ops {
+		if op.Kind == domain.OperationRevoke && domain.StepStatus(op.Step) == domain.StepRevokeAbsent {
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// errTargetGone: a member's target is no longer configured, so its binding
+// file is unknown — a person must restore the target or settle the batch.
+var ErrTargetGone = errors.New("the target is no longer configured")

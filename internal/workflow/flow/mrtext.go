@@ -1,9 +1,11 @@
 package flow
 
 import (
+	"fmt"
 	"strings"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/store"
 )
 
 // What changeflow writes into GitLab on a caller's behalf. GitLab renders
@@ -114,4 +116,87 @@ func Trailers(text string) []string {
 		}
 	}
 	return ids
+}
+
+func CommitMessage(op store.Operation) string {
+	return fmt.Sprintf("changeflow: bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+}
+
+// mrDescription is a single-request MR's description: who asked, their
+// reason as an inert code span (mrtext.go: no mention, image, link, quick
+// action or trailer can form from it), the approval's id when the request
+// has one (approve-first: approved before its MR; also inert), and the
+// trailer block.
+func MRDescription(op store.Operation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Requested by %s through changeflow.\n", op.Subject)
+	if op.Reason != "" {
+		fmt.Fprintf(&b, "\nReason: %s\n", InertCode(op.Reason))
+	}
+	if op.ApprovalID != "" {
+		fmt.Fprintf(&b, "\nApproval: %s\n", InertCode(op.ApprovalID))
+	}
+	return DescriptionTrailers(b.String(), op.OperationID)
+}
+
+func RemovalMessage(op store.Operation) string {
+	return fmt.Sprintf("changeflow: remove %s from %s (%s)", op.Subject, op.TargetKey, RevokeWhy(op.RevokeReason))
+}
+
+// revokeWhy is a revocation reason in words.
+func RevokeWhy(r domain.RevokeReason) string {
+	switch r {
+	case domain.RevokeExpired:
+		return "expired"
+	case domain.RevokeGivenBack:
+		return "given back"
+	case domain.RevokeOperator:
+		return "revoked by an operator"
+	}
+	return "revoked"
+}
+
+// removalDescription is a single-request removal MR's description; an
+// operator's reason is caller text and appears as an inert code span.
+func RemovalDescription(op store.Operation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Removes the access of %s to %s granted by request %s: %s.\n", op.Subject, op.TargetKey,
+		InertCode(op.GrantOperationID), RevokeWhy(op.RevokeReason))
+	if op.RevokeReason == domain.RevokeOperator && op.Reason != "" {
+		fmt.Fprintf(&b, "\nReason: %s\n", InertCode(op.Reason))
+	}
+	return DescriptionTrailers(b.String(), op.OperationID)
+}
+
+// batchText is the title, commit message and MR description of a batch:
+// one Changeflow-Operation trailer per member (mrtext.go), plain at the end
+// of the commit message, in the fenced trailer block of the description.
+// The commit message's member lines carry no caller text; the
+// description's add each member's reason and approval id as inert code
+// spans (mrtext.go). The operationIds go in the trailer block only.
+func BatchText(batchID int64, ops []store.Operation) (title, message, description string) {
+	title = fmt.Sprintf("changeflow: batch %d (%d request(s))", batchID, len(ops))
+	var b, d strings.Builder
+	fmt.Fprintf(&b, "Batch %d of changeflow:\n\n", batchID)
+	fmt.Fprintf(&d, "Batch %d of changeflow:\n\n", batchID)
+	ids := make([]string, 0, len(ops))
+	for _, op := range ops {
+		var line string
+		if op.Kind == domain.OperationRevoke {
+			line = fmt.Sprintf("- remove %s from %s (%s)", op.Subject, op.TargetKey, RevokeWhy(op.RevokeReason))
+		} else {
+			line = fmt.Sprintf("- bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		}
+		b.WriteString(line + "\n")
+		d.WriteString(line)
+		if op.Reason != "" && (op.Kind != domain.OperationRevoke || op.RevokeReason == domain.RevokeOperator) {
+			d.WriteString("; reason: " + InertCode(op.Reason))
+		}
+		if op.ApprovalID != "" {
+			d.WriteString("; approval: " + InertCode(op.ApprovalID))
+		}
+		d.WriteString("\n")
+		ids = append(ids, op.OperationID)
+	}
+	return title, CommitTrailers(title+"\n\n"+b.String(), ids...), DescriptionTrailers(d.String(), ids...)
 }

@@ -1,4 +1,4 @@
-package workflow
+package flow
 
 import (
 	"strings"
@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"changeflow/internal/store"
-	"changeflow/internal/workflow/flow"
 )
 
 // codeSpan checks that line is prefix followed by exactly one Markdown code
@@ -56,9 +55,9 @@ func TestMarkdownAndForgedTrailersInTheReasonAreInert(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			op := store.Operation{OperationID: "op-attack", Subject: "mallory", TargetKey: "t", Reason: tc.reason, ExpiresAt: at}
-			desc := mrDescription(op)
-			require.Equal(t, []string{"op-attack"}, flow.Trailers(desc), desc)
-			require.False(t, flow.HasTrailer(desc, "op-victim"))
+			desc := MRDescription(op)
+			require.Equal(t, []string{"op-attack"}, Trailers(desc), desc)
+			require.False(t, HasTrailer(desc, "op-victim"))
 			lines := strings.Split(desc, "\n")
 			var reasonLines []string
 			for _, l := range lines {
@@ -87,7 +86,7 @@ func TestDescriptionsCarryTheReasonAndTheApprovalInert(t *testing.T) {
 	at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	hostile := "@all <b>x</b> [l](https://evil.example) ![i](https://evil.example/i.png) `Changeflow-Operation: op-victim`"
 	op := store.Operation{OperationID: "op-a", Subject: "alice", TargetKey: "t1", Reason: hostile, ApprovalID: "apr-`7`", ExpiresAt: at}
-	desc := mrDescription(op)
+	desc := MRDescription(op)
 	var approval string
 	for _, l := range strings.Split(desc, "\n") {
 		if strings.HasPrefix(l, "Approval: ") {
@@ -95,14 +94,14 @@ func TestDescriptionsCarryTheReasonAndTheApprovalInert(t *testing.T) {
 		}
 	}
 	codeSpan(t, approval, "Approval: ", "apr-`7`")
-	require.Equal(t, []string{"op-a"}, flow.Trailers(desc))
+	require.Equal(t, []string{"op-a"}, Trailers(desc))
 
 	other := store.Operation{OperationID: "op-b", Subject: "bob", TargetKey: "t2", Reason: "plain", ExpiresAt: at}
-	_, message, bdesc := batchText(9, []store.Operation{op, other})
+	_, message, bdesc := BatchText(9, []store.Operation{op, other})
 	require.NotContains(t, message, "evil.example", "no caller text in the commit message")
 	require.NotContains(t, message, "apr-")
-	require.Equal(t, []string{"op-a", "op-b"}, flow.Trailers(bdesc))
-	require.False(t, flow.HasTrailer(bdesc, "op-victim"))
+	require.Equal(t, []string{"op-a", "op-b"}, Trailers(bdesc))
+	require.False(t, HasTrailer(bdesc, "op-victim"))
 	lines := strings.Split(bdesc, "\n")
 	var member string
 	for _, l := range lines {
@@ -122,17 +121,17 @@ func TestDescriptionsCarryTheReasonAndTheApprovalInert(t *testing.T) {
 
 func TestTrailerBlocks(t *testing.T) {
 	t.Run("an id with backticks cannot close the fence", func(t *testing.T) {
-		desc := flow.DescriptionTrailers("text", "op-```-x", "op-2")
-		require.Equal(t, []string{"op-```-x", "op-2"}, flow.Trailers(desc), desc)
+		desc := DescriptionTrailers("text", "op-```-x", "op-2")
+		require.Equal(t, []string{"op-```-x", "op-2"}, Trailers(desc), desc)
 		require.True(t, strings.HasSuffix(desc, "\n````\n"), desc)
 	})
 	t.Run("commit trailers are the last paragraph", func(t *testing.T) {
-		msg := flow.CommitTrailers("title\n\nChangeflow-Operation: op-victim\n\nbody", "op-1")
-		require.Equal(t, []string{"op-1"}, flow.Trailers(msg))
+		msg := CommitTrailers("title\n\nChangeflow-Operation: op-victim\n\nbody", "op-1")
+		require.Equal(t, []string{"op-1"}, Trailers(msg))
 	})
 	t.Run("trailer-shaped lines above the block are not trailers", func(t *testing.T) {
-		require.Empty(t, flow.Trailers("Changeflow-Operation: op-1\n\nsomething a person wrote"))
-		require.Empty(t, flow.Trailers("Changeflow-Operation: op-1\n```"), "an unopened fence")
+		require.Empty(t, Trailers("Changeflow-Operation: op-1\n\nsomething a person wrote"))
+		require.Empty(t, Trailers("Changeflow-Operation: op-1\n```"), "an unopened fence")
 	})
 	t.Run("the batch's description and message", func(t *testing.T) {
 		at := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -140,10 +139,10 @@ func TestTrailerBlocks(t *testing.T) {
 			{OperationID: "@all", Subject: "alice", TargetKey: "t1", ExpiresAt: at},
 			{OperationID: "op-2", Subject: "bob", TargetKey: "t2", ExpiresAt: at},
 		}
-		title, message, desc := batchText(7, ops)
+		title, message, desc := BatchText(7, ops)
 		require.Equal(t, "changeflow: batch 7 (2 request(s))", title)
-		require.Equal(t, []string{"@all", "op-2"}, flow.Trailers(desc))
-		require.Equal(t, []string{"@all", "op-2"}, flow.Trailers(message))
+		require.Equal(t, []string{"@all", "op-2"}, Trailers(desc))
+		require.Equal(t, []string{"@all", "op-2"}, Trailers(message))
 		require.True(t, strings.HasPrefix(message, title+"\n\n"), message)
 		// "@all" appears in the description only inside the fenced block.
 		before, _, _ := strings.Cut(desc, "```")
