@@ -88,7 +88,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	}
 	if grantNeedsCommit(op, at, file) {
 		if end := d.commitGrant(ctx, w, project, branch, target.File, at, file, exists); end != nil {
-			return end.out, end.err
+			return end.Out, end.Err
 		}
 	}
 
@@ -98,7 +98,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		Description: flow.MRDescription(op),
 	})
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	return d.mrCreated(op, mr, branch), nil
 }
@@ -125,7 +125,7 @@ func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch s
 // commitGrant commits the grant's entry (add or replace) on branch from
 // the pinned commit, where file was read, and records CREATE_COMMITTED
 // the first time. A nil end: committed, go on to the MR.
-func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File, exists bool) *stepEnd {
+func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File, exists bool) *flow.StepEnd {
 	op := w.Operation
 	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
 	req := at.Commit(branch, flow.CommitTrailers(flow.CommitMessage(op), op.OperationID),
@@ -136,7 +136,7 @@ func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, p
 	if domain.StepStatus(op.Step) == domain.StepCreateStarted {
 		if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
 			Note: "committed on " + branch}); err != nil {
-			return &stepEnd{err: err}
+			return &flow.StepEnd{Err: err}
 		}
 	}
 	return nil
@@ -144,12 +144,12 @@ func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, p
 
 // commitPinned makes the commit req, pinned to what was read; what names
 // it in the outcome. A nil end: committed.
-func (d Deps) commitPinned(ctx context.Context, project string, req gitlab.CommitRequest, what string) *stepEnd {
+func (d Deps) commitPinned(ctx context.Context, project string, req gitlab.CommitRequest, what string) *flow.StepEnd {
 	_, err := d.GitLab.CreateCommit(ctx, project, req)
 	if gitlab.IsStaleWrite(err) {
 		// What was read went away (a file created, the branch created by
 		// a run whose answer was lost): read again.
-		return &stepEnd{out: engine.RetryAfter(0, what+" refused, reading again: "+err.Error())}
+		return &flow.StepEnd{Out: engine.RetryAfter(0, what+" refused, reading again: "+err.Error())}
 	}
 	if err != nil {
 		return retryEnd(d, err, what)
@@ -158,12 +158,12 @@ func (d Deps) commitPinned(ctx context.Context, project string, req gitlab.Commi
 }
 
 // openMR opens the MR req. A nil end comes with the MR.
-func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRRequest) (gitlab.MR, *stepEnd) {
+func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRRequest) (gitlab.MR, *flow.StepEnd) {
 	mr, err := d.GitLab.CreateMR(ctx, project, req)
 	if gitlab.IsConflict(err) {
 		// Another open MR for the branch: ours, from a run whose answer
 		// was lost. The next run adopts it.
-		return gitlab.MR{}, &stepEnd{out: engine.RetryAfter(0, "MR exists already: "+err.Error())}
+		return gitlab.MR{}, &flow.StepEnd{Out: engine.RetryAfter(0, "MR exists already: "+err.Error())}
 	}
 	if err != nil {
 		return gitlab.MR{}, retryEnd(d, err, "open MR")
@@ -172,9 +172,9 @@ func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRReq
 }
 
 // retryEnd is retryOr as a step's end.
-func retryEnd(d Deps, err error, what string) *stepEnd {
+func retryEnd(d Deps, err error, what string) *flow.StepEnd {
 	out, err := d.RetryOr(err, what)
-	return &stepEnd{out, err}
+	return &flow.StepEnd{Out: out, Err: err}
 }
 
 // mrCreated is create_mr's outcome once the MR exists.
@@ -207,7 +207,7 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 		req := at.Commit(branch, flow.CommitTrailers(flow.RemovalMessage(op), op.OperationID),
 			[]gitlab.FileAction{{Action: gitlab.ActionUpdate, Path: path, Content: string(next.Marshal())}})
 		if end := d.commitPinned(ctx, project, req, "commit"); end != nil {
-			return end.out, end.err
+			return end.Out, end.Err
 		}
 		if domain.StepStatus(op.Step) == domain.StepRevokeStarted || domain.StepStatus(op.Step) == domain.StepCreateStarted {
 			if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateCommitted, Fields: store.WorkFields{Branch: branch},
@@ -222,7 +222,7 @@ func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch,
 		Description: flow.RemovalDescription(op),
 	})
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	return d.mrCreated(op, mr, branch), nil
 }

@@ -70,12 +70,6 @@ func (h *handle) merged(ctx context.Context, mr gitlab.MR) (engine.Outcome, erro
 		OnFlip(h.d.applier().ValidateIfDeployed(h.d.ProjectID(h.w.Operation), h.w.Operation.MRIID)), nil
 }
 
-// stepEnd is an outcome (or error) that ends a step at once.
-type stepEnd struct {
-	out engine.Outcome
-	err error
-}
-
 // beginHandling is how the handling steps begin (approve, merge,
 // poll_rebase, regenerate): the handle; entry written as progress unless
 // the row is already at entry's step or at one of alsoAt (the step runs
@@ -84,27 +78,27 @@ type stepEnd struct {
 // to it. A non-nil end ends the step: the MR found merged
 // (finish as merged, handle.merged) or closed outside (closedOutside),
 // the read failed (retry, retryOr), or a write failed.
-func (d Deps) beginHandling(ctx context.Context, w engine.Work, entry engine.Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *stepEnd) {
+func (d Deps) beginHandling(ctx context.Context, w engine.Work, entry engine.Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *flow.StepEnd) {
 	h, err := d.handle(w)
 	if err != nil {
-		return nil, gitlab.MR{}, &stepEnd{err: err}
+		return nil, gitlab.MR{}, &flow.StepEnd{Err: err}
 	}
 	if entry.Step != 0 && h.step != entry.Step && !slices.Contains(alsoAt, h.step) {
 		if err := h.progress(ctx, entry); err != nil {
-			return nil, gitlab.MR{}, &stepEnd{err: err}
+			return nil, gitlab.MR{}, &flow.StepEnd{Err: err}
 		}
 	}
 	mr, err := h.read(ctx)
 	if err != nil {
 		out, err := d.RetryOr(err, "read MR")
-		return nil, gitlab.MR{}, &stepEnd{out, err}
+		return nil, gitlab.MR{}, &flow.StepEnd{Out: out, Err: err}
 	}
 	switch mr.State {
 	case gitlab.MRStateMerged:
 		out, err := h.merged(ctx, mr)
-		return nil, gitlab.MR{}, &stepEnd{out, err}
+		return nil, gitlab.MR{}, &flow.StepEnd{Out: out, Err: err}
 	case gitlab.MRStateClosed:
-		return nil, gitlab.MR{}, &stepEnd{out: closedOutside(mr)}
+		return nil, gitlab.MR{}, &flow.StepEnd{Out: closedOutside(mr)}
 	}
 	return h, mr, nil
 }
@@ -123,12 +117,12 @@ func closedOutside(mr gitlab.MR) engine.Outcome {
 func (d Deps) approve(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"})
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	// Only a head changeflow verified is approved, at that sha: a push
 	// after the check is a 409 below, and the next run checks again.
 	if end := h.verifyHead(ctx, mr); end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	settings := gitlab.LoopSettingsFromConfig(d.Config())
 	for _, bot := range []gitlab.Bot{gitlab.Approver1, gitlab.Approver2} {
@@ -161,7 +155,7 @@ var settling = map[string]bool{"unchecked": true, "checking": true, "preparing":
 func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{})
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	switch {
 	case mr.RebaseInProgress:
@@ -174,7 +168,7 @@ func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) 
 	// Checked again before the merge: a rebase or a push may have moved
 	// the head since the approval. The merge is pinned to the head checked.
 	if end := h.verifyHead(ctx, mr); end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	got, err := d.GitLab.Merge(ctx, h.project, mr.IID, mr.SHA)
 	switch chooseMergeAnswer(got, err) {
@@ -282,7 +276,7 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{})
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	switch {
 	case mr.RebaseInProgress:

@@ -32,7 +32,7 @@ const rebuiltNote = "rebuilt "
 //     fresh branch of its own (rebuild, the old MR closed there) and a
 //     batch fails and is settled (its MR closed, merged wins), its
 //     members building a new batch on a new branch.
-func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
+func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *flow.StepEnd {
 	d, op := h.d, h.w.Operation
 	batch := op.BatchID != 0 && mr.SourceBranch != flow.SingleBranch(op)
 	want := d.singleWant(h.project, op)
@@ -41,27 +41,27 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 	}
 	v, err := d.checkHead(ctx, h.project, mr.TargetBranch, mr.SHA, want)
 	if errors.Is(err, flow.ErrTargetGone) {
-		return &stepEnd{out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+		return &flow.StepEnd{Out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 			fmt.Sprintf("cannot check MR !%d: %v", mr.IID, err))}
 	}
 	if err != nil {
 		out, err := d.RetryOr(err, "check the MR's head")
-		return &stepEnd{out, err}
+		return &flow.StepEnd{Out: out, Err: err}
 	}
 	if v.Kind == headVerified {
 		return nil
 	}
 	if v.Kind == headRebuild && batch {
-		return &stepEnd{out: engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
+		return &flow.StepEnd{Out: engine.Fail(domain.StepHandleRebaseConflict, domain.BindingHandleFailed,
 			fmt.Sprintf("MR !%d at %s: %s; its requests go to the next batch, built from a fresh read", mr.IID, flow.Short(mr.SHA), v.Why))}
 	}
 	if v.Kind == headRebuild {
 		n, err := d.regenerations(ctx, op.OperationID)
 		if err != nil {
-			return &stepEnd{err: err}
+			return &flow.StepEnd{Err: err}
 		}
 		if n < d.Config().Workflow().MaxRegenerations {
-			return &stepEnd{out: engine.Done(flow.ActionRegenerate, engine.Transition{
+			return &flow.StepEnd{Out: engine.Done(flow.ActionRegenerate, engine.Transition{
 				Note: fmt.Sprintf("MR !%d at %s: %s; regenerating on %s", mr.IID, flow.Short(mr.SHA), v.Why, mr.TargetBranch)})}
 		}
 		v = headVerdict{headForeign, v.Why + fmt.Sprintf(" (still, after %d regenerations)", n)}
@@ -72,19 +72,19 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *stepEnd {
 	}
 	if err := d.securityEvent(ctx, SecurityEvent{Kind: SecurityForeignHead, Resource: resource,
 		MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA, Why: v.Why}); err != nil {
-		return &stepEnd{err: err}
+		return &flow.StepEnd{Err: err}
 	}
 	why := fmt.Sprintf("MR !%d has content changeflow did not write at %s (%s)", mr.IID, flow.Short(mr.SHA), v.Why)
 	if batch {
-		return &stepEnd{out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
+		return &flow.StepEnd{Out: engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed,
 			why+"; not approved or merged: the MR is closed and its requests go to the next batch on a new branch")}
 	}
 	next, ok := nextBranch(op)
 	if !ok {
 		out, err := h.giveUpBranches(ctx, mr, why)
-		return &stepEnd{out, err}
+		return &flow.StepEnd{Out: out, Err: err}
 	}
-	return &stepEnd{out: engine.Done(flow.ActionRebuild, engine.Transition{Fields: store.WorkFields{Branch: next},
+	return &flow.StepEnd{Out: engine.Done(flow.ActionRebuild, engine.Transition{Fields: store.WorkFields{Branch: next},
 		Note: why + "; not approved or merged: the MR is closed and the request rebuilt on " + next})}
 }
 
@@ -155,7 +155,7 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 		return d.RetryOr(err, "read MR")
 	}
 	if end := h.rebuildCloseOld(ctx, old, branch); end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 
 	target, ok := d.Config().Target(op.TargetKey)
@@ -197,9 +197,9 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 			return d.abandonBranch(ctx, w, branch, SecurityEvent{}, stop)
 		}
 	} else {
-		var end *stepEnd
+		var end *flow.StepEnd
 		if mr, end = h.rebuildOn(ctx, w, branch, base.CommitID, target.File, exists, edit, stop); end != nil {
-			return end.out, end.err
+			return end.Out, end.Err
 		}
 	}
 	return engine.Done(flow.ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning,
@@ -211,29 +211,29 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 // when the request is to be built on branch (old closed, the step recorded
 // as HANDLE_REBASING); otherwise the step ends here (the rebuilt MR is
 // recorded already, or old was merged: merged wins).
-func (h *handle) rebuildCloseOld(ctx context.Context, old gitlab.MR, branch string) *stepEnd {
+func (h *handle) rebuildCloseOld(ctx context.Context, old gitlab.MR, branch string) *flow.StepEnd {
 	switch chooseOldMR(old, branch) {
 	case oldMRRecorded:
 		// The rebuilt MR is the row's already (a retrigger): its pipeline.
-		return &stepEnd{out: engine.Done(flow.ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"})}
+		return &flow.StepEnd{Out: engine.Done(flow.ActionRegenerate, engine.Transition{Step: domain.StepHandlePipelineRunning, Note: "rebuilt MR recorded already"})}
 	case oldMRMerged:
 		out, err := h.merged(ctx, old)
-		return &stepEnd{out, err}
+		return &flow.StepEnd{Out: out, Err: err}
 	case oldMRClose:
 		got, err := h.d.GitLab.CloseMR(ctx, h.project, old.IID)
 		if err != nil {
 			out, err := h.d.RetryOr(err, "close MR")
-			return &stepEnd{out, err}
+			return &flow.StepEnd{Out: out, Err: err}
 		}
 		if got.State == gitlab.MRStateMerged {
 			out, err := h.merged(ctx, got)
-			return &stepEnd{out, err}
+			return &flow.StepEnd{Out: out, Err: err}
 		}
 	}
 	if h.step != domain.StepHandleRebasing {
 		if err := h.progress(ctx, engine.Transition{Step: domain.StepHandleRebasing,
 			Note: fmt.Sprintf("MR !%d closed; rebuilding on %s", old.IID, branch)}); err != nil {
-			return &stepEnd{err: err}
+			return &flow.StepEnd{Err: err}
 		}
 	}
 	return nil
@@ -244,7 +244,7 @@ func (h *handle) rebuildCloseOld(ctx context.Context, old gitlab.MR, branch stri
 // a branch with anyone else's commits is abandoned for the next fresh one
 // — then the new MR. A nil end comes with the MR opened.
 func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, path string, exists bool, edit singleEdit,
-	stop func(why string) (engine.Outcome, error)) (gitlab.MR, *stepEnd) {
+	stop func(why string) (engine.Outcome, error)) (gitlab.MR, *flow.StepEnd) {
 	d, op := h.d, w.Operation
 	head, done, err := d.regeneratedOn(ctx, h.project, branch, base, path, op.OperationID, edit.Content)
 	if err != nil {
@@ -257,7 +257,7 @@ func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, pat
 		}
 		if !own {
 			out, err := d.abandonBranch(ctx, w, branch, SecurityEvent{Kind: SecurityForeignBranch, Resource: op.OperationID, Branch: branch, SHA: head, Why: why}, stop)
-			return gitlab.MR{}, &stepEnd{out, err}
+			return gitlab.MR{}, &flow.StepEnd{Out: out, Err: err}
 		}
 	}
 	targetBranch := d.MainBranch()

@@ -54,7 +54,7 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"},
 		domain.StepHandlePipelineRunning)
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	if h.step == domain.StepHandlePipelineRunning {
 		return h.pollRegenerated(ctx, mr)

@@ -46,14 +46,14 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	op := w.Operation
 	v, end := d.withdrawActionView(ctx, op)
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	plan := domain.PlanWithdrawAction(v)
 	var notes []string
 	if plan.WithdrawApproval {
 		note, out, done := d.withdrawApproval(ctx, op, plan.ApprovalWaited)
 		if done != nil {
-			return done.out, done.err
+			return done.Out, done.Err
 		}
 		if out != nil {
 			return *out, nil
@@ -69,12 +69,12 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	}
 	if plan.LeaveBatch {
 		if end := d.leaveBatch(ctx, op, plan.End); end != nil {
-			return end.out, end.err
+			return end.Out, end.Err
 		}
 	}
 	mr, found, end := d.closeForWithdrawal(ctx, op, v.Waited)
 	if end != nil {
-		return end.out, end.err
+		return end.Out, end.Err
 	}
 	return d.withdrawFinish(op, plan, mr, found, notes), nil
 }
@@ -82,7 +82,7 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 // withdrawActionView reads what the withdraw action is planned from: the
 // operation, the binding it owns, and its step history when the plan
 // needs it.
-func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domain.WithdrawActionView, *stepEnd) {
+func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domain.WithdrawActionView, *flow.StepEnd) {
 	v := domain.WithdrawActionView{
 		Kind: op.Kind, Step: domain.StepStatus(op.Step),
 		InBatch: op.BatchID != 0, Legacy: op.Flow == flow.FlowLegacy, HasApproval: op.ApprovalID != "", HasMR: op.MRIID != 0,
@@ -94,18 +94,18 @@ func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domai
 		v.Binding = b.Status
 	case !errors.Is(err, domain.ErrNotFound):
 		out, err := d.RetryOr(err, "read binding")
-		return v, &stepEnd{out, err}
+		return v, &flow.StepEnd{Out: out, Err: err}
 	}
 	if v.NeedsCloseHistory() {
 		if v.Cancelled, err = d.reached(ctx, op.OperationID, domain.StepCloseCancelled); err != nil {
 			out, err := d.RetryOr(err, "read step history")
-			return v, &stepEnd{out, err}
+			return v, &flow.StepEnd{Out: out, Err: err}
 		}
 	}
 	if v.NeedsSubmitHistory() {
 		if v.Asked, err = d.reached(ctx, op.OperationID, domain.StepCreateApprovalSubmitting); err != nil {
 			out, err := d.RetryOr(err, "read step history")
-			return v, &stepEnd{out, err}
+			return v, &flow.StepEnd{Out: out, Err: err}
 		}
 	}
 	return v, nil
@@ -169,11 +169,11 @@ const codeMemberWithdrawn = "BATCH_MEMBER_WITHDRAWN"
 // round builds an MR without it. The member is this action's to finish:
 // the settlement leaves a member whose next action is withdraw alone. An
 // ended batch (the culprit of a failed check pipeline) needs nothing.
-func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain.StepStatus) *stepEnd {
+func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain.StepStatus) *flow.StepEnd {
 	b, err := d.Store.BatchGet(ctx, op.BatchID)
 	if err != nil {
 		out, err := d.RetryOr(err, "read batch")
-		return &stepEnd{out, err}
+		return &flow.StepEnd{Out: out, Err: err}
 	}
 	if !b.Status.Active() {
 		return nil
@@ -191,9 +191,9 @@ func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain
 		// The MR may still merge, or GitLab did not answer: settle again
 		// later; past the retries the withdrawal stops at CLOSE_FAILED for
 		// a retrigger, its batch still waiting for a person.
-		return &stepEnd{out: d.RetryLater(err, "settle the batch without this request: "+err.Error())}
+		return &flow.StepEnd{Out: d.RetryLater(err, "settle the batch without this request: "+err.Error())}
 	}
-	return &stepEnd{err: fmt.Errorf("settle batch %d without this request: %w", b.ID, err)}
+	return &flow.StepEnd{Err: fmt.Errorf("settle batch %d without this request: %w", b.ID, err)}
 }
 
 // reached says whether operationID's history has step.
@@ -212,10 +212,10 @@ func (d Deps) reached(ctx context.Context, operationID string, step domain.StepS
 
 // withdrawApproval withdraws op's approval upstream. It returns a note
 // for the history when done, an outcome to return instead (the one wait
-// for an approval not found yet), or a stepEnd for a failure.
-func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *engine.Outcome, *stepEnd) {
+// for an approval not found yet), or a flow.StepEnd for a failure.
+func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *engine.Outcome, *flow.StepEnd) {
 	if d.Approval == nil {
-		return "", nil, &stepEnd{err: errors.New("no approval system client configured")}
+		return "", nil, &flow.StepEnd{Err: errors.New("no approval system client configured")}
 	}
 	id := op.ApprovalID
 	if id == "" {
@@ -223,7 +223,7 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 		switch {
 		case err != nil:
 			out, err := d.approvalRetryOr(err, "look up the approval")
-			return "", nil, &stepEnd{out, err}
+			return "", nil, &flow.StepEnd{Out: out, Err: err}
 		case found:
 			id = a.ApprovalID
 		case !waited:
@@ -246,7 +246,7 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 		return fmt.Sprintf("approval %s is unknown to the approval system", id), nil, nil
 	}
 	out, err := d.approvalRetryOr(err, "withdraw approval "+id)
-	return "", nil, &stepEnd{out, err}
+	return "", nil, &flow.StepEnd{Out: out, Err: err}
 }
 
 // approvalRetryOr retries a transient approval-system failure (no answer,
@@ -262,10 +262,10 @@ func (d Deps) approvalRetryOr(err error, what string) (engine.Outcome, error) {
 // branch: create_mr may have opened it without recording it before the
 // withdrawal pre-empted it) and closes it unless closed or merged. found
 // is false when there is none — after one wait, as for the approval.
-func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited bool) (gitlab.MR, bool, *stepEnd) {
+func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited bool) (gitlab.MR, bool, *flow.StepEnd) {
 	project, err := d.Project(op)
 	if err != nil {
-		return gitlab.MR{}, false, &stepEnd{err: err}
+		return gitlab.MR{}, false, &flow.StepEnd{Err: err}
 	}
 	iid := op.MRIID
 	if iid == 0 {
@@ -273,9 +273,9 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 		switch {
 		case err != nil:
 			out, err := d.RetryOr(err, "look up the MR")
-			return gitlab.MR{}, false, &stepEnd{out, err}
+			return gitlab.MR{}, false, &flow.StepEnd{Out: out, Err: err}
 		case !ok && !waited:
-			return gitlab.MR{}, false, &stepEnd{out: engine.RetryAfter(d.Config().Workflow().LeaseDuration,
+			return gitlab.MR{}, false, &flow.StepEnd{Out: engine.RetryAfter(d.Config().Workflow().LeaseDuration,
 				noneYet+": no MR for the request; looking once more after a create_mr cut off by the withdrawal has ended")}
 		case !ok:
 			return gitlab.MR{}, false, nil
@@ -285,12 +285,12 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 	mr, err := d.GitLab.GetMR(ctx, project, iid)
 	if err != nil {
 		out, err := d.RetryOr(err, "read MR")
-		return gitlab.MR{}, false, &stepEnd{out, err}
+		return gitlab.MR{}, false, &flow.StepEnd{Out: out, Err: err}
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		if mr, err = d.GitLab.CloseMR(ctx, project, iid); err != nil {
 			out, err := d.RetryOr(err, "close MR")
-			return gitlab.MR{}, false, &stepEnd{out, err}
+			return gitlab.MR{}, false, &flow.StepEnd{Out: out, Err: err}
 		}
 	}
 	return mr, true, nil

@@ -288,3 +288,10 @@ func RemainingMembers(ops []store.Operation) []store.Operation {
 // errTargetGone: a member's target is no longer configured, so its binding
 // file is unknown — a person must restore the target or settle the batch.
 var ErrTargetGone = errors.New("the target is no longer configured")
+
+// StepEnd is an outcome (or error) that ends a step at once: what a
+// step's helper returns when the step should return now.
+type StepEnd struct {
+	Out engine.Outcome
+	Err error
+}
