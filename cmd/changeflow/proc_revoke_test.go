@@ -17,7 +17,6 @@ import (
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -397,7 +396,7 @@ targets:
 		if err := rows.Scan(&id, &iid); err != nil {
 			t.Fatal(err)
 		}
-		recorded[workflow.BatchBranchName(id)] = iid
+		recorded[flow.BatchBranchName(id)] = iid
 	}
 	rows.Close()
 	single := 0

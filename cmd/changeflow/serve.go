@@ -31,6 +31,7 @@ import (
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
+	"changeflow/internal/workflow/single"
 )
 
 // runServe is the composition root: configuration, storage, metrics and
@@ -129,7 +130,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		RoundTrigger: flow.NewRoundTrigger(nil),
 	}
 	wdeps := workflow.Deps{Env: flowEnv, Store: st}
-	workflow.RegisterSteps(engine, wdeps)
+	single.Register(engine, single.Steps{Env: flowEnv, Store: st})
+	workflow.RegisterWithdrawStep(engine, wdeps)
 	workflow.RegisterBatchSteps(engine, wdeps)
 	// Reconciliation of lost deploy callbacks on every instance
 	// every reconcile.interval; its flips count the same validated metric

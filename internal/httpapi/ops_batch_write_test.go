@@ -216,7 +216,7 @@ func TestOpsRetriggerOfABatchMemberResumesTheBlockedBatch(t *testing.T) {
 		if err != nil || claim.Outcome != store.ClaimClaimed || len(claim.Members) != 2 {
 			t.Fatalf("claim %+v %v", claim, err)
 		}
-		mr := &store.BatchMR{IID: 5, URL: "u", Branch: workflow.BatchBranchName(claim.BatchID)}
+		mr := &store.BatchMR{IID: 5, URL: "u", Branch: flow.BatchBranchName(claim.BatchID)}
 		if _, err := st.BatchApply(ctx, store.BatchApplyParams{BatchID: claim.BatchID, SetMR: mr, LinkMR: mr, LinkOps: ids}); err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,7 @@ func TestOpsSettleABatchWhoseMRDoesNotClose(t *testing.T) {
 		if err != nil || claim.Outcome != store.ClaimClaimed {
 			t.Fatalf("claim %+v %v", claim, err)
 		}
-		branch := workflow.BatchBranchName(claim.BatchID)
+		branch := flow.BatchBranchName(claim.BatchID)
 		if _, err := w.gl.CreateCommit(ctx, "1", gitlab.CommitRequest{Branch: branch, StartBranch: "main", Message: "m",
 			Actions: []gitlab.FileAction{{Action: gitlab.ActionCreate, Path: "nc.yaml", Content: "[]\n"}}}); err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
+	"changeflow/internal/workflow/single"
 )
 
 // The ops write endpoints of the single-request path and reconciliation
@@ -30,7 +31,7 @@ import (
 // the generic message (logged), never a fake success.
 type OpsActions interface {
 	// Retrigger re-runs a stopped request and returns the action resumed
-	// (workflow.Retrigger's contract and errors).
+	// (single.Retrigger's contract and errors).
 	Retrigger(ctx context.Context, operationID, actor string) (action string, err error)
 	// Reconcile runs one reconciliation now.
 	Reconcile(ctx context.Context) (reconcile.Result, error)
@@ -70,12 +71,12 @@ func (o WorkflowOps) Retrigger(ctx context.Context, operationID, actor string) (
 			return "", err
 		}
 		if stopped := op.DueAt.IsZero() && op.LeaseOwner == ""; stopped {
-			if _, _, err := workflow.RetryFailedPipeline(ctx, o.Deps, op); err != nil {
+			if _, _, err := single.RetryFailedPipeline(ctx, o.Deps.Env, op); err != nil {
 				return "", fmt.Errorf("retrigger %s: %w", operationID, err)
 			}
 		}
 	}
-	action, err := workflow.Retrigger(ctx, o.Store, operationID, actor)
+	action, err := single.Retrigger(ctx, o.Store, operationID, actor)
 	if err == nil && o.Engine != nil {
 		o.Engine.Wake()
 	}
@@ -209,13 +210,13 @@ func (s *Server) handleOpsRetrigger() http.Handler {
 			}
 			action, err := acts.Retrigger(ctx, id, operator.Account)
 			switch {
-			case errors.Is(err, workflow.ErrNotStopped), errors.Is(err, domain.ErrPreempted):
+			case errors.Is(err, single.ErrNotStopped), errors.Is(err, domain.ErrPreempted):
 				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonNotStopped,
 					"The request is not stopped: it is waiting for its next step, running, or finished, so there is nothing to retrigger.",
 					"retrigger %s: %w", id, err)
 			case errors.Is(err, domain.ErrNotFound):
 				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "retrigger %s: %w", id, err)
-			case errors.Is(err, workflow.ErrPipelineNotRetried):
+			case errors.Is(err, single.ErrPipelineNotRetried):
 				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonPipelineNotRetried,
 					"The failed pipeline could not be re-run: GitLab refused to retry it (it may have nothing left to retry, or the bot may not run pipelines). Open the merge request, run its pipeline there, then re-trigger.",
 					"retrigger %s: %w", id, err)

@@ -105,7 +105,7 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Name: "changeflow_renewals_total",
 		Help: "Renewals ended, by outcome (IN_EFFECT, REJECTED, CLOSED, EXPIRED), counted once per flip after commit (I9).",
 	}, []string{"outcome"})
-	// kind is one of securityKinds (workflow.SecurityEventKinds, a closed
+	// kind is one of securityKinds (single.SecurityEventKinds, a closed
 	// set validated in the recorder).
 	m.security = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "changeflow_security_events_total",
@@ -244,7 +244,7 @@ func (m *Metrics) RenewalEnded(outcome string) {
 }
 
 // securityKinds is the closed label set of the security series (the
-// kinds of workflow.SecurityEventKinds; metrics imports no workflow).
+// kinds of single.SecurityEventKinds; metrics imports no workflow).
 var securityKinds = map[string]bool{"foreign_head": true, "foreign_branch": true, "foreign_mr": true}
 
 // SecurityEvent counts one security event of kind, once per event

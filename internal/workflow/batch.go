@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // batchActionOf maps a single-request step's next action to the batch
@@ -23,23 +24,14 @@ var batchActionOf = map[string]string{
 	flow.ActionPollRebase:     flow.ActionBatchPollRebase,
 }
 
-// batchBranchPrefix starts every batch branch; the stray sweep knows a
-// batch MR by it (round_stray.go).
-const BatchBranchPrefix = "changeflow/batch-"
-
-// BatchBranchName is the deterministic source branch of a batch's MR.
-func BatchBranchName(batchID int64) string {
-	return BatchBranchPrefix + strconv.FormatInt(batchID, 10)
-}
-
 // RegisterBatchSteps registers the batch path's durable steps on e.
 func RegisterBatchSteps(e *engine.Engine, d Deps) {
-	e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: d.batchDecl(createDecl, createDecl.OnError), Fn: d.batchStep(createDecl.OnError, d.pollPipeline)})
-	e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: d.batchDecl(approveDecl, approveDecl.OnError), Fn: d.batchStep(approveDecl.OnError, d.approve)})
-	e.Register(flow.ActionBatchMerge, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.merge)})
-	e.Register(flow.ActionBatchPollRebase, engine.StepFunc{Decl: d.batchDecl(mergeDecl, mergeDecl.OnError), Fn: d.batchStep(mergeDecl.OnError, d.pollRebase)})
-	e.Register(flow.ActionBatchFinish, engine.StepFunc{Decl: d.batchFinishDecl(mergeDecl), Fn: d.batchFinishStep})
-	e.Register(flow.ActionBatchSettle, engine.StepFunc{Decl: d.settleDecl(mergeDecl), Fn: d.batchSettle})
+	e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: d.batchDecl(single.CreateDecl, single.CreateDecl.OnError), Fn: d.batchStep(single.CreateDecl.OnError, d.single().PollPipeline)})
+	e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: d.batchDecl(single.ApproveDecl, single.ApproveDecl.OnError), Fn: d.batchStep(single.ApproveDecl.OnError, d.single().Approve)})
+	e.Register(flow.ActionBatchMerge, engine.StepFunc{Decl: d.batchDecl(single.MergeDecl, single.MergeDecl.OnError), Fn: d.batchStep(single.MergeDecl.OnError, d.single().Merge)})
+	e.Register(flow.ActionBatchPollRebase, engine.StepFunc{Decl: d.batchDecl(single.MergeDecl, single.MergeDecl.OnError), Fn: d.batchStep(single.MergeDecl.OnError, d.single().PollRebase)})
+	e.Register(flow.ActionBatchFinish, engine.StepFunc{Decl: d.batchFinishDecl(single.MergeDecl), Fn: d.batchFinishStep})
+	e.Register(flow.ActionBatchSettle, engine.StepFunc{Decl: d.settleDecl(single.MergeDecl), Fn: d.batchSettle})
 }
 
 // batchStep runs a single-request step on the batch's driver (its row

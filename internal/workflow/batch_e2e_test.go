@@ -70,7 +70,7 @@ func (w *batchWorld) batchMRs(batchID int64) []map[string]any {
 	w.t.Helper()
 	var out []map[string]any
 	w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/merge_requests?state=all&source_branch="+
-		urlQuery(workflow.BatchBranchName(batchID)), nil, &out)
+		urlQuery(flow.BatchBranchName(batchID)), nil, &out)
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch: batch_approve
@@ -44,9 +45,9 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 		broken := func(context.Context, engine.Work) (engine.Outcome, error) {
 			return engine.Outcome{}, errors.New("the approver could not be built")
 		}
-		e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: createDecl, Fn: d.batchStep(createDecl.OnError, passed)})
-		e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: approveDecl, Fn: d.batchStep(approveDecl.OnError, broken)})
-		e.Register(flow.ActionBatchSettle, engine.StepFunc{Decl: mergeDecl, Fn: d.batchSettle})
+		e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: single.CreateDecl, Fn: d.batchStep(single.CreateDecl.OnError, passed)})
+		e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: single.ApproveDecl, Fn: d.batchStep(single.ApproveDecl.OnError, broken)})
+		e.Register(flow.ActionBatchSettle, engine.StepFunc{Decl: single.MergeDecl, Fn: d.batchSettle})
 
 		require.NoError(t, e.Start(ctx))
 

@@ -12,7 +12,6 @@ import (
 	"changeflow/internal/workflow/flow"
 
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 )
 
 // sneakEntry commits, as the developer, a mallory entry into the batching
@@ -55,7 +54,7 @@ func TestForeignPreMadeBatchBranchIsNotAdopted(t *testing.T) {
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-fb-1", "op-fb-2"}
-		w.sneakEntry(workflow.BatchBranchName(1), true)
+		w.sneakEntry(flow.BatchBranchName(1), true)
 		w.admitted(ids...)
 
 		r, err := w.rounds.RunRound(t.Context(), 1)
@@ -70,7 +69,7 @@ func TestForeignPreMadeBatchBranchIsNotAdopted(t *testing.T) {
 		b, err := st.BatchGet(t.Context(), 1)
 		require.NoError(t, err)
 		require.Equal(t, domain.BatchSucceeded, b.Status)
-		require.Equal(t, flow.FreshBranchName(workflow.BatchBranchName(1), 2), b.Branch)
+		require.Equal(t, flow.FreshBranchName(flow.BatchBranchName(1), 2), b.Branch)
 		require.Empty(t, w.batchMRs(1), "no MR on the person's branch")
 		evs := w.securityEvents("batch-1")
 		require.Len(t, evs, 1)
@@ -121,7 +120,7 @@ func TestForeignPushOntoABatchMRIsNeverApproved(t *testing.T) {
 			require.True(t, time.Now().Before(deadline), "the approval was never held")
 			time.Sleep(5 * time.Millisecond)
 		}
-		pushed := w.sneakEntry(workflow.BatchBranchName(r.BatchID), false)
+		pushed := w.sneakEntry(flow.BatchBranchName(r.BatchID), false)
 		w.simJSON(http.MethodPost, "/gitlab/_control/faults/release", map[string]any{}, nil)
 		w.untilBatch(r.BatchID, domain.BatchFailed)
 
@@ -167,7 +166,7 @@ func TestStraySweepClosesOnlyTheBotsMRs(t *testing.T) {
 		w.until(ids[0], "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		w.untilBatch(r.BatchID, domain.BatchSucceeded)
 
-		branch := workflow.BatchBranchName(r.BatchID)
+		branch := flow.BatchBranchName(r.BatchID)
 		require.Equal(t, http.StatusCreated, w.asDeveloper(http.MethodPost, "/repository/commits", map[string]any{
 			"branch": branch, "start_branch": "main", "force": true, "commit_message": "docs",
 			"actions": []map[string]any{{"action": "create", "file_path": "docs.md", "content": "docs\n"}},

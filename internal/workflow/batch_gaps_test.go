@@ -15,6 +15,7 @@ import (
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // crashAfterClose closes the MR in GitLab and then fails like a process
@@ -165,7 +166,7 @@ func TestBatchBrokenBindingFileOnMainBlocksUntilFixed(t *testing.T) {
 			require.Equal(t, domain.BindingMRCreating, bd.Status)
 		}
 
-		_, err = workflow.Retrigger(t.Context(), st, ids[1], "olivia")
+		_, err = single.Retrigger(t.Context(), st, ids[1], "olivia")
 		require.ErrorIs(t, err, domain.ErrIllegalTransition, "no MR to drive: settle it")
 		require.Contains(t, err.Error(), "settle")
 
@@ -422,15 +423,15 @@ func TestBatchRetriggerResumesABlockedBatch(t *testing.T) {
 		w.until(ids[0], "driver stopped", at(domain.StepHandleApproveForbidden, domain.BindingHandleFailed))
 
 		w.reload(nil)
-		action, err := workflow.Retrigger(t.Context(), st, ids[2], "olivia")
+		action, err := single.Retrigger(t.Context(), st, ids[2], "olivia")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionBatchApprove, action)
 		b, err := st.BatchGet(t.Context(), r.BatchID)
 		require.NoError(t, err)
 		require.Equal(t, domain.BatchRunning, b.Status)
 		require.Empty(t, b.FailureCode)
-		_, err = workflow.Retrigger(t.Context(), st, ids[1], "olivia")
-		require.ErrorIs(t, err, workflow.ErrNotStopped, "the driver's approval is due")
+		_, err = single.Retrigger(t.Context(), st, ids[1], "olivia")
+		require.ErrorIs(t, err, single.ErrNotStopped, "the driver's approval is due")
 
 		for _, id := range ids {
 			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
@@ -457,7 +458,7 @@ func TestBatchRetriggerRebasedPipelineFailure(t *testing.T) {
 		w.until(ids[0], "driver stopped", at(domain.StepHandlePipelineFailed, domain.BindingHandleFailed))
 
 		broken.Store(false)
-		action, err := workflow.Retrigger(t.Context(), st, ids[0], "olivia")
+		action, err := single.Retrigger(t.Context(), st, ids[0], "olivia")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionBatchMerge, action)
 		for _, id := range ids {

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/single"
 )
 
 // TestBatchThreeInstancesConverge: three instances (engine + round
@@ -29,7 +30,8 @@ func TestBatchThreeInstancesConverge(t *testing.T) {
 			e, err := engine.New(engine.Options{Store: st, Owner: fmt.Sprintf("inst-%d", i), Workers: 4, QueueSize: 4,
 				Lease: 30 * time.Second, PollInterval: 10 * time.Millisecond, MaxRetries: 20})
 			require.NoError(t, err)
-			workflow.RegisterSteps(e, w.deps)
+			single.Register(e, single.Steps{Env: w.deps.Env, Store: w.deps.Store})
+			workflow.RegisterWithdrawStep(e, w.deps)
 			workflow.RegisterBatchSteps(e, w.deps)
 			require.NoError(t, e.Start(t.Context()))
 			t.Cleanup(e.Stop)

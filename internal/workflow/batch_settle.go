@@ -192,7 +192,7 @@ func (d Deps) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 	project := strconv.FormatInt(b.ProjectID, 10)
 	iid := b.MRIID
 	if iid == 0 {
-		mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, BatchBranchName(b.ID), gitlab.StateAll)
+		mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, flow.BatchBranchName(b.ID), gitlab.StateAll)
 		if err != nil {
 			return false, fmt.Errorf("look up MR: %w", err)
 		}

@@ -10,8 +10,8 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // fastApprovalPoll polls the approval system every few milliseconds.
@@ -228,7 +228,7 @@ func TestApprovalPollStopsAtItsTimeoutAndTheCallbackStillApplies(t *testing.T) {
 		w.simJSON(http.MethodPost, "/approval/_control/deliveries/wait?timeoutMs=10000", map[string]any{}, nil)
 		ds := w.approvalDeliveries()
 		require.Equal(t, "dropped", ds[len(ds)-1].State)
-		action, err := workflow.Retrigger(t.Context(), st, "op-slow-2", "ops")
+		action, err := single.Retrigger(t.Context(), st, "op-slow-2", "ops")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionPollApproval, action)
 		w.until("op-slow-2", "validated", at(domain.StepCalledBack, domain.BindingValidated))
@@ -277,7 +277,7 @@ func TestRetriggerPollsARequestWaitingForItsApprovalWithNoAction(t *testing.T) {
 		require.Equal(t, domain.StepCreateApprovalSubmitted, domain.StepStatus(o.Step), "the lost callback moved nothing")
 		require.Equal(t, domain.BindingApprovalSent, b.Status)
 
-		action, err := workflow.Retrigger(t.Context(), st, "op-old", "olivia")
+		action, err := single.Retrigger(t.Context(), st, "op-old", "olivia")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionPollApproval, action)
 		w.until("op-old", "validated", at(domain.StepCalledBack, domain.BindingValidated))
@@ -295,7 +295,7 @@ func TestRetriggerPollsARequestWaitingForItsApprovalWithNoAction(t *testing.T) {
 		}
 		require.Equal(t, 1, retriggers, "%+v", hist)
 
-		_, err = workflow.Retrigger(t.Context(), st, "op-old", "olivia")
-		require.ErrorIs(t, err, workflow.ErrNotStopped, "a finished request")
+		_, err = single.Retrigger(t.Context(), st, "op-old", "olivia")
+		require.ErrorIs(t, err, single.ErrNotStopped, "a finished request")
 	})
 }

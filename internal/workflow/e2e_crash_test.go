@@ -19,6 +19,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/single"
 )
 
 // Environment of a worker process of TestKill9AtEachBusinessStep.
@@ -157,7 +158,8 @@ func TestStepCrashWorkerProcess(t *testing.T) {
 	e, err := engine.New(engine.Options{Store: st, Owner: "pid-" + strconv.Itoa(os.Getpid()), Workers: 2, QueueSize: 2,
 		Lease: stepCrashLease, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
-	workflow.RegisterSteps(e, deps)
+	single.Register(e, single.Steps{Env: deps.Env, Store: deps.Store})
+	workflow.RegisterWithdrawStep(e, deps)
 	require.NoError(t, e.Start(ctx))
 	<-time.After(2 * time.Minute) // until killed
 }

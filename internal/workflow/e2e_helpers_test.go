@@ -32,6 +32,7 @@ import (
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
+	"changeflow/internal/workflow/single"
 )
 
 const (
@@ -319,7 +320,8 @@ func (w *world) startEngine(deps workflow.Deps) {
 	e, err := engine.New(engine.Options{Store: w.st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
 		PollInterval: time.Hour, MaxRetries: 20})
 	require.NoError(w.t, err)
-	workflow.RegisterSteps(e, deps)
+	single.Register(e, single.Steps{Env: deps.Env, Store: deps.Store})
+	workflow.RegisterWithdrawStep(e, deps)
 	w.eng = e
 	w.cbs = callbacks.New(deps.Env, deps.Store, e)
 	require.NoError(w.t, e.Start(w.t.Context()))

@@ -16,8 +16,8 @@ import (
 	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // TestOverlappingRequestsRegenerate: two legacy requests for one
@@ -104,7 +104,7 @@ func TestRegenerateUnparsableTargetFile(t *testing.T) {
 		require.Equal(t, "opened", mrs[0]["state"])
 
 		w.commitOnMain("update", tSingle, "[]\n")
-		action, err := workflow.Retrigger(t.Context(), st, "op-bad", "ops")
+		action, err := single.Retrigger(t.Context(), st, "op-bad", "ops")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionRegenerate, action)
 		w.until("op-bad", "validated", at(domain.StepCalledBack, domain.BindingValidated))

@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/single"
 )
 
 // TestRetriggerReRunsTheFailedPipeline: a request's check pipeline failed
@@ -28,11 +28,11 @@ func TestRetriggerReRunsTheFailedPipeline(t *testing.T) {
 		w.submit("op-rp", "rp", tSingle, false)
 		o, _ := w.until("op-rp", "pipeline failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
 
-		pl, ok, err := workflow.RetryFailedPipeline(t.Context(), w.deps, o)
+		pl, ok, err := single.RetryFailedPipeline(t.Context(), w.deps.Env, o)
 		require.NoError(t, err)
 		require.True(t, ok, "the failed pipeline is re-run")
 		require.Contains(t, []string{"pending", "running"}, pl.Status)
-		_, err = workflow.Retrigger(t.Context(), st, "op-rp", "olivia")
+		_, err = single.Retrigger(t.Context(), st, "op-rp", "olivia")
 		require.NoError(t, err)
 		w.until("op-rp", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 		var pls []map[string]any

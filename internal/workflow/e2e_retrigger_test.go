@@ -10,8 +10,8 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // TestRetriggerResumesWhereItStopped: a request stopped on a pending
@@ -32,10 +32,10 @@ func TestRetriggerResumesWhereItStopped(t *testing.T) {
 		o, _ := w.until("op-rt", "pipeline pending", at(domain.StepCreatePipelinePending, domain.BindingMRCreating))
 		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines",
 			map[string]any{"mr_iid": o.MRIID, "outcome": "pass"}, nil)
-		_, err := workflow.Retrigger(ctx, st, "op-rt", "ops")
+		_, err := single.Retrigger(ctx, st, "op-rt", "ops")
 		require.NoError(t, err, "a pending step may be retriggered")
-		_, err = workflow.Retrigger(ctx, st, "op-rt", "ops")
-		require.ErrorIs(t, err, workflow.ErrNotStopped, "twice in a row: the first made it due")
+		_, err = single.Retrigger(ctx, st, "op-rt", "ops")
+		require.ErrorIs(t, err, single.ErrNotStopped, "twice in a row: the first made it due")
 		w.until("op-rt", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
 
 		// A bot without approve permission: forbidden, CONTACT_MAINTAINERS.
@@ -46,15 +46,15 @@ func TestRetriggerResumesWhereItStopped(t *testing.T) {
 		require.Equal(t, domain.HintContactMaintainers, hint(o, b))
 		ov["gitlab.tokens.approver1"] = "local-approver-1-token"
 		w.load(ov)
-		action, err := workflow.Retrigger(ctx, st, "op-rt", "ops")
+		action, err := single.Retrigger(ctx, st, "op-rt", "ops")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionApprove, action)
 		w.until("op-rt", "validated", at(domain.StepCalledBack, domain.BindingValidated))
 		require.ElementsMatch(t, []string{"approver-1", "approver-2"}, approvedBy(w, strconv.FormatInt(o.MRIID, 10)))
 
-		_, err = workflow.Retrigger(ctx, st, "op-rt", "ops")
-		require.ErrorIs(t, err, workflow.ErrNotStopped, "a finished request")
-		_, err = workflow.Retrigger(ctx, st, "op-none", "ops")
+		_, err = single.Retrigger(ctx, st, "op-rt", "ops")
+		require.ErrorIs(t, err, single.ErrNotStopped, "a finished request")
+		_, err = single.Retrigger(ctx, st, "op-none", "ops")
 		require.ErrorIs(t, err, domain.ErrNotFound)
 	})
 }
@@ -81,7 +81,7 @@ func TestRetriggerAfterOperatorFix(t *testing.T) {
 		w.submit("op-fix", "zed", tOther, false)
 		w.until("op-fix", "create failed", at(domain.StepCreateFailed, domain.BindingCreateFailed))
 		file("update", "[]\n")
-		action, err := workflow.Retrigger(ctx, st, "op-fix", "ops")
+		action, err := single.Retrigger(ctx, st, "op-fix", "ops")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionCreateMR, action)
 		o, _ := w.until("op-fix", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingApprovalSent))
@@ -92,7 +92,7 @@ func TestRetriggerAfterOperatorFix(t *testing.T) {
 		w.until("op-fix", "rebase conflict", at(domain.StepHandleRebaseConflict, domain.BindingHandleFailed))
 		// The operator puts the target's file back as the MR expects it.
 		file("update", "[]\n")
-		action, err = workflow.Retrigger(ctx, st, "op-fix", "ops")
+		action, err = single.Retrigger(ctx, st, "op-fix", "ops")
 		require.NoError(t, err)
 		require.Equal(t, flow.ActionMerge, action, "a stopped rebase poll resumes at merge")
 		w.until("op-fix", "merged", mergedOrLater)

@@ -10,7 +10,6 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -90,7 +89,7 @@ func TestBatchOfRevocationsWithNothingToRemoveSettlesAtOnce(t *testing.T) {
 		require.Equal(t, domain.BatchSucceeded, b.Status)
 		require.Zero(t, b.MRIID)
 		require.Empty(t, w.batchMRs(r.BatchID))
-		require.Empty(t, w.branchHead(workflow.BatchBranchName(r.BatchID)), "no batch branch was pushed")
+		require.Empty(t, w.branchHead(flow.BatchBranchName(r.BatchID)), "no batch branch was pushed")
 		for _, id := range grants {
 			w.absentOnce(id, r.BatchID)
 		}

@@ -21,6 +21,7 @@ import (
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
+	"changeflow/internal/workflow/single"
 )
 
 // revokeWorld is the batch world with the revocation hooks counted.
@@ -338,7 +339,7 @@ func TestRevocationWhosePipelineFailsIsIsolated(t *testing.T) {
 		w.filesExact("bad", "g-1", "g-2")
 
 		culprit.off()
-		_, err := workflow.Retrigger(t.Context(), st, rev, "ops")
+		_, err := single.Retrigger(t.Context(), st, rev, "ops")
 		require.NoError(t, err)
 		w.eng.Wake()
 		w.until(rev, "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))

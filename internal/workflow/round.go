@@ -17,6 +17,7 @@ import (
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // RoundResult is what one batch round did.
@@ -496,7 +497,7 @@ func (d Deps) recordBatchMR(ctx context.Context, b store.Batch, project, branch 
 // it is skipped too, and the MR left behind there is the stray sweep's. Past
 // maxBranchAttempts branches the batch is blocked for a person.
 func (d Deps) batchBranch(ctx context.Context, b store.Batch, project string) (string, gitlab.MR, bool, error) {
-	first := BatchBranchName(b.ID)
+	first := flow.BatchBranchName(b.ID)
 	var skipped []string
 	for n := 1; n <= flow.MaxBranchAttempts; n++ {
 		branch := flow.FreshBranchName(first, n)
@@ -505,12 +506,12 @@ func (d Deps) batchBranch(ctx context.Context, b store.Batch, project string) (s
 			return "", gitlab.MR{}, false, fmt.Errorf("look up MR of %s: %w", branch, err)
 		}
 		if found {
-			bot, err := d.committer(ctx)
+			bot, err := d.single().Committer(ctx)
 			if err != nil {
 				return "", gitlab.MR{}, false, fmt.Errorf("read the committer bot's account: %w", err)
 			}
 			if mr.AuthorUsername != bot.Username {
-				if err := d.securityEvent(ctx, foreignMR(batchResource(b.ID), mr)); err != nil {
+				if err := d.single().RecordSecurityEvent(ctx, single.ForeignMR(single.BatchResource(b.ID), mr)); err != nil {
 					return "", gitlab.MR{}, false, err
 				}
 				skipped = append(skipped, branch)
@@ -527,20 +528,20 @@ func (d Deps) batchBranch(ctx context.Context, b store.Batch, project string) (s
 		if err != nil {
 			return "", gitlab.MR{}, false, fmt.Errorf("look up branch %s: %w", branch, err)
 		}
-		own, why, err := d.branchIsOwn(ctx, project, branch)
+		own, why, err := d.single().BranchIsOwn(ctx, project, branch)
 		if err != nil {
 			return "", gitlab.MR{}, false, fmt.Errorf("check branch %s: %w", branch, err)
 		}
 		if own {
 			return branch, gitlab.MR{}, false, nil
 		}
-		if err := d.securityEvent(ctx, SecurityEvent{Kind: SecurityForeignBranch, Resource: batchResource(b.ID),
+		if err := d.single().RecordSecurityEvent(ctx, single.SecurityEvent{Kind: single.SecurityForeignBranch, Resource: single.BatchResource(b.ID),
 			Branch: branch, SHA: br.CommitID, Why: why}); err != nil {
 			return "", gitlab.MR{}, false, err
 		}
 		skipped = append(skipped, branch)
 	}
-	why := outOfBranches("the batch's branches " + strings.Join(skipped, ", ") + " hold content changeflow did not write")
+	why := single.OutOfBranches("the batch's branches " + strings.Join(skipped, ", ") + " hold content changeflow did not write")
 	if err := d.blockBatch(ctx, b.ID, why); err != nil {
 		return "", gitlab.MR{}, false, err
 	}

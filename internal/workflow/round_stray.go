@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/single"
 )
 
 // A batch MR nobody owns (docs/flows/batch.md, "A round whose batch moved
@@ -127,14 +128,14 @@ func batchOfBranch(branch string) (int64, bool) {
 		if _, name, ok := strings.Cut(rest, "/"); ok {
 			id, ok := batchOfBranch("changeflow/" + name)
 			if ok {
-				if _, fresh := flow.BranchAttempt(branch, BatchBranchName(id)); fresh {
+				if _, fresh := flow.BranchAttempt(branch, flow.BatchBranchName(id)); fresh {
 					return id, true
 				}
 			}
 		}
 		return 0, false
 	}
-	rest, ok := strings.CutPrefix(branch, BatchBranchPrefix)
+	rest, ok := strings.CutPrefix(branch, flow.BatchBranchPrefix)
 	if !ok {
 		return 0, false
 	}
@@ -185,7 +186,7 @@ func (d Deps) botBatchMRs(ctx context.Context, mrs []gitlab.MR, res *StraySweep)
 			continue
 		}
 		if bot.Username == "" {
-			if bot, err = d.committer(ctx); err != nil {
+			if bot, err = d.single().Committer(ctx); err != nil {
 				return nil, nil, fmt.Errorf("read the committer bot's account: %w", err)
 			}
 		}
@@ -195,9 +196,9 @@ func (d Deps) botBatchMRs(ctx context.Context, mrs []gitlab.MR, res *StraySweep)
 			res.Foreign++
 			resource := fmt.Sprintf("mr-%d", mr.IID)
 			if id, ok := batchOfBranch(mr.SourceBranch); ok {
-				resource = batchResource(id)
+				resource = single.BatchResource(id)
 			}
-			if err := d.securityEvent(ctx, foreignMR(resource, mr)); err != nil {
+			if err := d.single().RecordSecurityEvent(ctx, single.ForeignMR(resource, mr)); err != nil {
 				errs = append(errs, err)
 			}
 			continue

@@ -110,3 +110,12 @@ func SingleBranch(op store.Operation) string {
 	}
 	return first
 }
+
+// batchBranchPrefix starts every batch branch; the stray sweep knows a
+// batch MR by it (round_stray.go).
+const BatchBranchPrefix = "changeflow/batch-"
+
+// BatchBranchName is the deterministic source branch of a batch's MR.
+func BatchBranchName(batchID int64) string {
+	return BatchBranchPrefix + strconv.FormatInt(batchID, 10)
+}

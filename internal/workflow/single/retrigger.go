@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -77,7 +77,7 @@ var resumeAs = map[string]string{flow.ActionPollRebase: flow.ActionMerge, flow.A
 //
 // A member of an active batch (RUNNING or BLOCKED) is retriggered through
 // its batch: retriggerBatch re-drives the batch's driver.
-func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) (string, error) {
+func Retrigger(ctx context.Context, st RetriggerStore, operationID, actor string) (string, error) {
 	op, err := st.OperationGet(ctx, operationID)
 	if err != nil {
 		return "", err
@@ -105,7 +105,7 @@ func Retrigger(ctx context.Context, st *store.Store, operationID, actor string) 
 }
 
 // retriggerOne is Retrigger of a request on its own (no active batch).
-func retriggerOne(ctx context.Context, st *store.Store, op store.Operation, actor string) (string, error) {
+func retriggerOne(ctx context.Context, st RetriggerStore, op store.Operation, actor string) (string, error) {
 	operationID := op.OperationID
 	notStopped := fmt.Errorf("retrigger %s (action %q, at %s): %w", operationID, op.NextAction, domain.StepStatus(op.Step), ErrNotStopped)
 	if !op.DueAt.IsZero() || op.LeaseOwner != "" {
@@ -194,7 +194,7 @@ func batchResumeAction(step domain.StepStatus) (string, bool) {
 // their claimed waiting row, since they are linked only with the MR). If the driver's write fails after
 // the resume, the batch is RUNNING with a stopped driver: retriggering
 // again finishes it, and the timeout sweep settles it otherwise.
-func retriggerBatch(ctx context.Context, st *store.Store, b store.Batch, named, actor string) (string, error) {
+func retriggerBatch(ctx context.Context, st RetriggerStore, b store.Batch, named, actor string) (string, error) {
 	members, err := st.BatchMembers(ctx, b.ID)
 	if err != nil {
 		return "", fmt.Errorf("retrigger %s (batch %d): %w", named, b.ID, err)
@@ -241,7 +241,7 @@ var ErrPipelineNotRetried = errors.New("workflow: the failed pipeline was not re
 // (another step, a batch member, no MR, or the MR's newest pipeline no
 // longer failed — someone re-ran it already). GitLab refusing the retry
 // is an error wrapping ErrPipelineNotRetried.
-func RetryFailedPipeline(ctx context.Context, d Deps, op store.Operation) (gitlab.Pipeline, bool, error) {
+func RetryFailedPipeline(ctx context.Context, d flow.Env, op store.Operation) (gitlab.Pipeline, bool, error) {
 	st := domain.StepStatus(op.Step)
 	if d.GitLab == nil || op.MRIID == 0 || op.BatchID != 0 ||
 		st != domain.StepCreatePipelineFailed && st != domain.StepHandlePipelineFailed {

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ const regeneratedNote = "regenerated "
 //
 // Retriggered from a failed or pending state it starts at
 // HANDLE_REBASING/MERGING and re-reads everything.
-func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{Step: domain.StepHandleRebasing, Binding: domain.BindingMerging, Note: "regenerating"},
 		domain.StepHandlePipelineRunning)
 	if end != nil {
@@ -132,7 +132,7 @@ func (d Deps) regenerate(ctx context.Context, w engine.Work) (engine.Outcome, er
 // REVOKED — as create_mr does when the entry is gone before the MR. A
 // close that gets no answer is retried by the next run, which reads the
 // head again.
-func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr gitlab.MR, path, base string, op store.Operation) (engine.Outcome, error) {
+func (d Steps) regenerateNothingToRemove(ctx context.Context, project string, mr gitlab.MR, path, base string, op store.Operation) (engine.Outcome, error) {
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		if _, err := d.GitLab.CloseMR(ctx, project, mr.IID); err != nil {
 			return d.RetryOr(err, "close MR")
@@ -147,7 +147,7 @@ func (d Deps) regenerateNothingToRemove(ctx context.Context, project string, mr 
 // already this operation's regenerated commit on base: one parent, base;
 // the operation's trailer; the binding file exactly want. It returns the
 // head's sha either way ("" when the branch is gone).
-func (d Deps) regeneratedOn(ctx context.Context, project, branch, base, path, operationID string, want []byte) (string, bool, error) {
+func (d Steps) regeneratedOn(ctx context.Context, project, branch, base, path, operationID string, want []byte) (string, bool, error) {
 	br, err := d.GitLab.GetBranch(ctx, project, branch)
 	if gitlab.IsNotFound(err) {
 		return "", false, nil
@@ -204,7 +204,7 @@ func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (engine.Outc
 
 // regenerations counts the request's finished regenerations since it was
 // last retriggered (an operator's retrigger grants a fresh round).
-func (d Deps) regenerations(ctx context.Context, operationID string) (int, error) {
+func (d Steps) regenerations(ctx context.Context, operationID string) (int, error) {
 	hist, err := d.Store.OperationStepList(ctx, operationID)
 	if err != nil {
 		return 0, err
@@ -233,7 +233,7 @@ func (d Deps) regenerations(ctx context.Context, operationID string) (int, error
 // contention"). Anything else — a change no request explains, a file that
 // no longer parses, a branch that is not one commit on its base — is not
 // changeflow's own (false), and workflow.maxRegenerations bounds it.
-func (d Deps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, path, operationID string) (bool, error) {
+func (d Steps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, path, operationID string) (bool, error) {
 	src, err := d.GitLab.GetBranch(ctx, project, mr.SourceBranch)
 	if err != nil {
 		return false, err
@@ -274,7 +274,7 @@ func (d Deps) conflictIsOwn(ctx context.Context, project string, mr gitlab.MR, p
 // by a request changeflow knows, other than operationID, for that
 // entry's subject: an entry with no operation, this request's own, or one
 // naming an unknown request or another subject is not changeflow's.
-func (d Deps) changedByKnownRequests(ctx context.Context, changed []bindingfile.Entry, operationID string) (bool, error) {
+func (d Steps) changedByKnownRequests(ctx context.Context, changed []bindingfile.Entry, operationID string) (bool, error) {
 	for _, e := range changed {
 		if e.OperationID == "" || e.OperationID == operationID {
 			return false, nil

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -43,7 +43,7 @@ var pollApprovalDecl = engine.Declaration{
 //     request still waits in APPROVAL_SENT for its callback, and a
 //     retrigger polls again. A person may take days to decide; the
 //     timeout bounds the calls, not the request.
-func (d Deps) pollApproval(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) pollApproval(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	tier := d.Config().Polling(config.PollingApproval)
 	if domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitted {
@@ -75,7 +75,7 @@ func (d Deps) pollApproval(ctx context.Context, w engine.Work) (engine.Outcome, 
 // readApproval reads operationID's approval: by its id when the submit
 // recorded one, else (or when the system does not know that id) by the
 // operationId. An approval of another operation is not ours.
-func (d Deps) readApproval(ctx context.Context, operationID, approvalID string) (approval.Approval, bool, error) {
+func (d Steps) readApproval(ctx context.Context, operationID, approvalID string) (approval.Approval, bool, error) {
 	if approvalID != "" {
 		a, err := d.Approval.Get(ctx, approvalID)
 		switch {

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -68,9 +68,9 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *flow.StepEnd {
 	}
 	resource := op.OperationID
 	if batch {
-		resource = batchResource(op.BatchID)
+		resource = BatchResource(op.BatchID)
 	}
-	if err := d.securityEvent(ctx, SecurityEvent{Kind: SecurityForeignHead, Resource: resource,
+	if err := d.RecordSecurityEvent(ctx, SecurityEvent{Kind: SecurityForeignHead, Resource: resource,
 		MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA, Why: v.Why}); err != nil {
 		return &flow.StepEnd{Err: err}
 	}
@@ -89,7 +89,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *flow.StepEnd {
 }
 
 // batchResource is a batch's resource name in the audit log.
-func batchResource(id int64) string { return fmt.Sprintf("batch-%d", id) }
+func BatchResource(id int64) string { return fmt.Sprintf("batch-%d", id) }
 
 // nextBranch is the fresh branch after op's current one; false past
 // maxBranchAttempts.
@@ -116,7 +116,7 @@ func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (
 			return h.merged(ctx, got)
 		}
 	}
-	return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, outOfBranches(why)), nil
+	return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, OutOfBranches(why)), nil
 }
 
 // rebuild is rebuild: a single request whose MR had a foreign head (or
@@ -143,7 +143,7 @@ func (h *handle) giveUpBranches(ctx context.Context, mr gitlab.MR, why string) (
 //
 // The branches are bounded (maxBranchAttempts): past the last, the
 // request stops for a person with the reason.
-func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, err := d.handle(w)
 	if err != nil {
 		return engine.Outcome{}, err
@@ -186,13 +186,13 @@ func (d Deps) rebuild(ctx context.Context, w engine.Work) (engine.Outcome, error
 	}
 	stop := func(why string) (engine.Outcome, error) { return h.giveUpBranches(ctx, gitlab.MR{}, why) }
 	if found {
-		bot, err := d.committer(ctx)
+		bot, err := d.Committer(ctx)
 		if err != nil {
 			return d.RetryOr(err, "read the committer bot's account")
 		}
 		switch chooseFoundMR(mr, bot.Username, true) {
 		case foundMRForeign:
-			return d.abandonBranch(ctx, w, branch, foreignMR(op.OperationID, mr), stop)
+			return d.abandonBranch(ctx, w, branch, ForeignMR(op.OperationID, mr), stop)
 		case foundMRAbandon:
 			return d.abandonBranch(ctx, w, branch, SecurityEvent{}, stop)
 		}
@@ -251,7 +251,7 @@ func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, pat
 		return gitlab.MR{}, retryEnd(d, err, "read branch")
 	}
 	if head != "" && !done {
-		own, why, err := d.branchIsOwn(ctx, h.project, branch)
+		own, why, err := d.BranchIsOwn(ctx, h.project, branch)
 		if err != nil {
 			return gitlab.MR{}, retryEnd(d, err, "check branch")
 		}
@@ -280,9 +280,9 @@ func (h *handle) rebuildOn(ctx context.Context, w engine.Work, branch, base, pat
 // branch is written on the row before anything is built on it, so a crash
 // or a lost answer finds the same name again. Past the bound, stop ends
 // the request for a person.
-func (d Deps) abandonBranch(ctx context.Context, w engine.Work, branch string, ev SecurityEvent, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
+func (d Steps) abandonBranch(ctx context.Context, w engine.Work, branch string, ev SecurityEvent, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
 	if ev.Kind != "" {
-		if err := d.securityEvent(ctx, ev); err != nil {
+		if err := d.RecordSecurityEvent(ctx, ev); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
@@ -304,14 +304,14 @@ func (d Deps) abandonBranch(ctx context.Context, w engine.Work, branch string, e
 
 // outOfBranches is the reason a request stops with when its branches ran
 // out.
-func outOfBranches(why string) string {
+func OutOfBranches(why string) string {
 	return fmt.Sprintf("%s; stopped after %d branches: someone else writes to changeflow's branches (changeflow/*) — "+
 		"a maintainer should protect changeflow/* for the committer bot only and remove the branches and MRs changeflow did not create, then retry", why, flow.MaxBranchAttempts)
 }
 
 // foreignMR is the security event of an MR on resource's branch that the
 // committer bot did not open.
-func foreignMR(resource string, mr gitlab.MR) SecurityEvent {
+func ForeignMR(resource string, mr gitlab.MR) SecurityEvent {
 	return SecurityEvent{Kind: SecurityForeignMR, Resource: resource, MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA,
 		Why: fmt.Sprintf("MR !%d on %s was opened by %s, not the committer bot", mr.IID, mr.SourceBranch, mr.AuthorUsername)}
 }
@@ -319,7 +319,7 @@ func foreignMR(resource string, mr gitlab.MR) SecurityEvent {
 // batchWant is a batch's edit from base: every member's binding file with
 // the members' entries, exactly as the batch commit builds it
 // (batchFiles).
-func (d Deps) batchWant(project string, batchID int64) wantFunc {
+func (d Steps) batchWant(project string, batchID int64) wantFunc {
 	return func(ctx context.Context, base string) (map[string][]byte, error) {
 		ops, err := d.Store.BatchMemberOperations(ctx, batchID)
 		if err != nil {

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const (
 //     it is: the outcome is unknown, not failed (KEEP_WAITING).
 //
 // It only reads, so it is safe to run any number of times.
-func (d Deps) pollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) PollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	project, err := d.Project(op)
 	if err != nil {

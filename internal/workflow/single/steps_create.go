@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // A write whose answer was lost (OutcomeUnknown) or a transient failure is
 // RetryAfter: the next run finds what the lost call did. The MR's iid, URL
 // and branch are written with the outcome, under the lease.
-func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	project, err := d.Project(op)
 	if err != nil {
@@ -42,7 +42,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	// A branch or MR changeflow did not create is never built on or
 	// adopted: the request moves to a fresh branch of its own (bounded).
 	stop := func(why string) (engine.Outcome, error) {
-		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, outOfBranches(why)), nil
+		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed, OutOfBranches(why)), nil
 	}
 
 	mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, branch, gitlab.StateAll)
@@ -65,7 +65,7 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 		// An existing branch is a run whose answer was lost — or someone
 		// else's, made in advance: built on only if every commit on it is
 		// the committer bot's.
-		own, why, err := d.branchIsOwn(ctx, project, branch)
+		own, why, err := d.BranchIsOwn(ctx, project, branch)
 		if err != nil {
 			return d.RetryOr(err, "check branch")
 		}
@@ -107,14 +107,14 @@ func (d Deps) createMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 // committer bot's is adopted (a run whose answer was lost), anyone else's
 // abandons the branch for a fresh one, and the bot's closed outside
 // changeflow stops the request for a person.
-func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch string, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
-	bot, err := d.committer(ctx)
+func (d Steps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch string, stop func(why string) (engine.Outcome, error)) (engine.Outcome, error) {
+	bot, err := d.Committer(ctx)
 	if err != nil {
 		return d.RetryOr(err, "read the committer bot's account")
 	}
 	switch chooseFoundMR(mr, bot.Username, false) {
 	case foundMRForeign:
-		return d.abandonBranch(ctx, w, branch, foreignMR(w.Operation.OperationID, mr), stop)
+		return d.abandonBranch(ctx, w, branch, ForeignMR(w.Operation.OperationID, mr), stop)
 	case foundMRClosed:
 		return engine.Fail(domain.StepCreateFailed, domain.BindingCreateFailed,
 			fmt.Sprintf("MR !%d of branch %s was closed outside changeflow", mr.IID, branch)), nil
@@ -125,7 +125,7 @@ func (d Deps) adoptMR(ctx context.Context, w engine.Work, mr gitlab.MR, branch s
 // commitGrant commits the grant's entry (add or replace) on branch from
 // the pinned commit, where file was read, and records CREATE_COMMITTED
 // the first time. A nil end: committed, go on to the MR.
-func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File, exists bool) *flow.StepEnd {
+func (d Steps) commitGrant(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File, exists bool) *flow.StepEnd {
 	op := w.Operation
 	next := file.With(bindingfile.Entry{Subject: op.Subject, ExpiresAt: op.ExpiresAt, OperationID: op.OperationID})
 	req := at.Commit(branch, flow.CommitTrailers(flow.CommitMessage(op), op.OperationID),
@@ -144,7 +144,7 @@ func (d Deps) commitGrant(ctx context.Context, w engine.Work, project, branch, p
 
 // commitPinned makes the commit req, pinned to what was read; what names
 // it in the outcome. A nil end: committed.
-func (d Deps) commitPinned(ctx context.Context, project string, req gitlab.CommitRequest, what string) *flow.StepEnd {
+func (d Steps) commitPinned(ctx context.Context, project string, req gitlab.CommitRequest, what string) *flow.StepEnd {
 	_, err := d.GitLab.CreateCommit(ctx, project, req)
 	if gitlab.IsStaleWrite(err) {
 		// What was read went away (a file created, the branch created by
@@ -158,7 +158,7 @@ func (d Deps) commitPinned(ctx context.Context, project string, req gitlab.Commi
 }
 
 // openMR opens the MR req. A nil end comes with the MR.
-func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRRequest) (gitlab.MR, *flow.StepEnd) {
+func (d Steps) openMR(ctx context.Context, project string, req gitlab.CreateMRRequest) (gitlab.MR, *flow.StepEnd) {
 	mr, err := d.GitLab.CreateMR(ctx, project, req)
 	if gitlab.IsConflict(err) {
 		// Another open MR for the branch: ours, from a run whose answer
@@ -172,13 +172,13 @@ func (d Deps) openMR(ctx context.Context, project string, req gitlab.CreateMRReq
 }
 
 // retryEnd is retryOr as a step's end.
-func retryEnd(d Deps, err error, what string) *flow.StepEnd {
+func retryEnd(d Steps, err error, what string) *flow.StepEnd {
 	out, err := d.RetryOr(err, what)
 	return &flow.StepEnd{Out: out, Err: err}
 }
 
 // mrCreated is create_mr's outcome once the MR exists.
-func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) engine.Outcome {
+func (d Steps) mrCreated(op store.Operation, mr gitlab.MR, branch string) engine.Outcome {
 	return engine.Done(flow.ActionPollPipeline, engine.Transition{
 		Step:   domain.StepCreateMRCreated,
 		Fields: store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL, Branch: branch},
@@ -195,7 +195,7 @@ func (d Deps) mrCreated(op store.Operation, mr gitlab.MR, branch string) engine.
 // default branch does not. On the removal's own branch, an entry already
 // gone means the commit was made by a run whose answer was lost, and only
 // the MR is left to open.
-func (d Deps) createRemoval(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File) (engine.Outcome, error) {
+func (d Steps) createRemoval(ctx context.Context, w engine.Work, project, branch, path string, at flow.Pin, file bindingfile.File) (engine.Outcome, error) {
 	op := w.Operation
 	next, removed := file.WithoutEntryOf(op.Subject, op.GrantOperationID)
 	if !removed && !at.BranchExists {

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // The flow is decided by what the database holds: an operation with an
 // MR is on the legacy flow and its form carries ext.mrId, which is how
 // the callback tells the flows apart.
-func (d Deps) submitApproval(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) submitApproval(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	if domain.StepStatus(op.Step) != domain.StepCreateApprovalSubmitting {
 		if err := w.Progress(ctx, engine.Transition{Step: domain.StepCreateApprovalSubmitting, Binding: domain.BindingApprovalSending,

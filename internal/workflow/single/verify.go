@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ var errNoBotAccount = errors.New("the committer bot's account has no email (GET 
 
 // committer is the committer bot's account (GET /user on its token; the
 // adapter caches it per token).
-func (d Deps) committer(ctx context.Context) (gitlab.User, error) {
+func (d Steps) Committer(ctx context.Context) (gitlab.User, error) {
 	u, err := d.GitLab.CurrentUser(ctx, gitlab.Committer)
 	if err != nil {
 		return gitlab.User{}, err
@@ -157,8 +157,8 @@ func (d Deps) committer(ctx context.Context) (gitlab.User, error) {
 // and decides: GET /user (cached), merge_base, compare, then one file
 // read per path of the edit at the base (inside want) and at the head —
 // four calls for a single request (docs/flows/single.md, "The head check").
-func (d Deps) checkHead(ctx context.Context, project, targetBranch, head string, want wantFunc) (headVerdict, error) {
-	bot, err := d.committer(ctx)
+func (d Steps) checkHead(ctx context.Context, project, targetBranch, head string, want wantFunc) (headVerdict, error) {
+	bot, err := d.Committer(ctx)
 	if err != nil {
 		return headVerdict{}, err
 	}
@@ -201,7 +201,7 @@ func (d Deps) checkHead(ctx context.Context, project, targetBranch, head string,
 // file with the subject's entry added or replaced (a grant) or the
 // grant's entry removed (a revocation; nothing to remove leaves the file
 // as it is, which only a rebuild can finish).
-func (d Deps) singleWant(project string, op store.Operation) wantFunc {
+func (d Steps) singleWant(project string, op store.Operation) wantFunc {
 	return func(ctx context.Context, base string) (map[string][]byte, error) {
 		target, ok := d.Config().Target(op.TargetKey)
 		if !ok {
@@ -228,8 +228,8 @@ func (d Deps) singleWant(project string, op store.Operation) wantFunc {
 // branchIsOwn reports whether every commit branch has since its merge base
 // with the target is the committer bot's: only such a branch is built on
 // (a pre-existing changeflow/ branch with anyone else's commit is not).
-func (d Deps) branchIsOwn(ctx context.Context, project, branch string) (own bool, why string, err error) {
-	bot, err := d.committer(ctx)
+func (d Steps) BranchIsOwn(ctx context.Context, project, branch string) (own bool, why string, err error) {
+	bot, err := d.Committer(ctx)
 	if err != nil {
 		return false, "", err
 	}
@@ -269,7 +269,7 @@ const securityAction = "security."
 // crash is one event), then — only when this call recorded it — the
 // observer and a warn log. The audit write comes first so a crash after it
 // loses at most a count, never the record an operator acts on.
-func (d Deps) securityEvent(ctx context.Context, ev SecurityEvent) error {
+func (d Steps) RecordSecurityEvent(ctx context.Context, ev SecurityEvent) error {
 	key := fmt.Sprintf("security:%s:%s:%d:%s:%s", ev.Kind, ev.Resource, ev.MRIID, ev.Branch, ev.SHA)
 	if len(key) > 128 {
 		key = key[:128]

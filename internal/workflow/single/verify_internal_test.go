@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"testing"
@@ -63,7 +63,7 @@ func TestFreshBranchNames(t *testing.T) {
 	first := flow.BranchName("op-1")
 	require.Equal(t, first, flow.FreshBranchName(first, 1))
 	require.Equal(t, "changeflow/r2/op-op-1", flow.FreshBranchName(first, 2))
-	require.Equal(t, "changeflow/r3/batch-7", flow.FreshBranchName(BatchBranchName(7), 3))
+	require.Equal(t, "changeflow/r3/batch-7", flow.FreshBranchName(flow.BatchBranchName(7), 3))
 	for n := 1; n <= flow.MaxBranchAttempts; n++ {
 		got, ok := flow.BranchAttempt(flow.FreshBranchName(first, n), first)
 		require.True(t, ok)

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // stop in CLOSE_FAILED for an operator (the change is live although the
 // approval said no) — else close it and read GitLab's answer, which says
 // "merged" when a merge won the race.
-func (d Deps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	if op.MRIID == 0 {
 		return engine.Done("", engine.Transition{Step: domain.StepCloseMRClosed, Note: "no MR to close"}), nil

@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -22,13 +22,13 @@ const maxRebases = 3
 // handle is the state of a handling step as it goes: the step the row
 // shows now (the claim's, then whatever this run wrote as progress).
 type handle struct {
-	d       Deps
+	d       Steps
 	w       engine.Work
 	project string
 	step    domain.StepStatus
 }
 
-func (d Deps) handle(w engine.Work) (*handle, error) {
+func (d Steps) handle(w engine.Work) (*handle, error) {
 	project, err := d.Project(w.Operation)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (h *handle) merged(ctx context.Context, mr gitlab.MR) (engine.Outcome, erro
 // to it. A non-nil end ends the step: the MR found merged
 // (finish as merged, handle.merged) or closed outside (closedOutside),
 // the read failed (retry, retryOr), or a write failed.
-func (d Deps) beginHandling(ctx context.Context, w engine.Work, entry engine.Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *flow.StepEnd) {
+func (d Steps) beginHandling(ctx context.Context, w engine.Work, entry engine.Transition, alsoAt ...domain.StepStatus) (*handle, gitlab.MR, *flow.StepEnd) {
 	h, err := d.handle(w)
 	if err != nil {
 		return nil, gitlab.MR{}, &flow.StepEnd{Err: err}
@@ -114,7 +114,7 @@ func closedOutside(mr gitlab.MR) engine.Outcome {
 // reading the MR — merged → finish as merged, closed → fail.
 // Approve-first arrives from CREATE_SUCCEEDED/MR_CREATED and first moves
 // to HANDLE_STARTED/MERGING; legacy arrives there from the callback.
-func (d Deps) approve(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) Approve(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{Step: domain.StepHandleStarted, Binding: domain.BindingMerging, Note: "approving"})
 	if end != nil {
 		return end.Out, end.Err
@@ -152,7 +152,7 @@ var settling = map[string]bool{"unchecked": true, "checking": true, "preparing":
 // running → poll it; mergeability still being computed → look again),
 // merge at the head sha, and when GitLab refuses (405/406/422) ask for a
 // rebase and poll it (poll_rebase), at most maxRebases times.
-func (d Deps) merge(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) Merge(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{})
 	if end != nil {
 		return end.Out, end.Err
@@ -234,7 +234,7 @@ func (h *handle) rebaseAfterRefusal(ctx context.Context, w engine.Work, mr gitla
 
 // targetMovedSince reports whether mr's target branch has moved past the
 // base of mr's head: the head's first parent is not the target's head.
-func (d Deps) targetMovedSince(ctx context.Context, project string, mr gitlab.MR) (bool, error) {
+func (d Steps) targetMovedSince(ctx context.Context, project string, mr gitlab.MR) (bool, error) {
 	head, err := d.GitLab.GetCommit(ctx, project, mr.SHA)
 	if err != nil {
 		return false, err
@@ -250,7 +250,7 @@ func (d Deps) targetMovedSince(ctx context.Context, project string, mr gitlab.MR
 // merge refusal since it was last retriggered or regenerated (an
 // operator's retrigger grants a fresh round; so does a regeneration,
 // which is a new change — regenerations have their own bound).
-func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
+func (d Steps) rebases(ctx context.Context, operationID string) (int, error) {
 	hist, err := d.Store.OperationStepList(ctx, operationID)
 	if err != nil {
 		return 0, err
@@ -273,7 +273,7 @@ func (d Deps) rebases(ctx context.Context, operationID string) (int, error) {
 // pipeline HANDLE_PIPELINE_FAILED; a poll that runs out of time is
 // HANDLE_REBASE_PENDING or HANDLE_PIPELINE_PENDING (KEEP_WAITING); a
 // green head goes back to merge.
-func (d Deps) pollRebase(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Steps) PollRebase(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	h, mr, end := d.beginHandling(ctx, w, engine.Transition{})
 	if end != nil {
 		return end.Out, end.Err

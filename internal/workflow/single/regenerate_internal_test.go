@@ -1,4 +1,4 @@
-package workflow
+package single
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestRegenerateRunTwiceCommitsOnce(t *testing.T) {
 	var commits atomic.Int32
 	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(snap) },
 		Transport: commitCounter{&commits}})
-	d := Deps{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}}
+	d := Steps{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}}
 
 	const path = "bindings/payments-db.yaml"
 	expires := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
