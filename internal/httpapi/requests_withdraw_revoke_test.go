@@ -8,7 +8,8 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/lifecycle"
 )
 
 // TestWithdrawRefusesARevocation: the owner's own removal of an access
@@ -43,7 +44,7 @@ func TestWithdrawRefusesARevocation(t *testing.T) {
 			t.Run(p.step.String(), func(t *testing.T) {
 				grant := "wdr-" + p.subject
 				validatedFixture(t, st, grant, p.subject)
-				rv := WorkflowRevoker{Deps: workflow.Deps{Store: st, Config: w.cfg.Current}}
+				rv := WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flow.Env{Config: w.cfg.Current}, Store: st}}
 				if res, err := rv.Revoke(ctx, grant, domain.RevokeGivenBack, "given back by its owner", p.subject); err != nil || !res.Created {
 					t.Fatalf("give back: %+v %v", res, err)
 				}
