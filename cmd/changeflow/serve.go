@@ -27,6 +27,7 @@ import (
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
@@ -132,7 +133,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	wdeps := workflow.Deps{Env: flowEnv, Store: st}
 	single.Register(engine, single.Steps{Env: flowEnv, Store: st})
 	workflow.RegisterWithdrawStep(engine, wdeps)
-	workflow.RegisterBatchSteps(engine, wdeps)
+	batchFlow := batch.Flow{Env: flowEnv, Store: st}
+	batch.Register(engine, batchFlow)
 	// Reconciliation of lost deploy callbacks on every instance
 	// every reconcile.interval; its flips count the same validated metric
 	// through wdeps.Observer, once per flip. Each run also applies
@@ -148,7 +150,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Batch rounds and the batch timeout sweep on every instance
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
-	rounds := workflow.NewRounds(wdeps, engine)
+	rounds := batch.NewRounds(batchFlow, engine)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
@@ -180,8 +182,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Sink:         httpapi.NewWorkflowSink(cbs),
 			Work:         engine,
 			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
-			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Deps: wdeps},
-			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Deps: wdeps},
+			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Env: flowEnv},
+			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
 			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},
 			Checks:       deploymentChecks(cfg, flags.local, logger),

@@ -10,7 +10,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/identity"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 )
 
 // The ops write endpoints of the batch path (docs/api.md, "Operations endpoints"): run a batch round
@@ -22,24 +22,24 @@ import (
 type BatchActions interface {
 	// RunRound runs one batch round for the config repo project now
 	// (safe to overlap with the scheduler: the project's slot answers).
-	RunRound(ctx context.Context, projectID int64) (workflow.RoundResult, error)
+	RunRound(ctx context.Context, projectID int64) (batch.RoundResult, error)
 	// Projects are the configured config repo projects.
 	Projects() []int64
 	// SettleBatch settles a running or blocked batch: close its MR, re-read
-	// it, merged wins (workflow.Deps.SettleBatch).
-	SettleBatch(ctx context.Context, batchID int64, actor string) (workflow.SettleResult, error)
+	// it, merged wins (batch.Flow.SettleBatch).
+	SettleBatch(ctx context.Context, batchID int64, actor string) (batch.SettleResult, error)
 }
 
 // WorkflowBatchOps implements BatchActions with the workflow.
 type WorkflowBatchOps struct {
-	Rounds *workflow.Rounds
-	Deps   workflow.Deps
+	Rounds *batch.Rounds
+	Batch  batch.Flow
 }
 
 // RunRound implements BatchActions.
-func (o WorkflowBatchOps) RunRound(ctx context.Context, projectID int64) (workflow.RoundResult, error) {
+func (o WorkflowBatchOps) RunRound(ctx context.Context, projectID int64) (batch.RoundResult, error) {
 	if o.Rounds == nil {
-		return workflow.RoundResult{}, errors.New("rounds: not wired")
+		return batch.RoundResult{}, errors.New("rounds: not wired")
 	}
 	return o.Rounds.RunRound(ctx, projectID)
 }
@@ -53,11 +53,11 @@ func (o WorkflowBatchOps) Projects() []int64 {
 }
 
 // SettleBatch implements BatchActions.
-func (o WorkflowBatchOps) SettleBatch(ctx context.Context, batchID int64, actor string) (workflow.SettleResult, error) {
-	if o.Deps.Store == nil || o.Deps.GitLab == nil {
-		return workflow.SettleResult{}, errors.New("settle: no workflow wired")
+func (o WorkflowBatchOps) SettleBatch(ctx context.Context, batchID int64, actor string) (batch.SettleResult, error) {
+	if o.Batch.Store == nil || o.Batch.GitLab == nil {
+		return batch.SettleResult{}, errors.New("settle: no workflow wired")
 	}
-	return o.Deps.SettleBatch(ctx, batchID, "SETTLED_BY_OPERATOR", "settled by "+actor, actor)
+	return o.Batch.SettleBatch(ctx, batchID, "SETTLED_BY_OPERATOR", "settled by "+actor, actor)
 }
 
 // roundsView is POST /ops/rounds' answer: one result per project.
@@ -67,7 +67,7 @@ type roundsView struct {
 
 type projectRound struct {
 	ProjectID int64 `json:"projectId"`
-	workflow.RoundResult
+	batch.RoundResult
 }
 
 // handleOpsRounds is POST /ops/rounds: one round now for the body's
@@ -119,7 +119,7 @@ func (s *Server) handleOpsBatchSettle() http.Handler {
 			switch {
 			case errors.Is(err, domain.ErrNotFound):
 				return raw, "", nil, domain.Errorf(domain.CodeNotFound, "No such batch.", "settle batch %d: %w", id, err)
-			case errors.Is(err, workflow.ErrMRWontClose):
+			case errors.Is(err, batch.ErrMRWontClose):
 				return raw, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonMRWontClose,
 					"The batch's merge request does not close, so the batch cannot be settled while it might still merge: fix the bot's rights or close (or merge) it by hand, then settle again.",
 					"settle batch %d: %w", id, err)

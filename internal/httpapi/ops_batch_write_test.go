@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -20,8 +20,8 @@ import (
 func withBatchActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Current()) }})
-		wd := workflow.Deps{Env: flow.Env{GitLab: gl, Config: w.cfg.Current}, Store: w.st}
-		d.Business.BatchActions = WorkflowBatchOps{Rounds: workflow.NewRounds(wd, nil), Deps: wd}
+		bf := batch.Flow{Env: flow.Env{GitLab: gl, Config: w.cfg.Current}, Store: w.st}
+		d.Business.BatchActions = WorkflowBatchOps{Rounds: batch.NewRounds(bf, nil), Batch: bf}
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -47,8 +46,8 @@ func TestOpsRetriggerReRunsTheFailedPipeline(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		gl := &retryGitLab{}
 		w := newBizWorld(t, st, func(w *bizWorld, d *Deps) {
-			wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current, GitLab: gl}, Store: w.st}
-			d.Business.OpsActions = WorkflowOps{Store: w.st, Deps: wd}
+			env := flow.Env{Config: w.cfg.Current, GitLab: gl}
+			d.Business.OpsActions = WorkflowOps{Store: w.st, Env: env}
 		})
 		ctx := t.Context()
 		pipelineFailed := func(id, subject string) {

@@ -14,8 +14,8 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
 	"changeflow/internal/workflow/single"
@@ -54,10 +54,10 @@ type WorkflowOps struct {
 	// Engine, when non-nil, is woken after a retrigger so the resumed
 	// action starts at once rather than at the next poll.
 	Engine *engine.Engine
-	// Deps, when its GitLab is set, lets a retrigger of a failed check
-	// pipeline re-run that pipeline first (workflow.RetryFailedPipeline);
+	// Env, when its GitLab is set, lets a retrigger of a failed check
+	// pipeline re-run that pipeline first (single.RetryFailedPipeline);
 	// without it the retrigger polls the pipeline as it is.
-	Deps workflow.Deps
+	Env flow.Env
 }
 
 // Retrigger implements OpsActions.
@@ -65,13 +65,13 @@ func (o WorkflowOps) Retrigger(ctx context.Context, operationID, actor string) (
 	if o.Store == nil {
 		return "", errors.New("retrigger: no store wired")
 	}
-	if o.Deps.GitLab != nil {
+	if o.Env.GitLab != nil {
 		op, err := o.Store.OperationGet(ctx, operationID)
 		if err != nil {
 			return "", err
 		}
 		if stopped := op.DueAt.IsZero() && op.LeaseOwner == ""; stopped {
-			if _, _, err := single.RetryFailedPipeline(ctx, o.Deps.Env, op); err != nil {
+			if _, _, err := single.RetryFailedPipeline(ctx, o.Env, op); err != nil {
 				return "", fmt.Errorf("retrigger %s: %w", operationID, err)
 			}
 		}

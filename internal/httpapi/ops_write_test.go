@@ -9,7 +9,6 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
@@ -20,10 +19,10 @@ import (
 // store and configuration.
 func withOpsActions() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}
+		env := flow.Env{Config: w.cfg.Current}
 		d.Business.OpsActions = WorkflowOps{
-			Store: w.st, Reconciler: reconcile.New(wd.Env, wd.Store), Callbacks: callbacks.New(wd.Env, wd.Store, nil),
-			Expiry: lifecycle.NewExpiry(wd.Env, wd.Store),
+			Store: w.st, Reconciler: reconcile.New(env, w.st), Callbacks: callbacks.New(env, w.st, nil),
+			Expiry: lifecycle.NewExpiry(env, w.st),
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -24,7 +25,7 @@ import (
 type batchWorld struct {
 	*world
 	deps   workflow.Deps
-	rounds *workflow.Rounds
+	rounds *batch.Rounds
 }
 
 func newBatchWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) gitlab.GitLab) *batchWorld {
@@ -38,8 +39,8 @@ func newBatchWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) gi
 	for _, f := range wrap {
 		deps.GitLab = f(deps.GitLab)
 	}
-	workflow.RegisterBatchSteps(w.eng, deps)
-	return &batchWorld{world: w, deps: deps, rounds: workflow.NewRounds(deps, w.eng)}
+	batch.Register(w.eng, batchFlow(deps))
+	return &batchWorld{world: w, deps: deps, rounds: batch.NewRounds(batchFlow(deps), w.eng)}
 }
 
 // admitted submits approve-first requests for the batching target and
@@ -88,14 +89,14 @@ func TestBatchRoundOneMRForEveryMember(t *testing.T) {
 
 		var (
 			wg      sync.WaitGroup
-			results [2]workflow.RoundResult
+			results [2]batch.RoundResult
 			errs    [2]error
 		)
 		for i := range results {
 			wg.Go(func() { results[i], errs[i] = w.rounds.RunRound(t.Context(), 1) })
 		}
 		wg.Wait()
-		var claimed []workflow.RoundResult
+		var claimed []batch.RoundResult
 		for i, r := range results {
 			require.NoError(t, errs[i])
 			if r.Outcome == "CLAIMED" {
@@ -196,12 +197,12 @@ func TestBatchSettleRacingTheMergeMergedWins(t *testing.T) {
 
 		var (
 			wg   sync.WaitGroup
-			res  [2]workflow.SettleResult
+			res  [2]batch.SettleResult
 			errs [2]error
 		)
 		for i := range res {
 			wg.Go(func() {
-				res[i], errs[i] = w.deps.SettleBatch(t.Context(), r.BatchID, "OPS", "settled by an operator", "ops")
+				res[i], errs[i] = batchFlow(w.deps).SettleBatch(t.Context(), r.BatchID, "OPS", "settled by an operator", "ops")
 			})
 		}
 		wg.Wait()
@@ -245,7 +246,7 @@ func (c culpritGitLab) GetMR(ctx context.Context, project string, iid int64) (gi
 
 // mrsOpened counts the MRs GitLab holds for the batches of rounds (any
 // state): what the project's maintainers saw opened.
-func (w *batchWorld) mrsOpened(rounds []workflow.RoundResult) int {
+func (w *batchWorld) mrsOpened(rounds []batch.RoundResult) int {
 	w.t.Helper()
 	n := 0
 	for _, r := range rounds {
@@ -256,9 +257,9 @@ func (w *batchWorld) mrsOpened(rounds []workflow.RoundResult) int {
 
 // roundsUntilIdle runs rounds, each driven until its batch settled, until
 // nothing waits; it returns the batches claimed.
-func (w *batchWorld) roundsUntilIdle() []workflow.RoundResult {
+func (w *batchWorld) roundsUntilIdle() []batch.RoundResult {
 	w.t.Helper()
-	var out []workflow.RoundResult
+	var out []batch.RoundResult
 	// Liveness bounds only: what the tests assert is the rounds' sizes and
 	// counts, and 20 rounds bound the loop. A 20 s deadline over seven
 	// rounds failed on a 2-core machine at load 25 (32 s) although every

@@ -109,7 +109,7 @@ func TestBatchStepWhoseRetriesRunOutSettlesOrBlocksAtOnce(t *testing.T) {
 					require.Zero(t, n, "the members stay in the blocked batch")
 
 					on.Store(false) // GitLab answers again; the person settles
-					res, err := w.deps.SettleBatch(t.Context(), b.ID, "OPERATOR", "GitLab is back", "olivia")
+					res, err := batchFlow(w.deps).SettleBatch(t.Context(), b.ID, "OPERATOR", "GitLab is back", "olivia")
 					require.NoError(t, err)
 					require.Equal(t, len(ids), res.Readmitted, "%+v", res)
 				} else {

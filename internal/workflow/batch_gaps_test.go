@@ -13,7 +13,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/single"
 )
@@ -171,7 +171,7 @@ func TestBatchBrokenBindingFileOnMainBlocksUntilFixed(t *testing.T) {
 		require.Contains(t, err.Error(), "settle")
 
 		w.writeOnMain(path, "", gitlab.FileAction{Action: gitlab.ActionUpdate})
-		res, err := w.deps.SettleBatch(t.Context(), r.BatchID, "SETTLED_BY_OPERATOR", "file fixed", "olivia")
+		res, err := batchFlow(w.deps).SettleBatch(t.Context(), r.BatchID, "SETTLED_BY_OPERATOR", "file fixed", "olivia")
 		require.NoError(t, err)
 		require.Equal(t, "FAILED", res.Status)
 		require.Equal(t, 2, res.Readmitted)
@@ -217,7 +217,7 @@ func (w *batchWorld) blockedThenSettled(batchID int64, reason string, ids []stri
 	require.Equal(w.t, "SLOT_OCCUPIED", again.Outcome, "a blocked batch keeps the slot")
 
 	fix()
-	res, err := w.deps.SettleBatch(w.t.Context(), batchID, "SETTLED_BY_OPERATOR", "cause fixed", "olivia")
+	res, err := batchFlow(w.deps).SettleBatch(w.t.Context(), batchID, "SETTLED_BY_OPERATOR", "cause fixed", "olivia")
 	require.NoError(w.t, err)
 	require.Equal(w.t, "FAILED", res.Status)
 	require.Equal(w.t, len(ids), res.Readmitted)
@@ -273,7 +273,7 @@ func TestBatchRebasedPipelineFailureBlocks(t *testing.T) {
 // a rebase whose head's pipeline fails while broken is set, runs the
 // round and waits until the batch is BLOCKED. It returns the world, the
 // switch (clear it to fix main) and the round.
-func blockedByRebasedPipeline(t *testing.T, st *store.Store, ids []string) (*batchWorld, *atomic.Bool, workflow.RoundResult) {
+func blockedByRebasedPipeline(t *testing.T, st *store.Store, ids []string) (*batchWorld, *atomic.Bool, batch.RoundResult) {
 	t.Helper()
 	rebased, broken := &atomic.Bool{}, &atomic.Bool{}
 	broken.Store(true)
@@ -323,7 +323,7 @@ func TestBatchSplitDepthExhaustedBlocks(t *testing.T) {
 		require.Equal(t, 4, first.Members)
 		b := w.untilBatch(first.BatchID, domain.BatchFailed)
 		require.Equal(t, "BATCH_PIPELINE_FAILED", b.FailureCode, "within the bound: halve")
-		var half workflow.RoundResult
+		var half batch.RoundResult
 		require.Eventually(t, func() bool { // re-admitted rows are claimable once the DB clock passed them
 			half, err = w.rounds.RunRound(t.Context(), 1)
 			require.NoError(t, err)

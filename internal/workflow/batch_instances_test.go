@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/single"
 )
 
@@ -32,10 +33,10 @@ func TestBatchThreeInstancesConverge(t *testing.T) {
 			require.NoError(t, err)
 			single.Register(e, single.Steps{Env: w.deps.Env, Store: w.deps.Store})
 			workflow.RegisterWithdrawStep(e, w.deps)
-			workflow.RegisterBatchSteps(e, w.deps)
+			batch.Register(e, batchFlow(w.deps))
 			require.NoError(t, e.Start(t.Context()))
 			t.Cleanup(e.Stop)
-			r := workflow.NewRounds(w.deps, e)
+			r := batch.NewRounds(batchFlow(w.deps), e)
 			r.Start(t.Context())
 			t.Cleanup(r.Stop)
 		}

@@ -138,7 +138,7 @@ func TestBatchBlockedUntilAPersonSettlesIt(t *testing.T) {
 		require.Equal(t, "SLOT_OCCUPIED", again.Outcome, "a blocked batch keeps the slot")
 
 		w.reload(nil)
-		res, err := w.deps.SettleBatch(t.Context(), r.BatchID, "OPS", "bot fixed", "olivia")
+		res, err := batchFlow(w.deps).SettleBatch(t.Context(), r.BatchID, "OPS", "bot fixed", "olivia")
 		require.NoError(t, err)
 		require.Equal(t, "FAILED", res.Status)
 		require.Equal(t, 2, res.Readmitted)

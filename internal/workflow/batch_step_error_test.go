@@ -104,7 +104,7 @@ func TestBatchStepErrorSettlesOrBlocksTheBatch(t *testing.T) {
 					require.Equal(t, "BATCH_NEEDS_A_PERSON", b.FailureCode)
 					require.Contains(t, b.FailureMessage, "settling it failed")
 					require.Equal(t, domain.StepCreatePipelineFailed, domain.StepStatus(driver.Step), "the driver keeps its state")
-					res, err := w.deps.SettleBatch(t.Context(), b.ID, "OPERATOR", "the MR is back", "olivia")
+					res, err := batchFlow(w.deps).SettleBatch(t.Context(), b.ID, "OPERATOR", "the MR is back", "olivia")
 					require.NoError(t, err)
 					require.Equal(t, len(ids), res.Readmitted, "%+v", res)
 				} else {

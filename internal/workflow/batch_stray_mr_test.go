@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 )
 
 // A batch that ends without merging leaves no MR open (docs/flows/batch.md,
@@ -78,7 +78,7 @@ func (h heldCall) CreateCommit(ctx context.Context, project string, c gitlab.Com
 // and simulators: its own instance.id (which never heartbeats, so the
 // world's rounds may resume what it claimed at once, as another instance
 // does once batch.resumeAfter has passed) and its own GitLab client.
-func (w *batchWorld) roundsOf(instance string, g gitlab.GitLab) *workflow.Rounds {
+func (w *batchWorld) roundsOf(instance string, g gitlab.GitLab) *batch.Rounds {
 	w.t.Helper()
 	ov := e2eOverlay(w.simTS.URL)
 	ov["instance.id"] = instance
@@ -89,7 +89,7 @@ func (w *batchWorld) roundsOf(instance string, g gitlab.GitLab) *workflow.Rounds
 	d := w.deps
 	d.Config = func() *config.Snapshot { return snap }
 	d.GitLab = g
-	return workflow.NewRounds(d, nil)
+	return batch.NewRounds(batchFlow(d), nil)
 }
 
 // noMROpenForEndedBatches is the invariant: no MR of the project is open
@@ -169,7 +169,7 @@ func TestBatchMRCreatedAfterItsBatchEndedIsClosed(t *testing.T) {
 				held := newHeldCall(w.deps.GitLab, tc.held)
 				slow := w.roundsOf("slow-builder", held)
 				type result struct {
-					r   workflow.RoundResult
+					r   batch.RoundResult
 					err error
 				}
 				done := make(chan result, 1)
@@ -198,7 +198,7 @@ func TestBatchMRCreatedAfterItsBatchEndedIsClosed(t *testing.T) {
 						w.until(rev, "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
 					}
 				case "settled":
-					res, err := w.deps.SettleBatch(t.Context(), batch.ID, "OPERATOR", "settled by hand", "olivia")
+					res, err := batchFlow(w.deps).SettleBatch(t.Context(), batch.ID, "OPERATOR", "settled by hand", "olivia")
 					require.NoError(t, err)
 					require.Equal(t, 2, res.Readmitted, "%+v", res)
 				case "absent":

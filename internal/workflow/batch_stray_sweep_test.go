@@ -15,7 +15,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 )
 
 // The stray sweep (docs/flows/batch.md, "A round whose batch moved on"):
@@ -174,7 +174,7 @@ func TestStraySweepNeverClosesAnMRItsBatchMayStillRecord(t *testing.T) {
 		stuck := newCreatedThenStuck(w.deps.GitLab, release)
 		builder := w.roundsOf("builder", stuck)
 		type result struct {
-			r   workflow.RoundResult
+			r   batch.RoundResult
 			err error
 		}
 		done := make(chan result, 1)

@@ -12,7 +12,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 )
 
 // ageBatch moves a batch's claim back by age on the database clock without
@@ -60,9 +60,9 @@ func (w *batchWorld) mrCloses(iid int64) int {
 
 // claimRound runs rounds until one claims a batch (re-admitted requests are
 // claimable once the database clock passed their admission) and returns it.
-func (w *batchWorld) claimRound() workflow.RoundResult {
+func (w *batchWorld) claimRound() batch.RoundResult {
 	w.t.Helper()
-	var r workflow.RoundResult
+	var r batch.RoundResult
 	require.Eventually(w.t, func() bool {
 		var err error
 		r, err = w.rounds.RunRound(w.t.Context(), 1)
@@ -77,7 +77,7 @@ func (w *batchWorld) claimRound() workflow.RoundResult {
 // POST /ops/batches/{id}/settle calls) together on one batch; it returns
 // how many batches the sweeps settled between them and what the operator
 // was answered.
-func (w *batchWorld) raceSweepAndOperator(batchID int64) (swept int, op workflow.SettleResult) {
+func (w *batchWorld) raceSweepAndOperator(batchID int64) (swept int, op batch.SettleResult) {
 	w.t.Helper()
 	var (
 		wg      sync.WaitGroup
@@ -94,7 +94,7 @@ func (w *batchWorld) raceSweepAndOperator(batchID int64) (swept int, op workflow
 	}
 	wg.Go(func() {
 		<-release
-		op, errs[2] = w.deps.SettleBatch(ctx, batchID, "SETTLED_BY_OPERATOR", "settled by olivia", "olivia")
+		op, errs[2] = batchFlow(w.deps).SettleBatch(ctx, batchID, "SETTLED_BY_OPERATOR", "settled by olivia", "olivia")
 	})
 	close(release)
 	wg.Wait()

@@ -13,6 +13,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 )
 
 // TestApproveFirstDaysCountFromTheApproval: on the approve-first flow the
@@ -33,8 +34,8 @@ func TestApproveFirstDaysCountFromTheApproval(t *testing.T) {
 			s.deps = func(d *workflow.Deps) { d.Now = func() time.Time { return *clock.Load() } }
 		})
 		batchDeps := w.deps
-		workflow.RegisterBatchSteps(w.eng, batchDeps)
-		rounds := workflow.NewRounds(batchDeps, w.eng)
+		batch.Register(w.eng, batchFlow(batchDeps))
+		rounds := batch.NewRounds(batchFlow(batchDeps), w.eng)
 		want := approvedAt.Truncate(time.Second).Add(7 * 24 * time.Hour)
 
 		cases := []struct{ id, subject, target string }{

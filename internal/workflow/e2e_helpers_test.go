@@ -29,6 +29,7 @@ import (
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
@@ -498,4 +499,9 @@ func urlQuery(s string) string {
 // revoker gives access back and revokes it over d, as the API does.
 func revoker(d workflow.Deps) lifecycle.Revoker {
 	return lifecycle.Revoker{Env: d.Env, Store: d.Store}
+}
+
+// batchFlow is the batch path over d.
+func batchFlow(d workflow.Deps) batch.Flow {
+	return batch.Flow{Env: d.Env, Store: d.Store}
 }

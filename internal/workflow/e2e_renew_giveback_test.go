@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -64,7 +64,7 @@ func newHeldPipelineWorld(t *testing.T, st *store.Store) *revokeWorld {
 // claimHeld runs one round over the waiting ids with the batch's check
 // pipeline held (it never finishes until the test says), and returns the
 // round and its MR's iid.
-func (w *revokeWorld) claimHeld(members int, ids ...string) (workflow.RoundResult, any) {
+func (w *revokeWorld) claimHeld(members int, ids ...string) (batch.RoundResult, any) {
 	w.t.Helper()
 	storetest.UntilAdmittedBeforeNow(w.t, w.st, ids...)
 	require.Equal(w.t, http.StatusOK, w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "never", "count": 1}, nil))

@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
@@ -93,8 +94,8 @@ func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) g
 	for _, f := range wrap {
 		deps.GitLab = f(deps.GitLab)
 	}
-	workflow.RegisterBatchSteps(base.eng, deps)
-	w.batchWorld = &batchWorld{world: base, deps: deps, rounds: workflow.NewRounds(deps, base.eng)}
+	batch.Register(base.eng, batchFlow(deps))
+	w.batchWorld = &batchWorld{world: base, deps: deps, rounds: batch.NewRounds(batchFlow(deps), base.eng)}
 	w.expiry = lifecycle.NewExpiry(deps.Env, deps.Store)
 	w.expiry.Wake = base.eng.Wake
 	return w

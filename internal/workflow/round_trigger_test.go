@@ -14,7 +14,7 @@ import (
 	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -71,8 +71,8 @@ func TestAdmissionsTriggerOneRoundAfterTheGatherWindow(t *testing.T) {
 			w.mu.Unlock()
 		})
 		deps.RoundTrigger = trig
-		workflow.RegisterBatchSteps(w.eng, deps)
-		rounds := workflow.NewRounds(deps, w.eng)
+		batch.Register(w.eng, batchFlow(deps))
+		rounds := batch.NewRounds(batchFlow(deps), w.eng)
 		// submit_approval's after-commit hook may apply a decision the
 		// callback recorded meanwhile (its admission hook then runs in
 		// the engine's goroutine); the engine's own hooks run after an
@@ -173,8 +173,8 @@ func TestRoundsLoopRunsTheTriggeredRound(t *testing.T) {
 			withConfig(map[string]any{"batch.interval": "1h", "batch.gatherWindow": "10ms"}))
 		deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, nil)
 		deps.RoundTrigger = trig
-		workflow.RegisterBatchSteps(w.eng, deps)
-		rounds := workflow.NewRounds(deps, w.eng)
+		batch.Register(w.eng, batchFlow(deps))
+		rounds := batch.NewRounds(batchFlow(deps), w.eng)
 		rounds.Start(t.Context())
 		t.Cleanup(rounds.Stop)
 
@@ -211,7 +211,7 @@ func TestIdleRoundsIssueNoStatements(t *testing.T) {
 			trig := flow.NewRoundTrigger(nil)
 			deps := e2eDeps(st, w.cfg.Load, countingTransport{w}, nil)
 			deps.RoundTrigger = trig
-			rounds := workflow.NewRounds(deps, nil)
+			rounds := batch.NewRounds(batchFlow(deps), nil)
 			before, _, _ := counter.Snapshot()
 			rounds.Start(t.Context())
 			t.Cleanup(rounds.Stop)

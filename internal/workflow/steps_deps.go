@@ -4,6 +4,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/single"
@@ -40,4 +41,10 @@ func (d Deps) applier() callbacks.Applier {
 // single is the single-request steps over d, which batch MRs reuse.
 func (d Deps) single() single.Steps {
 	return single.Steps{Env: d.Env, Store: d.Store}
+}
+
+// batches is the batch path over d: a withdrawn member's batch is
+// settled without it.
+func (d Deps) batches() batch.Flow {
+	return batch.Flow{Env: d.Env, Store: d.Store}
 }

@@ -12,6 +12,7 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -182,12 +183,12 @@ func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain
 	if endStep == domain.StepCloseCancelled {
 		why = "closed by an operator"
 	}
-	_, err = d.settleBatch(ctx, b.ID, settleOpts{code: codeMemberWithdrawn,
-		message: fmt.Sprintf("%s left the batch: %s", op.OperationID, why), actor: "batch-" + strconv.FormatInt(b.ID, 10)})
+	_, err = d.batches().SettleBatch(ctx, b.ID, codeMemberWithdrawn,
+		fmt.Sprintf("%s left the batch: %s", op.OperationID, why), "batch-"+strconv.FormatInt(b.ID, 10))
 	switch {
 	case err == nil:
 		return nil
-	case flow.Transient(err), errors.Is(err, errMRWontClose), errors.Is(err, domain.ErrPreempted):
+	case flow.Transient(err), errors.Is(err, batch.ErrMRWontClose), errors.Is(err, domain.ErrPreempted):
 		// The MR may still merge, or GitLab did not answer: settle again
 		// later; past the retries the withdrawal stops at CLOSE_FAILED for
 		// a retrigger, its batch still waiting for a person.

@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type SettleResult struct {
 // running batch, an operator, the sweep) one settles and the other gets
 // AlreadySettled. Used by batch_settle, POST /ops/batches/{id}/settle and
 // the round when it finds the batch MR closed.
-func (d Deps) SettleBatch(ctx context.Context, batchID int64, code, message, actor string) (SettleResult, error) {
+func (d Flow) SettleBatch(ctx context.Context, batchID int64, code, message, actor string) (SettleResult, error) {
 	return d.settleBatch(ctx, batchID, settleOpts{code: code, message: message, actor: actor})
 }
 
@@ -59,7 +59,7 @@ type settleOpts struct {
 
 // settleBatch reads the batch and settles it (settleCore), reading again
 // and retrying when a member moved meanwhile.
-func (d Deps) settleBatch(ctx context.Context, batchID int64, o settleOpts) (SettleResult, error) {
+func (d Flow) settleBatch(ctx context.Context, batchID int64, o settleOpts) (SettleResult, error) {
 	b, err := d.Store.BatchGet(ctx, batchID)
 	if err != nil {
 		return SettleResult{}, err
@@ -87,7 +87,7 @@ func (d Deps) settleBatch(ctx context.Context, batchID int64, o settleOpts) (Set
 // strand them; a crash after the remote close leaves the batch as it was,
 // and the next settlement (the step's retry, the sweep, an operator) finds
 // the MR closed and settles it.
-func (d Deps) settleCore(ctx context.Context, b store.Batch, o settleOpts) (SettleResult, error) {
+func (d Flow) settleCore(ctx context.Context, b store.Batch, o settleOpts) (SettleResult, error) {
 	merged, err := d.closeAndRead(ctx, b)
 	if err != nil {
 		return SettleResult{BatchID: b.ID}, err
@@ -180,7 +180,7 @@ func onThePath(m store.BatchMemberState) bool {
 }
 
 // leaving reports whether m is being withdrawn or closed out of its batch
-// (next action withdraw, Deps.leaveBatch): no settlement, catch-up or
+// (next action withdraw, the withdrawal's leaveBatch): no settlement, catch-up or
 // finish moves it or clears its action — its withdrawal does, from the
 // MR's state it reads (closed: CLOSED; merged: it follows the merge).
 func leaving(m store.BatchMemberState) bool { return m.NextAction == flow.ActionWithdraw }
@@ -188,7 +188,7 @@ func leaving(m store.BatchMemberState) bool { return m.NextAction == flow.Action
 // closeAndRead closes the batch's MR if it is open and reads it again; it
 // reports whether the MR is merged. No MR recorded → the MR of the batch's
 // branch, if any (a round that died between CreateMR and recording it).
-func (d Deps) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
+func (d Flow) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 	project := strconv.FormatInt(b.ProjectID, 10)
 	iid := b.MRIID
 	if iid == 0 {
@@ -207,7 +207,7 @@ func (d Deps) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 // closeAndReadMR closes MR iid if it is open and reads it again; it reports
 // whether the MR is merged ("merged wins": a merge that won the race
 // cannot be closed). An MR still open after the close is errMRWontClose.
-func (d Deps) closeAndReadMR(ctx context.Context, project string, iid int64) (bool, error) {
+func (d Flow) closeAndReadMR(ctx context.Context, project string, iid int64) (bool, error) {
 	mr, err := d.GitLab.GetMR(ctx, project, iid)
 	if err != nil {
 		return false, fmt.Errorf("read MR !%d: %w", iid, err)
@@ -233,7 +233,7 @@ func (d Deps) closeAndReadMR(ctx context.Context, project string, iid int64) (bo
 // validateMembersIfDeployed validates the merged members when the deploy
 // callback for the batch MR arrived before they were MERGED (I9: the
 // success side effect only for a binding this call flipped).
-func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
+func (d Flow) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 	if b.MRIID == 0 {
 		return
 	}
@@ -266,7 +266,7 @@ func (d Deps) validateMembersIfDeployed(ctx context.Context, b store.Batch) {
 // transaction (the batch's guarded write first), then the members the
 // deploy callback already named are validated. Safe to re-run: members
 // already MERGED are not moved, a settled batch is not written again.
-func (d Deps) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Flow) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 	if err != nil {
 		return d.RetryOr(err, "read batch")
@@ -321,7 +321,7 @@ func (d Deps) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, e
 // Otherwise a check-pipeline failure settles FAILED with
 // codePipelineFailed (the next round halves, culprit isolation), and a
 // batch of one whose checks failed has found its culprit.
-func (d Deps) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Flow) batchSettleStep(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	step := domain.StepStatus(op.Step)
 	reason := fmt.Sprintf("%s stopped at %s", op.OperationID, step)
@@ -392,7 +392,7 @@ const codeNeedsAPerson = "BATCH_NEEDS_A_PERSON"
 // so no further batch starts until a person fixed the cause and settled it
 // (POST /ops/batches/{id}/settle: close, re-read, merged wins, members
 // re-admitted). The driver keeps its failure state.
-func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (engine.Outcome, error) {
+func (d Flow) batchBlock(ctx context.Context, batchID int64, reason string) (engine.Outcome, error) {
 	if err := d.blockBatch(ctx, batchID, reason); err != nil {
 		if errors.Is(err, domain.ErrPreempted) {
 			return engine.RetryAfter(0, "batch moved meanwhile"), nil
@@ -405,7 +405,7 @@ func (d Deps) batchBlock(ctx context.Context, batchID int64, reason string) (eng
 // blockBatch moves the batch to BLOCKED (code BATCH_NEEDS_A_PERSON, the
 // reason as its message) if it is RUNNING; a batch already blocked or
 // settled is left as it is. domain.ErrPreempted: it moved meanwhile.
-func (d Deps) blockBatch(ctx context.Context, batchID int64, reason string) error {
+func (d Flow) blockBatch(ctx context.Context, batchID int64, reason string) error {
 	b, err := d.Store.BatchGet(ctx, batchID)
 	if err != nil {
 		return err

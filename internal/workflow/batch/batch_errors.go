@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func engineAnswers(err error) bool {
 // batchStepFailed is a driver step's error answered on the batch path:
 // the declared failure fail when the table allows it from where the
 // driver is now, and batch_settle due at once.
-func (d Deps) batchStepFailed(ctx context.Context, w engine.Work, fail engine.Failure, err error) (engine.Outcome, error) {
+func (d Flow) batchStepFailed(ctx context.Context, w engine.Work, fail engine.Failure, err error) (engine.Outcome, error) {
 	if engineAnswers(err) {
 		return engine.Outcome{}, err
 	}
@@ -89,7 +89,7 @@ func (d Deps) batchStepFailed(ctx context.Context, w engine.Work, fail engine.Fa
 // reads it), and is not already stopped in a failure of its own (which
 // wins, as over the safety net). A failed read answers false: the
 // driver then keeps its state, which is always legal.
-func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fail engine.Failure) bool {
+func (d Flow) failureLegal(ctx context.Context, batchID int64, driver string, fail engine.Failure) bool {
 	states, err := d.Store.BatchMemberStates(ctx, batchID)
 	if err != nil {
 		return false
@@ -109,7 +109,7 @@ func (d Deps) failureLegal(ctx context.Context, batchID int64, driver string, fa
 
 // batchFinishStep is batch_finish with its errors answered on the batch
 // path: the settlement, due at once, re-reads the merged MR.
-func (d Deps) batchFinishStep(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Flow) batchFinishStep(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	out, err := engine.RunRecovered(ctx, w, d.batchFinish)
 	if err == nil || engineAnswers(err) {
 		return out, err
@@ -122,7 +122,7 @@ func (d Deps) batchFinishStep(ctx context.Context, w engine.Work) (engine.Outcom
 // (members kept moving through three attempts) → again at once; anything
 // else the step did not answer itself → the batch blocked for a person,
 // the error as the reason.
-func (d Deps) batchSettle(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Flow) batchSettle(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	out, err := engine.RunRecovered(ctx, w, d.batchSettleStep)
 	switch {
 	case err == nil:
@@ -140,7 +140,7 @@ func (d Deps) batchSettle(ctx context.Context, w engine.Work) (engine.Outcome, e
 // batchDecl is decl for a batch step, with the batch path's answer to
 // retries that ran out: the declared failure fail where the table allows
 // it and batch_settle due at once (batchStepFailed), as for an error.
-func (d Deps) batchDecl(decl engine.Declaration, fail engine.Failure) engine.Declaration {
+func (d Flow) batchDecl(decl engine.Declaration, fail engine.Failure) engine.Declaration {
 	decl.OnExhausted = func(ctx context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		return d.batchStepFailed(ctx, w, fail, errors.New(reason))
 	}
@@ -149,7 +149,7 @@ func (d Deps) batchDecl(decl engine.Declaration, fail engine.Failure) engine.Dec
 
 // batchFinishDecl is batch_finish's declaration: retries that ran out
 // settle the batch at once (the settlement re-reads the MR; merged wins).
-func (d Deps) batchFinishDecl(decl engine.Declaration) engine.Declaration {
+func (d Flow) batchFinishDecl(decl engine.Declaration) engine.Declaration {
 	decl.OnExhausted = func(_ context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		d.Log().Warn("batch_finish gave up; settling the batch (merged wins)", "batch", w.Operation.BatchID, "reason", reason)
 		return engine.Done(flow.ActionBatchSettle, engine.Transition{Note: "batch_finish " + reason}), nil
@@ -159,7 +159,7 @@ func (d Deps) batchFinishDecl(decl engine.Declaration) engine.Declaration {
 
 // settleDecl is batch_settle's declaration: a settlement whose retries ran
 // out blocks its batch for a person, the reason saying what kept failing.
-func (d Deps) settleDecl(decl engine.Declaration) engine.Declaration {
+func (d Flow) settleDecl(decl engine.Declaration) engine.Declaration {
 	decl.OnExhausted = func(ctx context.Context, w engine.Work, reason string) (engine.Outcome, error) {
 		op := w.Operation
 		why := fmt.Sprintf("%s stopped at %s; settling it %s", op.OperationID, domain.StepStatus(op.Step), reason)

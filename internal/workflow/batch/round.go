@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -77,7 +77,7 @@ type roundPlan struct {
 // wait until the bisection ends. A batch of several members still failing
 // at batch.maxSplitDepth is blocked for a person (batchSettleStep), so the
 // depth stays bounded.
-func (d Deps) planRound(ctx context.Context, projectID int64) (roundPlan, error) {
+func (d Flow) planRound(ctx context.Context, projectID int64) (roundPlan, error) {
 	full := roundPlan{size: d.Config().Batch().MaxRequests}
 	page, err := d.Store.BatchList(ctx, store.BatchListParams{ProjectID: projectID, Limit: 1})
 	if err != nil || len(page.Items) == 0 {
@@ -130,7 +130,7 @@ func (d Deps) planRound(ctx context.Context, projectID int64) (roundPlan, error)
 // with the timeout sweep. Every instance runs it; overlapping rounds are
 // safe (the project's slot answers).
 type Rounds struct {
-	d    Deps
+	d    Flow
 	wake func()
 	// ResumeAfter is how old (database clock) a RUNNING batch without a
 	// recorded MR must be before a round takes over building it while the
@@ -155,7 +155,7 @@ type Rounds struct {
 
 // NewRounds returns the round service over d; e (may be nil) is woken when
 // a batch's first durable step was scheduled.
-func NewRounds(d Deps, e *engine.Engine) *Rounds {
+func NewRounds(d Flow, e *engine.Engine) *Rounds {
 	if d.RoundTrigger == nil {
 		// Only this service's own settlements (the sweep) schedule rounds.
 		d.RoundTrigger = flow.NewRoundTrigger(nil)
@@ -317,7 +317,7 @@ func (r *Rounds) stopBuilding(ctx context.Context, id int64, self string) {
 // A crash anywhere before 4 commits leaves a RUNNING batch without an MR
 // recorded; the next round on any instance finds the slot occupied by it
 // and runs startBatch again, which adopts what the dead one did.
-func (d Deps) startBatch(ctx context.Context, b store.Batch) (mrIID int64, members int, err error) {
+func (d Flow) startBatch(ctx context.Context, b store.Batch) (mrIID int64, members int, err error) {
 	ops, err := d.Store.BatchMemberOperations(ctx, b.ID)
 	if err != nil {
 		return 0, 0, err
@@ -363,7 +363,7 @@ type openedMR struct {
 
 // openBatchMR is startBatch's steps 2 and 3 on a branch without an MR:
 // the absent removals settled, the batch's commit, then the MR opened.
-func (d Deps) openBatchMR(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (openedMR, error) {
+func (d Flow) openBatchMR(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (openedMR, error) {
 	// Before the commit is built: revocations whose entry is gone from
 	// the default branch are settled at once and leave the batch.
 	ops, err := d.settleAbsentRemovals(ctx, b, project, ops)
@@ -443,7 +443,7 @@ func mrClaimOf(now store.Batch, iid int64) mrClaim {
 // batch now has. Pre-empted, the batch read again decides: the same MR
 // recorded by another round is fine; a batch that has another MR or ended
 // leaves this one a stray, closed now.
-func (d Deps) recordBatchMR(ctx context.Context, b store.Batch, project, branch string, mr gitlab.MR, ops []store.Operation) (int64, error) {
+func (d Flow) recordBatchMR(ctx context.Context, b store.Batch, project, branch string, mr gitlab.MR, ops []store.Operation) (int64, error) {
 	states, err := d.Store.BatchMemberStates(ctx, b.ID)
 	if err != nil {
 		return mr.IID, err
@@ -496,7 +496,7 @@ func (d Deps) recordBatchMR(ctx context.Context, b store.Batch, project, branch 
 // MR a dead round made; a branch that turns foreign after changeflow used
 // it is skipped too, and the MR left behind there is the stray sweep's. Past
 // maxBranchAttempts branches the batch is blocked for a person.
-func (d Deps) batchBranch(ctx context.Context, b store.Batch, project string) (string, gitlab.MR, bool, error) {
+func (d Flow) batchBranch(ctx context.Context, b store.Batch, project string) (string, gitlab.MR, bool, error) {
 	first := flow.BatchBranchName(b.ID)
 	var skipped []string
 	for n := 1; n <= flow.MaxBranchAttempts; n++ {
@@ -557,7 +557,7 @@ const staleWriteAttempts = 5
 // commitBatch is startBatch's step 2: the batch's commit, pinned to the
 // commit its files were read at. A refusal because what was read went away
 // is answered by a fresh read and a new commit in the same round.
-func (d Deps) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
+func (d Flow) commitBatch(ctx context.Context, b store.Batch, project, branch string, ops []store.Operation) (title, body string, err error) {
 	title, message, body := flow.BatchText(b.ID, ops)
 	for attempt := 1; ; attempt++ {
 		at, err := d.PinBranch(ctx, project, branch, d.MainBranch())
@@ -684,7 +684,7 @@ func (r *Rounds) straysDue() bool {
 	return true
 }
 
-// SweepStrays runs the stray sweep (Deps.SweepStrayMRs) for every
+// SweepStrays runs the stray sweep (Flow.SweepStrayMRs) for every
 // configured project and returns how many MRs it closed.
 func (r *Rounds) SweepStrays(ctx context.Context) (int, error) {
 	n := 0
@@ -772,7 +772,7 @@ const strandedWindow = 24 * time.Hour
 // otherwise back to CREATE_ADMITTED and re-admitted, as the settlement
 // would have done. Idempotent: a recovered member has a waiting row or a
 // MERGED binding and is not found again.
-func (d Deps) recoverStranded(ctx context.Context) error {
+func (d Flow) recoverStranded(ctx context.Context) error {
 	stranded, err := d.Store.BatchStranded(ctx, strandedWindow, 0)
 	if err != nil || len(stranded) == 0 {
 		return err
@@ -796,7 +796,7 @@ func (d Deps) recoverStranded(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (d Deps) recoverBatchMembers(ctx context.Context, batchID int64, ids []string) error {
+func (d Flow) recoverBatchMembers(ctx context.Context, batchID int64, ids []string) error {
 	b, err := d.Store.BatchGet(ctx, batchID)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -46,14 +46,14 @@ const strayCloseTimeout = 30 * time.Second
 
 // closeStrayMR closes MR iid of batch b's branch, which this round opened
 // or adopted and b does not record (b records another MR, or ended).
-func (d Deps) closeStrayMR(ctx context.Context, b store.Batch, project string, iid int64) error {
+func (d Flow) closeStrayMR(ctx context.Context, b store.Batch, project string, iid int64) error {
 	_, err := d.closeStray(ctx, "batch round", b, project, iid)
 	return err
 }
 
 // closeStray is closeStrayMR for who (the round, the stray sweep); it
 // reports whether the MR read merged (and was left alone).
-func (d Deps) closeStray(ctx context.Context, who string, b store.Batch, project string, iid int64) (merged bool, err error) {
+func (d Flow) closeStray(ctx context.Context, who string, b store.Batch, project string, iid int64) (merged bool, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strayCloseTimeout)
 	defer cancel()
 	merged, err = d.closeAndReadMR(cctx, project, iid)
@@ -148,7 +148,7 @@ func batchOfBranch(branch string) (int64, bool) {
 
 // SweepStrayMRs closes project's open MRs on batch branches that no
 // active batch records or may still record (see above).
-func (d Deps) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, error) {
+func (d Flow) SweepStrayMRs(ctx context.Context, projectID int64) (StraySweep, error) {
 	var res StraySweep
 	project := strconv.FormatInt(projectID, 10)
 	mrs, truncated, err := d.GitLab.ListOpenMRs(ctx, project, d.MainBranch())
@@ -179,7 +179,7 @@ type batchMR struct {
 // bot opened. An MR on a changeflow/ branch that someone else opened is
 // counted in res.Foreign and alerted (a security event; its failure is
 // among errs); err: the bot's account could not be read.
-func (d Deps) botBatchMRs(ctx context.Context, mrs []gitlab.MR, res *StraySweep) (found []batchMR, errs []error, err error) {
+func (d Flow) botBatchMRs(ctx context.Context, mrs []gitlab.MR, res *StraySweep) (found []batchMR, errs []error, err error) {
 	var bot gitlab.User
 	for _, mr := range mrs {
 		if !strings.HasPrefix(mr.SourceBranch, "changeflow/") {
@@ -212,7 +212,7 @@ func (d Deps) botBatchMRs(ctx context.Context, mrs []gitlab.MR, res *StraySweep)
 
 // closeStrays reads the batch of each of found (once per batch, in batch
 // order) and closes the MRs strayOf calls strays, counted in res.Closed.
-func (d Deps) closeStrays(ctx context.Context, projectID int64, found []batchMR, res *StraySweep) []error {
+func (d Flow) closeStrays(ctx context.Context, projectID int64, found []batchMR, res *StraySweep) []error {
 	project := strconv.FormatInt(projectID, 10)
 	slices.SortFunc(found, func(a, b batchMR) int { return int(a.batch - b.batch) })
 	var errs []error

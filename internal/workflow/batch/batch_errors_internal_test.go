@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -94,12 +94,12 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 }
 
 // admittedBatchWorld is the world of the batch path's internal tests: a
-// configuration with project 1 and its batching target "t", Deps over st
+// configuration with project 1 and its batching target "t", a Flow over st
 // with the GitLab fake of the benchmarks (retries after a millisecond),
 // and one approve-first request per id admitted to the waiting set
 // (CREATE_ADMITTED, MR_CREATING), in the order of ids and before the
 // database clock's "now", so a round right after claims them all.
-func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Deps {
+func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Flow {
 	t.Helper()
 	ctx := t.Context()
 	mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
@@ -109,7 +109,7 @@ func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Deps {
 	require.NoError(t, err)
 	snap := mgr.Current()
 	_ = mgr.Close()
-	d := Deps{Env: flow.Env{GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}, Store: st}
+	d := Flow{Env: flow.Env{GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}, Store: st}
 	for _, id := range ids {
 		_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
 			Operation: store.OperationCreateParams{

@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -41,7 +41,7 @@ var errNoMembersLeft = errors.New("no member left to build an MR for")
 // those removals are still to be merged. A file that does not parse and
 // a target no longer configured are left to the commit's own read, which
 // blocks the batch for a person.
-func (d Deps) settleAbsentRemovals(ctx context.Context, b store.Batch, project string, ops []store.Operation) ([]store.Operation, error) {
+func (d Flow) settleAbsentRemovals(ctx context.Context, b store.Batch, project string, ops []store.Operation) ([]store.Operation, error) {
 	revokes := admittedRevocations(ops)
 	if len(revokes) == 0 {
 		return ops, nil
@@ -90,7 +90,7 @@ func admittedRevocations(ops []store.Operation) []store.Operation {
 // whose grant's entry is not there. A file that does not parse and a
 // target no longer configured answer nothing (the commit's own read
 // blocks the batch).
-func (d Deps) absentEntries(ctx context.Context, b store.Batch, project string, revokes []store.Operation) (map[string]string, error) {
+func (d Flow) absentEntries(ctx context.Context, b store.Batch, project string, revokes []store.Operation) (map[string]string, error) {
 	head, err := d.GitLab.GetBranch(ctx, project, d.MainBranch())
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", d.MainBranch(), err)

@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -24,8 +24,8 @@ var batchActionOf = map[string]string{
 	flow.ActionPollRebase:     flow.ActionBatchPollRebase,
 }
 
-// RegisterBatchSteps registers the batch path's durable steps on e.
-func RegisterBatchSteps(e *engine.Engine, d Deps) {
+// Register registers the batch path's durable steps on e.
+func Register(e *engine.Engine, d Flow) {
 	e.Register(flow.ActionBatchPollPipeline, engine.StepFunc{Decl: d.batchDecl(single.CreateDecl, single.CreateDecl.OnError), Fn: d.batchStep(single.CreateDecl.OnError, d.single().PollPipeline)})
 	e.Register(flow.ActionBatchApprove, engine.StepFunc{Decl: d.batchDecl(single.ApproveDecl, single.ApproveDecl.OnError), Fn: d.batchStep(single.ApproveDecl.OnError, d.single().Approve)})
 	e.Register(flow.ActionBatchMerge, engine.StepFunc{Decl: d.batchDecl(single.MergeDecl, single.MergeDecl.OnError), Fn: d.batchStep(single.MergeDecl.OnError, d.single().Merge)})
@@ -51,7 +51,7 @@ func RegisterBatchSteps(e *engine.Engine, d Deps) {
 //     (batchStepFailed, batch_errors.go); retries that ran out likewise
 //     (batchDecl: the engine asks the step before it writes OnError);
 //   - WaitUntil / RetryAfter are kept as they are.
-func (d Deps) batchStep(fail engine.Failure, inner func(context.Context, engine.Work) (engine.Outcome, error)) func(context.Context, engine.Work) (engine.Outcome, error) {
+func (d Flow) batchStep(fail engine.Failure, inner func(context.Context, engine.Work) (engine.Outcome, error)) func(context.Context, engine.Work) (engine.Outcome, error) {
 	return func(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 		b, err := d.Store.BatchGet(ctx, w.Operation.BatchID)
 		if err != nil {
@@ -125,7 +125,7 @@ func followMilestone(s domain.StepStatus) milestone {
 
 // batchFollow moves every member except the driver to the milestone of the
 // driver's step, when they are behind it.
-func (d Deps) batchFollow(ctx context.Context, batchID int64, driver string, driverStep domain.StepStatus) error {
+func (d Flow) batchFollow(ctx context.Context, batchID int64, driver string, driverStep domain.StepStatus) error {
 	target := followMilestone(driverStep)
 	if target == batchNowhere {
 		return nil

@@ -1,4 +1,4 @@
-package workflow
+package batch
 
 import (
 	"context"
@@ -142,7 +142,7 @@ func BenchmarkBatchRound(b *testing.B) {
 			snap := mgr.Current()
 			_ = mgr.Close()
 			gl := newBenchGitLab()
-			d := Deps{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}, Store: st}
+			d := Flow{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}, Store: st}
 			rounds := NewRounds(d, nil)
 
 			seq := 0
