@@ -101,7 +101,7 @@ func TestGoNamesRuleFindsEachForm(t *testing.T) {
 	}{
 		{"`store.NoSuchOperation` and `Engine.RunNow`", 2, 2},
 		{"`retryDeadlock()` and `BatchSettle*`", 2, 2},
-		{"`store.BatchApply`, `domain.CheckStep()`, `Deps.Store`, `TestDocumentedGoNamesExist`", 4, 0},
+		{"`store.BatchApply`, `domain.CheckStep()`, `Flow.Store`, `TestDocumentedGoNamesExist`", 4, 0},
 		{"`lifecycle.Revoker.Revoke`, `BatchClaim*`, `DocumentedGoNamesExist`, `operationId`", 3, 0},
 		{"`sql.Rows`, `slog.Logger`, `Current.ExpiresAt`", 3, 0},
 		{"`batch.maxSize`, `REJECTED`, `CHANGEFLOW_TEST_MYSQL_DSN`, `docs/flows/batch.md`, `--local`, `Host`", 0, 0},

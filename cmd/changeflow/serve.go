@@ -26,13 +26,13 @@ import (
 	"changeflow/internal/permission"
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
 	"changeflow/internal/workflow/single"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // runServe is the composition root: configuration, storage, metrics and
@@ -130,14 +130,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// round runs").
 		RoundTrigger: flow.NewRoundTrigger(nil),
 	}
-	wdeps := workflow.Deps{Env: flowEnv, Store: st}
 	single.Register(engine, single.Steps{Env: flowEnv, Store: st})
-	workflow.RegisterWithdrawStep(engine, wdeps)
+	withdrawFlow := withdraw.Flow{Env: flowEnv, Store: st}
+	withdraw.Register(engine, withdrawFlow)
 	batchFlow := batch.Flow{Env: flowEnv, Store: st}
 	batch.Register(engine, batchFlow)
 	// Reconciliation of lost deploy callbacks on every instance
 	// every reconcile.interval; its flips count the same validated metric
-	// through wdeps.Observer, once per flip. Each run also applies
+	// through flowEnv.Observer, once per flip. Each run also applies
 	// approval decisions recorded but never applied (a crash between the
 	// two).
 	reconciler := reconcile.New(flowEnv, st)
@@ -181,7 +181,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Config: cfg, Requests: st, Ops: st, Callbacks: st, Files: glPreview,
 			Sink:         httpapi.NewWorkflowSink(cbs),
 			Work:         engine,
-			Withdraw:     workflow.Withdrawer{Deps: wdeps, Engine: engine},
+			Withdraw:     withdraw.Withdrawer{Flow: withdrawFlow, Engine: engine},
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Env: flowEnv},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,

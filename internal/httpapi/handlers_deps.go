@@ -125,7 +125,7 @@ type Business struct {
 	// every preview to empty data and answers the latter with 500.
 	Files FileReader
 	// Withdraw backs POST /api/requests/{operationId}/withdraw
-	// (*workflow.Withdrawer); nil answers it with 500.
+	// (*withdraw.Withdrawer); nil answers it with 500.
 	Withdraw RequestWithdrawer
 	// Work hands a new request's first action to the workflow's bounded
 	// pool at once (*engine.Engine); nil leaves it to the engine's

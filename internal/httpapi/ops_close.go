@@ -12,14 +12,14 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // RequestCloser closes a stopped request for an operator;
-// workflow.Withdrawer implements it (its Close: contract and errors). The
+// withdraw.Withdrawer implements it (its Close: contract and errors). The
 // close endpoint finds it on Business.Withdraw, which does both.
 type RequestCloser interface {
-	Close(ctx context.Context, operationID, actor, reason string) (workflow.WithdrawAnswer, error)
+	Close(ctx context.Context, operationID, actor, reason string) (withdraw.Answer, error)
 }
 
 // opsReason reads an ops write's required "reason" field: one line of
@@ -86,7 +86,7 @@ func (s *Server) handleOpsClose() http.Handler {
 }
 
 // closeAnswer maps a close's answer onto the API's.
-func (s *Server) closeAnswer(ctx context.Context, id string, ans workflow.WithdrawAnswer) (string, domain.Code, any, error) {
+func (s *Server) closeAnswer(ctx context.Context, id string, ans withdraw.Answer) (string, domain.Code, any, error) {
 	if ans.Merged {
 		return id, "", nil, domain.Refusef(domain.CodeAlreadyInEffect, domain.ReasonMergedFirst,
 			fmt.Sprintf("The merge request was merged before it could be closed: the request follows its merge and takes effect. To end the access, revoke it (POST /ops/requests/%s/revoke).", id),

@@ -9,14 +9,14 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/lifecycle"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // stubWithdrawer answers every withdrawal with ans.
-type stubWithdrawer struct{ ans workflow.WithdrawAnswer }
+type stubWithdrawer struct{ ans withdraw.Answer }
 
-func (s stubWithdrawer) Withdraw(context.Context, string, string) (workflow.WithdrawAnswer, error) {
+func (s stubWithdrawer) Withdraw(context.Context, string, string) (withdraw.Answer, error) {
 	return s.ans, nil
 }
 
@@ -46,18 +46,18 @@ func TestRefusalReasons(t *testing.T) {
 	under := func(r domain.Reason) error {
 		return &lifecycle.RenewalUnderWayError{Grant: "g", Renewal: "r", View: domain.BindingMRCreated, Advice: "do this", Reason: r}
 	}
-	withdrawnOf := func(kind domain.OperationKind, ans workflow.WithdrawAnswer) error {
+	withdrawnOf := func(kind domain.OperationKind, ans withdraw.Answer) error {
 		s := &Server{deps: Deps{Business: Business{Withdraw: stubWithdrawer{ans}}}}
 		_, _, err := s.withdraw(t.Context(), store.Operation{OperationID: "w1", Kind: kind}, "alice")
 		return err
 	}
-	withdrawn := func(ans workflow.WithdrawAnswer) error { return withdrawnOf(domain.OperationGrant, ans) }
-	closed := func(ans workflow.WithdrawAnswer) error {
+	withdrawn := func(ans withdraw.Answer) error { return withdrawnOf(domain.OperationGrant, ans) }
+	closed := func(ans withdraw.Answer) error {
 		_, _, _, err := (&Server{}).closeAnswer(t.Context(), "c1", ans)
 		return err
 	}
-	refused := func(view domain.BindingStatus, step domain.StepStatus) workflow.WithdrawAnswer {
-		return workflow.WithdrawAnswer{Result: store.WithdrawResult{Outcome: store.WithdrawRefused, View: view,
+	refused := func(view domain.BindingStatus, step domain.StepStatus) withdraw.Answer {
+		return withdraw.Answer{Result: store.WithdrawResult{Outcome: store.WithdrawRefused, View: view,
 			Binding: store.Binding{OperationID: "c1", Status: view}},
 			Operation: store.Operation{OperationID: "c1", Step: int(step), Kind: domain.OperationGrant},
 			Binding:   store.Binding{OperationID: "c1", Status: view}}
@@ -80,11 +80,11 @@ func TestRefusalReasons(t *testing.T) {
 		{"give back: not in effect", revokeError("g", lifecycle.ErrNotInEffect), domain.CodeNotInEffect,
 			"This request's access is not in effect, so there is nothing to give back: it is still being granted, " +
 				"was rejected or closed, or stopped on a failure. Withdraw a request that is still waiting, or ask an operator.", domain.ReasonNotInEffect},
-		{"withdraw: the merge won", withdrawn(workflow.WithdrawAnswer{Merged: true}), domain.CodeAlreadyInEffect,
+		{"withdraw: the merge won", withdrawn(withdraw.Answer{Merged: true}), domain.CodeAlreadyInEffect,
 			"The change was merged before it could be withdrawn and takes effect. To end the access, give it back (POST /api/requests/w1/revoke).", domain.ReasonMergedFirst},
-		{"withdraw: claimed by a batch", withdrawn(workflow.WithdrawAnswer{Result: store.WithdrawResult{Outcome: store.WithdrawClaimed, BatchID: 4}}), domain.CodeRequestInProgress,
+		{"withdraw: claimed by a batch", withdrawn(withdraw.Answer{Result: store.WithdrawResult{Outcome: store.WithdrawClaimed, BatchID: 4}}), domain.CodeRequestInProgress,
 			"The request was already taken into batch 4, whose merge request is under way; it can no longer be withdrawn. Once it takes effect you can give the access back.", domain.ReasonClaimedByBatch},
-		{"withdraw: a revocation, whatever the answer", withdrawnOf(domain.OperationRevoke, workflow.WithdrawAnswer{Result: store.WithdrawResult{Outcome: store.WithdrawApplied}}),
+		{"withdraw: a revocation, whatever the answer", withdrawnOf(domain.OperationRevoke, withdraw.Answer{Result: store.WithdrawResult{Outcome: store.WithdrawApplied}}),
 			domain.CodeRequestInProgress,
 			"This is a removal of access, which cannot be withdrawn: it goes on until the access is removed (should it stop on a failure, an operator retries it). Once it is done you can ask for the access again.",
 			domain.ReasonIsRevocation},
@@ -96,17 +96,17 @@ func TestRefusalReasons(t *testing.T) {
 			"The request has already taken effect. Give it back.", domain.ReasonInEffect},
 		{"withdraw: stopped on a failure", refusedWithdrawal("w1", domain.BindingHandleFailed, ""), domain.CodeRequestInProgress,
 			"The request stopped on a failure and waits for an operator, who can retry or cancel it; it cannot be withdrawn meanwhile.", domain.ReasonStoppedOnFailure},
-		{"withdraw: the close of its MR stopped", withdrawn(workflow.WithdrawAnswer{Stopped: true,
+		{"withdraw: the close of its MR stopped", withdrawn(withdraw.Answer{Stopped: true,
 			Operation: store.Operation{OperationID: "w1", Step: int(domain.StepCloseFailed)}, Binding: store.Binding{OperationID: "w1", Status: domain.BindingMRCreated}}),
 			domain.CodeRequestInProgress,
 			"The withdrawal is recorded, but closing the request's merge request failed; an operator retries it. Nothing more to do on your side.", domain.ReasonCloseFailed},
-		{"close: the merge won", closed(workflow.WithdrawAnswer{Merged: true}), domain.CodeAlreadyInEffect,
+		{"close: the merge won", closed(withdraw.Answer{Merged: true}), domain.CodeAlreadyInEffect,
 			"The merge request was merged before it could be closed: the request follows its merge and takes effect. To end the access, revoke it (POST /ops/requests/c1/revoke).", domain.ReasonMergedFirst},
-		{"close: claimed by a batch", closed(workflow.WithdrawAnswer{Result: store.WithdrawResult{Outcome: store.WithdrawClaimed}}), domain.CodeRequestInProgress,
+		{"close: claimed by a batch", closed(withdraw.Answer{Result: store.WithdrawResult{Outcome: store.WithdrawClaimed}}), domain.CodeRequestInProgress,
 			"The request is in a batch, whose merge request is under way: a member is closed only once its batch is blocked or has ended. Settle the batch instead.", domain.ReasonClaimedByBatch},
 		{"close: stopped while merging", closed(refused(domain.BindingMerging, domain.StepHandleMergeFailed)), domain.CodeRequestInProgress,
 			"The request stopped while it was being merged (it is at " + domain.StepHandleMergeFailed.String() + "): closing it could race the merge. Retrigger it instead.", domain.ReasonStoppedWhileMerging},
-		{"close: the close of its MR stopped", closed(workflow.WithdrawAnswer{Stopped: true,
+		{"close: the close of its MR stopped", closed(withdraw.Answer{Stopped: true,
 			Operation: store.Operation{OperationID: "c1", Step: int(domain.StepCloseFailed)}, Binding: store.Binding{OperationID: "c1", Status: domain.BindingMRCreated}}),
 			domain.CodeRequestInProgress,
 			"The close is recorded, but closing the request's merge request failed; retrigger it once GitLab answers again.", domain.ReasonCloseFailed},

@@ -11,7 +11,6 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
@@ -21,8 +20,8 @@ import (
 func withApprovals(clock *atomic.Pointer[time.Time]) worldOpt {
 	return func(w *bizWorld, d *Deps) {
 		w.overlay["approval.verifyDecisions"] = false
-		wd := workflow.Deps{Env: flow.Env{Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}, Store: w.st}
-		d.Business.Sink = NewWorkflowSink(callbacks.New(wd.Env, wd.Store, nil))
+		env := flow.Env{Config: w.cfg.Current, Now: func() time.Time { return *clock.Load() }}
+		d.Business.Sink = NewWorkflowSink(callbacks.New(env, w.st, nil))
 	}
 }
 

@@ -11,13 +11,13 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // RequestWithdrawer withdraws a request for its owner;
-// workflow.Withdrawer implements it (its contract and errors).
+// withdraw.Withdrawer implements it (its contract and errors).
 type RequestWithdrawer interface {
-	Withdraw(ctx context.Context, operationID, actor string) (workflow.WithdrawAnswer, error)
+	Withdraw(ctx context.Context, operationID, actor string) (withdraw.Answer, error)
 }
 
 // auditActionWithdraw names a withdrawal in the audit records.

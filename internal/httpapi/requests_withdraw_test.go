@@ -8,8 +8,8 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // withWithdraw wires the workflow's withdrawal over the world's store
@@ -17,7 +17,7 @@ import (
 // pool is busy).
 func withWithdraw() worldOpt {
 	return func(w *bizWorld, d *Deps) {
-		d.Business.Withdraw = workflow.Withdrawer{Deps: workflow.Deps{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}}
+		d.Business.Withdraw = withdraw.Withdrawer{Flow: withdraw.Flow{Env: flow.Env{Config: w.cfg.Current}, Store: w.st}}
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 )
@@ -24,7 +23,7 @@ import (
 // service the test drives with RunRound.
 type batchWorld struct {
 	*world
-	deps   workflow.Deps
+	deps   flowDeps
 	rounds *batch.Rounds
 }
 

@@ -12,9 +12,9 @@ import (
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/single"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // TestBatchThreeInstancesConverge: three instances (engine + round
@@ -32,7 +32,7 @@ func TestBatchThreeInstancesConverge(t *testing.T) {
 				Lease: 30 * time.Second, PollInterval: 10 * time.Millisecond, MaxRetries: 20})
 			require.NoError(t, err)
 			single.Register(e, single.Steps{Env: w.deps.Env, Store: w.deps.Store})
-			workflow.RegisterWithdrawStep(e, w.deps)
+			withdraw.Register(e, withdrawFlow(w.deps))
 			batch.Register(e, batchFlow(w.deps))
 			require.NoError(t, e.Start(t.Context()))
 			t.Cleanup(e.Stop)

@@ -12,7 +12,6 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/batch"
 )
 
@@ -31,7 +30,7 @@ func TestApproveFirstDaysCountFromTheApproval(t *testing.T) {
 		approvedAt := time.Now().Add(3*24*time.Hour + 250*time.Millisecond).UTC()
 		clock.Store(&approvedAt)
 		w := newWorld(t, st, func(s *worldSetup) {
-			s.deps = func(d *workflow.Deps) { d.Now = func() time.Time { return *clock.Load() } }
+			s.deps = func(d *flowDeps) { d.Now = func() time.Time { return *clock.Load() } }
 		})
 		batchDeps := w.deps
 		batch.Register(w.eng, batchFlow(batchDeps))

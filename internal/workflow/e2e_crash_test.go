@@ -18,8 +18,8 @@ import (
 	"changeflow/internal/engine/enginetest"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/single"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // Environment of a worker process of TestKill9AtEachBusinessStep.
@@ -159,7 +159,7 @@ func TestStepCrashWorkerProcess(t *testing.T) {
 		Lease: stepCrashLease, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	single.Register(e, single.Steps{Env: deps.Env, Store: deps.Store})
-	workflow.RegisterWithdrawStep(e, deps)
+	withdraw.Register(e, withdrawFlow(deps))
 	require.NoError(t, e.Start(ctx))
 	<-time.After(2 * time.Minute) // until killed
 }

@@ -28,12 +28,12 @@ import (
 	simapproval "changeflow/internal/sim/approval"
 	simgl "changeflow/internal/sim/gitlab"
 	"changeflow/internal/store"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/single"
+	"changeflow/internal/workflow/withdraw"
 )
 
 const (
@@ -60,7 +60,7 @@ type world struct {
 	cbs   *callbacks.Callbacks
 
 	// deps are the steps' dependencies, as registered on eng.
-	deps workflow.Deps
+	deps flowDeps
 
 	mu        sync.Mutex
 	validated map[string]int // success side effects per operation (I9)
@@ -101,7 +101,7 @@ type worldSetup struct {
 	wrapGitLab func(gitlab.GitLab) gitlab.GitLab
 	// deps, when set, edits the steps' dependencies (hooks) before the
 	// engine starts.
-	deps func(*workflow.Deps)
+	deps func(*flowDeps)
 	// noGitLabWebhooks keeps the GitLab simulator from sending webhooks:
 	// a test that delivers them itself, at the moment it chooses.
 	noGitLabWebhooks bool
@@ -157,9 +157,9 @@ func e2eOverlay(simURL string) map[string]any {
 }
 
 // e2eDeps are the business steps' dependencies over the real adapters.
-func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper, onValidated func(context.Context, store.Flip)) workflow.Deps {
+func e2eDeps(st *store.Store, cfg func() *config.Snapshot, tr http.RoundTripper, onValidated func(context.Context, store.Flip)) flowDeps {
 	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg()) }, Transport: tr})
-	return workflow.Deps{Store: st, Env: flow.Env{
+	return flowDeps{Store: st, Env: flow.Env{
 		GitLab: gl,
 		Approver: gitlab.SelectingApprover{
 			CheckItemsEnabled: func() bool { return cfg().Approval().CheckItems },
@@ -187,7 +187,7 @@ type testObserver struct {
 // observe returns d's testObserver, installing an empty one when d has
 // none, so a test sets the events it counts and keeps the others. Set
 // them before the engine starts: the flows read them from then on.
-func observe(d *workflow.Deps) *testObserver {
+func observe(d *flowDeps) *testObserver {
 	o, ok := d.Observer.(*testObserver)
 	if !ok {
 		o = &testObserver{}
@@ -316,13 +316,13 @@ func newWorld(t *testing.T, st *store.Store, opts ...worldOpt) *world {
 }
 
 // startEngine runs the steps in this process, driven by RunDue.
-func (w *world) startEngine(deps workflow.Deps) {
+func (w *world) startEngine(deps flowDeps) {
 	w.t.Helper()
 	e, err := engine.New(engine.Options{Store: w.st, Owner: "e2e", Workers: 4, QueueSize: 4, Lease: 30 * time.Second,
 		PollInterval: time.Hour, MaxRetries: 20})
 	require.NoError(w.t, err)
 	single.Register(e, single.Steps{Env: deps.Env, Store: deps.Store})
-	workflow.RegisterWithdrawStep(e, deps)
+	withdraw.Register(e, withdrawFlow(deps))
 	w.eng = e
 	w.cbs = callbacks.New(deps.Env, deps.Store, e)
 	require.NoError(w.t, e.Start(w.t.Context()))
@@ -497,11 +497,23 @@ func urlQuery(s string) string {
 }
 
 // revoker gives access back and revokes it over d, as the API does.
-func revoker(d workflow.Deps) lifecycle.Revoker {
+func revoker(d flowDeps) lifecycle.Revoker {
 	return lifecycle.Revoker{Env: d.Env, Store: d.Store}
 }
 
 // batchFlow is the batch path over d.
-func batchFlow(d workflow.Deps) batch.Flow {
+func batchFlow(d flowDeps) batch.Flow {
 	return batch.Flow{Env: d.Env, Store: d.Store}
+}
+
+// flowDeps are one process's flows' dependencies over the real adapters:
+// the shared Env and the store each flow reads through its own interface.
+type flowDeps struct {
+	flow.Env
+	Store *store.Store
+}
+
+// withdrawFlow is the withdrawal over d.
+func withdrawFlow(d flowDeps) withdraw.Flow {
+	return withdraw.Flow{Env: d.Env, Store: d.Store}
 }

@@ -12,16 +12,16 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // withdrawRenewal withdraws renewal r as its owner does, through the
 // world's engine (the HTTP layer's Withdrawer).
-func (w *revokeWorld) withdrawRenewal(r string) workflow.WithdrawAnswer {
+func (w *revokeWorld) withdrawRenewal(r string) withdraw.Answer {
 	w.t.Helper()
 	// The engine's own deps (the world's): they carry the withdrawal counter.
-	ans, err := workflow.Withdrawer{Deps: w.world.deps, Engine: w.eng}.Withdraw(w.t.Context(), r, "owner")
+	ans, err := withdraw.Withdrawer{Flow: withdrawFlow(w.world.deps), Engine: w.eng}.Withdraw(w.t.Context(), r, "owner")
 	require.NoError(w.t, err)
 	return ans
 }

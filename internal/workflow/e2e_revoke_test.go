@@ -17,7 +17,6 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
@@ -63,7 +62,7 @@ func newRevokeWorld(t *testing.T, st *store.Store, wrap ...func(gitlab.GitLab) g
 	t.Helper()
 	w := &revokeWorld{revoked: map[string]int{}, created: map[domain.RevokeReason]int{}, createdBy: map[string]int{},
 		renewals: map[string]int{}, withdraws: map[string]int{}}
-	hooks := func(d *workflow.Deps) {
+	hooks := func(d *flowDeps) {
 		if d.Approval != nil {
 			d.Approval = countingApproval{Service: d.Approval, w: w}
 		}

@@ -11,16 +11,16 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/withdraw"
 )
 
 // withdrawer is the world's withdrawal entry, as the HTTP layer calls it.
-func (w *world) withdrawer() workflow.Withdrawer {
-	return workflow.Withdrawer{Deps: w.deps, Engine: w.eng}
+func (w *world) withdrawer() withdraw.Withdrawer {
+	return withdraw.Withdrawer{Flow: withdrawFlow(w.deps), Engine: w.eng}
 }
 
-func (w *world) withdraw(opID string) workflow.WithdrawAnswer {
+func (w *world) withdraw(opID string) withdraw.Answer {
 	w.t.Helper()
 	ans, err := w.withdrawer().Withdraw(w.t.Context(), opID, "owner")
 	require.NoError(w.t, err)

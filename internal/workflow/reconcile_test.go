@@ -15,7 +15,6 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
-	"changeflow/internal/workflow"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/reconcile"
@@ -46,8 +45,8 @@ func newReconcileWorld(t *testing.T, st *store.Store, ov map[string]any) *reconc
 	return w
 }
 
-func (w *reconcileWorld) deps() workflow.Deps {
-	return workflow.Deps{Store: w.st, Env: flow.Env{
+func (w *reconcileWorld) deps() flowDeps {
+	return flowDeps{Store: w.st, Env: flow.Env{
 		Config: w.cfg.Load,
 		Observer: &testObserver{validated: func(_ context.Context, f store.Flip) {
 			w.mu.Lock()

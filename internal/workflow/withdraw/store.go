@@ -1,4 +1,4 @@
-package workflow
+package withdraw
 
 import (
 	"changeflow/internal/domain"
@@ -8,13 +8,23 @@ import (
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/single"
+	"context"
 )
 
-// Deps is what the flows still in this package need: the shared Env and
-// the store.
-type Deps struct {
+// Store is what a withdrawal reads and writes beyond the engine's own
+// writes, with what settling a member's batch needs (batch.Store);
+// *store.Store is one.
+type Store interface {
+	batch.Store
+	BindingGetByOperation(ctx context.Context, operationID string) (store.Binding, error)
+	OperationWithdraw(ctx context.Context, p store.WithdrawParams) (store.WithdrawResult, error)
+}
+
+// Flow is the withdrawal's upstream half (the withdraw step) over the
+// shared Env and its store.
+type Flow struct {
 	flow.Env
-	Store *store.Store
+	Store Store
 }
 
 var (
@@ -26,25 +36,25 @@ var (
 	}
 )
 
-// RegisterWithdrawStep registers the withdraw step (the upstream half of
-// a requester's withdrawal) on e.
-func RegisterWithdrawStep(e *engine.Engine, d Deps) {
+// Register registers the withdraw step (the upstream half of a
+// requester's withdrawal or an operator's close) on e.
+func Register(e *engine.Engine, d Flow) {
 	e.Register(flow.ActionWithdraw, engine.StepFunc{Decl: withdrawDecl, Fn: d.withdraw})
 }
 
 // applier applies approval decisions and deploy confirmations through the
 // callbacks' own guards.
-func (d Deps) applier() callbacks.Applier {
+func (d Flow) applier() callbacks.Applier {
 	return callbacks.Applier{Env: d.Env, Store: d.Store}
 }
 
 // single is the single-request steps over d, which batch MRs reuse.
-func (d Deps) single() single.Steps {
+func (d Flow) single() single.Steps {
 	return single.Steps{Env: d.Env, Store: d.Store}
 }
 
 // batches is the batch path over d: a withdrawn member's batch is
 // settled without it.
-func (d Deps) batches() batch.Flow {
+func (d Flow) batches() batch.Flow {
 	return batch.Flow{Env: d.Env, Store: d.Store}
 }

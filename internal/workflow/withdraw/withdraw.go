@@ -1,4 +1,4 @@
-package workflow
+package withdraw
 
 import (
 	"context"
@@ -43,7 +43,7 @@ const noneYet = "nothing to withdraw found yet"
 // that step as the marker of why the renewal ended, rather than writing
 // the requester's CLOSE_REQUESTER_WITHDRAWN, and such an end is not
 // counted as a requester's withdrawal.
-func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, error) {
+func (d Flow) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
 	v, end := d.withdrawActionView(ctx, op)
 	if end != nil {
@@ -83,7 +83,7 @@ func (d Deps) withdraw(ctx context.Context, w engine.Work) (engine.Outcome, erro
 // withdrawActionView reads what the withdraw action is planned from: the
 // operation, the binding it owns, and its step history when the plan
 // needs it.
-func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domain.WithdrawActionView, *flow.StepEnd) {
+func (d Flow) withdrawActionView(ctx context.Context, op store.Operation) (domain.WithdrawActionView, *flow.StepEnd) {
 	v := domain.WithdrawActionView{
 		Kind: op.Kind, Step: domain.StepStatus(op.Step),
 		InBatch: op.BatchID != 0, Legacy: op.Flow == flow.FlowLegacy, HasApproval: op.ApprovalID != "", HasMR: op.MRIID != 0,
@@ -117,7 +117,7 @@ func (d Deps) withdrawActionView(ctx context.Context, op store.Operation) (domai
 // the plan's binding and the notes of what happened upstream; merged
 // wins in the MR place; an MR neither closed nor merged is read again
 // later.
-func (d Deps) withdrawFinish(op store.Operation, plan domain.WithdrawActionPlan, mr gitlab.MR, found bool, notes []string) engine.Outcome {
+func (d Flow) withdrawFinish(op store.Operation, plan domain.WithdrawActionPlan, mr gitlab.MR, found bool, notes []string) engine.Outcome {
 	// A renewal's CLOSED is mapped at the store edge: the row goes back to
 	// the grant it renews, VALIDATED with the grant's expiry.
 	t := engine.Transition{Step: plan.End, Binding: plan.Binding}
@@ -170,7 +170,7 @@ const codeMemberWithdrawn = "BATCH_MEMBER_WITHDRAWN"
 // round builds an MR without it. The member is this action's to finish:
 // the settlement leaves a member whose next action is withdraw alone. An
 // ended batch (the culprit of a failed check pipeline) needs nothing.
-func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain.StepStatus) *flow.StepEnd {
+func (d Flow) leaveBatch(ctx context.Context, op store.Operation, endStep domain.StepStatus) *flow.StepEnd {
 	b, err := d.Store.BatchGet(ctx, op.BatchID)
 	if err != nil {
 		out, err := d.RetryOr(err, "read batch")
@@ -198,7 +198,7 @@ func (d Deps) leaveBatch(ctx context.Context, op store.Operation, endStep domain
 }
 
 // reached says whether operationID's history has step.
-func (d Deps) reached(ctx context.Context, operationID string, step domain.StepStatus) (bool, error) {
+func (d Flow) reached(ctx context.Context, operationID string, step domain.StepStatus) (bool, error) {
 	hist, err := d.Store.OperationStepList(ctx, operationID)
 	if err != nil {
 		return false, err
@@ -214,7 +214,7 @@ func (d Deps) reached(ctx context.Context, operationID string, step domain.StepS
 // withdrawApproval withdraws op's approval upstream. It returns a note
 // for the history when done, an outcome to return instead (the one wait
 // for an approval not found yet), or a flow.StepEnd for a failure.
-func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *engine.Outcome, *flow.StepEnd) {
+func (d Flow) withdrawApproval(ctx context.Context, op store.Operation, waited bool) (string, *engine.Outcome, *flow.StepEnd) {
 	if d.Approval == nil {
 		return "", nil, &flow.StepEnd{Err: errors.New("no approval system client configured")}
 	}
@@ -252,7 +252,7 @@ func (d Deps) withdrawApproval(ctx context.Context, op store.Operation, waited b
 
 // approvalRetryOr retries a transient approval-system failure (no answer,
 // 429, 5xx, open breaker) and fails on anything else.
-func (d Deps) approvalRetryOr(err error, what string) (engine.Outcome, error) {
+func (d Flow) approvalRetryOr(err error, what string) (engine.Outcome, error) {
 	if approval.IsTransient(err) || approval.OutcomeUnknown(err) || approval.IsBreakerOpen(err) {
 		return d.RetryLater(err, what+": "+err.Error()), nil
 	}
@@ -263,7 +263,7 @@ func (d Deps) approvalRetryOr(err error, what string) (engine.Outcome, error) {
 // branch: create_mr may have opened it without recording it before the
 // withdrawal pre-empted it) and closes it unless closed or merged. found
 // is false when there is none — after one wait, as for the approval.
-func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited bool) (gitlab.MR, bool, *flow.StepEnd) {
+func (d Flow) closeForWithdrawal(ctx context.Context, op store.Operation, waited bool) (gitlab.MR, bool, *flow.StepEnd) {
 	project, err := d.Project(op)
 	if err != nil {
 		return gitlab.MR{}, false, &flow.StepEnd{Err: err}
@@ -299,7 +299,7 @@ func (d Deps) closeForWithdrawal(ctx context.Context, op store.Operation, waited
 
 // withdrawnHook counts a withdrawal once, after the commit that flipped
 // its binding to CLOSED (a renewal's: back to its grant).
-func (d Deps) withdrawnHook(place store.WithdrawPlace) engine.FlipHook {
+func (d Flow) withdrawnHook(place store.WithdrawPlace) engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) {
 		if f.To == domain.BindingClosed || f.EndedWithoutEffect {
 			d.ObserverOrNop().Withdrawn(ctx, place)
@@ -307,8 +307,8 @@ func (d Deps) withdrawnHook(place store.WithdrawPlace) engine.FlipHook {
 	}
 }
 
-// WithdrawAnswer is what a withdrawal came to, for the HTTP answer.
-type WithdrawAnswer struct {
+// Answer is what a withdrawal came to, for the HTTP answer.
+type Answer struct {
 	// Result is the guarded write's answer (store.OperationWithdraw).
 	Result store.WithdrawResult
 	// Operation and Binding are the request as it is after the call
@@ -329,7 +329,7 @@ type WithdrawAnswer struct {
 // /api/requests/{operationId}/withdraw). Engine may be nil: the action is
 // then left to the engines' pollers.
 type Withdrawer struct {
-	Deps   Deps
+	Flow   Flow
 	Engine *engine.Engine
 }
 
@@ -342,7 +342,7 @@ type Withdrawer struct {
 // that action for this engine in its own transaction, so no poller takes
 // it in between (Engine.RunClaimed). An unknown operation is an
 // error wrapping domain.ErrNotFound.
-func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (WithdrawAnswer, error) {
+func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (Answer, error) {
 	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: flow.ActionWithdraw, Actor: actor, Note: "withdrawn by the requester"})
 }
 
@@ -352,20 +352,20 @@ func (wd Withdrawer) Withdraw(ctx context.Context, operationID, actor string) (W
 // operator's reason in the step history (store.WithdrawParams.Cancel).
 // "Merged wins" as for a withdrawal: the answer's Merged says so. Nothing
 // counts it as a requester's withdrawal.
-func (wd Withdrawer) Close(ctx context.Context, operationID, actor, reason string) (WithdrawAnswer, error) {
+func (wd Withdrawer) Close(ctx context.Context, operationID, actor, reason string) (Answer, error) {
 	return wd.run(ctx, store.WithdrawParams{OperationID: operationID, Action: flow.ActionWithdraw, Actor: actor,
 		Note: "closed by an operator: " + reason, Cancel: true})
 }
 
-func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawAnswer, error) {
+func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (Answer, error) {
 	if wd.Engine != nil {
 		if owner, lease, ok := wd.Engine.Claimant(); ok {
 			p.ClaimOwner, p.ClaimLease = owner, lease
 		}
 	}
-	res, err := wd.Deps.Store.OperationWithdraw(ctx, p)
+	res, err := wd.Flow.Store.OperationWithdraw(ctx, p)
 	if err != nil {
-		return WithdrawAnswer{}, err
+		return Answer{}, err
 	}
 	wd.afterWrite(ctx, p, res)
 	return wd.answer(ctx, p.OperationID, res)
@@ -377,36 +377,36 @@ func (wd Withdrawer) run(ctx context.Context, p store.WithdrawParams) (WithdrawA
 // this goroutine, the approval's withdrawal handed to the pool.
 func (wd Withdrawer) afterWrite(ctx context.Context, p store.WithdrawParams, res store.WithdrawResult) {
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil && !p.Cancel {
-		wd.Deps.ObserverOrNop().Withdrawn(ctx, res.Place)
+		wd.Flow.ObserverOrNop().Withdrawn(ctx, res.Place)
 	}
 	if res.Outcome == store.WithdrawApplied && res.Flip != nil {
-		wd.Deps.RenewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
+		wd.Flow.RenewalFlipped(ctx, *res.Flip) // a renewal's end, when it was one
 	}
 	switch {
 	case res.Claimed != nil:
 		wd.Engine.RunClaimed(*res.Claimed)
 	case wd.Engine != nil && res.Outcome == store.WithdrawApplied && res.Place == store.WithdrawFromApproval:
 		if _, err := wd.Engine.Submit(ctx, p.OperationID); err != nil {
-			wd.Deps.Log().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", p.OperationID, "err", err)
+			wd.Flow.Log().Warn("withdraw: hand the approval withdrawal to the pool; left to the poller", "operation", p.OperationID, "err", err)
 		}
 	}
 }
 
 // answer reads operationID as it is after the call and says what the
 // withdrawal came to.
-func (wd Withdrawer) answer(ctx context.Context, operationID string, res store.WithdrawResult) (WithdrawAnswer, error) {
-	st := wd.Deps.Store
-	ans := WithdrawAnswer{Result: res}
+func (wd Withdrawer) answer(ctx context.Context, operationID string, res store.WithdrawResult) (Answer, error) {
+	st := wd.Flow.Store
+	ans := Answer{Result: res}
 	var err error
 	if ans.Operation, err = st.OperationGet(ctx, operationID); err != nil {
-		return WithdrawAnswer{}, err
+		return Answer{}, err
 	}
 	b, err := st.BindingGetByOperation(ctx, operationID)
 	switch {
 	case err == nil:
 		ans.Binding = b
 	case !errors.Is(err, domain.ErrNotFound):
-		return WithdrawAnswer{}, err
+		return Answer{}, err
 	}
 	step := domain.StepStatus(ans.Operation.Step)
 	// A renewal's binding shows RENEWING until it is in effect: read in
