@@ -73,7 +73,7 @@ func (w *batchWorld) claimRound() batch.RoundResult {
 }
 
 // raceSweepAndOperator releases two timeout sweeps (Rounds.Sweep, as two
-// instances' ticks) and an operator's settlement (Deps.SettleBatch, what
+// instances' ticks) and an operator's settlement (batch.Flow.SettleBatch, what
 // POST /ops/batches/{id}/settle calls) together on one batch; it returns
 // how many batches the sweeps settled between them and what the operator
 // was answered.

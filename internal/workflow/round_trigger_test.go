@@ -48,7 +48,7 @@ func TestRoundTriggerFirstScheduleOfABurstFixesTheTime(t *testing.T) {
 	require.Equal(t, clock.Now(), at, "a sooner schedule wins")
 
 	var nilTrig *flow.RoundTrigger
-	nilTrig.Schedule(1, 0) // a Deps without a trigger: a no-op, not a panic
+	nilTrig.Schedule(1, 0) // an Env without a trigger: a no-op, not a panic
 }
 
 // TestAdmissionsTriggerOneRoundAfterTheGatherWindow: with batch.interval

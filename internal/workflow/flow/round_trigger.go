@@ -101,7 +101,7 @@ func (t *RoundTrigger) Next() time.Time {
 }
 
 // roundAfterAdmission schedules projectID's round batch.gatherWindow from
-// now (an admission). Nil-safe: a Deps without a trigger leaves the round
+// now (an admission). Nil-safe: an Env without a trigger leaves the round
 // to batch.interval.
 func (env Env) RoundAfterAdmission(projectID int64) {
 	if env.RoundTrigger == nil {
