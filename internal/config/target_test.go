@@ -9,7 +9,10 @@ import (
 	"changeflow/internal/domain"
 )
 
-func TestAccessModeResolvesAsTheSeed(t *testing.T) {
+// TestAccessModeResolvesWithItsFallback: a target's access mode is read
+// case- and space-insensitively; a missing or empty one falls back to the
+// test window and an unknown one to closed, each with the reason said.
+func TestAccessModeResolvesWithItsFallback(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		yaml     string
