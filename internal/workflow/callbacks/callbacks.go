@@ -117,6 +117,10 @@ func (c *Callbacks) ReplayApproval(ctx context.Context, operationID string) (Res
 	return res, err
 }
 
+// Replay applies operationID's latest recorded approval decision again,
+// through the same guard as a delivery, and returns the action it
+// scheduled ("" for none): the operator's replay (Callbacks.ReplayApproval),
+// submit_approval's look at the inbox and reconciliation's inbox pass.
 func (d Applier) Replay(ctx context.Context, operationID string) (Result, string, error) {
 	rec, ok, err := d.Store.ApprovalCallbackLatest(ctx, operationID)
 	if err != nil || !ok {
@@ -145,7 +149,7 @@ func (d Applier) Replay(ctx context.Context, operationID string) (Result, string
 	return d.applyApproval(ctx, ev)
 }
 
-// applyRecordedDecision is submit_approval's after-commit hook: a
+// ApplyRecordedDecision is submit_approval's after-commit hook: a
 // decision recorded while the request was not yet waiting for it, or
 // whose sink call failed, is applied now.
 func (d Applier) ApplyRecordedDecision(ctx context.Context, f store.Flip) {
@@ -278,7 +282,7 @@ func (d Applier) classifyDeploy(ctx context.Context, ev DeployEvent, disposition
 	}
 }
 
-// markValidated flips operationID's binding MERGED → VALIDATED (a
+// MarkValidated flips operationID's binding MERGED → VALIDATED (a
 // revocation's: REVOKING → REVOKED once merged) and runs the success hook
 // after the commit, only when this call flipped it.
 func (d Applier) MarkValidated(ctx context.Context, operationID, actor, note string) (bool, error) {
@@ -292,7 +296,7 @@ func (d Applier) MarkValidated(ctx context.Context, operationID, actor, note str
 	return true, nil
 }
 
-// validateIfDeployed is the merged outcome's after-commit hook: a deploy
+// ValidateIfDeployed is the merged outcome's after-commit hook: a deploy
 // callback recorded while the binding was still MERGING (the deployment
 // was faster than our write) is acted on now.
 func (d Applier) ValidateIfDeployed(projectID, mrIID int64) engine.FlipHook {
@@ -312,7 +316,7 @@ func (d Applier) ValidateIfDeployed(projectID, mrIID int64) engine.FlipHook {
 	}
 }
 
-// deployApplied marks MR (projectID, mrIID)'s waiting deploy callbacks
+// DeployApplied marks MR (projectID, mrIID)'s waiting deploy callbacks
 // APPLIED after their evidence validated its requests (informational).
 func (d Applier) DeployApplied(ctx context.Context, projectID, mrIID int64, reason string) {
 	if err := d.Store.DeployCallbackMarkApplied(ctx, projectID, mrIID, reason); err != nil {

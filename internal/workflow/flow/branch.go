@@ -54,14 +54,14 @@ func HasTrailer(text, operationID string) bool {
 	return slices.Contains(Trailers(text), operationID)
 }
 
-// maxBranchAttempts bounds the branches one request (or batch) is built
+// MaxBranchAttempts bounds the branches one request (or batch) is built
 // on: its deterministic branch, then a fresh one after each foreign head,
 // foreign branch or foreign MR. Someone who pre-creates the next names
 // cannot make changeflow loop: past the bound the request stops for a
 // person with the reason (docs/flows/single.md, "The head check").
 const MaxBranchAttempts = 5
 
-// freshPrefix starts a fresh branch: changeflow/r<n>/<name>, where name
+// FreshPrefix starts a fresh branch: changeflow/r<n>/<name>, where name
 // is the deterministic branch without "changeflow/". It is a namespace of
 // its own, so it can never be an operationId's or a batch's deterministic
 // branch, nor a directory of one (Git cannot hold refs a/b and a/b/c).
@@ -79,7 +79,7 @@ func FreshBranchName(first string, n int) string {
 	return FreshPrefix + strconv.Itoa(n) + "/" + strings.TrimPrefix(first, "changeflow/")
 }
 
-// branchAttempt is which attempt branch is of first (1: first itself);
+// BranchAttempt is which attempt branch is of first (1: first itself);
 // ok is false when branch is neither first nor one of its fresh branches.
 func BranchAttempt(branch, first string) (n int, ok bool) {
 	if branch == first {
@@ -100,7 +100,7 @@ func BranchAttempt(branch, first string) (n int, ok bool) {
 	return n, true
 }
 
-// singleBranch is the branch a request's single-request MR is built on:
+// SingleBranch is the branch a request's single-request MR is built on:
 // the fresh branch recorded on the row after a foreign head, else the
 // deterministic one.
 func SingleBranch(op store.Operation) string {
@@ -111,7 +111,7 @@ func SingleBranch(op store.Operation) string {
 	return first
 }
 
-// batchBranchPrefix starts every batch branch; the stray sweep knows a
+// BatchBranchPrefix starts every batch branch; the stray sweep knows a
 // batch MR by it (round_stray.go).
 const BatchBranchPrefix = "changeflow/batch-"
 

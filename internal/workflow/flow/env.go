@@ -156,7 +156,7 @@ func (env Env) RetryLater(err error, reason string) engine.Outcome {
 	return out
 }
 
-// renewalFlipped reports the end of a renewal that flip f records, if it
+// RenewalFlipped reports the end of a renewal that flip f records, if it
 // records one (domain.RenewalEndOf). Every committed binding move passes
 // through exactly one caller of it — the engine's commit hook for a
 // step's own move (RegisterSteps), flipped for a confirmation, the
@@ -169,7 +169,7 @@ func (env Env) RenewalFlipped(ctx context.Context, f store.Flip) {
 	}
 }
 
-// flipped tells the observer of f's success: Revoked for a removal
+// Flipped tells the observer of f's success: Revoked for a removal
 // confirmed, Validated for a grant in effect.
 func (env Env) Flipped(ctx context.Context, f store.Flip) {
 	if f.To == domain.BindingRevoked {
@@ -181,7 +181,7 @@ func (env Env) Flipped(ctx context.Context, f store.Flip) {
 	env.ObserverOrNop().Validated(ctx, f)
 }
 
-// revokedHook is the after-commit hook of an outcome that writes REVOKED.
+// RevokedHook is the after-commit hook of an outcome that writes REVOKED.
 func (env Env) RevokedHook() engine.FlipHook {
 	return func(ctx context.Context, f store.Flip) { env.Flipped(ctx, f) }
 }
@@ -194,7 +194,7 @@ func Clip(s string, n int) string {
 	return s
 }
 
-// short is a sha's first 8 characters.
+// Short is a sha's first 8 characters.
 func Short(sha string) string {
 	if len(sha) > 8 {
 		return sha[:8]
@@ -202,7 +202,7 @@ func Short(sha string) string {
 	return sha
 }
 
-// readBindingFile reads and parses path at ref; a missing file is empty.
+// ReadBindingFile reads and parses path at ref; a missing file is empty.
 func (env Env) ReadBindingFile(ctx context.Context, project, path, ref string) (bindingfile.File, bool, error) {
 	f, err := env.GitLab.GetFile(ctx, project, path, ref)
 	if gitlab.IsNotFound(err) {
@@ -215,7 +215,7 @@ func (env Env) ReadBindingFile(ctx context.Context, project, path, ref string) (
 	return parsed, true, err
 }
 
-// retryOr turns a transient failure into RetryAfter and anything else
+// RetryOr turns a transient failure into RetryAfter and anything else
 // into an error for the safety net.
 func (env Env) RetryOr(err error, what string) (engine.Outcome, error) {
 	if Transient(err) {
@@ -224,7 +224,7 @@ func (env Env) RetryOr(err error, what string) (engine.Outcome, error) {
 	return engine.Outcome{}, fmt.Errorf("%s: %w", what, err)
 }
 
-// batchFiles builds the content of every binding file the batch changes:
+// BatchFiles builds the content of every binding file the batch changes:
 // per target file, the file at ref with every member's entry added or
 // replaced (several members of one file make one edit). It returns the
 // commit's actions, empty when ref already holds every entry.
@@ -271,7 +271,7 @@ func (env Env) BatchFiles(ctx context.Context, project, ref string, ops []store.
 	return actions, nil
 }
 
-// remainingMembers drops from ops the revocations a round of this batch
+// RemainingMembers drops from ops the revocations a round of this batch
 // already settled as nothing to remove (a round that died after that
 // transaction, resumed): they are no longer part of the batch's change.
 func RemainingMembers(ops []store.Operation) []store.Operation {
@@ -285,7 +285,7 @@ func RemainingMembers(ops []store.Operation) []store.Operation {
 	return out
 }
 
-// errTargetGone: a member's target is no longer configured, so its binding
+// ErrTargetGone: a member's target is no longer configured, so its binding
 // file is unknown — a person must restore the target or settle the batch.
 var ErrTargetGone = errors.New("the target is no longer configured")
 

@@ -17,7 +17,7 @@ import (
 // trailers are written only here, in a block at the very end that
 // Trailers alone reads.
 
-// inertCode renders s as a Markdown code span: a backtick fence longer
+// InertCode renders s as a Markdown code span: a backtick fence longer
 // than any run of backticks in s, with one space inside each end (which
 // CommonMark strips, so s shows exactly, even when it starts or ends with
 // a backtick). Runes that may not appear in a reason (domain.UnsafeTextRune)
@@ -48,7 +48,7 @@ func longestRun(s string, c byte) int {
 	return longest
 }
 
-// commitTrailers appends the operations' trailers to a commit message as
+// CommitTrailers appends the operations' trailers to a commit message as
 // its last paragraph (git's trailer convention; commit messages are not
 // acted on like descriptions).
 func CommitTrailers(message string, operationIDs ...string) string {
@@ -61,7 +61,7 @@ func CommitTrailers(message string, operationIDs ...string) string {
 	return b.String()
 }
 
-// descriptionTrailers appends the operations' trailers to an MR
+// DescriptionTrailers appends the operations' trailers to an MR
 // description as a fenced code block at its end: an operationId is
 // printable text the caller chose ("@all" is one), so in a description it
 // must be as inert as the reason. The fence is longer than any backtick
@@ -122,7 +122,7 @@ func CommitMessage(op store.Operation) string {
 	return fmt.Sprintf("changeflow: bind %s to %s until %s", op.Subject, op.TargetKey, op.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
 }
 
-// mrDescription is a single-request MR's description: who asked, their
+// MRDescription is a single-request MR's description: who asked, their
 // reason as an inert code span (mrtext.go: no mention, image, link, quick
 // action or trailer can form from it), the approval's id when the request
 // has one (approve-first: approved before its MR; also inert), and the
@@ -143,7 +143,7 @@ func RemovalMessage(op store.Operation) string {
 	return fmt.Sprintf("changeflow: remove %s from %s (%s)", op.Subject, op.TargetKey, RevokeWhy(op.RevokeReason))
 }
 
-// revokeWhy is a revocation reason in words.
+// RevokeWhy is a revocation reason in words.
 func RevokeWhy(r domain.RevokeReason) string {
 	switch r {
 	case domain.RevokeExpired:
@@ -156,7 +156,7 @@ func RevokeWhy(r domain.RevokeReason) string {
 	return "revoked"
 }
 
-// removalDescription is a single-request removal MR's description; an
+// RemovalDescription is a single-request removal MR's description; an
 // operator's reason is caller text and appears as an inert code span.
 func RemovalDescription(op store.Operation) string {
 	var b strings.Builder
@@ -168,7 +168,7 @@ func RemovalDescription(op store.Operation) string {
 	return DescriptionTrailers(b.String(), op.OperationID)
 }
 
-// batchText is the title, commit message and MR description of a batch:
+// BatchText is the title, commit message and MR description of a batch:
 // one Changeflow-Operation trailer per member (mrtext.go), plain at the end
 // of the commit message, in the fenced trailer block of the description.
 // The commit message's member lines carry no caller text; the

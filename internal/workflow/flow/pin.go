@@ -6,7 +6,7 @@ import (
 	"changeflow/internal/gitlab"
 )
 
-// pin is the one commit a write to the config repository is built from:
+// Pin is the one commit a write to the config repository is built from:
 // every binding file the write edits is read at SHA, and the commit that
 // carries the write starts at SHA (start_sha), so its parent is exactly
 // what was read. Committing "on the branch's head" instead (start_branch)
@@ -24,7 +24,7 @@ type Pin struct {
 	BranchExists bool
 }
 
-// pinBranch reads the head the write to branch is built from: branch's
+// PinBranch reads the head the write to branch is built from: branch's
 // own head when it exists (a run that committed already, whose answer may
 // have been lost), else the head of from (the MR's target branch).
 func (env Env) PinBranch(ctx context.Context, project, branch, from string) (Pin, error) {
@@ -42,7 +42,7 @@ func (env Env) PinBranch(ctx context.Context, project, branch, from string) (Pin
 	return Pin{SHA: base.CommitID}, nil
 }
 
-// commit is the commit of a write built from what was read at p, on
+// Commit is the commit of a write built from what was read at p, on
 // branch: it starts at p.SHA, and an existing branch is overwritten by
 // that one commit (force) — such a branch only ever holds changeflow's own
 // commit for this one change, and the overwrite is rebuilt from the read

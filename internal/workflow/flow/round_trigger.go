@@ -67,7 +67,7 @@ func (t *RoundTrigger) Due(projectID int64) (time.Time, bool) {
 	return at, ok
 }
 
-// take removes and returns the projects whose round is due at now (in
+// Take removes and returns the projects whose round is due at now (in
 // project order, so a test sees a stable order), and the earliest due time
 // left (zero when none).
 func (t *RoundTrigger) Take(now time.Time) (due []int64, next time.Time) {
@@ -87,7 +87,7 @@ func (t *RoundTrigger) Take(now time.Time) (due []int64, next time.Time) {
 	return due, next
 }
 
-// next is the earliest due time (zero when none).
+// Next is the earliest due time (zero when none).
 func (t *RoundTrigger) Next() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -100,7 +100,7 @@ func (t *RoundTrigger) Next() time.Time {
 	return next
 }
 
-// roundAfterAdmission schedules projectID's round batch.gatherWindow from
+// RoundAfterAdmission schedules projectID's round batch.gatherWindow from
 // now (an admission). Nil-safe: an Env without a trigger leaves the round
 // to batch.interval.
 func (env Env) RoundAfterAdmission(projectID int64) {
@@ -110,7 +110,7 @@ func (env Env) RoundAfterAdmission(projectID int64) {
 	env.RoundTrigger.Schedule(projectID, env.Config().Batch().GatherWindow)
 }
 
-// roundNow schedules projectID's round at once: a batch settled, so its
+// RoundNow schedules projectID's round at once: a batch settled, so its
 // slot is free and whatever waits (members re-admitted by a failure, the
 // next half of a bisection, admissions that met the occupied slot) has
 // waited long enough.

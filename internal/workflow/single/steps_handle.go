@@ -109,7 +109,7 @@ func closedOutside(mr gitlab.MR) engine.Outcome {
 		fmt.Sprintf("MR !%d was closed outside changeflow", mr.IID))
 }
 
-// approve is approve: the two bot approvals, each through
+// Approve is approve: the two bot approvals, each through
 // gitlab.ApproveAsBot on its own (never retried as a pair), after
 // reading the MR — merged → finish as merged, closed → fail.
 // Approve-first arrives from CREATE_SUCCEEDED/MR_CREATED and first moves
@@ -148,7 +148,7 @@ func (d Steps) Approve(ctx context.Context, w engine.Work) (engine.Outcome, erro
 // settling are the detailed merge statuses GitLab is still computing.
 var settling = map[string]bool{"unchecked": true, "checking": true, "preparing": true, "approvals_syncing": true, "ci_still_running": true}
 
-// merge is merge: read the MR (merged → MERGED; closed → fail; a rebase
+// Merge is merge: read the MR (merged → MERGED; closed → fail; a rebase
 // running → poll it; mergeability still being computed → look again),
 // merge at the head sha, and when GitLab refuses (405/406/422) ask for a
 // rebase and poll it (poll_rebase), at most maxRebases times.
@@ -267,7 +267,7 @@ func (d Steps) rebases(ctx context.Context, operationID string) (int, error) {
 	return n, nil
 }
 
-// pollRebase is poll_rebase: the rebase GitLab runs asynchronously, then
+// PollRebase is poll_rebase: the rebase GitLab runs asynchronously, then
 // the pipeline of the new head, in tiers. A failed rebase is
 // HANDLE_REBASE_CONFLICT (deterministic: CONTACT_MAINTAINERS); a failed
 // pipeline HANDLE_PIPELINE_FAILED; a poll that runs out of time is

@@ -18,7 +18,7 @@ const (
 	pipelineSkipped  = "skipped"
 )
 
-// pollPipeline is poll_pipeline: one look at the MR's head pipeline, in
+// PollPipeline is poll_pipeline: one look at the MR's head pipeline, in
 // tiers (polling.pipeline.*) — passed, failed or timed out:
 //
 //   - success → legacy: submit_approval (CREATE_SUCCEEDED, MR_CREATED);

@@ -88,7 +88,7 @@ func (h *handle) verifyHead(ctx context.Context, mr gitlab.MR) *flow.StepEnd {
 		Note: why + "; not approved or merged: the MR is closed and the request rebuilt on " + next})}
 }
 
-// batchResource is a batch's resource name in the audit log.
+// BatchResource is a batch's resource name in the audit log.
 func BatchResource(id int64) string { return fmt.Sprintf("batch-%d", id) }
 
 // nextBranch is the fresh branch after op's current one; false past
@@ -302,14 +302,14 @@ func (d Steps) abandonBranch(ctx context.Context, w engine.Work, branch string, 
 	return engine.RetryAfter(0, why+"; building on "+next), nil
 }
 
-// outOfBranches is the reason a request stops with when its branches ran
+// OutOfBranches is the reason a request stops with when its branches ran
 // out.
 func OutOfBranches(why string) string {
 	return fmt.Sprintf("%s; stopped after %d branches: someone else writes to changeflow's branches (changeflow/*) — "+
 		"a maintainer should protect changeflow/* for the committer bot only and remove the branches and MRs changeflow did not create, then retry", why, flow.MaxBranchAttempts)
 }
 
-// foreignMR is the security event of an MR on resource's branch that the
+// ForeignMR is the security event of an MR on resource's branch that the
 // committer bot did not open.
 func ForeignMR(resource string, mr gitlab.MR) SecurityEvent {
 	return SecurityEvent{Kind: SecurityForeignMR, Resource: resource, MRIID: mr.IID, Branch: mr.SourceBranch, SHA: mr.SHA,

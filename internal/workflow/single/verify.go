@@ -140,7 +140,7 @@ type wantFunc func(ctx context.Context, base string) (map[string][]byte, error)
 // no commit can be recognised as changeflow's.
 var errNoBotAccount = errors.New("the committer bot's account has no email (GET /user)")
 
-// committer is the committer bot's account (GET /user on its token; the
+// Committer is the committer bot's account (GET /user on its token; the
 // adapter caches it per token).
 func (d Steps) Committer(ctx context.Context) (gitlab.User, error) {
 	u, err := d.GitLab.CurrentUser(ctx, gitlab.Committer)
@@ -225,7 +225,7 @@ func (d Steps) singleWant(project string, op store.Operation) wantFunc {
 	}
 }
 
-// branchIsOwn reports whether every commit branch has since its merge base
+// BranchIsOwn reports whether every commit branch has since its merge base
 // with the target is the committer bot's: only such a branch is built on
 // (a pre-existing changeflow/ branch with anyone else's commit is not).
 func (d Steps) BranchIsOwn(ctx context.Context, project, branch string) (own bool, why string, err error) {
@@ -264,7 +264,7 @@ type SecurityEvent struct {
 // securityAction prefixes the audit action of every security event.
 const securityAction = "security."
 
-// securityEvent records ev once: an audit record keyed by what was found
+// RecordSecurityEvent records ev once: an audit record keyed by what was found
 // (the same head or MR seen again by a retry, another instance or after a
 // crash is one event), then — only when this call recorded it — the
 // observer and a warn log. The audit write comes first so a crash after it

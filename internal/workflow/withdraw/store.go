@@ -1,6 +1,8 @@
 package withdraw
 
 import (
+	"context"
+
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
@@ -8,7 +10,6 @@ import (
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/single"
-	"context"
 )
 
 // Store is what a withdrawal reads and writes beyond the engine's own
