@@ -232,6 +232,13 @@ func TestRenewalUndecidedAtExpiryIsCutOff(t *testing.T) {
 		w.mustRenew("r3", "cleo", tSingle, "g3")
 		w.until("r3", "approval sent", at(domain.StepCreateApprovalSubmitted, domain.BindingRenewing))
 		w.expireRow("cleo", tSingle)
+		// The scan wakes the engine, whose withdraw step could finish
+		// before the read below and clear the action it proves durable:
+		// the approval system holds its answer to that one withdrawal
+		// (it withdraws first), so the action is still the row's while
+		// the step runs.
+		require.Equal(t, http.StatusOK, w.simJSON(http.MethodPost, "/approval/_control/faults",
+			map[string]any{"holdWithdrawsNext": map[string]any{"count": 1, "delayMs": 2000}}, nil))
 		require.Equal(t, 1, w.scan().Revoked)
 		o, err := st.OperationGet(t.Context(), "r3")
 		require.NoError(t, err)
