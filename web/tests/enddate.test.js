@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { buildRelease, launchBrowser, newPage, skipReason, startServer } from './harness.js';
+import { buildRelease, launchBrowser, newPage, renewalFilledIn, skipReason, startServer } from './harness.js';
 
 const skip = skipReason();
 const now = '2026-12-01T10:00:00Z';
@@ -131,7 +131,7 @@ describe('the end date before submit, in a real browser', { skip: skip || false 
       await page.clock.setFixedTime(new Date(now));
       await page.route(/\/api\/requests\/op-r$/, (route) => route.fulfill(envelope(grantInEffect(c.until, 5))));
       await page.goto('/request/payments-db-readonly?renew=op-r');
-      await page.locator('[data-testid=renewing]').waitFor();
+      await renewalFilledIn(page); // before typing: the fill would overwrite what was typed
       await typeDays(page, c.days);
       const e = await endShown(page);
       assert.deepEqual([e.iso, e.from, e.capped], [c.want, c.from, c.capped], `until ${c.until}, ${c.days} days`);

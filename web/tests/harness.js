@@ -414,6 +414,15 @@ export async function approve(server, operationId) {
   assert.fail(`no approval form for ${operationId}`);
 }
 
+// renewalFilledIn waits for the renewal form to show its note and to be
+// filled in like the access it renews. The fill is an effect that runs
+// after the render showing the note, so under load it can lag the note:
+// reading the fields at once raced it (an empty reason, seen in CI).
+export async function renewalFilledIn(page, timeout = 10000) {
+  await page.locator('[data-testid=renewing]').waitFor();
+  await page.waitForFunction(() => document.querySelector('textarea[name=reason]')?.value !== '', null, { timeout });
+}
+
 /** statusIs polls account's status read of operationId until want holds
  * (a status, or a predicate on the read) and returns that read. */
 export async function statusIs(server, account, operationId, want, timeout = 90000) {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { launchBrowser, newPage, repoRoot, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
+import { launchBrowser, newPage, renewalFilledIn, repoRoot, skipReason, sqlite, sqliteSkipReason, startServer } from './harness.js';
 
 const skip = skipReason();
 const noSqlite = skip ? '' : sqliteSkipReason();
@@ -335,7 +335,7 @@ describe('giving access back and withdrawing, in a real browser', { skip: skip |
     assert.match(await page.locator('[data-testid=request-actions]').innerText(), /Your access ends on .* UTC\. Renew it to keep it longer/);
     await renew.click();
     await page.waitForURL(`**/request/billing-dashboard?renew=${id}`);
-    await page.locator('[data-testid=renewing]').waitFor();
+    await renewalFilledIn(page);
     // Renew only opens the form: nothing is asked for until it is submitted.
     assert.equal((await statusIs(server, 'alice', id, 'VALIDATED')).renewal, undefined, 'a renewal before the form was submitted');
     assert.match(await page.locator('h1').innerText(), /^Renew access$/);

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { approve, mainMatchesDatabase, newPage, repoRoot, serverAndBrowser, skipReason, sqliteSkipReason, statusIs, submitRequest } from './harness.js';
+import { approve, mainMatchesDatabase, newPage, renewalFilledIn, repoRoot, serverAndBrowser, skipReason, sqliteSkipReason, statusIs, submitRequest } from './harness.js';
 
 const skip = skipReason() || sqliteSkipReason();
 const update = process.env.CHANGEFLOW_UPDATE_SCREENSHOTS === '1';
@@ -74,7 +74,7 @@ describe('what you hold, in a real browser', { skip: skip || false }, () => {
     // it is the confirmation.
     await row.locator('[data-testid=renew]').click();
     await page.waitForURL(`**/request/billing-dashboard?renew=${id}`);
-    await page.locator('[data-testid=renewing]').waitFor();
+    await renewalFilledIn(page);
     assert.equal(await page.inputValue('textarea[name=reason]'), 'month-end close');
     assert.equal(await page.inputValue('input[name=days]'), '1');
     const renewal = await page.getAttribute('form', 'data-operation-id');
