@@ -8,20 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"changeflow/internal/approval"
 	"changeflow/internal/config"
 	"changeflow/internal/doctor"
-	"changeflow/internal/domain"
-	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
-	"changeflow/internal/identity"
 	"changeflow/internal/metrics"
 	"changeflow/internal/permission"
 	"changeflow/internal/ratelimit"
@@ -256,226 +251,6 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, cfg 
 	return nil
 }
 
-// environment is what every command that touches the database sets up.
-type environment struct {
-	logger *slog.Logger
-	cfg    *config.Manager
-	store  *store.Store
-}
-
-func (e *environment) close() {
-	if e.store != nil {
-		if err := e.store.Close(); err != nil {
-			e.logger.Warn("close database", "err", err)
-		}
-	}
-	if e.cfg != nil {
-		if err := e.cfg.Close(); err != nil {
-			e.logger.Warn("close configuration", "err", err)
-		}
-	}
-}
-
-// metricsObserver counts what the flows' commits changed in the business
-// metrics; the flows tell it each event once, after its commit (I9).
-type metricsObserver struct {
-	m      *metrics.Metrics
-	st     *store.Store
-	logger *slog.Logger
-}
-
-// Validated counts a grant in effect.
-func (o metricsObserver) Validated(_ context.Context, f store.Flip) {
-	o.m.RequestValidated(f.TargetKey)
-}
-
-// Withdrawn counts a withdrawal by where the request stood.
-func (o metricsObserver) Withdrawn(_ context.Context, p store.WithdrawPlace) {
-	o.m.RequestWithdrawn(string(p))
-}
-
-// Revoked counts a removal confirmed, with its lag behind the expiry. The
-// lag is read from the row the flip wrote: both ends are database times
-// (expiresAt, and updated_at at the flip).
-func (o metricsObserver) Revoked(ctx context.Context, f store.Flip) {
-	op, err := o.st.OperationGet(ctx, f.OperationID)
-	if err != nil {
-		o.logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
-		return
-	}
-	b, err := o.st.BindingGetByOperation(ctx, f.OperationID)
-	if err != nil {
-		o.logger.Warn("revocation metric", "operation", f.OperationID, "err", err)
-		return
-	}
-	o.m.RevocationDone(string(op.RevokeReason), b.UpdatedAt.Sub(b.ExpiresAt))
-}
-
-// RevocationCreated counts a revocation by its reason.
-func (o metricsObserver) RevocationCreated(_ context.Context, _ store.RevocationCreated, reason domain.RevokeReason) {
-	o.m.RevocationCreated(string(reason))
-}
-
-// RenewalEnded counts a renewal's end by its outcome.
-func (o metricsObserver) RenewalEnded(_ context.Context, _ string, outcome domain.RenewalOutcome) {
-	o.m.RenewalEnded(string(outcome))
-}
-
-// SecurityEvent counts a security event by its kind.
-func (o metricsObserver) SecurityEvent(_ context.Context, kind string) { o.m.SecurityEvent(kind) }
-
-// newEngine builds the workflow engine from workflow.*: the pool's size is
-// fixed at start (workflow.workers, workflow.queueSize are restart-only);
-// the lease and the idle poll interval are read from the current snapshot
-// at every claim and before every idle wait, so a reload applies them
-// without a restart. A changed workflow.pollInterval also wakes the
-// engine, so a wait started under a long old interval does not delay the
-// new one.
-func newEngine(cfg *config.Manager, st *store.Store, logger *slog.Logger) (*engine.Engine, error) {
-	wfc := cfg.Current().Workflow()
-	eng, err := engine.New(engine.Options{
-		Store: st, Owner: cfg.Current().Instance().ID,
-		Workers: wfc.Workers, QueueSize: wfc.QueueSize, Lease: wfc.LeaseDuration,
-		LeaseSource:        func() time.Duration { return cfg.Current().Workflow().LeaseDuration },
-		PollInterval:       wfc.PollInterval,
-		PollIntervalSource: func() time.Duration { return cfg.Current().Workflow().PollInterval },
-		Logger:             logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("workflow engine: %w", err)
-	}
-	cfg.Subscribe(func(old, cur *config.Snapshot) {
-		if old.Workflow().PollInterval != cur.Workflow().PollInterval {
-			eng.Wake()
-		}
-	})
-	return eng, nil
-}
-
-// setUp loads configuration (preparing the local profile when asked),
-// builds the logger whose level follows log.level across reloads, and
-// opens the database.
-func setUp(ctx context.Context, flags commonFlags, getenv func(string) string, stderr io.Writer) (*environment, error) {
-	level := new(slog.LevelVar)
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	file := flags.configFile
-	if flags.local && file == "" {
-		f, err := prepareLocal(localDir)
-		if err != nil {
-			return nil, fmt.Errorf("prepare local profile: %w", err)
-		}
-		file = f
-	}
-	if file == "" {
-		file = getenv("CHANGEFLOW_CONFIG")
-	}
-	// Outside the local profile a weak token is refused (it falls back to
-	// unset, and serve will not start on it); the local profile runs on the
-	// simulators' published tokens by design.
-	cfg, err := config.Load(ctx, config.Options{File: file, Getenv: getenv, Logger: logger, Overlay: flags.overlay(),
-		RefuseWeakSecrets: !flags.local})
-	if err != nil {
-		return nil, fmt.Errorf("load configuration: %w", err)
-	}
-	env := &environment{logger: logger, cfg: cfg}
-	// Before the database is opened, so the refusal is the whole answer.
-	if flags.command == "serve" && !flags.local {
-		if err := refuseWeakSecrets(cfg.Current()); err != nil {
-			env.close()
-			return nil, err
-		}
-	}
-	lv, _ := cfg.Current().LogLevel()
-	level.Set(lv)
-	cfg.Subscribe(func(_, s *config.Snapshot) {
-		lv, _ := s.LogLevel()
-		level.Set(lv)
-	})
-
-	db := cfg.Current().Database()
-	st, err := store.Open(ctx, db.Driver, db.DSN,
-		store.WithLogger(logger), store.WithMaxOpenConns(db.MaxOpenConns), store.WithSyncWait(db.SyncWait),
-		store.WithPoolLimits(db.MaxIdleConns, db.ConnMaxLifetime, db.ConnMaxIdleTime))
-	if err != nil {
-		env.close()
-		return nil, fmt.Errorf("open %s database %s: %w", db.Driver, store.RedactDSN(db.Driver, db.DSN), err)
-	}
-	env.store = st
-	return env, nil
-}
-
-// warnDeployment logs each configuration finding that is not ok, at
-// WARN, naming its item and what to change.
-func warnDeployment(snap *config.Snapshot, local bool, logger *slog.Logger) {
-	for _, f := range doctor.ConfigFindings(snap, local) {
-		if f.Status != doctor.StatusOK {
-			logger.Warn("deployment check: "+f.Detail, "check", f.ID, "key", f.Subject, "status", string(f.Status), "fix", f.Fix)
-		}
-	}
-}
-
-// errWeakSecrets marks a start refused because of weak tokens.
-var errWeakSecrets = errors.New("refusing to start on unsafe secrets")
-
-// refuseWeakSecrets is the start-up half of the token rules (the reload
-// half is the configuration's fallback): outside --local the service does
-// not start while a token is a simulator's well-known value, too short, or
-// shared with another token, and says which item and how to fix it.
-func refuseWeakSecrets(snap *config.Snapshot) error {
-	refused := snap.RefusedSecrets()
-	if len(refused) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	for _, r := range refused {
-		fmt.Fprintf(&b, "\n  %s %s; %s", r.Key, r.Problem, r.Fix)
-	}
-	return fmt.Errorf("%w (outside --local every token must be a secret of its own):%s", errWeakSecrets, b.String())
-}
-
-// newResolver builds the one identity resolver: the directory
-// file when configured, auth-proxy headers from identity.trustedProxies
-// (read per request, so a reload applies), and OIDC bearer tokens when
-// oidc.issuer is set.
-func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, error) {
-	var dir identity.DirectorySource // nil: no directory configured
-	if path := cfg.Current().Endpoints().DirectoryFile; path != "" {
-		fd, err := identity.OpenDirectory(path, identity.FileDirectoryOptions{Logger: logger})
-		if err != nil {
-			return nil, fmt.Errorf("identity directory: %w", err)
-		}
-		dir = fd
-	}
-	var verifier *identity.OIDC
-	if issuer := cfg.Current().Endpoints().OIDCIssuer; issuer != "" {
-		verifier = identity.NewOIDC(identity.OIDCOptions{
-			Issuer:   issuer,
-			Policy:   func() identity.OIDCPolicy { return identity.PolicyFromConfig(cfg.Current()) },
-			Settings: func() identity.DependencySettings { return identity.SettingsFromConfig(cfg.Current(), "oidc") },
-			Logger:   logger,
-		})
-	}
-	return identity.NewResolver(identity.Options{
-		Directory: dir,
-		TrustedProxies: func() []netip.Prefix {
-			p, _ := cfg.Current().IdentityTrustedProxies()
-			return p
-		},
-		OIDC:   verifier,
-		Logger: logger,
-	}), nil
-}
-
-// storeAuditor adapts the store's AuditInsert to httpapi.Auditor; the two
-// record types have the same fields, so a conversion is the whole adapter.
-type storeAuditor struct{ st *store.Store }
-
-func (a storeAuditor) Audit(ctx context.Context, e httpapi.AuditEntry) error {
-	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams(e))
-	return err
-}
-
 // listenOn listens on addr; a port another process holds is reported with
 // the flag and the configuration key that move it.
 func listenOn(ctx context.Context, addr, flagName, key string) (net.Listener, error) {
@@ -494,25 +269,6 @@ func busyPortError(err error, addr, flagName, key string) error {
 			addr, flagName, key, config.EnvName(key), err)
 	}
 	return fmt.Errorf("listen on %s (%s, %s): %w", addr, flagName, key, err)
-}
-
-// warnSimURLs logs each dependency URL that is set explicitly but does not
-// point at the embedded simulators: usually a configuration file written
-// before the simulators moved (the service would keep talking to whatever
-// listens on the old port).
-func warnSimURLs(snap *config.Snapshot, logger *slog.Logger) {
-	base := config.LocalURL(snap.Endpoints().SimListen)
-	if base == "" {
-		return
-	}
-	for _, key := range []string{config.KeyGitLabBaseURL, config.KeyApprovalBaseURL, config.KeyPermissionBaseURL, config.KeyOIDCIssuer} {
-		v, r := snap.String(key)
-		if v == "" || r.Source == config.SourceDefault || strings.HasPrefix(v, base+"/") {
-			continue
-		}
-		logger.Warn("a dependency URL is set explicitly and does not point at the embedded simulators; remove it to follow sim.listen",
-			"key", key, "value", v, "simulators", base, "source", r.Source)
-	}
 }
 
 // waitForSchema returns once the database's schema is the one this binary
@@ -538,18 +294,6 @@ func waitForSchema(ctx context.Context, st *store.Store, logger *slog.Logger, po
 		case <-t.C:
 		}
 	}
-}
-
-// gitlabClients builds the workflow's GitLab client and the preview's. Both
-// use the same settings (base URL, the committer's token, deadlines), but
-// each has its own circuit breaker: the preview is a read any logged-in
-// user can trigger, and if its failures counted in the workflow's breaker,
-// users could open it and stall every MR (docs/security.md, "Rate limits").
-// The cost is a second HTTP connection pool to GitLab.
-func gitlabClients(settings func() gitlab.Settings, logger *slog.Logger) (workflowClient, previewClient *gitlab.Client) {
-	workflowClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger})
-	previewClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger, BreakerName: "gitlab-preview"})
-	return workflowClient, previewClient
 }
 
 // part is a background part of a serving process: started once, stopped
