@@ -2,6 +2,8 @@ package gitlab
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -155,4 +157,14 @@ func (s *Server) hookProject(p *project) map[string]any {
 		"id": p.ID, "name": p.Name, "path_with_namespace": p.Path,
 		"web_url": s.projectURL(p), "default_branch": p.DefaultBranch,
 	}
+}
+
+// newUUID returns a random RFC 4122 version 4 UUID.
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
