@@ -14,6 +14,7 @@ package periodic
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -98,4 +99,18 @@ func (e Every) interval() time.Duration {
 		}
 	}
 	return e.Fallback
+}
+
+// LogPass logs a pass's outcome the way every loop does: a failure as a
+// warning — unless ctx ended, since a shutdown that cuts a pass is no
+// fault and the next start runs it again — else, when did (the pass
+// changed something), done at info with args. A pass that found nothing
+// to do logs nothing, so an idle loop stays quiet at every interval.
+func LogPass(ctx context.Context, log *slog.Logger, err error, failed string, did bool, done string, args ...any) {
+	switch {
+	case err != nil && ctx.Err() == nil:
+		log.Warn(failed, "err", err)
+	case did:
+		log.Info(done, args...)
+	}
 }

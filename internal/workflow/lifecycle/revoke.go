@@ -214,12 +214,8 @@ func (x *Expiry) Stop() { x.svc.Stop() }
 // pass is one scan of the loop.
 func (x *Expiry) pass(ctx context.Context) {
 	res, err := x.ScanOnce(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		x.rv.Log().Warn("expiry scan", "err", err)
-	case res.Revoked > 0:
-		x.rv.Log().Info("revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
-	}
+	periodic.LogPass(ctx, x.rv.Log(), err, "expiry scan",
+		res.Revoked > 0, "revoked expired access", "scanned", res.Scanned, "revoked", res.Revoked, "chunks", res.Chunks)
 }
 
 // RevokeResult is the revocation of a grant: the one this call created,

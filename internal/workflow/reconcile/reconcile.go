@@ -85,17 +85,11 @@ func (r *Reconciler) Stop() { r.svc.Stop() }
 // recorded approval decisions.
 func (r *Reconciler) pass(ctx context.Context) {
 	res, err := r.RunOnce(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		r.d.Log().Warn("reconcile", "err", err)
-	case res.Validated > 0:
-		r.d.Log().Info("reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
-	}
-	if n, err := r.ReplayApprovalInbox(ctx); err != nil && ctx.Err() == nil {
-		r.d.Log().Warn("replay recorded approval decisions", "err", err)
-	} else if n > 0 {
-		r.d.Log().Info("applied recorded approval decisions from the callback inbox", "applied", n)
-	}
+	periodic.LogPass(ctx, r.d.Log(), err, "reconcile",
+		res.Validated > 0, "reconciled lost deploy callbacks", "scanned", res.Scanned, "validated", res.Validated, "waiting", res.Waiting)
+	n, err := r.ReplayApprovalInbox(ctx)
+	periodic.LogPass(ctx, r.d.Log(), err, "replay recorded approval decisions",
+		n > 0, "applied recorded approval decisions from the callback inbox", "applied", n)
 }
 
 // approvalInboxBatch bounds the decisions one run replays; the rest wait
