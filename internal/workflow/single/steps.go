@@ -5,6 +5,8 @@ import (
 
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
+	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
 )
@@ -69,4 +71,21 @@ func Register(e *engine.Engine, d Steps) {
 // callbacks' own guards.
 func (d Steps) applier() callbacks.Applier {
 	return callbacks.Applier{Env: d.Env, Store: d.Store}
+}
+
+// readMR reads op's MR on op's project: the first reads of a step that
+// works on the request's MR. A project that cannot be named ends the step
+// with the error (the safety net's declared state); a failed read ends it
+// as RetryOr says.
+func (d Steps) readMR(ctx context.Context, op store.Operation) (string, gitlab.MR, *flow.StepEnd) {
+	project, err := d.Project(op)
+	if err != nil {
+		return "", gitlab.MR{}, &flow.StepEnd{Err: err}
+	}
+	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
+	if err != nil {
+		out, err := d.RetryOr(err, "read MR")
+		return "", gitlab.MR{}, &flow.StepEnd{Out: out, Err: err}
+	}
+	return project, mr, nil
 }

@@ -19,18 +19,16 @@ func (d Steps) closeMR(ctx context.Context, w engine.Work) (engine.Outcome, erro
 	if op.MRIID == 0 {
 		return engine.Done("", engine.Transition{Step: domain.StepCloseMRClosed, Note: "no MR to close"}), nil
 	}
-	project, err := d.Project(op)
-	if err != nil {
-		return engine.Outcome{}, err
-	}
-	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
-	if err != nil {
-		return d.RetryOr(err, "read MR")
+	project, mr, end := d.readMR(ctx, op)
+	if end != nil {
+		return end.Out, end.Err
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
-		if mr, err = d.GitLab.CloseMR(ctx, project, op.MRIID); err != nil {
+		closed, err := d.GitLab.CloseMR(ctx, project, op.MRIID)
+		if err != nil {
 			return d.RetryOr(err, "close MR")
 		}
+		mr = closed
 	}
 	switch mr.State {
 	case gitlab.MRStateClosed:

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
 )
 
@@ -251,6 +252,21 @@ func (d Steps) targetMovedSince(ctx context.Context, project string, mr gitlab.M
 // operator's retrigger grants a fresh round; so does a regeneration,
 // which is a new change — regenerations have their own bound).
 func (d Steps) rebases(ctx context.Context, operationID string) (int, error) {
+	return d.countSince(ctx, operationID,
+		func(s store.OperationStep) bool {
+			return strings.HasPrefix(s.Note, retriggerNote) || strings.HasPrefix(s.Note, regeneratedNote) || strings.HasPrefix(s.Note, rebuiltNote)
+		},
+		func(s store.OperationStep) bool {
+			return domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep
+		})
+}
+
+// countSince counts the rows of the request's step history that counts
+// admits since the last row that resets admits (a row that resets is not
+// counted): the bounds on rebases and on regenerations are both "how
+// many since the last fresh round", and differ only in what they count
+// and what grants the fresh round.
+func (d Steps) countSince(ctx context.Context, operationID string, resets, counts func(store.OperationStep) bool) (int, error) {
 	hist, err := d.Store.OperationStepList(ctx, operationID)
 	if err != nil {
 		return 0, err
@@ -258,9 +274,9 @@ func (d Steps) rebases(ctx context.Context, operationID string) (int, error) {
 	n := 0
 	for _, s := range hist {
 		switch {
-		case strings.HasPrefix(s.Note, retriggerNote), strings.HasPrefix(s.Note, regeneratedNote), strings.HasPrefix(s.Note, rebuiltNote):
+		case resets(s):
 			n = 0
-		case domain.StepStatus(s.ToStep) == domain.StepHandleRebasing && s.FromStep != s.ToStep:
+		case counts(s):
 			n++
 		}
 	}

@@ -32,13 +32,9 @@ const (
 // It only reads, so it is safe to run any number of times.
 func (d Steps) PollPipeline(ctx context.Context, w engine.Work) (engine.Outcome, error) {
 	op := w.Operation
-	project, err := d.Project(op)
-	if err != nil {
-		return engine.Outcome{}, err
-	}
-	mr, err := d.GitLab.GetMR(ctx, project, op.MRIID)
-	if err != nil {
-		return d.RetryOr(err, "read MR")
+	_, mr, end := d.readMR(ctx, op)
+	if end != nil {
+		return end.Out, end.Err
 	}
 	status := ""
 	if mr.HeadPipeline != nil {

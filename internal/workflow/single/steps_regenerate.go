@@ -205,20 +205,11 @@ func (h *handle) pollRegenerated(ctx context.Context, mr gitlab.MR) (engine.Outc
 // regenerations counts the request's finished regenerations since it was
 // last retriggered (an operator's retrigger grants a fresh round).
 func (d Steps) regenerations(ctx context.Context, operationID string) (int, error) {
-	hist, err := d.Store.OperationStepList(ctx, operationID)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, s := range hist {
-		switch {
-		case strings.HasPrefix(s.Note, retriggerNote):
-			n = 0
-		case strings.HasPrefix(s.Note, regeneratedNote) && domain.StepStatus(s.ToStep) == domain.StepHandlePipelineRunning:
-			n++
-		}
-	}
-	return n, nil
+	return d.countSince(ctx, operationID,
+		func(s store.OperationStep) bool { return strings.HasPrefix(s.Note, retriggerNote) },
+		func(s store.OperationStep) bool {
+			return strings.HasPrefix(s.Note, regeneratedNote) && domain.StepStatus(s.ToStep) == domain.StepHandlePipelineRunning
+		})
 }
 
 // conflictIsOwn reports whether the rebase conflict of mr (a single-request
