@@ -86,31 +86,40 @@ ON_SQLITE    := storetest[.]OnSQLite[(]
 JOURNEY_PKGS := $(patsubst %/,./%,$(sort $(dir $(shell grep -rl --include='*_test.go' '$(ON_SQLITE)' internal cmd))))
 
 test:
-	$(call PHASE,Go tests)
+	$(call PHASE,Go tests with the browser tests beside them)
+	@blog=$$(mktemp) || exit 1; \
+	$(MAKE) --no-print-directory browser-test > "$$blog" 2>&1 & browser=$$!; \
 	./scripts/test-services.sh sh -c '\
 		$(GO) test $(RACE) -count=1 -timeout 15m -skip "$(JOURNEY)" $(TEST_FIRST) ./... & race=$$!; \
 		$(GO) test -count=1 -timeout 15m -run "$(JOURNEY)" -skip "$(RACE_ONLY)" $(JOURNEY_PKGS) & journeys=$$!; \
 		wait $$race; r=$$?; wait $$journeys; j=$$?; \
 		[ $$r -eq 0 ] || echo "== make test: the -race run failed"; \
 		[ $$j -eq 0 ] || echo "== make test: the journeys run (without -race) failed"; \
-		[ $$r -eq 0 ] && [ $$j -eq 0 ]'
-	$(call PHASE,container image and systemd unit)
-	@$(MAKE) --no-print-directory image-test unit-test
-	$(call PHASE,browser tests and fuzzing side by side)
+		[ $$r -eq 0 ] && [ $$j -eq 0 ]'; g=$$?; \
+	echo "== make test: Go tests ended at $$(date -u +%T)"; \
+	wait $$browser; b=$$?; \
+	echo "== make test: browser tests (ran beside the Go tests) ended at $$(date -u +%T)"; cat "$$blog"; rm -f "$$blog"; \
+	[ $$g -eq 0 ] || echo "== make test: the Go tests failed"; \
+	[ $$b -eq 0 ] || echo "== make test: the browser tests failed"; \
+	[ $$g -eq 0 ] && [ $$b -eq 0 ]
+	$(call PHASE,container image and systemd unit with fuzzing beside them)
 	@log=$$(mktemp) || exit 1; \
 	$(MAKE) --no-print-directory fuzz > "$$log" 2>&1 & fuzz=$$!; \
-	$(MAKE) --no-print-directory browser-test; b=$$?; \
+	$(MAKE) --no-print-directory image-test unit-test; i=$$?; \
 	wait $$fuzz; f=$$?; \
-	echo "== make test: fuzzing (ran beside the browser tests) ended at $$(date -u +%T)"; cat "$$log"; rm -f "$$log"; \
-	[ $$b -eq 0 ] || echo "== make test: the browser tests failed"; \
+	echo "== make test: fuzzing (ran beside the image and unit checks) ended at $$(date -u +%T)"; cat "$$log"; rm -f "$$log"; \
+	[ $$i -eq 0 ] || echo "== make test: the image or unit checks failed"; \
 	[ $$f -eq 0 ] || echo "== make test: fuzzing failed"; \
-	[ $$b -eq 0 ] && [ $$f -eq 0 ]
+	[ $$i -eq 0 ] && [ $$f -eq 0 ]
 	$(call PHASE,done)
 
 ## browser-test: the web app's browser tests (Playwright, Debian's chromium) and the API types' drift check
 # The browser tests mostly wait on servers and the browser (about a fifth
-# of two cores, docs/benchmarks.md "Test suite time"), and fuzzing is all
-# CPU: `make test` runs the two side by side, so neither waits for the other.
+# of two cores, docs/benchmarks.md "Test suite time"): `make test` runs them
+# beside the Go tests, whose long pole (cmd/changeflow) outlasts them, and
+# prints their log after the Go tests'. Fuzzing is all CPU for a fixed
+# FUZZTIME per target: it runs beside the image and unit checks, which
+# mostly wait on buildah and systemd-analyze.
 browser-test:
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix web --no-audit --no-fund && npm run gen:api:check --prefix web && GO=$(GO) npm test --prefix web; \
