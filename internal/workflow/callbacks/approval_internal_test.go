@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // fakeApproval is the approval system's read-back in memory: scripted
@@ -59,9 +60,9 @@ func waitingWorld() *fakeStore {
 		"leg":   {OperationID: "leg", Subject: "u-leg", TargetKey: "t", ProjectID: 1, ApprovalID: "ap-leg", MRIID: 3, Flow: flow.FlowLegacy},
 		"unrec": {OperationID: "unrec", Subject: "u-unrec", TargetKey: "t", ProjectID: 1, Flow: flow.FlowApproveFirst},
 	}
-	st := &fakeStore{ops: ops, bindings: map[string]store.Binding{}, apply: store.WorkCallbackResult{Applied: true}}
+	st := &fakeStore{Store: flowtest.Store{Ops: ops, ByKey: map[string]store.Binding{}, Apply: store.WorkCallbackResult{Applied: true}}}
 	for id, op := range ops {
-		st.bindings[op.Subject+"/"+op.TargetKey] = store.Binding{OperationID: id, Subject: op.Subject, TargetKey: op.TargetKey, Status: domain.BindingApprovalSent}
+		st.ByKey[op.Subject+"/"+op.TargetKey] = store.Binding{OperationID: id, Subject: op.Subject, TargetKey: op.TargetKey, Status: domain.BindingApprovalSent}
 	}
 	return st
 }
@@ -93,7 +94,7 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		},
 		{
 			name: "the request cannot be read", ev: ev("af", "ap-af", "APPROVED", ""),
-			setup: func(st *fakeStore) { st.opErr = errDB }, err: errDB,
+			setup: func(st *fakeStore) { st.OpErr = errDB }, err: errDB,
 		},
 		{
 			name: "an ext.mrId that is no MR number is refused", ev: ev("leg", "ap-leg", "APPROVED", "x1"), want: Stale,
@@ -102,25 +103,25 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		{
 			name: "a binding re-applied for a newer request is stale", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.bindings["u-af/t"] = store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}
+				st.ByKey["u-af/t"] = store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}
 			},
 			noted: "dk STALE: the binding was re-applied for request newer",
 		},
 		{
 			name: "a binding no longer waiting is stale", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.bindings["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingValidated}
+				st.ByKey["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingValidated}
 			},
 			noted: "dk STALE: the binding is VALIDATED, not waiting",
 		},
 		{
 			name: "no binding at all", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
-			setup: func(st *fakeStore) { delete(st.bindings, "u-af/t") },
+			setup: func(st *fakeStore) { delete(st.ByKey, "u-af/t") },
 			noted: "dk UNKNOWN_OPERATION",
 		},
 		{
 			name: "the binding cannot be read", ev: ev("af", "ap-af", "APPROVED", ""),
-			setup: func(st *fakeStore) { st.bindErr = errDB }, err: errDB,
+			setup: func(st *fakeStore) { st.ByKeyErr = errDB }, err: errDB,
 		},
 		{
 			name: "another approval id is refused", ev: ev("af", "ap-other", "APPROVED", ""), want: Stale,
@@ -162,7 +163,7 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		{
 			name: "a renewal rejected ends once, by the flip", ev: ev("af", "ap-af", "REJECTED", ""), want: Applied,
 			setup: func(st *fakeStore) {
-				st.apply.Flip = &store.Flip{OperationID: "af", From: domain.BindingRenewing, To: domain.BindingValidated,
+				st.Apply.Flip = &store.Flip{OperationID: "af", From: domain.BindingRenewing, To: domain.BindingValidated,
 					EndedWithoutEffect: true, ToStep: int(domain.StepCloseRejected)}
 			},
 			noted:   "dk APPLIED",
@@ -174,14 +175,14 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		},
 		{
 			name: "the store's guard refuses under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
-			setup:   func(st *fakeStore) { st.apply = store.WorkCallbackResult{Refused: "raced"} },
+			setup:   func(st *fakeStore) { st.Apply = store.WorkCallbackResult{Refused: "raced"} },
 			noted:   "dk REJECTED_BY_GUARD: raced",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
 		{
 			name: "re-applied under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}}
+				st.Apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}}
 			},
 			noted:   "dk STALE: the binding was re-applied for request newer",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
@@ -189,20 +190,20 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		{
 			name: "moved on under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "af", Status: domain.BindingMRCreating}}
+				st.Apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "af", Status: domain.BindingMRCreating}}
 			},
 			noted:   "dk STALE: the binding is MR_CREATING",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
 		{
 			name: "gone under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
-			setup:   func(st *fakeStore) { st.apply = store.WorkCallbackResult{} },
+			setup:   func(st *fakeStore) { st.Apply = store.WorkCallbackResult{} },
 			noted:   "dk UNKNOWN_OPERATION",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
 		{
 			name: "an illegal transition is refused and an error", ev: ev("af", "ap-af", "APPROVED", ""),
-			setup: func(st *fakeStore) { st.applyErr = fmt.Errorf("no: %w", domain.ErrIllegalTransition) },
+			setup: func(st *fakeStore) { st.ApplyErr = fmt.Errorf("no: %w", domain.ErrIllegalTransition) },
 			err:   domain.ErrIllegalTransition, noted: "dk REJECTED_BY_GUARD: no:",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
@@ -212,7 +213,7 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 			if c.setup != nil {
 				c.setup(st)
 			}
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			env := flow.Env{Config: snapshot(t, map[string]any{"approval.verifyDecisions": false}), Observer: obs, Now: func() time.Time { return approvalNow }}
 			got, err := New(env, st, nil).Approval(t.Context(), c.ev)
 			switch {
@@ -231,24 +232,24 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 				require.True(t, strings.HasPrefix(st.noted[0], c.noted), "noted %q, want it to start %q", st.noted[0], c.noted)
 			}
 			if c.applied == nil {
-				require.Empty(t, st.applied, "nothing is written")
+				require.Empty(t, st.Applied, "nothing is written")
 			} else {
-				require.Len(t, st.applied, 1)
-				p := st.applied[0]
+				require.Len(t, st.Applied, 1)
+				p := st.Applied[0]
 				require.Equal(t, c.ev.OperationID, p.OperationID)
 				require.Equal(t, approvalWaiting, p.Waiting)
 				require.Equal(t, "approval-callback", p.Actor)
 				require.Equal(t, c.ev.ApprovalID, p.Approval.ApprovalID)
 				require.Equal(t, [4]any{c.applied.Step, c.applied.Binding, c.applied.NextAction, c.applied.AdmitProject},
 					[4]any{p.Step, p.Binding, p.NextAction, p.AdmitProject})
-				if st.ops[c.ev.OperationID].MRIID == 0 && p.Binding == domain.BindingMRCreating {
+				if st.Ops[c.ev.OperationID].MRIID == 0 && p.Binding == domain.BindingMRCreating {
 					require.Equal(t, approvalNow, p.ApprovedAt, "approve-first: the days count from the approval")
 					require.Equal(t, 30, p.MaxDays)
 				} else {
 					require.True(t, p.ApprovedAt.IsZero(), "only an approve-first approval fixes the expiry")
 				}
 			}
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.events, obs.Events)
 		})
 	}
 }
@@ -334,7 +335,7 @@ func TestApprovalReadBack(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := waitingWorld()
 			if strings.HasPrefix(c.name, "stale before") {
-				st.bindings["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingMerged}
+				st.ByKey["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingMerged}
 			}
 			env := flow.Env{Config: snapshot(t, map[string]any{"approval.verifyDecisions": true}), Now: func() time.Time { return approvalNow }}
 			if c.sys != nil {
@@ -349,11 +350,11 @@ func TestApprovalReadBack(t *testing.T) {
 				require.Equal(t, c.sysCalls, c.sys.calls)
 			}
 			if c.step == 0 {
-				require.Empty(t, st.applied)
+				require.Empty(t, st.Applied)
 				return
 			}
-			require.Len(t, st.applied, 1)
-			p := st.applied[0]
+			require.Len(t, st.Applied, 1)
+			p := st.Applied[0]
 			require.Equal(t, int(c.step), p.Step)
 			require.Equal(t, c.adopt, p.Approval.Adopt)
 			require.Contains(t, p.Note, c.note)
@@ -381,17 +382,17 @@ func TestRecordPolledAndReplay(t *testing.T) {
 		require.Equal(t, Applied, res)
 		require.Equal(t, flow.ActionCreateMR, next)
 		require.Equal(t, []store.ApprovalCallbackParams{{DeliveryKey: "poll-1", OperationID: "unrec", ApprovalID: "ap-u", Result: "APPROVED", Source: store.InboxSourcePoll}}, st.inserted)
-		require.Len(t, st.applied, 1)
-		require.Equal(t, "poll_approval", st.applied[0].Actor)
-		require.True(t, st.applied[0].Approval.Adopt, "the system's own id is adopted")
-		require.Contains(t, st.applied[0].Note, "fine")
+		require.Len(t, st.Applied, 1)
+		require.Equal(t, "poll_approval", st.Applied[0].Actor)
+		require.True(t, st.Applied[0].Approval.Adopt, "the system's own id is adopted")
+		require.Contains(t, st.Applied[0].Note, "fine")
 	})
 	t.Run("polled: the record fails, nothing is applied", func(t *testing.T) {
 		st := waitingWorld()
 		st.insertErr = errors.New("down")
 		_, _, err := Applier{Env: env(t), Store: st}.RecordPolled(t.Context(), "af", approval.Approval{ApprovalID: "ap-af", Status: approval.Approved}, "k", "a")
 		require.ErrorIs(t, err, st.insertErr)
-		require.Empty(t, st.applied)
+		require.Empty(t, st.Applied)
 	})
 	for _, c := range []struct {
 		name    string
@@ -430,7 +431,7 @@ func TestRecordPolledAndReplay(t *testing.T) {
 				require.Len(t, st.noted, 1)
 				require.Contains(t, st.noted[0], c.wantMR)
 			}
-			require.Equal(t, c.applied, len(st.applied) == 1)
+			require.Equal(t, c.applied, len(st.Applied) == 1)
 		})
 	}
 }
