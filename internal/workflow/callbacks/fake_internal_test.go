@@ -10,18 +10,19 @@ import (
 	"changeflow/internal/workflow/flowtest"
 )
 
+var _ Store = (*fakeStore)(nil)
+
 // fakeStore is a Store in memory for the callbacks' unit tests: it records
 // every call and answers what the test scripted. It decides nothing and
 // enforces no invariant — the guards under the row locks are the store's,
 // proven on both databases by its conformance suite; these tests prove
 // what the callbacks do with each answer. flowtest.Store answers the
 // operations it shares with the other flows (the operations, the bindings
-// by subject/target, WorkCallbackApply); a method nothing scripted panics
-// on the nil Store of unscripted, so a test that reaches further than it
-// meant to fails loudly.
+// by subject/target, WorkCallbackApply); fakeStore answers the rest of
+// Store, every method of it, so the compiler checks that none is left
+// to a nil embedded Store.
 type fakeStore struct {
 	flowtest.Store
-	unscripted
 
 	byMR    []store.Operation
 	byMRErr error
@@ -53,10 +54,6 @@ type fakeStore struct {
 	noted     []string // "delivery disposition: reason"
 	noteErr   error
 }
-
-// unscripted is Store one level below fakeStore's own methods and
-// flowtest.Store's, which therefore win over its nil value's.
-type unscripted struct{ Store }
 
 func (f *fakeStore) OperationListByMR(_ context.Context, project, mr int64) ([]store.Operation, error) {
 	f.Call("OperationListByMR %d/%d", project, mr)

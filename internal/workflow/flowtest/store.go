@@ -53,40 +53,33 @@ func (f *Store) Call(format string, args ...any) {
 // OperationGet answers Ops[id].
 func (f *Store) OperationGet(_ context.Context, id string) (store.Operation, error) {
 	f.Call("OperationGet %s", id)
-	if f.OpErr != nil {
-		return store.Operation{}, f.OpErr
-	}
-	op, ok := f.Ops[id]
-	if !ok {
-		return store.Operation{}, fmt.Errorf("operation %s: %w", id, domain.ErrNotFound)
-	}
-	return op, nil
+	return answer(f.Ops, id, f.OpErr, "operation %s", id)
 }
 
 // BindingGet answers ByKey[subject/target].
 func (f *Store) BindingGet(_ context.Context, subject, target string) (store.Binding, error) {
 	f.Call("BindingGet %s/%s", subject, target)
-	if f.ByKeyErr != nil {
-		return store.Binding{}, f.ByKeyErr
-	}
-	b, ok := f.ByKey[subject+"/"+target]
-	if !ok {
-		return store.Binding{}, fmt.Errorf("binding %s/%s: %w", subject, target, domain.ErrNotFound)
-	}
-	return b, nil
+	return answer(f.ByKey, subject+"/"+target, f.ByKeyErr, "binding %s/%s", subject, target)
 }
 
 // BindingGetByOperation answers ByOperation[id].
 func (f *Store) BindingGetByOperation(_ context.Context, id string) (store.Binding, error) {
 	f.Call("BindingGetByOperation %s", id)
-	if f.ByOperationErr != nil {
-		return store.Binding{}, f.ByOperationErr
+	return answer(f.ByOperation, id, f.ByOperationErr, "binding of %s", id)
+}
+
+// answer is err when set, else m[key], else the real store's not-found:
+// what (formatted with args) wrapping domain.ErrNotFound.
+func answer[V any](m map[string]V, key string, err error, what string, args ...any) (V, error) {
+	var zero V
+	if err != nil {
+		return zero, err
 	}
-	b, ok := f.ByOperation[id]
+	v, ok := m[key]
 	if !ok {
-		return store.Binding{}, fmt.Errorf("binding of %s: %w", id, domain.ErrNotFound)
+		return zero, fmt.Errorf(what+": %w", append(args, domain.ErrNotFound)...)
 	}
-	return b, nil
+	return v, nil
 }
 
 // BatchGet answers Batch and BatchErr.
