@@ -1,7 +1,6 @@
 package callbacks
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,35 +15,6 @@ import (
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/flowtest"
 )
-
-// fakeApproval is the approval system's read-back in memory: scripted
-// answers, every call recorded. Submit and Withdraw are not the
-// callbacks' to call and panic on the nil embedded Service.
-type fakeApproval struct {
-	approval.Service
-	byID  map[string]approval.Approval
-	byOp  map[string]approval.Approval
-	err   error
-	calls []string
-}
-
-func (a *fakeApproval) Get(_ context.Context, id string) (approval.Approval, error) {
-	a.calls = append(a.calls, "Get "+id)
-	if a.err != nil {
-		return approval.Approval{}, a.err
-	}
-	got, ok := a.byID[id]
-	if !ok {
-		return approval.Approval{}, &approval.Error{Op: "get", Status: 404, Message: "not found"}
-	}
-	return got, nil
-}
-
-func (a *fakeApproval) FindByOperationID(_ context.Context, op string) (approval.Approval, bool, error) {
-	a.calls = append(a.calls, "FindByOperationID "+op)
-	got, ok := a.byOp[op]
-	return got, ok, a.err
-}
 
 // approvalNow is the clock an approve-first approval is timed by.
 var approvalNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -269,7 +239,7 @@ func TestApprovalReadBack(t *testing.T) {
 		op       string
 		claimed  string // the callback's approval id
 		result   string
-		sys      *fakeApproval // nil: no approval client configured
+		sys      *flowtest.Approval // nil: no approval client configured
 		want     Result
 		noted    string
 		step     domain.StepStatus // 0: nothing is applied
@@ -283,52 +253,52 @@ func TestApprovalReadBack(t *testing.T) {
 		},
 		{
 			name: "the read fails", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{err: &approval.Error{Op: "get", Status: 503, Message: "down"}},
+			sys:  &flowtest.Approval{GetErr: &approval.Error{Op: "get", Status: 503, Message: "down"}},
 			want: Deferred, noted: "dk VERIFY_FAILED: reading the approval back failed", sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "still pending", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Pending)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Pending)}},
 			want: Deferred, noted: "dk UNCONFIRMED: the approval system still reports approval ap-af as PENDING", sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "the system says it is another request's", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "other", approval.Approved)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "other", approval.Approved)}},
 			want: Stale, noted: `dk REJECTED_BY_GUARD: the approval system says approval "ap-af" is not this request's`, sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "confirmed", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Approved)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Approved)}},
 			want: Applied, noted: "dk APPLIED", step: domain.StepCreateStarted, note: "; confirmed by the approval system",
 			sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "the system's decision wins over the callback's claim", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Rejected)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Rejected)}},
 			want: Applied, noted: "dk APPLIED", step: domain.StepCloseRejected,
 			note: "; the approval system reports REJECTED, the callback claimed APPROVED", sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "unrecorded: the system's approval for the request is adopted", op: "unrec", claimed: "ap-u", result: "APPROVED",
-			sys:  &fakeApproval{byOp: map[string]approval.Approval{"unrec": decided("ap-u", "unrec", approval.Approved)}},
+			sys:  &flowtest.Approval{ByOp: map[string]approval.Approval{"unrec": decided("ap-u", "unrec", approval.Approved)}},
 			want: Applied, noted: "dk APPLIED", step: domain.StepCreateStarted, adopt: true,
 			sysCalls: []string{"FindByOperationID unrec"},
 		},
 		{
 			name: "unrecorded: the system holds none yet", op: "unrec", claimed: "ap-u", result: "APPROVED",
-			sys:  &fakeApproval{},
+			sys:  &flowtest.Approval{},
 			want: Deferred, noted: "dk VERIFY_FAILED: the approval system holds no approval for this request yet",
 			sysCalls: []string{"FindByOperationID unrec"},
 		},
 		{
 			name: "unrecorded: the system holds another approval", op: "unrec", claimed: "ap-u", result: "APPROVED",
-			sys:  &fakeApproval{byOp: map[string]approval.Approval{"unrec": decided("ap-real", "unrec", approval.Approved)}},
+			sys:  &flowtest.Approval{ByOp: map[string]approval.Approval{"unrec": decided("ap-real", "unrec", approval.Approved)}},
 			want: Stale, noted: `dk REJECTED_BY_GUARD: approvalId "ap-u" is not the approval`,
 			sysCalls: []string{"FindByOperationID unrec"},
 		},
 		{
 			name: "stale before any read: no call to the approval system", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{},
+			sys:  &flowtest.Approval{},
 			want: Stale, noted: "dk STALE",
 		},
 	} {
@@ -347,7 +317,7 @@ func TestApprovalReadBack(t *testing.T) {
 			require.Len(t, st.noted, 1, "noted once: %v", st.noted)
 			require.True(t, strings.HasPrefix(st.noted[0], c.noted), "noted %q, want it to start %q", st.noted[0], c.noted)
 			if c.sys != nil {
-				require.Equal(t, c.sysCalls, c.sys.calls)
+				require.Equal(t, c.sysCalls, c.sys.Calls)
 			}
 			if c.step == 0 {
 				require.Empty(t, st.Applied)
@@ -421,7 +391,7 @@ func TestRecordPolledAndReplay(t *testing.T) {
 				st.latest[c.op] = *c.rec
 			}
 			st.latestErr = c.latest
-			sys := &fakeApproval{byID: map[string]approval.Approval{"ap-leg": {ApprovalID: "ap-leg", OperationID: "leg", Status: approval.Approved}}}
+			sys := &flowtest.Approval{ByID: map[string]approval.Approval{"ap-leg": {ApprovalID: "ap-leg", OperationID: "leg", Status: approval.Approved}}}
 			e := env(t)
 			e.Approval = sys
 			got, err := New(e, st, nil).ReplayApproval(t.Context(), c.op)

@@ -9,6 +9,8 @@
 //     recording every call.
 //   - GitLab: a scripted gitlab.GitLab for the calls the steps under test
 //     make (find, read and close an MR; list and re-run its pipelines).
+//   - Approval: a scripted approval.Service (read back, find by request,
+//     withdraw).
 //   - Observer: a flow.Observer that records every event as a line.
 //   - Config and Targets: a configuration snapshot over an overlay.
 //

@@ -2,10 +2,8 @@ package withdraw
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
-	"changeflow/internal/approval"
 	"changeflow/internal/config"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flowtest"
@@ -45,36 +43,6 @@ func (f *fakeStore) OperationWithdraw(_ context.Context, p store.WithdrawParams)
 	f.Call("OperationWithdraw %s", p.OperationID)
 	f.withdrawals = append(f.withdrawals, p)
 	return f.withdraw, f.withdrawErr
-}
-
-// fakeApproval answers the approval system's two calls the withdraw
-// step makes, from what the test scripted, and records them.
-type fakeApproval struct {
-	approval.Service
-	calls []string
-
-	found     *approval.Approval // FindByOperationID's answer; nil: none
-	findErr   error
-	withdrawn approval.Approval
-	err       error
-}
-
-func (a *fakeApproval) FindByOperationID(_ context.Context, op string) (approval.Approval, bool, error) {
-	a.calls = append(a.calls, "FindByOperationID "+op)
-	if a.found == nil {
-		return approval.Approval{}, false, a.findErr
-	}
-	return *a.found, true, a.findErr
-}
-
-func (a *fakeApproval) Withdraw(_ context.Context, id, _ string) (approval.Approval, error) {
-	a.calls = append(a.calls, "Withdraw "+id)
-	return a.withdrawn, a.err
-}
-
-// approvalErr is the approval system's answer with status.
-func approvalErr(status int) error {
-	return &approval.Error{Op: "test", Status: status, Message: http.StatusText(status)}
 }
 
 // testConfig is project 1 and the target "t" without batching.

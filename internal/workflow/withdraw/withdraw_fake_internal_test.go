@@ -37,7 +37,7 @@ func TestWithdrawStep(t *testing.T) {
 		op      []func(*store.Operation)
 		st      fakeStore
 		gl      flowtest.GitLab
-		ap      *fakeApproval // nil: no approval client
+		ap      *flowtest.Approval // nil: no approval client
 		// want: the outcome's kind, step and binding written; note and
 		// reason: a part of each; err: a part of the error.
 		kind              engine.OutcomeKind
@@ -57,63 +57,63 @@ func TestWithdrawStep(t *testing.T) {
 		},
 		{
 			name: "approval: withdrawn", binding: domain.BindingClosed,
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap withdrawn (WITHDRAWN)",
 			apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: decided before the withdrawal reached it", binding: domain.BindingClosed,
-			ap:   &fakeApproval{err: approvalErr(409)},
+			ap:   &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(409)},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap was decided before the withdrawal reached it",
 			apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: unknown upstream", binding: domain.BindingClosed,
-			ap:   &fakeApproval{err: approvalErr(404)},
+			ap:   &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(404)},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap is unknown to the approval system",
 			apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: the system fails transiently", binding: domain.BindingClosed,
-			ap:   &fakeApproval{err: approvalErr(503)},
+			ap:   &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(503)},
 			kind: engine.OutcomeRetry, reason: "withdraw approval ap:", apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: the system refuses", binding: domain.BindingClosed,
-			ap:  &fakeApproval{err: approvalErr(400)},
+			ap:  &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(400)},
 			err: "withdraw approval ap:", apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: none recorded, found by the operationId", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval},
-			ap:   &fakeApproval{found: &approval.Approval{ApprovalID: "ap-found"}, withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{ByOp: map[string]approval.Approval{"w": {ApprovalID: "ap-found"}}, Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap-found withdrawn",
 			apCalls: []string{"FindByOperationID w", "Withdraw ap-found"},
 		},
 		{
 			name: "approval: none found yet, wait once", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval},
-			ap:   &fakeApproval{},
+			ap:   &flowtest.Approval{},
 			kind: engine.OutcomeRetry, reason: noneYet + ": no approval for the request", apCalls: []string{"FindByOperationID w"},
 		},
 		{
 			name: "approval: none found after the wait: none was submitted", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval, waited},
-			ap:   &fakeApproval{},
+			ap:   &flowtest.Approval{},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "no approval was submitted", apCalls: []string{"FindByOperationID w"},
 		},
 		{
 			name: "approval: the look-up fails transiently", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval},
-			ap:   &fakeApproval{findErr: approvalErr(502)},
+			ap:   &flowtest.Approval{FindErr: flowtest.ApprovalError(502)},
 			kind: engine.OutcomeRetry, reason: "look up the approval:", apCalls: []string{"FindByOperationID w"},
 		},
 		{
 			name: "approval, legacy: its MR is closed too", binding: domain.BindingClosed, op: []func(*store.Operation){legacy},
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			gl:   flowtest.GitLab{MR: gitlab.MR{IID: 3, State: gitlab.MRStateOpened}, Closed: gitlab.MR{IID: 3, State: gitlab.MRStateClosed}},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap withdrawn (WITHDRAWN); MR !3 closed",
 			apCalls: []string{"Withdraw ap"}, glCalls: []string{"GetMR 1 !3", "CloseMR 1 !3"},
 		},
 		{
 			name: "approval, legacy: an MR merged before its approval is a failure", binding: domain.BindingClosed, op: []func(*store.Operation){legacy},
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			gl:   flowtest.GitLab{MR: gitlab.MR{IID: 3, State: gitlab.MRStateMerged}},
 			kind: engine.OutcomeFail, step: domain.StepCloseFailed, reason: "MR !3 is merged although the request was withdrawn before its approval",
 			apCalls: []string{"Withdraw ap"}, glCalls: []string{"GetMR 1 !3"},
@@ -188,7 +188,7 @@ func TestWithdrawStep(t *testing.T) {
 		{
 			name: "MR: an operator's close withdraws the approval too, and ends where it began", binding: domain.BindingMRCreated,
 			op:   []func(*store.Operation){func(op *store.Operation) { op.Step = int(domain.StepCloseCancelled) }},
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			gl:   flowtest.GitLab{MR: opened, Closed: closed},
 			kind: engine.OutcomeDone, step: domain.StepCloseCancelled, bind: domain.BindingClosed, note: "approval ap withdrawn (WITHDRAWN); MR !4 closed",
 			apCalls: []string{"Withdraw ap"}, glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
@@ -267,7 +267,7 @@ func TestWithdrawStep(t *testing.T) {
 				require.Equal(t, c.stCalls, st.Calls)
 			}
 			if c.ap != nil {
-				require.Equal(t, c.apCalls, c.ap.calls)
+				require.Equal(t, c.apCalls, c.ap.Calls)
 			}
 		})
 	}
