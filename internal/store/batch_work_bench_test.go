@@ -35,20 +35,11 @@ func BenchmarkBatchStart(b *testing.B) {
 					for range b.N {
 						b.StopTimer()
 						round++
-						for i := range n {
-							id := fmt.Sprintf("bs-%d-%d", round, i)
-							_, err := s.OperationSubmit(ctx, store.OperationSubmitParams{
-								Operation: store.OperationCreateParams{
-									OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: "APPROVE_FIRST",
-									Step: int(domain.StepCreateAdmitted), Reason: "bench", Days: 1,
-									ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
-								},
-								BindingStatus: domain.BindingMRCreating,
-							})
-							require.NoError(b, err)
-							_, err = s.BatchAdmit(ctx, id, 1)
-							require.NoError(b, err)
+						members := make([]string, n)
+						for i := range members {
+							members[i] = fmt.Sprintf("bs-%d-%d", round, i)
 						}
+						storetest.AdmitWaiting(b, s, "t", "bench", members...)
 						time.Sleep(2 * time.Millisecond) // claimable: created before the claim's "now"
 						s0, _, t0 := counter.Snapshot()
 						b.StartTimer()

@@ -19,18 +19,8 @@ func admittedOps(t *testing.T, s *store.Store, prefix string, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
-		_, err := s.OperationSubmit(t.Context(), store.OperationSubmitParams{
-			Operation: store.OperationCreateParams{
-				OperationID: ids[i], Subject: ids[i], TargetKey: "t", ProjectID: 1, Flow: "APPROVE_FIRST",
-				Step: int(domain.StepCreateAdmitted), Reason: "r", Days: 1,
-				ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: ids[i],
-			},
-			BindingStatus: domain.BindingMRCreating,
-		})
-		require.NoError(t, err)
-		_, err = s.BatchAdmit(t.Context(), ids[i], 1)
-		require.NoError(t, err)
 	}
+	storetest.AdmitWaiting(t, s, "t", "r", ids...)
 	time.Sleep(3 * time.Millisecond)
 	return ids
 }

@@ -10,13 +10,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // benchGitLab answers the calls a round and a settlement make, in memory:
@@ -133,16 +133,9 @@ func BenchmarkBatchRound(b *testing.B) {
 			b.Cleanup(func() { _ = st.Close() })
 			_, err = st.Migrate(ctx)
 			require.NoError(b, err)
-			mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
-				"gitlab.projects":   []any{"1"},
-				"batch.maxRequests": 1000,
-				"targets":           map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30}},
-			}})
-			require.NoError(b, err)
-			snap := mgr.Current()
-			_ = mgr.Close()
+			snap := flowtest.Config(b, flowtest.Targets(map[string]bool{"t": true}), map[string]any{"batch.maxRequests": 1000})
 			gl := newBenchGitLab()
-			d := Flow{Env: flow.Env{GitLab: gl, Config: func() *config.Snapshot { return snap }}, Store: st}
+			d := Flow{Env: flow.Env{GitLab: gl, Config: snap}, Store: st}
 			rounds := NewRounds(d, nil)
 
 			seq := 0
@@ -150,20 +143,9 @@ func BenchmarkBatchRound(b *testing.B) {
 				seq++
 				ids := make([]string, 0, n)
 				for i := range n {
-					id := fmt.Sprintf("br-%d-%d", seq, i)
-					_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
-						Operation: store.OperationCreateParams{
-							OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: flow.FlowApproveFirst,
-							Step: int(domain.StepCreateAdmitted), Reason: "bench", Days: 1,
-							ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
-						},
-						BindingStatus: domain.BindingMRCreating,
-					})
-					require.NoError(b, err)
-					_, err = st.BatchAdmit(ctx, id, 1)
-					require.NoError(b, err)
-					ids = append(ids, id)
+					ids = append(ids, fmt.Sprintf("br-%d-%d", seq, i))
 				}
+				storetest.AdmitWaiting(b, st, "t", "bench", ids...)
 				storetest.UntilAdmittedBeforeNow(b, st, ids...) // claimable: admitted before the claim's "now"
 			}
 			type phase struct {

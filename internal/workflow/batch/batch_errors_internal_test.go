@@ -8,12 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 	"changeflow/internal/workflow/single"
 )
 
@@ -101,28 +101,9 @@ func TestBatchApproveErrorBeforeItsFirstWriteSettlesTheBatch(t *testing.T) {
 // database clock's "now", so a round right after claims them all.
 func admittedBatchWorld(t *testing.T, st *store.Store, ids ...string) Flow {
 	t.Helper()
-	ctx := t.Context()
-	mgr, err := config.Load(ctx, config.Options{Overlay: map[string]any{
-		"gitlab.projects": []any{"1"},
-		"targets":         map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30}},
-	}})
-	require.NoError(t, err)
-	snap := mgr.Current()
-	_ = mgr.Close()
-	d := Flow{Env: flow.Env{GitLab: newBenchGitLab(), Config: func() *config.Snapshot { return snap }, RetryDelay: time.Millisecond}, Store: st}
-	for _, id := range ids {
-		_, err := st.OperationSubmit(ctx, store.OperationSubmitParams{
-			Operation: store.OperationCreateParams{
-				OperationID: id, Subject: id, TargetKey: "t", ProjectID: 1, Flow: flow.FlowApproveFirst,
-				Step: int(domain.StepCreateAdmitted), Reason: "test", Days: 1,
-				ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Actor: id,
-			},
-			BindingStatus: domain.BindingMRCreating,
-		})
-		require.NoError(t, err)
-		_, err = st.BatchAdmit(ctx, id, 1)
-		require.NoError(t, err)
-	}
+	snap := flowtest.Config(t, flowtest.Targets(map[string]bool{"t": true}))
+	d := Flow{Env: flow.Env{GitLab: newBenchGitLab(), Config: snap, RetryDelay: time.Millisecond}, Store: st}
+	storetest.AdmitWaiting(t, st, "t", "test", ids...)
 	storetest.UntilAdmittedBeforeNow(t, st, ids...) // the claim takes admissions before the DB's "now"
 	return d
 }

@@ -1,7 +1,6 @@
 package callbacks
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,36 +13,8 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
-
-// fakeApproval is the approval system's read-back in memory: scripted
-// answers, every call recorded. Submit and Withdraw are not the
-// callbacks' to call and panic on the nil embedded Service.
-type fakeApproval struct {
-	approval.Service
-	byID  map[string]approval.Approval
-	byOp  map[string]approval.Approval
-	err   error
-	calls []string
-}
-
-func (a *fakeApproval) Get(_ context.Context, id string) (approval.Approval, error) {
-	a.calls = append(a.calls, "Get "+id)
-	if a.err != nil {
-		return approval.Approval{}, a.err
-	}
-	got, ok := a.byID[id]
-	if !ok {
-		return approval.Approval{}, &approval.Error{Op: "get", Status: 404, Message: "not found"}
-	}
-	return got, nil
-}
-
-func (a *fakeApproval) FindByOperationID(_ context.Context, op string) (approval.Approval, bool, error) {
-	a.calls = append(a.calls, "FindByOperationID "+op)
-	got, ok := a.byOp[op]
-	return got, ok, a.err
-}
 
 // approvalNow is the clock an approve-first approval is timed by.
 var approvalNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -59,9 +30,9 @@ func waitingWorld() *fakeStore {
 		"leg":   {OperationID: "leg", Subject: "u-leg", TargetKey: "t", ProjectID: 1, ApprovalID: "ap-leg", MRIID: 3, Flow: flow.FlowLegacy},
 		"unrec": {OperationID: "unrec", Subject: "u-unrec", TargetKey: "t", ProjectID: 1, Flow: flow.FlowApproveFirst},
 	}
-	st := &fakeStore{ops: ops, bindings: map[string]store.Binding{}, apply: store.WorkCallbackResult{Applied: true}}
+	st := &fakeStore{Store: flowtest.Store{Ops: ops, ByKey: map[string]store.Binding{}, Apply: store.WorkCallbackResult{Applied: true}}}
 	for id, op := range ops {
-		st.bindings[op.Subject+"/"+op.TargetKey] = store.Binding{OperationID: id, Subject: op.Subject, TargetKey: op.TargetKey, Status: domain.BindingApprovalSent}
+		st.ByKey[op.Subject+"/"+op.TargetKey] = store.Binding{OperationID: id, Subject: op.Subject, TargetKey: op.TargetKey, Status: domain.BindingApprovalSent}
 	}
 	return st
 }
@@ -93,7 +64,7 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		},
 		{
 			name: "the request cannot be read", ev: ev("af", "ap-af", "APPROVED", ""),
-			setup: func(st *fakeStore) { st.opErr = errDB }, err: errDB,
+			setup: func(st *fakeStore) { st.OpErr = errDB }, err: errDB,
 		},
 		{
 			name: "an ext.mrId that is no MR number is refused", ev: ev("leg", "ap-leg", "APPROVED", "x1"), want: Stale,
@@ -102,25 +73,25 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		{
 			name: "a binding re-applied for a newer request is stale", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.bindings["u-af/t"] = store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}
+				st.ByKey["u-af/t"] = store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}
 			},
 			noted: "dk STALE: the binding was re-applied for request newer",
 		},
 		{
 			name: "a binding no longer waiting is stale", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.bindings["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingValidated}
+				st.ByKey["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingValidated}
 			},
 			noted: "dk STALE: the binding is VALIDATED, not waiting",
 		},
 		{
 			name: "no binding at all", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
-			setup: func(st *fakeStore) { delete(st.bindings, "u-af/t") },
+			setup: func(st *fakeStore) { delete(st.ByKey, "u-af/t") },
 			noted: "dk UNKNOWN_OPERATION",
 		},
 		{
 			name: "the binding cannot be read", ev: ev("af", "ap-af", "APPROVED", ""),
-			setup: func(st *fakeStore) { st.bindErr = errDB }, err: errDB,
+			setup: func(st *fakeStore) { st.ByKeyErr = errDB }, err: errDB,
 		},
 		{
 			name: "another approval id is refused", ev: ev("af", "ap-other", "APPROVED", ""), want: Stale,
@@ -162,7 +133,7 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		{
 			name: "a renewal rejected ends once, by the flip", ev: ev("af", "ap-af", "REJECTED", ""), want: Applied,
 			setup: func(st *fakeStore) {
-				st.apply.Flip = &store.Flip{OperationID: "af", From: domain.BindingRenewing, To: domain.BindingValidated,
+				st.Apply.Flip = &store.Flip{OperationID: "af", From: domain.BindingRenewing, To: domain.BindingValidated,
 					EndedWithoutEffect: true, ToStep: int(domain.StepCloseRejected)}
 			},
 			noted:   "dk APPLIED",
@@ -174,14 +145,14 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		},
 		{
 			name: "the store's guard refuses under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
-			setup:   func(st *fakeStore) { st.apply = store.WorkCallbackResult{Refused: "raced"} },
+			setup:   func(st *fakeStore) { st.Apply = store.WorkCallbackResult{Refused: "raced"} },
 			noted:   "dk REJECTED_BY_GUARD: raced",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
 		{
 			name: "re-applied under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}}
+				st.Apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "newer", Status: domain.BindingApprovalSent}}
 			},
 			noted:   "dk STALE: the binding was re-applied for request newer",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
@@ -189,20 +160,20 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 		{
 			name: "moved on under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
 			setup: func(st *fakeStore) {
-				st.apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "af", Status: domain.BindingMRCreating}}
+				st.Apply = store.WorkCallbackResult{Current: store.Binding{OperationID: "af", Status: domain.BindingMRCreating}}
 			},
 			noted:   "dk STALE: the binding is MR_CREATING",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
 		{
 			name: "gone under the lock", ev: ev("af", "ap-af", "APPROVED", ""), want: Stale,
-			setup:   func(st *fakeStore) { st.apply = store.WorkCallbackResult{} },
+			setup:   func(st *fakeStore) { st.Apply = store.WorkCallbackResult{} },
 			noted:   "dk UNKNOWN_OPERATION",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
 		{
 			name: "an illegal transition is refused and an error", ev: ev("af", "ap-af", "APPROVED", ""),
-			setup: func(st *fakeStore) { st.applyErr = fmt.Errorf("no: %w", domain.ErrIllegalTransition) },
+			setup: func(st *fakeStore) { st.ApplyErr = fmt.Errorf("no: %w", domain.ErrIllegalTransition) },
 			err:   domain.ErrIllegalTransition, noted: "dk REJECTED_BY_GUARD: no:",
 			applied: &store.WorkCallbackParams{Step: int(domain.StepCreateStarted), Binding: domain.BindingMRCreating, NextAction: flow.ActionCreateMR},
 		},
@@ -212,7 +183,7 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 			if c.setup != nil {
 				c.setup(st)
 			}
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			env := flow.Env{Config: snapshot(t, map[string]any{"approval.verifyDecisions": false}), Observer: obs, Now: func() time.Time { return approvalNow }}
 			got, err := New(env, st, nil).Approval(t.Context(), c.ev)
 			switch {
@@ -231,24 +202,24 @@ func TestApprovalWithoutReadBack(t *testing.T) {
 				require.True(t, strings.HasPrefix(st.noted[0], c.noted), "noted %q, want it to start %q", st.noted[0], c.noted)
 			}
 			if c.applied == nil {
-				require.Empty(t, st.applied, "nothing is written")
+				require.Empty(t, st.Applied, "nothing is written")
 			} else {
-				require.Len(t, st.applied, 1)
-				p := st.applied[0]
+				require.Len(t, st.Applied, 1)
+				p := st.Applied[0]
 				require.Equal(t, c.ev.OperationID, p.OperationID)
 				require.Equal(t, approvalWaiting, p.Waiting)
 				require.Equal(t, "approval-callback", p.Actor)
 				require.Equal(t, c.ev.ApprovalID, p.Approval.ApprovalID)
 				require.Equal(t, [4]any{c.applied.Step, c.applied.Binding, c.applied.NextAction, c.applied.AdmitProject},
 					[4]any{p.Step, p.Binding, p.NextAction, p.AdmitProject})
-				if st.ops[c.ev.OperationID].MRIID == 0 && p.Binding == domain.BindingMRCreating {
+				if st.Ops[c.ev.OperationID].MRIID == 0 && p.Binding == domain.BindingMRCreating {
 					require.Equal(t, approvalNow, p.ApprovedAt, "approve-first: the days count from the approval")
 					require.Equal(t, 30, p.MaxDays)
 				} else {
 					require.True(t, p.ApprovedAt.IsZero(), "only an approve-first approval fixes the expiry")
 				}
 			}
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.events, obs.Events)
 		})
 	}
 }
@@ -268,7 +239,7 @@ func TestApprovalReadBack(t *testing.T) {
 		op       string
 		claimed  string // the callback's approval id
 		result   string
-		sys      *fakeApproval // nil: no approval client configured
+		sys      *flowtest.Approval // nil: no approval client configured
 		want     Result
 		noted    string
 		step     domain.StepStatus // 0: nothing is applied
@@ -282,59 +253,59 @@ func TestApprovalReadBack(t *testing.T) {
 		},
 		{
 			name: "the read fails", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{err: &approval.Error{Op: "get", Status: 503, Message: "down"}},
+			sys:  &flowtest.Approval{GetErr: &approval.Error{Op: "get", Status: 503, Message: "down"}},
 			want: Deferred, noted: "dk VERIFY_FAILED: reading the approval back failed", sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "still pending", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Pending)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Pending)}},
 			want: Deferred, noted: "dk UNCONFIRMED: the approval system still reports approval ap-af as PENDING", sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "the system says it is another request's", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "other", approval.Approved)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "other", approval.Approved)}},
 			want: Stale, noted: `dk REJECTED_BY_GUARD: the approval system says approval "ap-af" is not this request's`, sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "confirmed", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Approved)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Approved)}},
 			want: Applied, noted: "dk APPLIED", step: domain.StepCreateStarted, note: "; confirmed by the approval system",
 			sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "the system's decision wins over the callback's claim", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{byID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Rejected)}},
+			sys:  &flowtest.Approval{ByID: map[string]approval.Approval{"ap-af": decided("ap-af", "af", approval.Rejected)}},
 			want: Applied, noted: "dk APPLIED", step: domain.StepCloseRejected,
 			note: "; the approval system reports REJECTED, the callback claimed APPROVED", sysCalls: []string{"Get ap-af"},
 		},
 		{
 			name: "unrecorded: the system's approval for the request is adopted", op: "unrec", claimed: "ap-u", result: "APPROVED",
-			sys:  &fakeApproval{byOp: map[string]approval.Approval{"unrec": decided("ap-u", "unrec", approval.Approved)}},
+			sys:  &flowtest.Approval{ByOp: map[string]approval.Approval{"unrec": decided("ap-u", "unrec", approval.Approved)}},
 			want: Applied, noted: "dk APPLIED", step: domain.StepCreateStarted, adopt: true,
 			sysCalls: []string{"FindByOperationID unrec"},
 		},
 		{
 			name: "unrecorded: the system holds none yet", op: "unrec", claimed: "ap-u", result: "APPROVED",
-			sys:  &fakeApproval{},
+			sys:  &flowtest.Approval{},
 			want: Deferred, noted: "dk VERIFY_FAILED: the approval system holds no approval for this request yet",
 			sysCalls: []string{"FindByOperationID unrec"},
 		},
 		{
 			name: "unrecorded: the system holds another approval", op: "unrec", claimed: "ap-u", result: "APPROVED",
-			sys:  &fakeApproval{byOp: map[string]approval.Approval{"unrec": decided("ap-real", "unrec", approval.Approved)}},
+			sys:  &flowtest.Approval{ByOp: map[string]approval.Approval{"unrec": decided("ap-real", "unrec", approval.Approved)}},
 			want: Stale, noted: `dk REJECTED_BY_GUARD: approvalId "ap-u" is not the approval`,
 			sysCalls: []string{"FindByOperationID unrec"},
 		},
 		{
 			name: "stale before any read: no call to the approval system", op: "af", claimed: "ap-af", result: "APPROVED",
-			sys:  &fakeApproval{},
+			sys:  &flowtest.Approval{},
 			want: Stale, noted: "dk STALE",
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := waitingWorld()
 			if strings.HasPrefix(c.name, "stale before") {
-				st.bindings["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingMerged}
+				st.ByKey["u-af/t"] = store.Binding{OperationID: "af", Status: domain.BindingMerged}
 			}
 			env := flow.Env{Config: snapshot(t, map[string]any{"approval.verifyDecisions": true}), Now: func() time.Time { return approvalNow }}
 			if c.sys != nil {
@@ -346,14 +317,14 @@ func TestApprovalReadBack(t *testing.T) {
 			require.Len(t, st.noted, 1, "noted once: %v", st.noted)
 			require.True(t, strings.HasPrefix(st.noted[0], c.noted), "noted %q, want it to start %q", st.noted[0], c.noted)
 			if c.sys != nil {
-				require.Equal(t, c.sysCalls, c.sys.calls)
+				require.Equal(t, c.sysCalls, c.sys.Calls)
 			}
 			if c.step == 0 {
-				require.Empty(t, st.applied)
+				require.Empty(t, st.Applied)
 				return
 			}
-			require.Len(t, st.applied, 1)
-			p := st.applied[0]
+			require.Len(t, st.Applied, 1)
+			p := st.Applied[0]
 			require.Equal(t, int(c.step), p.Step)
 			require.Equal(t, c.adopt, p.Approval.Adopt)
 			require.Contains(t, p.Note, c.note)
@@ -381,17 +352,17 @@ func TestRecordPolledAndReplay(t *testing.T) {
 		require.Equal(t, Applied, res)
 		require.Equal(t, flow.ActionCreateMR, next)
 		require.Equal(t, []store.ApprovalCallbackParams{{DeliveryKey: "poll-1", OperationID: "unrec", ApprovalID: "ap-u", Result: "APPROVED", Source: store.InboxSourcePoll}}, st.inserted)
-		require.Len(t, st.applied, 1)
-		require.Equal(t, "poll_approval", st.applied[0].Actor)
-		require.True(t, st.applied[0].Approval.Adopt, "the system's own id is adopted")
-		require.Contains(t, st.applied[0].Note, "fine")
+		require.Len(t, st.Applied, 1)
+		require.Equal(t, "poll_approval", st.Applied[0].Actor)
+		require.True(t, st.Applied[0].Approval.Adopt, "the system's own id is adopted")
+		require.Contains(t, st.Applied[0].Note, "fine")
 	})
 	t.Run("polled: the record fails, nothing is applied", func(t *testing.T) {
 		st := waitingWorld()
 		st.insertErr = errors.New("down")
 		_, _, err := Applier{Env: env(t), Store: st}.RecordPolled(t.Context(), "af", approval.Approval{ApprovalID: "ap-af", Status: approval.Approved}, "k", "a")
 		require.ErrorIs(t, err, st.insertErr)
-		require.Empty(t, st.applied)
+		require.Empty(t, st.Applied)
 	})
 	for _, c := range []struct {
 		name    string
@@ -420,7 +391,7 @@ func TestRecordPolledAndReplay(t *testing.T) {
 				st.latest[c.op] = *c.rec
 			}
 			st.latestErr = c.latest
-			sys := &fakeApproval{byID: map[string]approval.Approval{"ap-leg": {ApprovalID: "ap-leg", OperationID: "leg", Status: approval.Approved}}}
+			sys := &flowtest.Approval{ByID: map[string]approval.Approval{"ap-leg": {ApprovalID: "ap-leg", OperationID: "leg", Status: approval.Approved}}}
 			e := env(t)
 			e.Approval = sys
 			got, err := New(e, st, nil).ReplayApproval(t.Context(), c.op)
@@ -430,7 +401,7 @@ func TestRecordPolledAndReplay(t *testing.T) {
 				require.Len(t, st.noted, 1)
 				require.Contains(t, st.noted[0], c.wantMR)
 			}
-			require.Equal(t, c.applied, len(st.applied) == 1)
+			require.Equal(t, c.applied, len(st.Applied) == 1)
 		})
 	}
 }

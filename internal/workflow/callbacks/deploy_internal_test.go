@@ -10,6 +10,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // TestDeployDispositions: a deploy callback comes to one disposition,
@@ -103,7 +104,7 @@ func TestDeployDispositions(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			st := c.st
 			cb := New(flow.Env{Observer: obs}, &st, nil)
 			got, err := cb.Deploy(t.Context(), c.ev)
@@ -120,7 +121,7 @@ func TestDeployDispositions(t *testing.T) {
 				require.Len(t, st.classified, 1, "noted once")
 				require.True(t, strings.HasPrefix(st.classified[0], c.noted), "noted %q, want it to start %q", st.classified[0], c.noted)
 			}
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.events, obs.Events)
 			for _, m := range st.marked {
 				require.Equal(t, "deploy-callback", m.Actor)
 				require.Equal(t, int(domain.StepCalledBack), m.CalledBackStep)
@@ -158,13 +159,13 @@ func TestMarkValidatedTellsTheObserverOnlyOnAFlip(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			st := &fakeStore{flips: map[string]*store.Flip{"op": c.flip}, markErr: c.err}
 			d := Applier{Env: flow.Env{Observer: obs}, Store: st}
 			flipped, err := d.MarkValidated(t.Context(), "op", "actor", "note")
 			require.ErrorIs(t, err, c.err)
 			require.Equal(t, c.flipped, flipped)
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.events, obs.Events)
 			require.Equal(t, []store.BindingMarkValidatedParams{{
 				OperationID: "op", CalledBackStep: int(domain.StepCalledBack), Actor: "actor", Note: "note",
 			}}, st.marked)
@@ -200,12 +201,12 @@ func TestValidateIfDeployed(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			st := c.st
 			d := Applier{Env: flow.Env{Observer: obs}, Store: &st}
 			d.ValidateIfDeployed(1, 3)(t.Context(), store.Flip{OperationID: "op"})
-			require.Equal(t, c.calls, st.calls)
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.calls, st.Calls)
+			require.Equal(t, c.events, obs.Events)
 		})
 	}
 }
@@ -287,9 +288,9 @@ func TestGitLabEventExpedites(t *testing.T) {
 				require.Equal(t, c.want, got)
 			}
 			if c.listed == "" {
-				require.Empty(t, st.calls, "a stale event reads nothing")
+				require.Empty(t, st.Calls, "a stale event reads nothing")
 			} else {
-				require.Equal(t, c.listed, st.calls[0])
+				require.Equal(t, c.listed, st.Calls[0])
 			}
 			require.Equal(t, c.expedited, st.expedited)
 		})

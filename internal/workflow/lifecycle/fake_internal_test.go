@@ -2,15 +2,12 @@ package lifecycle
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // fakeStore is a Store in memory for the lifecycle's unit tests: it
@@ -19,13 +16,10 @@ import (
 // revocation takes, the renewal's cut under its guards, the one
 // revocation per grant are the store's, proven on both databases by its
 // conformance suite; these tests prove what the lifecycle does with each
-// answer.
+// answer. flowtest.Store answers OperationGet and BindingGetByOperation;
+// BindingGet is the lifecycle's own, scripted call by call.
 type fakeStore struct {
-	calls []string
-
-	ops     map[string]store.Operation
-	byOp    map[string]store.Binding // BindingGetByOperation
-	byOpErr error
+	flowtest.Store
 
 	// bindingGets answers BindingGet, one per call; the last repeats.
 	bindingGets []bindingAnswer
@@ -64,12 +58,8 @@ type expiredAnswer struct {
 	err   error
 }
 
-func (f *fakeStore) call(format string, args ...any) {
-	f.calls = append(f.calls, fmt.Sprintf(format, args...))
-}
-
 func (f *fakeStore) BindingGet(_ context.Context, subject, target string) (store.Binding, error) {
-	f.call("BindingGet %s/%s", subject, target)
+	f.Call("BindingGet %s/%s", subject, target)
 	a := f.bindingGets[0]
 	if len(f.bindingGets) > 1 {
 		f.bindingGets = f.bindingGets[1:]
@@ -77,34 +67,13 @@ func (f *fakeStore) BindingGet(_ context.Context, subject, target string) (store
 	return a.b, a.err
 }
 
-func (f *fakeStore) BindingGetByOperation(_ context.Context, id string) (store.Binding, error) {
-	f.call("BindingGetByOperation %s", id)
-	if f.byOpErr != nil {
-		return store.Binding{}, f.byOpErr
-	}
-	b, ok := f.byOp[id]
-	if !ok {
-		return store.Binding{}, fmt.Errorf("binding of %s: %w", id, domain.ErrNotFound)
-	}
-	return b, nil
-}
-
-func (f *fakeStore) OperationGet(_ context.Context, id string) (store.Operation, error) {
-	f.call("OperationGet %s", id)
-	op, ok := f.ops[id]
-	if !ok {
-		return store.Operation{}, fmt.Errorf("operation %s: %w", id, domain.ErrNotFound)
-	}
-	return op, nil
-}
-
 func (f *fakeStore) RevocationCandidateOf(_ context.Context, grant string) (store.RevocationCandidate, domain.BindingStatus, error) {
-	f.call("RevocationCandidateOf %s", grant)
+	f.Call("RevocationCandidateOf %s", grant)
 	return f.cand, f.candStatus, f.candErr
 }
 
 func (f *fakeStore) RevocationCreate(_ context.Context, p store.RevocationCreateParams) ([]store.RevocationCreated, error) {
-	f.call("RevocationCreate")
+	f.Call("RevocationCreate")
 	f.created = append(f.created, p)
 	a := f.creates[0]
 	if len(f.creates) > 1 {
@@ -114,7 +83,7 @@ func (f *fakeStore) RevocationCreate(_ context.Context, p store.RevocationCreate
 }
 
 func (f *fakeStore) RevocationCandidatesExpired(_ context.Context, after store.ExpiredCursor, _ int) ([]store.RevocationCandidate, store.ExpiredCursor, error) {
-	f.call("RevocationCandidatesExpired")
+	f.Call("RevocationCandidatesExpired")
 	f.cursors = append(f.cursors, after)
 	if len(f.expired) == 0 {
 		return nil, after, nil
@@ -125,44 +94,20 @@ func (f *fakeStore) RevocationCandidatesExpired(_ context.Context, after store.E
 }
 
 func (f *fakeStore) ExpiredRenewals(context.Context, int) ([]store.ExpiredRenewal, error) {
-	f.call("ExpiredRenewals")
+	f.Call("ExpiredRenewals")
 	return f.renewals, f.renewalErr
 }
 
 func (f *fakeStore) RenewalLapse(_ context.Context, p store.RenewalLapseParams) error {
-	f.call("RenewalLapse")
+	f.Call("RenewalLapse")
 	f.lapses = append(f.lapses, p)
 	return f.lapseErr
-}
-
-// observed records what the lifecycle told the observer, in order.
-type observed struct {
-	flow.NopObserver
-	events []string
-}
-
-func (o *observed) RevocationCreated(_ context.Context, r store.RevocationCreated, reason domain.RevokeReason) {
-	o.events = append(o.events, fmt.Sprintf("revocation created %s %s", r.OperationID, reason))
-}
-
-func (o *observed) RenewalEnded(_ context.Context, id string, outcome domain.RenewalOutcome) {
-	o.events = append(o.events, fmt.Sprintf("renewal ended %s %s", id, outcome))
 }
 
 // testEnv is an Env over a configuration with the target "t" without
 // batching and "tb" with it, telling obs.
 func testEnv(t *testing.T, obs flow.Observer) flow.Env {
 	t.Helper()
-	mgr, err := config.Load(t.Context(), config.Options{Overlay: map[string]any{
-		"gitlab.projects":  []any{"1"},
-		"expiry.chunkSize": 2,
-		"targets": map[string]any{
-			"t":  map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30},
-			"tb": map[string]any{"accessMode": "OPEN", "batching": true, "maxDays": 30},
-		},
-	}})
-	require.NoError(t, err)
-	snap := mgr.Current()
-	require.NoError(t, mgr.Close())
-	return flow.Env{Config: func() *config.Snapshot { return snap }, Observer: obs}
+	targets := flowtest.Targets(map[string]bool{"t": false, "tb": true})
+	return flow.Env{Config: flowtest.Config(t, targets, map[string]any{"expiry.chunkSize": 2}), Observer: obs}
 }

@@ -11,6 +11,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // TestRevokeAnswers: giving access back (or an operator's revocation)
@@ -46,11 +47,11 @@ func TestRevokeAnswers(t *testing.T) {
 		},
 		{
 			name: "revoked already: the existing revocation is answered",
-			st:   fakeStore{candErr: notFound, byOp: map[string]store.Binding{rev: {OperationID: rev, Status: domain.BindingRevoking}}},
+			st:   fakeStore{candErr: notFound, Store: flowtest.Store{ByOperation: map[string]store.Binding{rev: {OperationID: rev, Status: domain.BindingRevoking}}}},
 			want: RevokeResult{OperationID: rev, Binding: domain.BindingRevoking},
 		},
 		{
-			name: "the existing revocation cannot be read", st: fakeStore{candErr: notFound, byOpErr: errDB},
+			name: "the existing revocation cannot be read", st: fakeStore{candErr: notFound, Store: flowtest.Store{ByOperationErr: errDB}},
 			err: errDB,
 		},
 		{
@@ -69,7 +70,7 @@ func TestRevokeAnswers(t *testing.T) {
 		{
 			name: "the race lost: the winner's revocation is answered",
 			st: fakeStore{cand: cand, candStatus: domain.BindingValidated, creates: []createAnswer{{err: domain.ErrPreempted}},
-				byOp: map[string]store.Binding{rev: {OperationID: rev, Status: domain.BindingRevoked}}},
+				Store: flowtest.Store{ByOperation: map[string]store.Binding{rev: {OperationID: rev, Status: domain.BindingRevoked}}}},
 			want: RevokeResult{OperationID: rev, Binding: domain.BindingRevoked}, creates: 1,
 		},
 		{
@@ -83,68 +84,68 @@ func TestRevokeAnswers(t *testing.T) {
 		},
 		{
 			name: "renewing: a renewal with its own MR under way is refused with its reason",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreatePipelineRunning, 5)},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreatePipelineRunning, 5)}},
 				bindingGets: []bindingAnswer{renewing}},
 			under: domain.ReasonRenewalHasChange,
 		},
 		{
 			name: "renewing: a renewal waiting for its approval is cut in the revocation",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateApprovalSubmitted, 0)},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateApprovalSubmitted, 0)}},
 				bindingGets: []bindingAnswer{renewing}, creates: []createAnswer{made}},
 			want:   RevokeResult{OperationID: rev, Created: true, Binding: domain.BindingRevoking},
 			events: []string{"revocation created g~revoke GIVEN_BACK", "renewal ended r CLOSED"}, creates: 1, renewalCut: true,
 		},
 		{
 			name: "renewing: a round claimed the renewal first",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)}},
 				bindingGets: []bindingAnswer{renewing}, creates: []createAnswer{{err: store.ErrRenewalClaimed}}},
 			under: domain.ReasonRenewalMerging, creates: 1,
 		},
 		{
 			name: "renewing: a race lost, then the racer's revocation is read",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)}},
 				bindingGets: []bindingAnswer{renewing, {b: store.Binding{OperationID: rev, Status: domain.BindingRevoking}}},
 				creates:     []createAnswer{{err: domain.ErrPreempted}}},
 			want: RevokeResult{OperationID: rev, Binding: domain.BindingRevoking}, creates: 1,
 		},
 		{
 			name: "renewing: the renewal kept moving",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)}},
 				bindingGets: []bindingAnswer{renewing}, creates: []createAnswer{{err: domain.ErrPreempted}}},
 			err: domain.ErrPreempted, errText: "kept moving", creates: revokeAttempts,
 		},
 		{
 			name: "renewing: the create fails",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant, "r": renewal(domain.StepCreateAdmitted, 0)}},
 				bindingGets: []bindingAnswer{renewing}, creates: []createAnswer{{err: errDB}}},
 			err: errDB, creates: 1,
 		},
 		{
 			name: "renewing through another grant's renewal: not in effect",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant,
-				"r": {OperationID: "r", Kind: domain.OperationRenew, GrantOperationID: "other"}},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant,
+				"r": {OperationID: "r", Kind: domain.OperationRenew, GrantOperationID: "other"}}},
 				bindingGets: []bindingAnswer{renewing}},
 			err: ErrNotInEffect, errText: "g is being renewed through r",
 		},
 		{
 			name: "renewing: the renewal cannot be read",
-			st:   fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant}, bindingGets: []bindingAnswer{renewing}},
+			st:   fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant}}, bindingGets: []bindingAnswer{renewing}},
 			err:  domain.ErrNotFound, errText: "operation r",
 		},
 		{
 			name: "the row is not renewing: the grant is answered unknown",
-			st: fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant},
+			st: fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant}},
 				bindingGets: []bindingAnswer{{b: store.Binding{OperationID: "newer", Status: domain.BindingValidated}}}},
 			err: domain.ErrNotFound, errText: "grant",
 		},
 		{
 			name: "the row cannot be read",
-			st:   fakeStore{candErr: notFound, ops: map[string]store.Operation{"g": grant}, bindingGets: []bindingAnswer{{err: errDB}}},
+			st:   fakeStore{candErr: notFound, Store: flowtest.Store{Ops: map[string]store.Operation{"g": grant}}, bindingGets: []bindingAnswer{{err: errDB}}},
 			err:  errDB,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			st := c.st
 			rv := Revoker{Env: testEnv(t, obs), Store: &st}
 			got, err := rv.Revoke(t.Context(), "g", domain.RevokeGivenBack, "given back", "u")
@@ -162,7 +163,7 @@ func TestRevokeAnswers(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, c.want, got)
 			}
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.events, obs.Events)
 			require.Len(t, st.created, c.creates)
 			for _, p := range st.created {
 				require.Equal(t, domain.RevokeGivenBack, p.Reason)
@@ -290,7 +291,7 @@ func TestExpiryScanCounts(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			st := c.st
 			if st.creates == nil {
 				st.creates = []createAnswer{{}}
@@ -323,13 +324,13 @@ func TestExpiryScanCounts(t *testing.T) {
 				require.Equal(t, "r2", l.Rows[0].Renewal)
 			}
 			var counted []string
-			for _, e := range obs.events {
+			for _, e := range obs.Events {
 				if strings.HasPrefix(e, "revocation created ") {
 					counted = append(counted, e)
 				}
 			}
-			require.Len(t, counted, c.want.Revoked, "each revocation counted once: %v", obs.events)
-			require.Equal(t, c.renewalsEnded, len(obs.events)-len(counted), "renewals ended: %v", obs.events)
+			require.Len(t, counted, c.want.Revoked, "each revocation counted once: %v", obs.Events)
+			require.Equal(t, c.renewalsEnded, len(obs.Events)-len(counted), "renewals ended: %v", obs.Events)
 		})
 	}
 }

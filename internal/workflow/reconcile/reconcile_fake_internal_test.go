@@ -9,22 +9,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // fakeStore is a Store in memory for reconciliation's unit tests: it
 // records every call and answers what the test scripted. It decides
 // nothing — the window, the watermarks and the flip's guards are the
 // store's, proven on both databases by its conformance suite; these tests
-// prove what a run does with each answer and how it counts. A method
-// nothing scripted panics on the nil embedded Store.
+// prove what a run does with each answer and how it counts.
+// flowtest.Store answers the operations and the bindings (by operation,
+// and by subject/target for the inbox's waiting rows); a method nothing
+// scripted panics on the nil Store of unscripted.
 type fakeStore struct {
-	Store
-
-	calls []string
+	flowtest.Store
+	unscripted
 
 	scan       store.ReconcileScan
 	scanErr    error
@@ -34,32 +35,29 @@ type fakeStore struct {
 	// markErrs an error per operation instead.
 	flips    map[string]*store.Flip
 	markErrs map[string]error
-	marked   []string                 // "operation step"
-	bindings map[string]store.Binding // BindingGetByOperation
-	applied  []string                 // DeployCallbackMarkApplied "project/mr"
+	marked   []string // "operation step"
+	applied  []string // DeployCallbackMarkApplied "project/mr"
 
 	pending    []string
 	pendingErr error
 	minAges    []time.Duration
 	latest     map[string]store.ApprovalCallbackRecord
 	latestErrs map[string]error
-	ops        map[string]store.Operation
-	waiting    map[string]store.Binding // BindingGet by subject/target
-	callbacks  []string                 // WorkCallbackApply operation
+	callbacks  []string // WorkCallbackApply operation
 }
 
-func (f *fakeStore) call(format string, args ...any) {
-	f.calls = append(f.calls, fmt.Sprintf(format, args...))
-}
+// unscripted is Store one level below fakeStore's own methods and
+// flowtest.Store's, which therefore win over its nil value's.
+type unscripted struct{ Store }
 
 func (f *fakeStore) ReconcileScanWindow(_ context.Context, p store.ReconcileScanParams) (store.ReconcileScan, error) {
-	f.call("ReconcileScanWindow")
+	f.Call("ReconcileScanWindow")
 	f.scanParams = append(f.scanParams, p)
 	return f.scan, f.scanErr
 }
 
 func (f *fakeStore) BindingMarkValidated(_ context.Context, p store.BindingMarkValidatedParams) (*store.Flip, error) {
-	f.call("BindingMarkValidated %s", p.OperationID)
+	f.Call("BindingMarkValidated %s", p.OperationID)
 	f.marked = append(f.marked, fmt.Sprintf("%s %s", p.OperationID, domain.StepStatus(p.CalledBackStep)))
 	if err := f.markErrs[p.OperationID]; err != nil {
 		return nil, err
@@ -67,57 +65,32 @@ func (f *fakeStore) BindingMarkValidated(_ context.Context, p store.BindingMarkV
 	return f.flips[p.OperationID], nil
 }
 
-func (f *fakeStore) BindingGetByOperation(_ context.Context, id string) (store.Binding, error) {
-	f.call("BindingGetByOperation %s", id)
-	b, ok := f.bindings[id]
-	if !ok {
-		return store.Binding{}, fmt.Errorf("binding of %s: %w", id, domain.ErrNotFound)
-	}
-	return b, nil
-}
-
 func (f *fakeStore) DeployCallbackMarkApplied(_ context.Context, project, mr int64, _ string) error {
-	f.call("DeployCallbackMarkApplied %d/%d", project, mr)
+	f.Call("DeployCallbackMarkApplied %d/%d", project, mr)
 	f.applied = append(f.applied, fmt.Sprintf("%d/%d", project, mr))
 	return nil
 }
 
 func (f *fakeStore) ApprovalInboxPending(_ context.Context, minAge time.Duration, _ int) ([]string, error) {
-	f.call("ApprovalInboxPending")
+	f.Call("ApprovalInboxPending")
 	f.minAges = append(f.minAges, minAge)
 	return f.pending, f.pendingErr
 }
 
 func (f *fakeStore) ApprovalCallbackLatest(_ context.Context, id string) (store.ApprovalCallbackRecord, bool, error) {
-	f.call("ApprovalCallbackLatest %s", id)
+	f.Call("ApprovalCallbackLatest %s", id)
 	rec, ok := f.latest[id]
 	return rec, ok, f.latestErrs[id]
-}
-
-func (f *fakeStore) OperationGet(_ context.Context, id string) (store.Operation, error) {
-	f.call("OperationGet %s", id)
-	op, ok := f.ops[id]
-	if !ok {
-		return store.Operation{}, fmt.Errorf("operation %s: %w", id, domain.ErrNotFound)
-	}
-	return op, nil
-}
-
-func (f *fakeStore) BindingGet(_ context.Context, subject, target string) (store.Binding, error) {
-	f.call("BindingGet %s/%s", subject, target)
-	b, ok := f.waiting[subject+"/"+target]
-	if !ok {
-		return store.Binding{}, fmt.Errorf("binding %s/%s: %w", subject, target, domain.ErrNotFound)
-	}
-	return b, nil
 }
 
 func (f *fakeStore) ApprovalCallbackDisposition(context.Context, string, string, string) error {
 	return nil
 }
 
+// WorkCallbackApply applies every replayed decision, recording only its
+// operation: the replay's tests count what was applied, not how.
 func (f *fakeStore) WorkCallbackApply(_ context.Context, p store.WorkCallbackParams) (store.WorkCallbackResult, error) {
-	f.call("WorkCallbackApply %s", p.OperationID)
+	f.Call("WorkCallbackApply %s", p.OperationID)
 	f.callbacks = append(f.callbacks, p.OperationID)
 	return store.WorkCallbackResult{Applied: true}, nil
 }
@@ -126,23 +99,18 @@ func (f *fakeStore) WorkCallbackApply(_ context.Context, p store.WorkCallbackPar
 // given and approval read-back off, telling each Validated to validated.
 func testEnv(t *testing.T, inference bool, validated *[]string) flow.Env {
 	t.Helper()
-	mgr, err := config.Load(t.Context(), config.Options{Overlay: map[string]any{
-		"gitlab.projects":          []any{"1"},
+	snap := flowtest.Config(t, flowtest.Targets(map[string]bool{"t": false}), map[string]any{
 		"reconcile.minAge":         "2m",
 		"reconcile.maxAge":         "1h",
 		"reconcile.inference":      inference,
 		"approval.verifyDecisions": false,
-		"targets":                  map[string]any{"t": map[string]any{"accessMode": "OPEN", "batching": false, "maxDays": 30}},
-	}})
-	require.NoError(t, err)
-	snap := mgr.Current()
-	require.NoError(t, mgr.Close())
+	})
 	obs := validatedObserver{fn: func(f store.Flip) {
 		if validated != nil {
 			*validated = append(*validated, f.OperationID)
 		}
 	}}
-	return flow.Env{Config: func() *config.Snapshot { return snap }, Observer: obs}
+	return flow.Env{Config: snap, Observer: obs}
 }
 
 // TestRunOnceCounts: each MERGED row of the window is validated by its
@@ -174,10 +142,10 @@ func TestRunOnceCounts(t *testing.T) {
 			scan:     scan,
 			flips:    map[string]*store.Flip{"exact": flip("exact"), "below": flip("below")},
 			markErrs: map[string]error{"unrepairable": illegal, "moved-on": illegal},
-			bindings: map[string]store.Binding{
+			Store: flowtest.Store{ByOperation: map[string]store.Binding{
 				"unrepairable": {OperationID: "unrepairable", Status: domain.BindingMerged},
 				"moved-on":     {OperationID: "moved-on", Status: domain.BindingValidated},
-			},
+			}},
 		}
 	}
 	t.Run("with inference", func(t *testing.T) {
@@ -265,20 +233,19 @@ func TestReplayApprovalInboxCounts(t *testing.T) {
 				"moved-on":   {DeliveryKey: "k3", ApprovalID: "ap-moved-on", Result: "APPROVED"},
 				"unrecorded": {DeliveryKey: "k4", ApprovalID: "ap-unrecorded", Result: "APPROVED"},
 			},
-			ops:     map[string]store.Operation{},
-			waiting: map[string]store.Binding{},
+			Store: flowtest.Store{Ops: map[string]store.Operation{}, ByKey: map[string]store.Binding{}},
 		}
 		for _, id := range []string{"waits", "moved-on", "unrecorded"} {
-			st.ops[id] = store.Operation{OperationID: id, Subject: "u-" + id, TargetKey: "t", ProjectID: 1, ApprovalID: "ap-" + id}
+			st.Ops[id] = store.Operation{OperationID: id, Subject: "u-" + id, TargetKey: "t", ProjectID: 1, ApprovalID: "ap-" + id}
 			if id == "unrecorded" {
 				// Deferred until submit_approval records the id: not applied.
-				st.ops[id] = store.Operation{OperationID: id, Subject: "u-" + id, TargetKey: "t", ProjectID: 1}
+				st.Ops[id] = store.Operation{OperationID: id, Subject: "u-" + id, TargetKey: "t", ProjectID: 1}
 			}
 			status := domain.BindingApprovalSent
 			if id == "moved-on" {
 				status = domain.BindingMRCreating
 			}
-			st.waiting["u-"+id+"/t"] = store.Binding{OperationID: id, Status: status}
+			st.ByKey["u-"+id+"/t"] = store.Binding{OperationID: id, Status: status}
 		}
 		return st
 	}
@@ -316,7 +283,7 @@ func TestReplayApprovalInboxCounts(t *testing.T) {
 		require.ErrorContains(t, err, "replay the approval decision of none-recorded")
 		require.Equal(t, 1, n)
 		require.Zero(t, woke, "a replay that failed wakes nothing")
-		require.NotContains(t, st.calls, "ApprovalCallbackLatest moved-on")
+		require.NotContains(t, st.Calls, "ApprovalCallbackLatest moved-on")
 	})
 	t.Run("the pending list fails", func(t *testing.T) {
 		st := &fakeStore{pendingErr: errors.New("database down")}

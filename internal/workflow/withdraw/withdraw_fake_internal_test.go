@@ -14,6 +14,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
+	"changeflow/internal/workflow/flowtest"
 )
 
 // TestWithdrawStep: the withdraw action's every branch upstream, for the
@@ -35,8 +36,8 @@ func TestWithdrawStep(t *testing.T) {
 		binding domain.BindingStatus // "" for none
 		op      []func(*store.Operation)
 		st      fakeStore
-		gl      fakeGitLab
-		ap      *fakeApproval // nil: no approval client
+		gl      flowtest.GitLab
+		ap      *flowtest.Approval // nil: no approval client
 		// want: the outcome's kind, step and binding written; note and
 		// reason: a part of each; err: a part of the error.
 		kind              engine.OutcomeKind
@@ -56,116 +57,116 @@ func TestWithdrawStep(t *testing.T) {
 		},
 		{
 			name: "approval: withdrawn", binding: domain.BindingClosed,
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap withdrawn (WITHDRAWN)",
 			apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: decided before the withdrawal reached it", binding: domain.BindingClosed,
-			ap:   &fakeApproval{err: approvalErr(409)},
+			ap:   &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(409)},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap was decided before the withdrawal reached it",
 			apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: unknown upstream", binding: domain.BindingClosed,
-			ap:   &fakeApproval{err: approvalErr(404)},
+			ap:   &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(404)},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap is unknown to the approval system",
 			apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: the system fails transiently", binding: domain.BindingClosed,
-			ap:   &fakeApproval{err: approvalErr(503)},
+			ap:   &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(503)},
 			kind: engine.OutcomeRetry, reason: "withdraw approval ap:", apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: the system refuses", binding: domain.BindingClosed,
-			ap:  &fakeApproval{err: approvalErr(400)},
+			ap:  &flowtest.Approval{WithdrawErr: flowtest.ApprovalError(400)},
 			err: "withdraw approval ap:", apCalls: []string{"Withdraw ap"},
 		},
 		{
 			name: "approval: none recorded, found by the operationId", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval},
-			ap:   &fakeApproval{found: &approval.Approval{ApprovalID: "ap-found"}, withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			ap:   &flowtest.Approval{ByOp: map[string]approval.Approval{"w": {ApprovalID: "ap-found"}}, Withdrawn: approval.Approval{Status: approval.Withdrawn}},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap-found withdrawn",
 			apCalls: []string{"FindByOperationID w", "Withdraw ap-found"},
 		},
 		{
 			name: "approval: none found yet, wait once", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval},
-			ap:   &fakeApproval{},
+			ap:   &flowtest.Approval{},
 			kind: engine.OutcomeRetry, reason: noneYet + ": no approval for the request", apCalls: []string{"FindByOperationID w"},
 		},
 		{
 			name: "approval: none found after the wait: none was submitted", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval, waited},
-			ap:   &fakeApproval{},
+			ap:   &flowtest.Approval{},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "no approval was submitted", apCalls: []string{"FindByOperationID w"},
 		},
 		{
 			name: "approval: the look-up fails transiently", binding: domain.BindingClosed, op: []func(*store.Operation){noApproval},
-			ap:   &fakeApproval{findErr: approvalErr(502)},
+			ap:   &flowtest.Approval{FindErr: flowtest.ApprovalError(502)},
 			kind: engine.OutcomeRetry, reason: "look up the approval:", apCalls: []string{"FindByOperationID w"},
 		},
 		{
 			name: "approval, legacy: its MR is closed too", binding: domain.BindingClosed, op: []func(*store.Operation){legacy},
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
-			gl:   fakeGitLab{mr: gitlab.MR{IID: 3, State: gitlab.MRStateOpened}, closed: gitlab.MR{IID: 3, State: gitlab.MRStateClosed}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			gl:   flowtest.GitLab{MR: gitlab.MR{IID: 3, State: gitlab.MRStateOpened}, Closed: gitlab.MR{IID: 3, State: gitlab.MRStateClosed}},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, note: "approval ap withdrawn (WITHDRAWN); MR !3 closed",
 			apCalls: []string{"Withdraw ap"}, glCalls: []string{"GetMR 1 !3", "CloseMR 1 !3"},
 		},
 		{
 			name: "approval, legacy: an MR merged before its approval is a failure", binding: domain.BindingClosed, op: []func(*store.Operation){legacy},
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
-			gl:   fakeGitLab{mr: gitlab.MR{IID: 3, State: gitlab.MRStateMerged}},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			gl:   flowtest.GitLab{MR: gitlab.MR{IID: 3, State: gitlab.MRStateMerged}},
 			kind: engine.OutcomeFail, step: domain.StepCloseFailed, reason: "MR !3 is merged although the request was withdrawn before its approval",
 			apCalls: []string{"Withdraw ap"}, glCalls: []string{"GetMR 1 !3"},
 		},
 		// The MR place: close the MR, then write CLOSED; merged wins.
 		{
 			name: "MR: closed", binding: domain.BindingMRCreated,
-			gl:   fakeGitLab{mr: opened, closed: closed},
+			gl:   flowtest.GitLab{MR: opened, Closed: closed},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, bind: domain.BindingClosed, note: "MR !4 closed",
 			glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
 		},
 		{
 			name: "MR: closed already, not closed again", binding: domain.BindingMRCreated,
-			gl:   fakeGitLab{mr: closed},
+			gl:   flowtest.GitLab{MR: closed},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, bind: domain.BindingClosed, note: "MR !4 closed",
 			glCalls: []string{"GetMR 1 !4"},
 		},
 		{
 			name: "MR: merged wins, the request follows its merge", binding: domain.BindingMRCreated,
-			gl:   fakeGitLab{mr: merged},
+			gl:   flowtest.GitLab{MR: merged},
 			kind: engine.OutcomeDone, step: domain.StepHandleMerged, bind: domain.BindingMerged, note: "withdrawal came too late: MR !4 was merged (abc)",
 			glCalls: []string{"GetMR 1 !4"},
 		},
 		{
 			name: "MR: neither closed nor merged yet, read again later", binding: domain.BindingMRCreated,
-			gl:   fakeGitLab{mr: opened, closed: opened},
+			gl:   flowtest.GitLab{MR: opened, Closed: opened},
 			kind: engine.OutcomeRetry, reason: "MR !4 is opened", glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
 		},
 		{
 			name: "MR: the read fails transiently", binding: domain.BindingMRCreated,
-			gl:   fakeGitLab{getErr: gitlabErr(503)},
+			gl:   flowtest.GitLab{GetErr: flowtest.GitLabError(503)},
 			kind: engine.OutcomeRetry, reason: "read MR:", glCalls: []string{"GetMR 1 !4"},
 		},
 		{
 			name: "MR: the read is refused", binding: domain.BindingMRCreated,
-			gl:  fakeGitLab{getErr: gitlabErr(403)},
+			gl:  flowtest.GitLab{GetErr: flowtest.GitLabError(403)},
 			err: "read MR:", glCalls: []string{"GetMR 1 !4"},
 		},
 		{
 			name: "MR: the close fails transiently", binding: domain.BindingMRCreated,
-			gl:   fakeGitLab{mr: opened, closeErr: gitlabErr(500)},
+			gl:   flowtest.GitLab{MR: opened, CloseErr: flowtest.GitLabError(500)},
 			kind: engine.OutcomeRetry, reason: "close MR:", glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
 		},
 		{
 			name: "MR: none recorded, found by its branch and recorded", binding: domain.BindingMRCreated, op: []func(*store.Operation){noMR},
-			gl:   fakeGitLab{bySource: map[string]gitlab.MR{branch: opened}, mr: opened, closed: closed},
+			gl:   flowtest.GitLab{BySource: map[string]gitlab.MR{branch: opened}, MR: opened, Closed: closed},
 			kind: engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, bind: domain.BindingClosed, note: "MR !4 closed",
 			fields:  store.WorkFields{MRIID: 4, MRURL: "u/4"},
 			glCalls: []string{"FindMRBySourceBranch 1 " + branch, "GetMR 1 !4", "CloseMR 1 !4"},
 		},
 		{
 			name: "MR: none recorded, found merged: merged wins and is recorded", binding: domain.BindingMRCreated, op: []func(*store.Operation){noMR},
-			gl:   fakeGitLab{bySource: map[string]gitlab.MR{branch: merged}, mr: merged},
+			gl:   flowtest.GitLab{BySource: map[string]gitlab.MR{branch: merged}, MR: merged},
 			kind: engine.OutcomeDone, step: domain.StepHandleMerged, bind: domain.BindingMerged, note: "withdrawal came too late",
 			fields:  store.WorkFields{MRIID: 4, MRURL: "u/4"},
 			glCalls: []string{"FindMRBySourceBranch 1 " + branch, "GetMR 1 !4"},
@@ -181,14 +182,14 @@ func TestWithdrawStep(t *testing.T) {
 		},
 		{
 			name: "MR: the look-up fails transiently", binding: domain.BindingMRCreated, op: []func(*store.Operation){noMR},
-			gl:   fakeGitLab{findErr: gitlabErr(429)},
+			gl:   flowtest.GitLab{FindErr: flowtest.GitLabError(429)},
 			kind: engine.OutcomeRetry, reason: "look up the MR:", glCalls: []string{"FindMRBySourceBranch 1 " + branch},
 		},
 		{
 			name: "MR: an operator's close withdraws the approval too, and ends where it began", binding: domain.BindingMRCreated,
 			op:   []func(*store.Operation){func(op *store.Operation) { op.Step = int(domain.StepCloseCancelled) }},
-			ap:   &fakeApproval{withdrawn: approval.Approval{Status: approval.Withdrawn}},
-			gl:   fakeGitLab{mr: opened, closed: closed},
+			ap:   &flowtest.Approval{Withdrawn: approval.Approval{Status: approval.Withdrawn}},
+			gl:   flowtest.GitLab{MR: opened, Closed: closed},
 			kind: engine.OutcomeDone, step: domain.StepCloseCancelled, bind: domain.BindingClosed, note: "approval ap withdrawn (WITHDRAWN); MR !4 closed",
 			apCalls: []string{"Withdraw ap"}, glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
 		},
@@ -196,7 +197,7 @@ func TestWithdrawStep(t *testing.T) {
 			name: "MR: a close retriggered after it failed reads its history", binding: domain.BindingMRCreated,
 			op:   []func(*store.Operation){func(op *store.Operation) { op.Step, op.ApprovalID = int(domain.StepCloseFailed), "" }},
 			st:   fakeStore{history: []store.OperationStep{{ToStep: int(domain.StepCreatePipelineRunning)}, {ToStep: int(domain.StepCloseCancelled)}}},
-			gl:   fakeGitLab{mr: opened, closed: closed},
+			gl:   flowtest.GitLab{MR: opened, Closed: closed},
 			kind: engine.OutcomeDone, step: domain.StepCloseCancelled, bind: domain.BindingClosed,
 			glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
 		},
@@ -209,22 +210,22 @@ func TestWithdrawStep(t *testing.T) {
 		{
 			name: "MR: a member of an ended batch needs nothing from it", binding: domain.BindingMRCreated,
 			op: []func(*store.Operation){func(op *store.Operation) { op.BatchID = 8 }},
-			st: fakeStore{batch: store.Batch{ID: 8, Status: domain.BatchFailed}},
+			st: fakeStore{Store: flowtest.Store{Batch: store.Batch{ID: 8, Status: domain.BatchFailed}}},
 			// Read once: no settlement is started for it.
 			stCalls: []string{"BindingGetByOperation w", "BatchGet 8"},
-			gl:      fakeGitLab{mr: opened, closed: closed},
+			gl:      flowtest.GitLab{MR: opened, Closed: closed},
 			kind:    engine.OutcomeDone, step: domain.StepCloseRequesterWithdrawn, bind: domain.BindingClosed, note: "MR !4 closed",
 			glCalls: []string{"GetMR 1 !4", "CloseMR 1 !4"},
 		},
 		{
 			name: "MR: the batch cannot be read", binding: domain.BindingMRCreated,
 			op:  []func(*store.Operation){func(op *store.Operation) { op.BatchID = 8 }},
-			st:  fakeStore{batchErr: errors.New("database down")},
+			st:  fakeStore{Store: flowtest.Store{BatchErr: errors.New("database down")}},
 			err: "read batch",
 		},
 		{
 			name: "the binding cannot be read", binding: domain.BindingMRCreated,
-			st:  fakeStore{bindErr: errors.New("database down")},
+			st:  fakeStore{Store: flowtest.Store{ByOperationErr: errors.New("database down")}},
 			err: "read binding",
 		},
 	} {
@@ -240,7 +241,7 @@ func TestWithdrawStep(t *testing.T) {
 				f(&op)
 			}
 			st := c.st
-			st.bindings = map[string]store.Binding{"w": {OperationID: "w", Status: c.binding}}
+			st.ByOperation = map[string]store.Binding{"w": {OperationID: "w", Status: c.binding}}
 			gl := c.gl
 			env := flow.Env{GitLab: &gl, Config: testConfig(t), RetryDelay: time.Millisecond}
 			if c.ap != nil {
@@ -261,12 +262,12 @@ func TestWithdrawStep(t *testing.T) {
 				require.Equal(t, c.fields, tr.Fields)
 				require.Empty(t, out.Next(), "the withdrawal schedules nothing after it")
 			}
-			require.Equal(t, c.glCalls, gl.calls)
+			require.Equal(t, c.glCalls, gl.Calls)
 			if c.stCalls != nil {
-				require.Equal(t, c.stCalls, st.calls)
+				require.Equal(t, c.stCalls, st.Calls)
 			}
 			if c.ap != nil {
-				require.Equal(t, c.apCalls, c.ap.calls)
+				require.Equal(t, c.apCalls, c.ap.Calls)
 			}
 		})
 	}
@@ -286,9 +287,9 @@ func TestWithdrawnHook(t *testing.T) {
 		{"merged instead", store.Flip{To: domain.BindingMerged}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			Flow{Env: flow.Env{Observer: obs}}.withdrawnHook(store.WithdrawFromMR)(t.Context(), c.flip)
-			require.Equal(t, c.want, obs.events)
+			require.Equal(t, c.want, obs.Events)
 		})
 	}
 }
@@ -359,11 +360,12 @@ func TestWithdrawerAnswers(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st := &fakeStore{withdraw: c.res, ops: map[string]store.Operation{"w": c.op}, bindings: map[string]store.Binding{}, bindErr: c.bindErr}
+			st := &fakeStore{Store: flowtest.Store{Ops: map[string]store.Operation{"w": c.op}, ByOperation: map[string]store.Binding{}, ByOperationErr: c.bindErr},
+				withdraw: c.res}
 			if c.binding != nil {
-				st.bindings["w"] = *c.binding
+				st.ByOperation["w"] = *c.binding
 			}
-			obs := &observed{}
+			obs := &flowtest.Observer{}
 			wd := Withdrawer{Flow: Flow{Env: flow.Env{Observer: obs}, Store: st}}
 			var (
 				ans Answer
@@ -380,7 +382,7 @@ func TestWithdrawerAnswers(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, c.want, [3]bool{ans.Merged, ans.Pending, ans.Stopped})
-			require.Equal(t, c.events, obs.events)
+			require.Equal(t, c.events, obs.Events)
 			require.Equal(t, c.res, ans.Result)
 			require.Len(t, st.withdrawals, 1)
 			p := st.withdrawals[0]
@@ -397,6 +399,6 @@ func TestWithdrawerAnswers(t *testing.T) {
 		st := &fakeStore{withdrawErr: errors.New("database down")}
 		_, err := Withdrawer{Flow: Flow{Store: st}}.Withdraw(context.Background(), "w", "u")
 		require.ErrorIs(t, err, st.withdrawErr)
-		require.Equal(t, []string{"OperationWithdraw w"}, st.calls, "nothing is read after a failed write")
+		require.Equal(t, []string{"OperationWithdraw w"}, st.Calls, "nothing is read after a failed write")
 	})
 }
