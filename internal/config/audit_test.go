@@ -22,7 +22,7 @@ func TestAuditSigningKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := m.Current().Audit().SigningKey; !got.Equal(ed25519.NewKeyFromSeed(seed)) {
-		t.Fatal("the seed becomes the signing key")
+		t.Fatal("the base64 value becomes the signing key")
 	}
 	for _, r := range m.Current().Effective() {
 		if r.Key == KeyAuditSigningKey && (r.Value != masked || strings.Contains(r.Reason, base64.StdEncoding.EncodeToString(seed))) {
