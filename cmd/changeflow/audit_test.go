@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"changeflow/internal/auditchain"
+	"changeflow/internal/config"
 )
 
 // writeExport writes an export of three records signed with key to a
@@ -106,5 +108,41 @@ func TestAuditVerifyCommand(t *testing.T) {
 		if !errors.Is(err, errUsage) {
 			t.Fatalf("%v: want a usage error, got %v", args, err)
 		}
+	}
+}
+
+// TestLocalProfileSignsWithTheDevelopmentKey: without audit.signingKey
+// the local profile signs exports with the published development key and
+// says so; outside it exports are refused and serve warns; a configured
+// key wins over both.
+func TestLocalProfileSignsWithTheDevelopmentKey(t *testing.T) {
+	dev := ed25519.NewKeyFromSeed(auditchain.LocalDevSeed())
+	for _, tc := range []struct {
+		name    string
+		local   bool
+		overlay map[string]any
+		want    ed25519.PrivateKey
+		warns   string
+	}{
+		{"local, unset", true, nil, dev, "development key"},
+		{"production, unset", false, nil, nil, "export is refused"},
+		{"configured", false, map[string]any{config.KeyAuditSigningKey: procAuditSigningKey},
+			ed25519.NewKeyFromSeed([]byte("proc-test-audit-signing-key-32b!")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(t.Context(), config.Options{Overlay: tc.overlay})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cfg.Close()
+			var logs bytes.Buffer
+			chain := newAuditChain(cfg, nil, tc.local, slog.New(slog.NewJSONHandler(&logs, nil)))
+			if got := chain.SigningKey(); !got.Equal(tc.want) && (got != nil || tc.want != nil) {
+				t.Fatalf("signing key %x, want %x", got, tc.want)
+			}
+			if tc.warns == "" && logs.Len() > 0 || tc.warns != "" && !strings.Contains(logs.String(), tc.warns) {
+				t.Fatalf("log %q, want %q", logs.String(), tc.warns)
+			}
+		})
 	}
 }
