@@ -120,14 +120,17 @@ func (c *Chain) logPass(ctx context.Context, what string, pass func(context.Cont
 
 // ChainAll chains every record old enough (Grace) in chunks until none is
 // left, and returns how many this call chained. When another instance
-// chains at the same moment (domain.ErrPreempted) it waits a moment and
-// looks again, since what the other instance chained may not be all.
+// chains at the same moment it waits a moment and looks again, since what
+// the other instance chained may not be all: domain.ErrPreempted (the
+// guarded head write missed), or domain.ErrBusy (on Galera the loser of
+// the head row fails certification, and InTx's own retries may all meet
+// the winner again).
 func (c *Chain) ChainAll(ctx context.Context) (int, error) {
 	total, lost := 0, 0
 	for {
 		n, err := c.opts.Store.AuditChainAppend(ctx, store.AuditChainParams{Grace: Grace, Lookback: Lookback, Limit: chunk})
 		switch {
-		case errors.Is(err, domain.ErrPreempted):
+		case errors.Is(err, domain.ErrPreempted), errors.Is(err, domain.ErrBusy):
 			if lost++; lost > preemptedRetries {
 				return total, fmt.Errorf("audit chain: another instance kept chaining: %w", err)
 			}
@@ -155,8 +158,8 @@ func (c *Chain) Retain(ctx context.Context) (int, error) {
 	for {
 		n, err := c.opts.Store.AuditChainRetain(ctx, retention, chunk)
 		switch {
-		case errors.Is(err, domain.ErrPreempted):
-			return total, nil // another instance is removing them
+		case errors.Is(err, domain.ErrPreempted), errors.Is(err, domain.ErrBusy):
+			return total, nil // another instance is removing them; the rest next hour
 		case err != nil:
 			return total, err
 		case n == 0:

@@ -75,7 +75,8 @@ func entries(t *testing.T, from, to int64, prev string) []auditchain.Entry {
 
 func TestChainAllTriesAgainWhenPreemptedAndStopsWhenNothingIsLeft(t *testing.T) {
 	preempted := errors.Join(errors.New("move audit chain head"), domain.ErrPreempted)
-	f := &fakeStore{appends: []error{nil, preempted, preempted, nil, nil}, chained: []int{500, 0, 0, 7, 0}}
+	busy := errors.Join(errors.New("commit"), domain.ErrBusy)
+	f := &fakeStore{appends: []error{nil, preempted, busy, nil, nil}, chained: []int{500, 0, 0, 7, 0}}
 	n, err := chainOf(f, nil).ChainAll(t.Context())
 	if err != nil || n != 507 || f.calls != 5 {
 		t.Fatalf("chained %d in %d calls (%v), want 507 in 5", n, f.calls, err)
