@@ -13,11 +13,13 @@ import (
 	"changeflow/internal/domain"
 )
 
-// The two sources the audit chain copies (docs/audit.md, "What is
-// chained"): the step history of every request and the audit log.
+// The sources the audit chain copies (docs/audit.md, "What is chained"):
+// the step history of every request, every approval decision received
+// (the callback inbox, applied or not) and the audit log.
 const (
-	ChainSourceStep  = "step"
-	ChainSourceAudit = "audit"
+	ChainSourceStep     = "step"
+	ChainSourceApproval = "approval"
+	ChainSourceAudit    = "audit"
 )
 
 // AuditChainParams bounds one chaining transaction.
@@ -120,22 +122,27 @@ func guardHead(ctx context.Context, tx *sql.Tx, seq int64) error {
 	return nil
 }
 
+// candidateReader reads up to limit records of one source written at or
+// after from and before the expression before (one argument) that are
+// not chained yet, oldest first.
+type candidateReader func(ctx context.Context, tx *sql.Tx, from time.Time, before string, beforeArg any, limit int) ([]chainCandidate, error)
+
 // chainCandidates reads up to limit records of each source written at or
 // after from and more than grace ago that are not chained yet, and
-// returns the first limit of both in chain order. Each source's read is a
-// range of its time index (idx_operation_step_created,
-// idx_audit_log_created), each row checked against uk_audit_chain_source.
+// returns the first limit of them all in chain order. Each source's read
+// is a range of its time index (idx_operation_step_created,
+// idx_approval_callback_received, idx_audit_log_created), each row
+// checked against uk_audit_chain_source.
 func (s *Store) chainCandidates(ctx context.Context, tx *sql.Tx, from time.Time, grace time.Duration, limit int) ([]chainCandidate, error) {
 	before, arg := s.dialect.NowMinus(grace)
-	steps, err := s.stepCandidates(ctx, tx, from, before, arg, limit)
-	if err != nil {
-		return nil, err
+	var all []chainCandidate
+	for _, read := range []candidateReader{s.stepCandidates, s.approvalCandidates, s.auditCandidates} {
+		got, err := read(ctx, tx, from, before, arg, limit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
 	}
-	audits, err := s.auditCandidates(ctx, tx, from, before, arg, limit)
-	if err != nil {
-		return nil, err
-	}
-	all := append(steps, audits...)
 	slices.SortFunc(all, func(a, b chainCandidate) int {
 		return cmp.Or(a.occurredAt.Compare(b.occurredAt), cmp.Compare(a.source, b.source), cmp.Compare(a.sourceID, b.sourceID))
 	})
@@ -220,6 +227,40 @@ func stepKind(opKind string, hasFrom bool, toStatus string) string {
 		return k + ".step"
 	}
 	return k + "." + strings.ToLower(toStatus)
+}
+
+func (s *Store) approvalCandidates(ctx context.Context, tx *sql.Tx, from time.Time, before string, beforeArg any, limit int) ([]chainCandidate, error) {
+	rows, err := tx.QueryContext(ctx,
+		"SELECT a.id, a.received_at, a.delivery_key, a.operation_id, a.approval_id, a.result, a.source, a.mr_id FROM approval_callback a"+
+			" WHERE a.received_at >= ? AND a.received_at < "+before+
+			" AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.source = ? AND c.source_id = a.id)"+
+			" ORDER BY a.received_at, a.id LIMIT ?", s.dialect.Time(from), beforeArg, ChainSourceApproval, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read approval decisions to chain: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []chainCandidate
+	for rows.Next() {
+		var (
+			id                           int64
+			at                           dbTime
+			key, opID, apID, result, via string
+			mrID                         sql.NullString
+		)
+		if err := rows.Scan(&id, &at, &key, &opID, &apID, &result, &via, &mrID); err != nil {
+			return nil, fmt.Errorf("read approval decisions to chain: %w", err)
+		}
+		kind := "approval." + strings.ToLower(result)
+		f := auditchain.Fields{"source": ChainSourceApproval, "sourceId": id, "occurredAt": chainTime(at.t),
+			"kind": kind, "deliveryKey": key, "operationId": opID, "result": result, "via": via}
+		putString(f, "approvalId", apID)
+		putString(f, "claimedMrId", mrID.String)
+		out = append(out, chainCandidate{source: ChainSourceApproval, sourceID: id, kind: kind, occurredAt: at.t, fields: f})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read approval decisions to chain: %w", translate(err))
+	}
+	return out, nil
 }
 
 func (s *Store) auditCandidates(ctx context.Context, tx *sql.Tx, from time.Time, before string, beforeArg any, limit int) ([]chainCandidate, error) {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,17 @@ func addAudits(t *testing.T, s *store.Store, prefix string, n int, ago time.Dura
 		require.NoError(t, err)
 		at, arg := s.Dialect().NowMinus(ago)
 		mustExec(t, s.DB(), "UPDATE audit_log SET created_at = "+at+" WHERE audit_key = ?", arg, key)
+	}
+}
+
+// addApprovals records n approval decisions received ago before the
+// database clock.
+func addApprovals(t *testing.T, s *store.Store, n int, ago time.Duration) {
+	t.Helper()
+	at, arg := s.Dialect().NowMinus(ago)
+	for i := range n {
+		mustExec(t, s.DB(), "INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result, received_at) VALUES (?, 'op-1', 'AP-1', 'APPROVED', "+at+")",
+			fmt.Sprintf("d-%d", i), arg)
 	}
 }
 
@@ -102,6 +114,7 @@ func TestAuditChainChainsEveryRecordOnceWhileChainersRace(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		addSteps(t, s, "op-1", 40, time.Minute)
 		addAudits(t, s, "a", 35, time.Minute)
+		addApprovals(t, s, 10, time.Minute)
 
 		// Four chainers at once, each until it finds nothing new: every
 		// round has one winner, the others are preempted and try again.
@@ -111,14 +124,17 @@ func TestAuditChainChainsEveryRecordOnceWhileChainersRace(t *testing.T) {
 			wg.Go(func() { counts[i] = chainAll(t, s) })
 		}
 		wg.Wait()
-		require.Equal(t, 75, counts[0]+counts[1]+counts[2]+counts[3], "75 records chained in all: none twice, none lost")
+		require.Equal(t, 85, counts[0]+counts[1]+counts[2]+counts[3], "85 records chained in all: none twice, none lost")
 		sources := requireChainVerifies(t, s)
-		require.Len(t, sources, 75)
-		seen := map[string]bool{}
+		require.Len(t, sources, 85)
+		seen, bySource := map[string]bool{}, map[string]int{}
 		for _, src := range sources {
 			require.False(t, seen[src], "%s chained once", src)
 			seen[src] = true
+			name, _, _ := strings.Cut(src, ":")
+			bySource[name]++
 		}
+		require.Equal(t, map[string]int{"step": 40, "audit": 35, "approval": 10}, bySource)
 		require.Zero(t, chainAll(t, s), "nothing is chained twice")
 	})
 }

@@ -1,6 +1,7 @@
 -- The tamper-evident audit chain (docs/audit.md, docs/storage.md): every
--- step of every request and every audit_log record, copied once, in
--- order, each hashed with the hash before it.
+-- step of every request, every approval decision received and every
+-- audit_log record, copied once, in order, each hashed with the hash
+-- before it.
 --
 -- audit_chain: one row per chained record; seq is the position (1, 2, …
 -- without gaps, from the anchor on), (source, source_id) the record it
@@ -11,7 +12,8 @@
 -- newest occurred_at chained (where the next look for new records starts,
 -- less a lookback). audit_chain_anchor: one row, the last record
 -- retention removed, whose hash the first remaining record's prev_hash is.
--- idx_operation_step_created: the chainer reads the step history by time;
+-- idx_operation_step_created, idx_approval_callback_received: the chainer
+-- reads the step history and the approval decisions received by time;
 -- adding an index is an online ALTER on MariaDB 10.3+ (no table copy).
 
 -- +goose Up
@@ -54,8 +56,10 @@ CREATE TABLE audit_chain_anchor (
 INSERT INTO audit_chain_anchor (id, seq, hash) VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
 
 ALTER TABLE operation_step ADD KEY idx_operation_step_created (created_at, id);
+ALTER TABLE approval_callback ADD KEY idx_approval_callback_received (received_at, id);
 
 -- +goose Down
+ALTER TABLE approval_callback DROP KEY idx_approval_callback_received;
 ALTER TABLE operation_step DROP KEY idx_operation_step_created;
 DROP TABLE audit_chain_anchor;
 DROP TABLE audit_chain_head;

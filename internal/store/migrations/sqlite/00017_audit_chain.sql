@@ -1,6 +1,7 @@
 -- The tamper-evident audit chain (docs/audit.md, docs/storage.md): every
--- step of every request and every audit_log record, copied once, in
--- order, each hashed with the hash before it. Same logical change as
+-- step of every request, every approval decision received and every
+-- audit_log record, copied once, in order, each hashed with the hash
+-- before it. Same logical change as
 -- migrations/mysql/00017.
 --
 -- audit_chain: one row per chained record; seq is the position (1, 2, …
@@ -12,7 +13,8 @@
 -- newest occurred_at chained (where the next look for new records starts,
 -- less a lookback). audit_chain_anchor: one row, the last record
 -- retention removed, whose hash the first remaining record's prev_hash is.
--- idx_operation_step_created: the chainer reads the step history by time.
+-- idx_operation_step_created, idx_approval_callback_received: the chainer
+-- reads the step history and the approval decisions received by time.
 
 -- +goose Up
 CREATE TABLE audit_chain (
@@ -51,8 +53,10 @@ CREATE TABLE audit_chain_anchor (
 INSERT INTO audit_chain_anchor (id, seq, hash) VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
 
 CREATE INDEX idx_operation_step_created ON operation_step (created_at, id);
+CREATE INDEX idx_approval_callback_received ON approval_callback (received_at, id);
 
 -- +goose Down
+DROP INDEX idx_approval_callback_received;
 DROP INDEX idx_operation_step_created;
 DROP TABLE audit_chain_anchor;
 DROP TABLE audit_chain_head;
