@@ -103,7 +103,8 @@ func readItems(r io.Reader, next func(item) error) (string, error) {
 	return FormatCSV, readCSV(br, next)
 }
 
-// readJSONL hands each line to next; a blank line may only end the file.
+// readJSONL hands each line to next: every line is an item (a blank one
+// is an error), and the file may end with a newline or without.
 func readJSONL(br *bufio.Reader, next func(item) error) error {
 	for n := 1; ; n++ {
 		raw, err := br.ReadBytes('\n')
