@@ -168,6 +168,35 @@ func TestAuditChainChainsALateCommittedRecordLaterAndNotTwice(t *testing.T) {
 	})
 }
 
+// TestAuditChainChainsARecordWhoseTransactionCommitsLate: a transaction
+// writes an audit record and stays open while the chainer chains records
+// written after it; once it commits, the next pass chains it. MariaDB
+// only: SQLite has one writer, so there the open transaction would hold
+// the chainer back instead, and a record can never commit behind one
+// chained after it.
+func TestAuditChainChainsARecordWhoseTransactionCommitsLate(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		onlyMySQL(t, s, "SQLite serializes writers: no record can commit behind a chaining transaction")
+		ctx := t.Context()
+		tx, err := s.DB().BeginTx(ctx, nil)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		at, arg := s.Dialect().NowMinus(time.Minute)
+		_, err = tx.ExecContext(ctx, "INSERT INTO audit_log (audit_key, actor, action, outcome, created_at) VALUES ('slow', 'olivia', 'ops.read', 'OK', "+at+")", arg)
+		require.NoError(t, err)
+		addAudits(t, s, "fast", 3, 30*time.Second)
+
+		require.Equal(t, 3, chainAll(t, s), "the open transaction's record is not visible yet")
+		require.NoError(t, tx.Commit())
+		require.Equal(t, 1, chainAll(t, s), "chained once it committed, though it is older than what was chained")
+		sources := requireChainVerifies(t, s)
+		var slowID int64
+		require.NoError(t, s.DB().QueryRowContext(ctx, "SELECT id FROM audit_log WHERE audit_key = 'slow'").Scan(&slowID))
+		require.Equal(t, fmt.Sprintf("audit:%d", slowID), sources[3])
+	})
+}
+
 func TestAuditChainRetentionMovesTheAnchorAndTheRestStillVerifies(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
