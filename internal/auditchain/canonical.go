@@ -17,9 +17,12 @@ import (
 )
 
 // Fields is one flat record: every value is a string or an int64. No
-// floats, booleans, nulls or nesting: with only these two kinds the
+// floats, booleans, nulls or nesting: with only these two kinds, ASCII
+// keys (every key a record has) and integers below 2^53 (ids, seqs), the
 // canonical form below is exactly RFC 8785 (JCS), which any language can
-// reproduce without a JSON library's quirks.
+// reproduce without a JSON library's quirks. (JCS sorts keys by UTF-16
+// code units and writes numbers as doubles; for ASCII keys and such
+// integers both agree with the byte order and decimal used here.)
 type Fields map[string]any
 
 // GenesisHash is the prevHash of the chain's first record (seq 1).
