@@ -146,12 +146,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
 	rounds := batch.NewRounds(batchFlow, engine)
+	// The audit chain on every instance (docs/audit.md): new records
+	// chained every audit.chainInterval, retention hourly; each round has
+	// one winner however many instances run it.
+	auditChain := newAuditChain(cfg, st, flags.local, logger)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
 	stop, err := startParts(ctx, []part{
 		{"rate-limit janitor", janitor}, {"instance heartbeat", quota}, {"idempotency cleanup", idemCleanup},
 		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
+		{"audit chain", auditChain},
 	})
 	if err != nil {
 		return err
@@ -180,6 +185,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Env: flowEnv},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
+			Audit:        auditChain,
 			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},
 			Checks:       deploymentChecks(cfg, flags.local, logger),
 		},

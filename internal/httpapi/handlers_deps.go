@@ -134,6 +134,9 @@ type Business struct {
 	// Checks runs the deployment checks for GET /ops/checks (the same as
 	// `changeflow doctor`); nil answers it with 500.
 	Checks func(context.Context) doctor.Report
+	// Audit backs GET /ops/audit/export and GET /ops/audit/key
+	// (ops_audit.go); nil answers them with 500.
+	Audit AuditChain
 	// Events feeds GET /api/requests/{operationId}/events (events.go);
 	// serve closes it when shutting down. Nil answers the stream with 500.
 	Events *EventFeed

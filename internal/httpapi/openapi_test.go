@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -523,7 +524,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		sink := &recordingSink{out: SinkApplied}
 		var feed *EventFeed
 		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(), withChecks(),
-			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }))
+			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }),
+			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))))
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
@@ -668,6 +670,11 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/security-events", 400, req{method: "GET", path: "/ops/security-events?limit=0", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 200, req{method: "GET", path: "/ops/targets/unowned-expired", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 403, req{method: "GET", path: "/ops/targets/unowned-expired", user: "alice"})
+		call("GET /ops/audit/export", 200, req{method: "GET", path: exportQuery("jsonl"), user: "olivia"})
+		call("GET /ops/audit/export", 200, req{method: "GET", path: exportQuery("csv"), user: "olivia"})
+		call("GET /ops/audit/export", 400, req{method: "GET", path: "/ops/audit/export?from=x", user: "olivia"})
+		call("GET /ops/audit/key", 200, req{method: "GET", path: "/ops/audit/key", user: "olivia"})
+		call("GET /ops/audit/key", 403, req{method: "GET", path: "/ops/audit/key", user: "alice"})
 
 		for op := range docOperations(t, loadSpec(t)) {
 			if !reached[op][true] || !reached[op][false] {

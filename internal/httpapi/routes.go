@@ -104,6 +104,10 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/security-events", handler: s.handleOpsSecurityEvents(), metrics: true, rules: config.RouteOpsRequestGet},
+		// The tamper-evident audit export and the key that verifies it
+		// (ops_audit.go, docs/audit.md): reads of a request's class.
+		{pattern: "GET /ops/audit/export", handler: s.handleOpsAuditExport(), metrics: true, rules: config.RouteOpsRequestGet},
+		{pattern: "GET /ops/audit/key", handler: s.handleOpsAuditKey(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
 		// The deployment checks (ops_checks.go): each call reads GitLab

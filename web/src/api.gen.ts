@@ -565,6 +565,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ops/audit/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tamper-evident audit export — every recorded access change and decision in a range, hash-chained, with a signed manifest.
+         * @description Streams the audit chain's records whose occurredAt lies in [from, to) (the unbroken run of the chain from the first to the last of them, in seq order), each with seq, prevHash and hash, and ends with a manifest signed with Ed25519 (audit.signingKey). Records written in the last few seconds (the chainer's grace) are not in it yet. Verify it offline with `changeflow audit verify FILE --key PUBKEY`; the formats, the hash and the signed bytes are in docs/audit.md. A failure after the first byte cuts the connection (no manifest), so a cut export never verifies.
+         */
+        get: operations["opsAuditExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/audit/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The public key that verifies audit exports.
+         * @description The public half of audit.signingKey, as base64 of its 32 bytes and as a PEM PUBLIC KEY block; either is what `changeflow audit verify --key` takes. 503 while audit.signingKey is not set.
+         */
+        get: operations["opsAuditKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/ops/batches/{id}": {
         parameters: {
             query?: never;
@@ -1509,6 +1549,21 @@ export interface components {
                     /** Format: date-time */
                     at: string;
                 }[];
+            };
+        };
+        AuditKeyAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                /** @constant */
+                algorithm: "Ed25519";
+                /** @description the first 16 hex characters of SHA-256 over the 32 key bytes; the manifest names its key with it */
+                keyId: string;
+                /** @description standard base64 of the 32 raw key bytes */
+                publicKey: string;
+                /** @description the key as a PEM PUBLIC KEY block (PKIX) */
+                pem: string;
             };
         };
         BatchListAnswer: {
@@ -2720,6 +2775,67 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsAuditExport: {
+        parameters: {
+            query: {
+                /** @description Start of the range (inclusive), RFC 3339 with a zone. */
+                from: string;
+                /** @description End of the range (exclusive), RFC 3339 with a zone; after from. */
+                to: string;
+                /** @description jsonl (one JSON object per line) or csv (a header row, then one row per record). */
+                format?: "jsonl" | "csv";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export, streamed; its last line (row) is the manifest. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsAuditKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditKeyAnswer"];
+                };
+            };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["AccessDenied"];
             421: components["responses"]["Misdirected"];
