@@ -50,18 +50,22 @@ const accessColumns = "id, subject, target_key, from_at, until_at, source, opera
 // end the largest time) is after at, of which the index itself filters
 // those starting after at.
 func (s *Store) AccessAtTarget(ctx context.Context, target string, at time.Time) ([]AccessInterval, error) {
-	return s.accessQuery(ctx, "access of "+target,
-		" FROM access_interval"+s.dialect.forceIndex("idx_access_interval_target")+
-			" WHERE target_key = ? AND until_key > ? AND from_at <= ? ORDER BY subject, from_at, id",
+	return s.accessQuery(ctx, "access of "+target, s.accessAtQuery("target_key", "idx_access_interval_target", "subject"),
 		target, s.dialect.Time(at), s.dialect.Time(at))
+}
+
+// accessAtQuery is the "at" read by col (target_key or subject) on index,
+// ordered by other: its rows are few (one per subject or target at most,
+// per source), so the sort after the range read costs next to nothing.
+func (s *Store) accessAtQuery(col, index, other string) string {
+	return " FROM access_interval" + s.dialect.forceIndex(index) +
+		" WHERE " + col + " = ? AND until_key > ? AND from_at <= ? ORDER BY " + other + ", from_at, id"
 }
 
 // AccessAtSubject returns what subject had access to at instant at, by
 // target; one range read of idx_access_interval_subject.
 func (s *Store) AccessAtSubject(ctx context.Context, subject string, at time.Time) ([]AccessInterval, error) {
-	return s.accessQuery(ctx, "access of "+subject,
-		" FROM access_interval"+s.dialect.forceIndex("idx_access_interval_subject")+
-			" WHERE subject = ? AND until_key > ? AND from_at <= ? ORDER BY target_key, from_at, id",
+	return s.accessQuery(ctx, "access of "+subject, s.accessAtQuery("subject", "idx_access_interval_subject", "target_key"),
 		subject, s.dialect.Time(at), s.dialect.Time(at))
 }
 
@@ -76,9 +80,7 @@ func (s *Store) AccessHistory(ctx context.Context, target string, from, to time.
 	if !from.Before(to) {
 		return nil, false, fmt.Errorf("access history of %s: %s is not before %s", target, from, to)
 	}
-	items, err = s.accessQuery(ctx, "access history of "+target,
-		" FROM access_interval"+s.dialect.forceIndex("idx_access_interval_target")+
-			" WHERE target_key = ? AND until_key > ? AND from_at < ? ORDER BY from_at, id LIMIT ?",
+	items, err = s.accessQuery(ctx, "access history of "+target, s.accessHistoryQuery(),
 		target, s.dialect.Time(from), s.dialect.Time(to), limit+1)
 	if err != nil {
 		return nil, false, err
@@ -87,6 +89,14 @@ func (s *Store) AccessHistory(ctx context.Context, target string, from, to time.
 		return items[:limit], true, nil
 	}
 	return items, false, nil
+}
+
+// accessHistoryQuery is AccessHistory's read: the range of the target's
+// periods ending after from, filtered in the index to those starting
+// before to, sorted oldest first.
+func (s *Store) accessHistoryQuery() string {
+	return " FROM access_interval" + s.dialect.forceIndex("idx_access_interval_target") +
+		" WHERE target_key = ? AND until_key > ? AND from_at < ? ORDER BY from_at, id LIMIT ?"
 }
 
 // AccessOfOperation returns the period the grant or renewal operationID

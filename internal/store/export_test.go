@@ -122,3 +122,20 @@ func AccessBackfillSQL(driver string) (string, error) {
 	end := strings.Index(text[start:], ";")
 	return text[start : start+end], nil
 }
+
+// AccessAtTargetQuery is the statement AccessAtTarget sends, and
+// AccessAtSubjectQuery AccessAtSubject's; each binds (key, at, at).
+func (s *Store) AccessAtTargetQuery() string {
+	return "SELECT " + accessColumns + s.accessAtQuery("target_key", "idx_access_interval_target", "subject")
+}
+
+// AccessAtSubjectQuery: see AccessAtTargetQuery.
+func (s *Store) AccessAtSubjectQuery() string {
+	return "SELECT " + accessColumns + s.accessAtQuery("subject", "idx_access_interval_subject", "target_key")
+}
+
+// AccessHistoryQuery is the statement AccessHistory sends; it binds
+// (target, from, to, limit).
+func (s *Store) AccessHistoryQuery() string {
+	return "SELECT " + accessColumns + s.accessHistoryQuery()
+}
