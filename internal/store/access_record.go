@@ -38,10 +38,11 @@ const (
 //  1. one read of the operations (subject, target, approval, MR — a batch
 //     member's MR is its batch's); every period of the chunk starts or
 //     ends at the one instant at, the rows' history time;
-//  2. one UPDATE ending the open period of every (target, subject) the
-//     chunk touches — a removal in effect, or the period a renewal (or
-//     any newer grant) replaces — pinned to uk_access_interval_open, so
-//     it reads and locks exactly the open rows it names;
+//  2. one plain read of the open periods of every (target, subject) the
+//     chunk touches, on uk_access_interval_open, and one UPDATE ending
+//     those found — a removal in effect, or the period a renewal (or any
+//     newer grant) replaces — by primary key, so it locks exactly the
+//     rows it ends (accessEndOpen says why not by the unique key);
 //  3. one multi-row INSERT of the new periods.
 //
 // Ending before opening keeps uk_access_interval_open true at every
@@ -101,19 +102,8 @@ func accessRecordChunk(ctx context.Context, tx *sql.Tx, ids []string, change map
 	}
 	// 2. End the open period of each (target, subject), naming the
 	// operation that ended it.
-	cases, keys := make([]any, 0, 3*len(ops)), make([]any, 0, 4*len(ops))
-	caseSQL := ""
-	for _, o := range ops {
-		caseSQL += " WHEN target_key = ? AND subject = ? THEN ?"
-		cases = append(cases, o.target, o.subject, o.operationID)
-		keys = append(keys, o.target, o.subject, AccessSourceChangeflow, 1)
-	}
-	vals := append(append([]any{at}, cases...), keys...)
-	if _, err := tx.ExecContext(ctx,
-		"UPDATE access_interval"+d.forceIndex("uk_access_interval_open")+
-			" SET until_at = ?, end_operation_id = CASE"+caseSQL+" END WHERE "+
-			d.keyTuplesIn(len(ops), "target_key", "subject", "source", "open_slot"), vals...); err != nil {
-		return fmt.Errorf("end open periods: %w", translate(err))
+	if err := accessEndOpen(ctx, tx, d, ops, at); err != nil {
+		return err
 	}
 	// 3. Open the periods of the grants and renewals now in effect.
 	var opens []accessOperation
@@ -160,4 +150,67 @@ func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOp
 		return nil, fmt.Errorf("read operations: %w", translate(err))
 	}
 	return out, nil
+}
+
+// accessEndOpen ends the open period of each of ops' (target, subject),
+// naming the operation whose effect ended it: a plain read of the open
+// rows through uk_access_interval_open, then one UPDATE of exactly the
+// rows found, by primary key.
+//
+// Why not one UPDATE by the unique key: most moves that open a period
+// find none open (a new grant), and on MariaDB an UPDATE whose key finds
+// no row gap-locks the key's gap under REPEATABLE READ; two transactions
+// confirming new grants of one target hold the same gap and then both
+// insert into it — a deadlock, rolled back and retried (InTx). The plain
+// read takes no lock, and it sees every period of these relationships:
+// each was written by a move of the relationship's binding, which this
+// transaction has locked at the version its guarded write named (I6), so
+// a move committed after this transaction's snapshot would have failed
+// that guard. The UPDATE is count-checked all the same: a row gone
+// meanwhile is domain.ErrPreempted, never a silent miss.
+func accessEndOpen(ctx context.Context, tx *sql.Tx, d Dialect, ops []accessOperation, at any) error {
+	keys := make([]any, 0, 4*len(ops))
+	ender := make(map[[2]string]string, len(ops))
+	for _, o := range ops {
+		keys = append(keys, o.target, o.subject, AccessSourceChangeflow, 1)
+		ender[[2]string{o.target, o.subject}] = o.operationID
+	}
+	rows, err := tx.QueryContext(ctx,
+		"SELECT id, target_key, subject FROM access_interval"+d.forceIndex("uk_access_interval_open")+
+			" WHERE "+d.keyTuplesIn(len(ops), "target_key", "subject", "source", "open_slot"), keys...)
+	if err != nil {
+		return fmt.Errorf("read open periods: %w", translate(err))
+	}
+	defer rows.Close()
+	var (
+		caseSQL string
+		cases   []any
+		ids     []any
+	)
+	for rows.Next() {
+		var (
+			id              int64
+			target, subject string
+		)
+		if err := rows.Scan(&id, &target, &subject); err != nil {
+			return fmt.Errorf("read open periods: %w", err)
+		}
+		caseSQL += " WHEN ? THEN ?"
+		cases = append(cases, id, ender[[2]string{target, subject}])
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read open periods: %w", translate(err))
+	}
+	_ = rows.Close()
+	if len(ids) == 0 {
+		return nil
+	}
+	vals := append(append([]any{at}, cases...), ids...)
+	if err := execN(ctx, tx, int64(len(ids)),
+		"UPDATE access_interval "+d.PrimaryKeyHint()+" SET until_at = ?, end_operation_id = CASE id"+caseSQL+" END"+
+			" WHERE until_at IS NULL AND id IN ("+placeholders(len(ids))+")", vals...); err != nil {
+		return fmt.Errorf("end open periods: %w", err)
+	}
+	return nil
 }

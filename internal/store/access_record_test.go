@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,5 +244,59 @@ func TestAccessIntervalAdmitsOneOpenPeriod(t *testing.T) {
 		require.True(t, store.IsCheckViolation(exec(t, s.DB(), ins, "carol", "t", d.Time(t0), nil, "changeflow", nil)))
 		require.True(t, store.IsCheckViolation(exec(t, s.DB(), ins, "carol", "t", d.Time(t0), d.Time(t0.Add(-time.Second)), "changeflow", "op-7")))
 		require.True(t, store.IsCheckViolation(exec(t, s.DB(), ins, "carol", "t", d.Time(t0), nil, "git", "op-8")))
+	})
+}
+
+// TestAccessRecordUnderConcurrentConfirmations: 20 grants of one target
+// confirmed at once, each by its own transaction, and 10 of them given
+// back and confirmed at once: every period opened once and the 10 ended
+// once, whatever the interleaving (on MariaDB, row locks; on SQLite, the
+// single writer).
+func TestAccessRecordUnderConcurrentConfirmations(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		const n = 20
+		ids := make([]string, n)
+		for i := range n {
+			ids[i] = fmt.Sprintf("conc-%02d", i)
+			mustSubmit(t, s, ids[i], fmt.Sprintf("conc-s%02d", i), "conc-t", domain.BindingMerged)
+			atStep(t, s, ids[i], domain.StepHandleMerged)
+		}
+		confirmAll := func(ids []string) {
+			var wg sync.WaitGroup
+			errs := make(chan error, len(ids))
+			for _, id := range ids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := s.BindingMarkValidated(t.Context(), store.BindingMarkValidatedParams{
+						OperationID: id, CalledBackStep: int(domain.StepCalledBack), Actor: "deploy-callback"})
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+		}
+		confirmAll(ids)
+		require.Len(t, accessAt(t, s, "conc-t", time.Now().Add(time.Second)), n)
+
+		var revs []string
+		for _, id := range ids[:n/2] {
+			c, _, err := s.RevocationCandidateOf(t.Context(), id)
+			require.NoError(t, err)
+			_, err = s.RevocationCreate(t.Context(), store.RevocationCreateParams{
+				Reason: domain.RevokeGivenBack, Actor: "owner", SingleAction: "create_mr", Rows: []store.RevocationRow{{RevocationCandidate: c}},
+			})
+			require.NoError(t, err)
+			revs = append(revs, domain.RevocationID(id))
+			atStep(t, s, domain.RevocationID(id), domain.StepHandleMerged)
+		}
+		confirmAll(revs)
+		require.Len(t, accessAt(t, s, "conc-t", time.Now().Add(time.Second)), n-n/2)
+		require.Equal(t, n, count(t, s.DB(), "SELECT COUNT(*) FROM access_interval WHERE target_key = 'conc-t'"))
+		require.Equal(t, n/2, count(t, s.DB(), "SELECT COUNT(*) FROM access_interval WHERE target_key = 'conc-t' AND end_operation_id IS NOT NULL"))
 	})
 }
