@@ -167,6 +167,16 @@ func accessJourney(t *testing.T, s *store.Store) {
 	require.Equal(t, absent, b1.EndOperationID)
 	require.Len(t, accessAt(t, s, "acc-batch", time.Now().Add(time.Second)), 2)
 
+	// Reconciliation's confirmation (RECONCILED) opens a period as the
+	// deploy callback's does.
+	mustSubmit(t, s, "acc-rec", "erin", "acc-t", domain.BindingMerged)
+	atStep(t, s, "acc-rec", domain.StepHandleMerged)
+	time.Sleep(5 * time.Millisecond)
+	flip, err = s.BindingMarkValidated(ctx, store.BindingMarkValidatedParams{OperationID: "acc-rec", CalledBackStep: int(domain.StepReconciled), Actor: "reconcile"})
+	require.NoError(t, err)
+	require.NotNil(t, flip)
+	require.True(t, periodOf(t, s, "acc-rec").Open())
+
 	// What alice and s-acc-b2 had, by subject.
 	bySubject, err := s.AccessAtSubject(ctx, "s-acc-b2", time.Now().Add(time.Second))
 	require.NoError(t, err)
@@ -178,10 +188,11 @@ func accessJourney(t *testing.T, s *store.Store) {
 	hist, more, err := s.AccessHistory(ctx, "acc-t", before.Add(-time.Hour), time.Now().Add(time.Hour), 10)
 	require.NoError(t, err)
 	require.False(t, more)
-	require.Equal(t, []string{"acc-g", "acc-r"}, []string{hist[0].OperationID, hist[1].OperationID})
-	hist, _, err = s.AccessHistory(ctx, "acc-t", r.Until, r.Until.Add(time.Hour), 10)
+	require.Len(t, hist, 3)
+	require.Equal(t, []string{"acc-g", "acc-r", "acc-rec"}, []string{hist[0].OperationID, hist[1].OperationID, hist[2].OperationID})
+	hist, _, err = s.AccessHistory(ctx, "acc-t", r.Until, periodOf(t, s, "acc-rec").From, 10)
 	require.NoError(t, err)
-	require.Empty(t, hist, "[T1, T2) after the end")
+	require.Empty(t, hist, "[T1, T2) between alice's end and erin's start")
 	hist, more, err = s.AccessHistory(ctx, "acc-t", before.Add(-time.Hour), time.Now().Add(time.Hour), 1)
 	require.NoError(t, err)
 	require.True(t, more)
@@ -200,7 +211,7 @@ func TestAccessBackfillRebuildsWhatTheStoreWrote(t *testing.T) {
 		q, err := store.AccessBackfillSQL(s.Dialect().Name())
 		require.NoError(t, err)
 		live := allPeriods(t, s)
-		require.Len(t, live, 5)
+		require.Len(t, live, 6)
 		mustExec(t, s.DB(), "DELETE FROM access_interval")
 		mustExec(t, s.DB(), q)
 		require.Equal(t, live, allPeriods(t, s))
