@@ -23,17 +23,19 @@ const (
 
 // accessRecord writes what the step-history rows of one transaction do to
 // the access history (docs/storage.md, "access_interval"), in that same
-// transaction: operationStepInsert calls it with what the rows it
-// appended change (accessChanges) and their created_at, the clock it
-// read once for them (at, bound), so every path that moves a binding — BindingAdvance (deploy
-// callback, reconciliation), TransitionMany and BatchApply (a batch's
-// members), WorkComplete (a removal with nothing to remove), the
-// withdrawal and the callbacks — records the access by the same code, and
-// a period exists exactly when the move that made it committed.
+// transaction. operationStepInsert calls it with what the rows it
+// appended change (accessChanges) and at, their created_at bound as an
+// argument (the clock read once for them). So every path that moves a
+// binding — BindingAdvance (deploy callback, reconciliation),
+// TransitionMany and BatchApply (a batch's members), WorkComplete (a
+// removal with nothing to remove), the withdrawal and the callbacks —
+// records the access by the same code, and a period exists exactly when
+// the move that made it committed.
 //
 // domain.HadAccessChangeOf classifies each row. Rows that change
-// nothing cost nothing (not even the clock read); otherwise, per chunk of at most InChunkSize
-// operations, a fixed number of statements whatever the chunk's size:
+// nothing cost nothing (not even the clock read); otherwise, per chunk
+// of at most InChunkSize operations, a fixed number of statements
+// whatever the chunk's size:
 //
 //  1. one read of the operations (subject, target, approval, MR — a batch
 //     member's MR is its batch's); every period of the chunk starts or
