@@ -162,3 +162,78 @@ func TestAccessReadsUseTheirIndex(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkAccessBackfill measures the statement with which migration
+// 00016 rebuilds the access history of an existing database from its step
+// history: 20,000 grants of 200 people on 100 targets, each with the nine
+// step rows of a request's life (one its confirmation) and half of them
+// removed (a revocation with three rows, one its confirmation) — 230,000
+// step rows, 20,000 periods rebuilt.
+//
+//	periods/op  the periods the statement wrote
+func BenchmarkAccessBackfill(b *testing.B) {
+	const grants = 20_000
+	for _, driver := range storetest.Drivers() {
+		b.Run(driver, func(b *testing.B) {
+			s := storetest.Open(b, driver)
+			seedStepHistory(b, s, grants)
+			q, err := store.AccessBackfillSQL(driver)
+			require.NoError(b, err)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				mustExec(b, s.DB(), "DELETE FROM access_interval")
+				b.StartTimer()
+				mustExec(b, s.DB(), q)
+			}
+			b.StopTimer()
+			require.Equal(b, grants/2, count(b, s.DB(), "SELECT COUNT(*) FROM access_interval WHERE until_at IS NOT NULL AND end_operation_id LIKE '%~revoke'"),
+				"every removed grant's period ends at its removal")
+			b.ReportMetric(float64(count(b, s.DB(), "SELECT COUNT(*) FROM access_interval")), "periods/op")
+		})
+	}
+}
+
+// seedStepHistory writes n grants' operations and step rows, and a
+// revocation of every other one, in multi-row statements.
+func seedStepHistory(b *testing.B, s *store.Store, n int) {
+	b.Helper()
+	type step struct {
+		from, to   int
+		fromB, toB any
+	}
+	life := []step{{0, 10001, nil, "MR_CREATING"}, {10001, 10002, nil, nil}, {10002, 10003, nil, nil}, {10003, 10004, "MR_CREATING", "MR_CREATED"},
+		{10004, 10101, "MR_CREATED", "MERGING"}, {10101, 10102, nil, nil}, {10102, 10107, nil, nil}, {10107, 10108, "MERGING", "MERGED"},
+		{10108, 10301, "MERGED", "VALIDATED"}}
+	removal := []step{{0, 10601, "VALIDATED", "REVOKING"}, {10601, 10108, nil, nil}, {10108, 10602, "REVOKING", "REVOKED"}}
+	for start := 0; start < n; start += 500 {
+		var ops, steps []string
+		var oa, sa []any
+		add := func(id string, st []step) {
+			for _, x := range st {
+				steps = append(steps, "(?, ?, ?, ?, ?)")
+				var from any
+				if x.from != 0 {
+					from = x.from
+				}
+				sa = append(sa, id, from, x.to, x.fromB, x.toB)
+			}
+		}
+		for i := start; i < min(start+500, n); i++ {
+			id := fmt.Sprintf("bf-%06d", i)
+			subject, target := fmt.Sprintf("p%03d", i%200), fmt.Sprintf("t%03d", (i/200)%100)
+			ops = append(ops, "(?, ?, ?, 1, 'LEGACY', 10301, ?, 'GRANT', NULL)")
+			oa = append(oa, id, subject, target, "appr-"+id)
+			add(id, life)
+			if i%2 == 0 {
+				ops = append(ops, "(?, ?, ?, 1, 'APPROVE_FIRST', 10602, NULL, 'REVOKE', ?)")
+				oa = append(oa, id+"~revoke", subject, target, id)
+				add(id+"~revoke", removal)
+			}
+		}
+		mustExec(b, s.DB(), "INSERT INTO operation (operation_id, subject, target_key, project_id, flow, step_status, approval_id, kind, grant_operation_id) VALUES "+
+			strings.Join(ops, ", "), oa...)
+		mustExec(b, s.DB(), "INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status) VALUES "+
+			strings.Join(steps, ", "), sa...)
+	}
+}
