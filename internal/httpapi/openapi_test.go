@@ -675,6 +675,11 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/audit/export", 400, req{method: "GET", path: "/ops/audit/export?from=x", user: "olivia"})
 		call("GET /ops/audit/key", 200, req{method: "GET", path: "/ops/audit/key", user: "olivia"})
 		call("GET /ops/audit/key", 403, req{method: "GET", path: "/ops/audit/key", user: "alice"})
+		call("GET /ops/access", 200, req{method: "GET", path: "/ops/access?target=" + tOpen + "&at=2026-03-01T09:30:00Z", user: "olivia"})
+		call("GET /ops/access", 200, req{method: "GET", path: "/ops/access?subject=alice&at=2026-03-01T09:30:00Z", user: "olivia"})
+		call("GET /ops/access", 400, req{method: "GET", path: "/ops/access?target=" + tOpen, user: "olivia"})
+		call("GET /ops/access/history", 200, req{method: "GET", path: "/ops/access/history?target=" + tOpen + "&from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z", user: "olivia"})
+		call("GET /ops/access/history", 400, req{method: "GET", path: "/ops/access/history?target=" + tOpen + "&from=2026-04-01T00:00:00Z&to=2026-03-01T00:00:00Z", user: "olivia"})
 
 		for op := range docOperations(t, loadSpec(t)) {
 			if !reached[op][true] || !reached[op][false] {

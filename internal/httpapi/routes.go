@@ -122,6 +122,10 @@ func (s *Server) routes() {
 		// under the preview's quota, the other read that goes to GitLab.
 		{pattern: "GET /ops/targets/unowned-expired", handler: s.handleOpsUnownedExpired(), metrics: true, rules: config.RouteOpsRequestGet,
 			rateLimit: &RateLimitSpec{Bucket: config.BucketPreview}},
+		// Who had access to what and when (ops_access.go): indexed reads
+		// of the store's access history, of a request's class.
+		{pattern: "GET /ops/access", handler: s.handleOpsAccess(), metrics: true, rules: config.RouteOpsRequestGet},
+		{pattern: "GET /ops/access/history", handler: s.handleOpsAccessHistory(), metrics: true, rules: config.RouteOpsRequestGet},
 		// Operations, write (ops_write.go): retrigger a stopped request,
 		// replay its recorded approval decision, run reconciliation now.
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},
