@@ -70,7 +70,7 @@ func unknownAccount(pattern string, id identity.Identity) *domain.Error {
 var errNoLogin = errors.New("no login identity")
 
 // authorize is the authorization link, between rate limiting and
-// API metrics (R-X-1). It decides from the identity resolved at the edge
+// API metrics (docs/api.md "Rate limiting"). It decides from the identity resolved at the edge
 // and the route's metadata alone — never from the body, which is not read
 // yet — so a malformed body from a caller who may not call the route gets
 // 401/403, not 400.

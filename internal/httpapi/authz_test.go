@@ -519,7 +519,7 @@ func TestDeniedRequestsSkipAPIMetrics(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w.h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if strings.Contains(rec.Body.String(), `route="GET `+pathOpsRead+`"`) {
-		t.Fatal("requests denied by authorization run before API metrics and are not counted as API traffic (R-X-1)")
+		t.Fatal("requests denied by authorization run before API metrics and are not counted as API traffic (docs/api.md, Rate limiting)")
 	}
 	w.do(t, "GET", pathOpsRead, caller{user: "adam"}, "")
 	rec = httptest.NewRecorder()

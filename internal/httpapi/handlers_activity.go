@@ -11,7 +11,7 @@ import (
 	"changeflow/internal/metrics"
 )
 
-// activity is the business-activity link (R-X-1's fourth): "how many
+// activity is the business-activity link (the fourth link of the chain, docs/api.md "Rate limiting"): "how many
 // business actions users started and completed", for the routes on the
 // allowlist only (route.business) — an explicit list, not a wildcard, so
 // unrelated traffic never reaches it. It runs after rate limiting and

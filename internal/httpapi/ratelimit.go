@@ -105,7 +105,7 @@ func newRateLimiter(d Deps) *rateLimiter {
 	return rl
 }
 
-// rateLimit is the first link of a route's chain (R-X-1). It decides
+// rateLimit is the first link of a route's chain (docs/api.md "Rate limiting"). It decides
 // before the body is read or decoded, and on refusal writes its own
 // envelope and stops: a refused request reaches neither authorization nor
 // the API or business-activity metrics, and is counted only in

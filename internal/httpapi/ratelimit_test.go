@@ -455,7 +455,7 @@ func TestRateLimitRunsBeforeAuthorization(t *testing.T) {
 		return rec.Code
 	}
 	// An anonymous caller spends its quota on 401s, then gets 429 — the
-	// refusal that needs no work comes first (R-X-1).
+	// refusal that needs no work comes first (docs/api.md "Rate limiting").
 	for _, want := range []int{401, 401, 429} {
 		if got := post(""); got != want {
 			t.Fatalf("anonymous caller got %d, want %d", got, want)

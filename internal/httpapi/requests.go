@@ -32,7 +32,7 @@ type acceptedData struct {
 //
 // The chain has already run rate limiting (bucket apply) and the login
 // check; the body is read only now, so a malformed body from a caller
-// who is over quota or not logged in gets 429 or 401, never 400 (R-X-1).
+// who is over quota or not logged in gets 429 or 401, never 400 (docs/api.md "Rate limiting").
 //
 // Rate limiting runs before the idempotency check, so a duplicate
 // submission over quota gets 429 rather than DUPLICATE_SUBMIT. Accepted:

@@ -41,7 +41,7 @@ type submitBody struct {
 }
 
 // readBody reads a request body of at most maxBodyBytes. Handlers call it
-// only after rate limiting and authorization have passed (R-X-1).
+// only after rate limiting and authorization have passed (docs/api.md "Rate limiting").
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {

@@ -159,7 +159,7 @@ func (s *Server) routes() {
 const webPagesRoute = "GET /{page}"
 
 // handle wraps a route in its per-route chain and registers it. The order
-// is fixed by R-X-1 (rate limiting → authorization → API metrics →
+// is fixed (docs/api.md "Rate limiting"; rate limiting → authorization → API metrics →
 // business-activity metrics); each link is added when the route asks for it.
 func (s *Server) handle(rt route) {
 	h := rt.handler
@@ -169,7 +169,7 @@ func (s *Server) handle(rt route) {
 	if rt.metrics {
 		h = s.apiMetrics(rt.pattern, h)
 	}
-	// Authorization wraps before rate limiting so it runs after it (R-X-1).
+	// Authorization wraps before rate limiting so it runs after it (docs/api.md "Rate limiting").
 	if rt.login || rt.rules != "" {
 		h = s.authorize(rt, h)
 	}
@@ -181,7 +181,7 @@ func (s *Server) handle(rt route) {
 	if rt.rules != "" || rt.checks {
 		h = s.rateLimit(RateLimitSpec{Bucket: config.BucketAuthz, Message: authzRateMessage}, h)
 	}
-	// Rate limiting wraps last so that it runs first (R-X-1).
+	// Rate limiting wraps last so that it runs first (docs/api.md "Rate limiting").
 	if rt.rateLimit != nil {
 		h = s.rateLimit(*rt.rateLimit, h)
 	}

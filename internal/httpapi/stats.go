@@ -30,7 +30,7 @@ type statsBody struct {
 // cross-cutting links in front of it (rate limiting, login) answer in the
 // envelope as on every other route: they decide before the handler runs
 // and write their own response, so this handler's shape never changes for
-// them (R-X-1). Its own failure is the envelope 500 too: a legacy client
+// them (docs/api.md "Rate limiting"). Its own failure is the envelope 500 too: a legacy client
 // cannot read a failure either way, and the envelope carries no detail.
 func (s *Server) handleStats() http.Handler {
 	b := s.deps.Business
