@@ -18,7 +18,7 @@ import (
 // original design. A reader cannot follow either, so a rule must be said
 // in words or point at docs/…. The character classes keep this file from
 // matching itself.
-var citationRE = regexp.MustCompile(`\bR-[A-Z]{2,5}-[0-9]+|(?i)\bseed[ ][\x{00A7}0-9]|\bthe[ ]seed\b|\bseed['’][s]\b`)
+var citationRE = regexp.MustCompile(`\bR-[A-Z]{1,5}-[0-9]+|(?i)\bseed[ ][\x{00A7}0-9]|\bthe[ ]seed\b|\bseed['’][s]\b`)
 
 // sectionRE matches a section sign with a number: a citation of some
 // document's section (the MR lifecycle's section 3.2, written with the
@@ -146,6 +146,7 @@ func TestCitationsFindsEachForm(t *testing.T) {
 		want int
 	}{
 		{"// Rate limiting (R" + "-RL-1).", 1},
+		{"// the chain's order (R" + "-X-1)", 1},
 		{"// as in the " + "seed: blank", 1},
 		{"// the se" + "ed's limitation", 1},
 		{"// (seed " + "\u00a73.2)", 1},
