@@ -226,5 +226,5 @@ const (
 
 // targetFields are the keys under targets.<key>, canonical spelling.
 func targetFields() []string {
-	return []string{"title", "file", "accessMode", "window.start", "window.end", "batching", "maxDays"}
+	return []string{"title", "file", "accessMode", "window.start", "window.end", "batching", "maxDays", "owners", "review.every", "review.dueIn"}
 }
