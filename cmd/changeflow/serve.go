@@ -26,6 +26,7 @@ import (
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
+	"changeflow/internal/workflow/review"
 	"changeflow/internal/workflow/single"
 	"changeflow/internal/workflow/withdraw"
 )
@@ -146,12 +147,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
 	rounds := batch.NewRounds(batchFlow, engine)
+	// Access reviews on every instance every expiry.interval: scheduled
+	// campaigns opened, due ones closed with their default, revokes'
+	// removals started — each once (docs/reviews.md).
+	revoker := httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine}
+	reviews := &review.Reviews{Store: st, Revoker: revoker, Config: cfg.Current, Logger: logger}
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
 	stop, err := startParts(ctx, []part{
 		{"rate-limit janitor", janitor}, {"instance heartbeat", quota}, {"idempotency cleanup", idemCleanup},
 		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
+		{"review pass", reviews},
 	})
 	if err != nil {
 		return err
@@ -180,8 +187,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Env: flowEnv},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
-			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},
-			Checks:       deploymentChecks(cfg, flags.local, logger),
+			Revoker:      revoker,
+			Reviews:      st, ReviewRemovals: reviews,
+			Checks: deploymentChecks(cfg, flags.local, logger),
 		},
 	})
 

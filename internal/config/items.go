@@ -317,6 +317,8 @@ func defaultRoutes() map[string]any {
 		RouteOpsExpiryScan:       write,
 		RouteOpsConfigGet:        read,
 		RouteOpsChecksGet:        read,
+		RouteOpsReviewGet:        read,
+		RouteOpsReviewOpen:       write,
 	}
 }
 

@@ -207,6 +207,11 @@ const (
 	// RouteOpsExpiryScan: POST /ops/expiry/scan, a manual expiry scan.
 	RouteOpsExpiryScan = "ops-expiry-scan"
 	RouteOpsConfigGet  = "ops-config-get"
+	// RouteOpsReviewGet: GET /ops/reviews and GET /ops/reviews/{id}.
+	RouteOpsReviewGet = "ops-review-get"
+	// RouteOpsReviewOpen: POST /ops/reviews; its rules also make a caller
+	// of the review routes an operator who may act for the owners.
+	RouteOpsReviewOpen = "ops-review-open"
 	// RouteOpsChecksGet: GET /ops/checks, the deployment checks.
 	RouteOpsChecksGet = "ops-checks-get"
 )

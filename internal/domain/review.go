@@ -91,6 +91,14 @@ func (r ReviewRefusal) Message() string {
 	return ""
 }
 
+// Reason is the refusal's data.reason.
+func (r ReviewRefusal) Reason() Reason {
+	if r == ReviewOwnAccess {
+		return ReasonOwnAccess
+	}
+	return ReasonNotReviewer
+}
+
 // MayDecide decides whether rv may decide the review item of subject on a
 // target owned by owners (targets.KEY.owners). The own-access rule comes
 // first: an owner or an operator is refused their own item. A target
