@@ -53,7 +53,7 @@ type ReviewItem struct {
 	// changeflow did not write.
 	GrantOperationID string
 	ApprovalID       string
-	// From is when the grant took effect (its VALIDATED history row);
+	// From is when the grant took effect (its first step to VALIDATED);
 	// zero when unknown.
 	From      time.Time
 	ExpiresAt time.Time
@@ -68,8 +68,8 @@ type ReviewItem struct {
 	// none was (the access had ended already).
 	RevocationID string
 	RevokeNote   string
-	// RemovalInEffect: the removal's deployment confirmed it (a REVOKED
-	// history row of RevocationID).
+	// RemovalInEffect: the removal's deployment confirmed it (a step of
+	// RevocationID to REVOKED).
 	RemovalInEffect bool
 }
 
@@ -128,12 +128,11 @@ func (s *Store) ReviewOpen(ctx context.Context, p ReviewOpenParams) (ReviewCampa
 
 // reviewItemsInEffect copies the target's grants in effect into items:
 // the binding's own grant, or for a RENEWING row the grant its renewal
-// renews; from is the grant's first VALIDATED history row (read through
-// idx_binding_history_relationship).
+// renews; from is when the grant took effect: its first step to VALIDATED
+// (read through idx_operation_step_operation).
 const reviewItemsInEffect = "INSERT INTO review_item (campaign_id, subject, grant_operation_id, approval_id, granted_from, expires_at)" +
 	" SELECT ?, b.subject_id, g.operation_id, g.approval_id," +
-	" (SELECT MIN(h.created_at) FROM binding_history h WHERE h.subject_id = b.subject_id AND h.target_key = b.target_key" +
-	" AND h.operation_id = g.operation_id AND h.status = ?), b.expires_at" +
+	" (SELECT MIN(s.created_at) FROM operation_step s WHERE s.operation_id = g.operation_id AND s.to_binding_status = ?), b.expires_at" +
 	" FROM binding b JOIN operation o ON o.operation_id = b.operation_id" +
 	" JOIN operation g ON g.operation_id = (CASE WHEN b.status = ? THEN o.grant_operation_id ELSE b.operation_id END)" +
 	" WHERE b.target_key = ? AND b.status IN (?, ?)"

@@ -10,15 +10,13 @@ import (
 	"changeflow/internal/domain"
 )
 
-// reviewItemCols reads an item of campaign alias c (its target for the
-// removal's history row) and whether its removal is in effect: a REVOKED
-// history row of the revocation, read through
-// idx_binding_history_relationship.
+// reviewItemCols reads an item and whether its removal is in effect: a
+// step of the revocation to REVOKED (the deployment confirmed it, or
+// reconciliation inferred it), read through idx_operation_step_operation.
 const reviewItemCols = "i.id, i.campaign_id, i.subject, i.grant_operation_id, i.approval_id, i.granted_from, i.expires_at," +
 	" i.decision, i.decided_by, i.decided_at, i.comment, i.by_default, i.revocation_operation_id, i.revoke_note," +
-	" (CASE WHEN i.revocation_operation_id IS NOT NULL AND EXISTS (SELECT 1 FROM binding_history h" +
-	" WHERE h.subject_id = i.subject AND h.target_key = c.target_key AND h.operation_id = i.revocation_operation_id" +
-	" AND h.status = 'REVOKED') THEN 1 ELSE 0 END)"
+	" (CASE WHEN i.revocation_operation_id IS NOT NULL AND EXISTS (SELECT 1 FROM operation_step s" +
+	" WHERE s.operation_id = i.revocation_operation_id AND s.to_binding_status = 'REVOKED') THEN 1 ELSE 0 END)"
 
 func scanReviewItem(sc interface{ Scan(...any) error }) (ReviewItem, error) {
 	var (
