@@ -135,7 +135,7 @@ func reviewStoreError(what string, err error) error {
 			"This item was decided already; a decision is taken once.", "%s: %w", what, err)
 	case errors.Is(err, store.ErrReviewClosed):
 		return domain.Refusef(domain.CodeReviewConflict, domain.ReasonReviewClosed,
-			"This review campaign is closed: its undecided items took the campaign's default at its due date.", "%s: %w", what, err)
+			"This review campaign has reached its due date: its undecided items take the campaign's default, and no decision is taken any more.", "%s: %w", what, err)
 	}
 	return domain.Internal(what, err)
 }

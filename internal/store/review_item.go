@@ -71,14 +71,15 @@ type ReviewOpenItem struct {
 	DueAt     time.Time
 }
 
-// ReviewOpenItems returns up to limit undecided items of open campaigns.
+// ReviewOpenItems returns up to limit undecided items of open campaigns
+// not yet due.
 func (s *Store) ReviewOpenItems(ctx context.Context, limit int) ([]ReviewOpenItem, error) {
 	if limit <= 0 || limit > 5000 {
 		limit = 5000
 	}
 	rows, err := s.db.QueryContext(ctx, "SELECT "+reviewItemCols+", c.target_key, c.due_at"+
 		" FROM review_campaign c JOIN review_item i ON i.campaign_id = c.id"+
-		" WHERE c.status = ? AND i.decision IS NULL ORDER BY c.id, i.id LIMIT ?", domain.ReviewOpen, limit)
+		" WHERE c.status = ? AND c.due_at > "+s.dialect.Now()+" AND i.decision IS NULL ORDER BY c.id, i.id LIMIT ?", domain.ReviewOpen, limit)
 	if err != nil {
 		return nil, fmt.Errorf("open review items: %w", translate(err))
 	}
@@ -127,8 +128,10 @@ type ReviewDecideParams struct {
 }
 
 // ReviewDecide records a decision once: a guarded UPDATE of an undecided
-// item of an open campaign. A decided item is ErrReviewDecided, an item
-// of a closed campaign ErrReviewClosed, an unknown one domain.ErrNotFound;
+// item of an open campaign not yet due (by the database clock: at the due
+// date the default decides, even before the pass has closed it). A
+// decided item is ErrReviewDecided, an item of a closed or due campaign
+// ErrReviewClosed, an unknown one domain.ErrNotFound;
 // nothing is written then. Racing the due date's close, one of the two
 // wins the item's row (the close decides only undecided items).
 func (s *Store) ReviewDecide(ctx context.Context, p ReviewDecideParams) (ReviewItem, error) {
@@ -138,7 +141,7 @@ func (s *Store) ReviewDecide(ctx context.Context, p ReviewDecideParams) (ReviewI
 	d := s.dialect
 	res, err := s.db.ExecContext(ctx, "UPDATE review_item SET decision = ?, decided_by = ?, decided_at = "+d.Now()+", comment = ?"+
 		" WHERE id = ? AND campaign_id = ? AND decision IS NULL"+
-		" AND EXISTS (SELECT 1 FROM review_campaign c WHERE c.id = ? AND c.status = ?)",
+		" AND EXISTS (SELECT 1 FROM review_campaign c WHERE c.id = ? AND c.status = ? AND c.due_at > "+d.Now()+")",
 		string(p.Decision), clipRunes(p.By, 128), clipRunes(p.Comment, 1024), p.ItemID, p.CampaignID, p.CampaignID, domain.ReviewOpen)
 	if err != nil {
 		return ReviewItem{}, fmt.Errorf("decide review %d item %d: %w", p.CampaignID, p.ItemID, translate(err))

@@ -102,10 +102,19 @@ func TestReviewDecideOnce(t *testing.T) {
 		}
 		require.Equal(t, 1, won)
 
-		// Closed: no decision is taken any more.
+		// Due, not yet closed by the pass: the default decides, not a
+		// late reviewer, and the item is no longer listed.
+		mustExec(t, s.DB(), "UPDATE review_item SET decision = NULL WHERE id = ?", items[1].ID)
 		mustDueNow(t, s, c.ID)
-		_, err = s.ReviewClose(ctx, c.ID)
+		_, err = s.ReviewDecide(ctx, store.ReviewDecideParams{CampaignID: c.ID, ItemID: items[1].ID, Decision: domain.ReviewKeep, By: "olivia"})
+		require.ErrorIs(t, err, store.ErrReviewClosed)
+		open, err = s.ReviewOpenItems(ctx, 0)
 		require.NoError(t, err)
+		require.Empty(t, open)
+		// Closed: no decision is taken any more.
+		n, err := s.ReviewClose(ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
 		mustExec(t, s.DB(), "UPDATE review_item SET decision = NULL WHERE id = ?", items[1].ID)
 		_, err = s.ReviewDecide(ctx, store.ReviewDecideParams{CampaignID: c.ID, ItemID: items[1].ID, Decision: domain.ReviewKeep, By: "olivia"})
 		require.ErrorIs(t, err, store.ErrReviewClosed)
