@@ -96,6 +96,7 @@ func procSecretsEnv() []string {
 		"CHANGEFLOW_CALLBACKS_TOKENS_APPROVAL=" + procApprovalToken,
 		"CHANGEFLOW_CALLBACKS_TOKENS_DEPLOY=" + procDeployToken,
 		"CHANGEFLOW_CALLBACKS_TOKENS_GITLAB=" + procWebhookToken,
+		"CHANGEFLOW_AUDIT_SIGNINGKEY=" + procAuditSigningKey,
 	}
 }
 

@@ -642,6 +642,9 @@ const (
 	procApprovalToken  = "proc-test-approval-callback-7e4b1c9a0d2f5e83"
 	procDeployToken    = "proc-test-deploy-callback-3c6f9a2e5b8d1f47"
 	procWebhookToken   = "proc-test-gitlab-webhook-8b1d4f7a0c3e6b92"
+	// procAuditSigningKey is audit.signingKey: the base64 of the 32
+	// bytes "proc-test-audit-signing-key-32b!".
+	procAuditSigningKey = "cHJvYy10ZXN0LWF1ZGl0LXNpZ25pbmcta2V5LTMyYiE="
 )
 
 // countSQL runs a COUNT query on the test's store. A database that is

@@ -38,6 +38,9 @@ Usage:
   changeflow clustercheck --dsn DSN [--listen ADDR]
                                                  HAProxy's health check of one Galera node: GET / is 200
                                                  only while the node is Synced in the primary component
+  changeflow audit verify FILE --key PUBKEY     verify an audit export (GET /ops/audit/export) offline:
+                                                 hashes, links, the signed manifest; names the first
+                                                 line that does not match and exits 1 (docs/audit.md)
   changeflow version                             print the version
 
 --local runs the local profile (README.md, "The local run"): SQLite under
@@ -71,6 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runHealthcheck(ctx, rest, getenv, stdout, stderr)
 	case "clustercheck":
 		err = runClustercheck(ctx, rest, getenv, stdout, stderr)
+	case "audit":
+		err = runAudit(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "changeflow %s\n", version)
 	case "help", "--help", "-h":

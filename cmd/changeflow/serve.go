@@ -152,12 +152,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// removals started — each once (docs/reviews.md).
 	revoker := httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine}
 	reviews := &review.Reviews{Store: st, Revoker: revoker, Config: cfg.Current, Logger: logger}
+	// The audit chain on every instance (docs/audit.md): new records
+	// chained every audit.chainInterval, retention hourly; each round has
+	// one winner however many instances run it.
+	auditChain := newAuditChain(cfg, st, flags.local, logger)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
 	stop, err := startParts(ctx, []part{
 		{"rate-limit janitor", janitor}, {"instance heartbeat", quota}, {"idempotency cleanup", idemCleanup},
 		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
+		{"audit chain", auditChain},
 		{"review pass", reviews},
 	})
 	if err != nil {
@@ -187,6 +192,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			OpsActions:   httpapi.WorkflowOps{Store: st, Reconciler: reconciler, Callbacks: cbs, Expiry: expiry, Engine: engine, Env: flowEnv},
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
+			Audit:        auditChain,
 			Revoker:      revoker,
 			Reviews:      st, ReviewRemovals: reviews,
 			Checks: deploymentChecks(cfg, flags.local, logger),

@@ -189,6 +189,15 @@ func itemTable(instanceID string) []item {
 				"below 1s a merely slow first request would be raced by its own client's retry (still one request, but a wasted attempt); "+
 				"a lease at or beyond idempotency.ttl never fires"),
 
+		// The audit chain and its export (docs/audit.md).
+		{key: KeyAuditSigningKey, secret: true, typ: "string (secret, masked): the standard base64 of a 32-byte Ed25519 seed (openssl rand -base64 32), or a PEM PKCS #8 Ed25519 private key (openssl genpkey -algorithm ed25519)",
+			fallback: "missing/empty → unset: GET /ops/audit/export answers 503 and serve warns at start (the local profile signs with a published development key); anything else → startup error naming the item (reload: old snapshot kept)",
+			why:      "an export without a signature proves nothing, and a half-read key would sign with a key nobody holds", resolve: resolveSigningKey},
+		durItem(KeyAuditRetention, 400*24*hr, 24*hr, sec, hot,
+			"how long the chain keeps a record (by occurredAt) before retention removes it and moves the anchor; 400 days covers a SOC 2 Type II period of 12 months with room; at least 1d, far beyond the chainer's lookback"),
+		durItem(KeyAuditChainInterval, 10*sec, 100*ms, sec, hot,
+			"how often each instance chains new records; an export chains up to the moment it starts whatever this is, so it only bounds how far the stored chain trails the records"),
+
 		// Circuit breaker.
 		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),
 		durItem(KeyBreakerOpenFor, 30*sec, 1*ms, sec, hot, "0 would never fail fast"),

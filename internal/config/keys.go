@@ -110,6 +110,14 @@ const (
 	// for the same account and rule codes; 0 asks every time.
 	KeyAuthzCacheTTL = "authz.cacheTTL"
 
+	// KeyAuditSigningKey is the Ed25519 key that signs every audit export's
+	// manifest (secret); KeyAuditRetention how long the audit chain keeps a
+	// record; KeyAuditChainInterval how often each instance chains new
+	// records (docs/audit.md).
+	KeyAuditSigningKey    = "audit.signingKey"
+	KeyAuditRetention     = "audit.retention"
+	KeyAuditChainInterval = "audit.chainInterval"
+
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
 	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"

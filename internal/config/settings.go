@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"time"
 )
 
@@ -220,6 +221,20 @@ func (s *Snapshot) Polling(tier string) PollingTier {
 		LongInterval:  s.dur(p + "longInterval"),
 		Timeout:       s.dur(p + "timeout"),
 	}
+}
+
+// Audit is audit.*: the chain's retention and chaining interval, and the
+// export's signing key (nil when unset).
+type Audit struct {
+	SigningKey    ed25519.PrivateKey
+	Retention     time.Duration
+	ChainInterval time.Duration
+}
+
+// Audit returns audit.*.
+func (s *Snapshot) Audit() Audit {
+	key, _ := s.vals[KeyAuditSigningKey].(ed25519.PrivateKey)
+	return Audit{SigningKey: key, Retention: s.dur(KeyAuditRetention), ChainInterval: s.dur(KeyAuditChainInterval)}
 }
 
 // Idempotency is idempotency.*.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,8 @@ import (
 	// host, including minimal containers without /usr/share/zoneinfo
 	// (never the host's idea of time). Costs ~450 KB of binary.
 	_ "time/tzdata"
+
+	"changeflow/internal/auditchain"
 )
 
 // ErrInvalid marks a configuration the program must not run on: an
@@ -298,4 +301,22 @@ func resolveAccountField(it *item, r raw, _ map[string]any) result {
 	default:
 		return ok(it.def, fellBack("value %s unknown → account", quoted(v)), true)
 	}
+}
+
+// resolveSigningKey checks audit.signingKey: the value is parsed here, so a
+// key that is set but unusable stops the start (or keeps the old snapshot
+// on reload) with the item named, instead of failing at the first export.
+// Neither the value nor any part of it ever appears in a reason.
+func resolveSigningKey(it *item, r raw, _ map[string]any) result {
+	if !r.set {
+		return result{val: ed25519.PrivateKey(nil), text: "", reason: reasonBuiltin + " (unset)"}
+	}
+	if isBlank(r.v) {
+		return result{val: ed25519.PrivateKey(nil), text: "", fellBack: true, reason: fellBack("empty → unset")}
+	}
+	key, err := auditchain.ParseSigningKey(text(r.v))
+	if err != nil {
+		return result{err: fmt.Errorf("%w: %s (from %s) is not an Ed25519 signing key: %v", ErrInvalid, it.key, r.source, err)}
+	}
+	return result{val: key, text: maskSecret("set"), reason: builtinOr(r)}
 }

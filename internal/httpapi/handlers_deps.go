@@ -64,6 +64,11 @@ type OpsStore interface {
 	// For the expired entries changeflow does not own (ops_unowned.go).
 	OperationOwnersOf(ctx context.Context, ids []string) ([]store.OperationOwner, error)
 	DatabaseNow(ctx context.Context) (time.Time, error)
+	// The access history (ops_access.go).
+	AccessAtTarget(ctx context.Context, target string, at time.Time) ([]store.AccessInterval, error)
+	AccessAtSubject(ctx context.Context, subject string, at time.Time) ([]store.AccessInterval, error)
+	AccessHistory(ctx context.Context, target string, from, to time.Time, limit int) ([]store.AccessInterval, bool, error)
+	AccessOfOperation(ctx context.Context, operationID string) (store.AccessInterval, error)
 }
 
 // CallbackStore records callback deliveries once per delivery id: the
@@ -140,6 +145,9 @@ type Business struct {
 	// Checks runs the deployment checks for GET /ops/checks (the same as
 	// `changeflow doctor`); nil answers it with 500.
 	Checks func(context.Context) doctor.Report
+	// Audit backs GET /ops/audit/export and GET /ops/audit/key
+	// (ops_audit.go); nil answers them with 500.
+	Audit AuditChain
 	// Events feeds GET /api/requests/{operationId}/events (events.go);
 	// serve closes it when shutting down. Nil answers the stream with 500.
 	Events *EventFeed

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -524,7 +525,8 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		sink := &recordingSink{out: SinkApplied}
 		var feed *EventFeed
 		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(), withChecks(),
-			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }), withReviews())
+			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }),
+			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))), withReviews())
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
@@ -669,6 +671,16 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/security-events", 400, req{method: "GET", path: "/ops/security-events?limit=0", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 200, req{method: "GET", path: "/ops/targets/unowned-expired", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 403, req{method: "GET", path: "/ops/targets/unowned-expired", user: "alice"})
+		call("GET /ops/audit/export", 200, req{method: "GET", path: exportQuery("jsonl"), user: "olivia"})
+		call("GET /ops/audit/export", 200, req{method: "GET", path: exportQuery("csv"), user: "olivia"})
+		call("GET /ops/audit/export", 400, req{method: "GET", path: "/ops/audit/export?from=x", user: "olivia"})
+		call("GET /ops/audit/key", 200, req{method: "GET", path: "/ops/audit/key", user: "olivia"})
+		call("GET /ops/audit/key", 403, req{method: "GET", path: "/ops/audit/key", user: "alice"})
+		call("GET /ops/access", 200, req{method: "GET", path: "/ops/access?target=" + tOpen + "&at=2026-03-01T09:30:00Z", user: "olivia"})
+		call("GET /ops/access", 200, req{method: "GET", path: "/ops/access?subject=alice&at=2026-03-01T09:30:00Z", user: "olivia"})
+		call("GET /ops/access", 400, req{method: "GET", path: "/ops/access?target=" + tOpen, user: "olivia"})
+		call("GET /ops/access/history", 200, req{method: "GET", path: "/ops/access/history?target=" + tOpen + "&from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z", user: "olivia"})
+		call("GET /ops/access/history", 400, req{method: "GET", path: "/ops/access/history?target=" + tOpen + "&from=2026-04-01T00:00:00Z&to=2026-03-01T00:00:00Z", user: "olivia"})
 
 		// Access reviews, after the revokes above (the campaign holds what
 		// is in effect on the reviewed target then: bob's grant).

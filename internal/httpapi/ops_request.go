@@ -46,6 +46,9 @@ type opsRequestView struct {
 	// Progress is the request's step bar, the one its owner's page shows
 	// (requestView.Progress).
 	Progress []domain.ProgressStep `json:"progress"`
+	// Access is the period of access this grant or renewal opened once
+	// in effect (GET /ops/access's item); absent when it opened none.
+	Access *accessItem `json:"access,omitempty"`
 }
 
 // opsRevocation names a grant's revocation in the grant's detail.
@@ -243,6 +246,9 @@ func (s *Server) opsRequestRecords(ctx context.Context, st OpsStore, op store.Op
 		v.Queue = &opsQueue{ProjectID: qp.ProjectID, BatchID: qp.BatchID, Position: qp.Position, AdmittedAt: qp.AdmittedAt.UTC()}
 	} else if !errors.Is(err, domain.ErrNotFound) {
 		return domain.Internal("ops request queue", err)
+	}
+	if err := opsAccessOf(ctx, st, id, v); err != nil {
+		return err
 	}
 	if op.BatchID != 0 {
 		bt, err := s.opsBatch(ctx, op.BatchID, false)

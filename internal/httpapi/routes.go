@@ -110,6 +110,10 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/security-events", handler: s.handleOpsSecurityEvents(), metrics: true, rules: config.RouteOpsRequestGet},
+		// The tamper-evident audit export and the key that verifies it
+		// (ops_audit.go, docs/audit.md): reads of a request's class.
+		{pattern: "GET /ops/audit/export", handler: s.handleOpsAuditExport(), metrics: true, rules: config.RouteOpsRequestGet},
+		{pattern: "GET /ops/audit/key", handler: s.handleOpsAuditKey(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches/{id}", handler: s.handleOpsBatch(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/config", handler: s.handleOpsConfig(), metrics: true, rules: config.RouteOpsConfigGet},
 		// The deployment checks (ops_checks.go): each call reads GitLab
@@ -124,6 +128,10 @@ func (s *Server) routes() {
 		// under the preview's quota, the other read that goes to GitLab.
 		{pattern: "GET /ops/targets/unowned-expired", handler: s.handleOpsUnownedExpired(), metrics: true, rules: config.RouteOpsRequestGet,
 			rateLimit: &RateLimitSpec{Bucket: config.BucketPreview}},
+		// Who had access to what and when (ops_access.go): indexed reads
+		// of the store's access history, of a request's class.
+		{pattern: "GET /ops/access", handler: s.handleOpsAccess(), metrics: true, rules: config.RouteOpsRequestGet},
+		{pattern: "GET /ops/access/history", handler: s.handleOpsAccessHistory(), metrics: true, rules: config.RouteOpsRequestGet},
 		// Operations, write (ops_write.go): retrigger a stopped request,
 		// replay its recorded approval decision, run reconciliation now.
 		{pattern: "POST /ops/requests/{operationId}/retrigger", handler: s.handleOpsRetrigger(), metrics: true, rules: config.RouteOpsRequestRetrigger},

@@ -165,7 +165,7 @@ func bindingAdvanceTx(ctx context.Context, tx *sql.Tx, d Dialect, operationID st
 		}
 		hist.fromBinding, hist.toBinding = a.From, a.To
 	}
-	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+	if err := operationStepInsert(ctx, tx, d, []operationStepRow{hist}); err != nil {
 		return nil, err
 	}
 	if !plan.Flip {

@@ -105,3 +105,37 @@ func (s *Store) OperationRenewalsOfQuery() string { return s.operationRenewalsOf
 func (s *Store) OperationFindQuery(p OperationFindParams, limit int) (string, []any) {
 	return s.operationFindQuery(p, limit)
 }
+
+// AccessBackfillSQL is the statement with which the migration that created
+// access_interval rebuilt the periods from the step history (its one
+// INSERT … SELECT), for driver.
+func AccessBackfillSQL(driver string) (string, error) {
+	b, err := migrationFiles.ReadFile("migrations/" + driver + "/00016_access_interval.sql")
+	if err != nil {
+		return "", err
+	}
+	text := string(b)
+	start := strings.Index(text, "INSERT INTO access_interval")
+	if start < 0 {
+		return "", errors.New("no backfill in the migration")
+	}
+	end := strings.Index(text[start:], ";")
+	return text[start : start+end], nil
+}
+
+// AccessAtTargetQuery is the statement AccessAtTarget sends, and
+// AccessAtSubjectQuery AccessAtSubject's; each binds (key, at, at).
+func (s *Store) AccessAtTargetQuery() string {
+	return "SELECT " + accessColumns + s.accessAtQuery("target_key", "idx_access_interval_target", "subject")
+}
+
+// AccessAtSubjectQuery: see AccessAtTargetQuery.
+func (s *Store) AccessAtSubjectQuery() string {
+	return "SELECT " + accessColumns + s.accessAtQuery("subject", "idx_access_interval_subject", "target_key")
+}
+
+// AccessHistoryQuery is the statement AccessHistory sends; it binds
+// (target, from, to, limit).
+func (s *Store) AccessHistoryQuery() string {
+	return "SELECT " + accessColumns + s.accessHistoryQuery()
+}

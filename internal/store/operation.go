@@ -206,7 +206,7 @@ func (s *Store) OperationCreate(ctx context.Context, p OperationCreateParams) (O
 		if err := operationInsert(ctx, tx, s.dialect, p); err != nil {
 			return err
 		}
-		if err := operationStepInsert(ctx, tx, []operationStepRow{{
+		if err := operationStepInsert(ctx, tx, s.dialect, []operationStepRow{{
 			operationID: p.OperationID, toStep: p.Step, actor: p.Actor, note: "created",
 		}}); err != nil {
 			return err
@@ -305,21 +305,44 @@ const operationStepColumns = 7
 // operationStepInsert appends rows to operation_step with one multi-row
 // INSERT per chunk, so a transition of n operations costs ⌈n/500⌉
 // statements, not n.
-func operationStepInsert(ctx context.Context, tx *sql.Tx, rows []operationStepRow) error {
+//
+// When a row changes the access history (accessChanges), the database
+// clock is read once first and written as every row's created_at, and
+// the periods the rows open or end start or end at that very instant
+// (accessRecord): the period's from is its confirmation's history time,
+// as the migration that created access_interval rebuilt it.
+func operationStepInsert(ctx context.Context, tx *sql.Tx, d Dialect, rows []operationStepRow) error {
+	change := accessChanges(rows)
+	var at any
+	cols, colList := operationStepColumns, "operation_id, from_step, to_step, from_binding_status, to_binding_status, actor, note"
+	if len(change) > 0 {
+		now, err := txNow(ctx, tx, d)
+		if err != nil {
+			return fmt.Errorf("append step history: %w", err)
+		}
+		at, cols, colList = d.Time(now), cols+1, colList+", created_at"
+	}
 	for _, part := range chunk(rows, InChunkSize) {
-		vals := make([]any, 0, len(part)*operationStepColumns)
+		vals := make([]any, 0, len(part)*cols)
 		for _, r := range part {
 			vals = append(vals, r.operationID, nullInt(r.fromStep), r.toStep,
 				nullStatus(r.fromBinding), nullStatus(r.toBinding), clipRunes(r.actor, 128), clipRunes(r.note, 512))
+			if at != nil {
+				vals = append(vals, at)
+			}
 		}
 		_, err := tx.ExecContext(ctx,
-			"INSERT INTO operation_step (operation_id, from_step, to_step, from_binding_status, to_binding_status, actor, note) VALUES "+
-				valuesRows(len(part), operationStepColumns), vals...)
+			"INSERT INTO operation_step ("+colList+") VALUES "+valuesRows(len(part), cols), vals...)
 		if err != nil {
 			return fmt.Errorf("append step history: %w", translate(err))
 		}
 	}
-	return nil
+	if len(change) == 0 {
+		return nil
+	}
+	// The access history follows the binding moves these rows record, in
+	// the same transaction (access_record.go).
+	return accessRecord(ctx, tx, d, change, at)
 }
 
 // nonNil returns v as a one-element argument list, or none when v is nil.

@@ -60,6 +60,12 @@ func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 	if err := s.db.QueryRowContext(ctx, "SELECT "+s.dialect.Now()).Scan(&v); err != nil {
 		return time.Time{}, fmt.Errorf("read the database clock: %w", translate(err))
 	}
+	return clockValue(v)
+}
+
+// clockValue is the database clock as the driver handed it over: a
+// time.Time (MariaDB) or the text of SQLite's strftime.
+func clockValue(v any) (time.Time, error) {
 	switch x := v.(type) {
 	case time.Time:
 		return x.UTC(), nil

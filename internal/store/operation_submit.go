@@ -82,7 +82,7 @@ func (s *Store) OperationSubmit(ctx context.Context, p OperationSubmitParams) (O
 			}
 		}
 		h := plan.History
-		if err := operationStepInsert(ctx, tx, []operationStepRow{{
+		if err := operationStepInsert(ctx, tx, s.dialect, []operationStepRow{{
 			operationID: op.OperationID, toStep: int(h.To), fromBinding: h.FromBinding, toBinding: h.ToBinding,
 			actor: op.Actor, note: h.Note,
 		}}); err != nil {

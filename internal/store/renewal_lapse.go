@@ -113,7 +113,7 @@ func (s *Store) RenewalLapse(ctx context.Context, p RenewalLapseParams) error {
 				d.keyTuplesIn(len(p.Rows), "operation_id", "version"), args...); err != nil {
 			return fmt.Errorf("move renewals of expired grants to RENEW_EXPIRED: %w", err)
 		}
-		return operationStepInsert(ctx, tx, hist)
+		return operationStepInsert(ctx, tx, d, hist)
 	})
 	if err != nil {
 		return fmt.Errorf("lapse renewals: %w", err)

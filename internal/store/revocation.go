@@ -264,7 +264,7 @@ func revocationsInsert(ctx context.Context, tx *sql.Tx, d Dialect, p RevocationC
 			valuesRows(len(mine), cols), vals...); err != nil {
 		return fmt.Errorf("insert revocations: %w", translate(err))
 	}
-	if err := operationStepInsert(ctx, tx, append(hist, cutHist...)); err != nil {
+	if err := operationStepInsert(ctx, tx, d, append(hist, cutHist...)); err != nil {
 		return err
 	}
 	if len(single) > 0 {

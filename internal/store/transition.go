@@ -320,7 +320,7 @@ func transitionTx(ctx context.Context, tx *sql.Tx, d Dialect, p TransitionManyPa
 			fromBinding: from, toBinding: to, actor: p.Actor, note: p.Note,
 		})
 	}
-	if err := operationStepInsert(ctx, tx, hist); err != nil {
+	if err := operationStepInsert(ctx, tx, d, hist); err != nil {
 		return err
 	}
 	if p.beforeCommit != nil {

@@ -295,7 +295,7 @@ func (s *Store) withdrawWrite(ctx context.Context, tx *sql.Tx, p WithdrawParams,
 	if flip != nil {
 		hist.fromBinding, hist.toBinding = flip.From, flip.To
 	}
-	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+	if err := operationStepInsert(ctx, tx, d, []operationStepRow{hist}); err != nil {
 		return nil, err
 	}
 	return flip, nil

@@ -159,7 +159,7 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	if res.Flip != nil {
 		hist.fromBinding, hist.toBinding = res.Flip.From, res.Flip.To
 	}
-	if err := operationStepInsert(ctx, tx, []operationStepRow{hist}); err != nil {
+	if err := operationStepInsert(ctx, tx, d, []operationStepRow{hist}); err != nil {
 		return WorkCallbackResult{}, err
 	}
 	res.Applied = true

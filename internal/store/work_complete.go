@@ -230,7 +230,7 @@ func applyOutcome(ctx context.Context, tx *sql.Tx, d Dialect, id int64, fromStep
 	if plan.Flip != nil {
 		toBinding = plan.Flip.To
 	}
-	return operationStepInsert(ctx, tx, []operationStepRow{{
+	return operationStepInsert(ctx, tx, d, []operationStepRow{{
 		operationID: p.OperationID, fromStep: fromStep, toStep: int(plan.Step),
 		fromBinding: fromBinding, toBinding: toBinding, actor: p.Actor, note: p.Note,
 	}})

@@ -613,6 +613,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ops/audit/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tamper-evident audit export — every recorded access change and decision in a range, hash-chained, with a signed manifest.
+         * @description Streams the audit chain's records whose occurredAt lies in [from, to) (the unbroken run of the chain from the first to the last of them, in seq order), each with seq, prevHash and hash, and ends with a manifest signed with Ed25519 (audit.signingKey). Records written in the last few seconds (the chainer's grace) are not in it yet. Verify it offline with `changeflow audit verify FILE --key PUBKEY`; the formats, the hash and the signed bytes are in docs/audit.md. A failure after the first byte cuts the connection (no manifest), so a cut export never verifies.
+         */
+        get: operations["opsAuditExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/audit/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The public key that verifies audit exports.
+         * @description The public half of audit.signingKey, as base64 of its 32 bytes and as a PEM PUBLIC KEY block; either is what `changeflow audit verify --key` takes. 503 while audit.signingKey is not set.
+         */
+        get: operations["opsAuditKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/ops/batches/{id}": {
         parameters: {
             query?: never;
@@ -821,6 +861,54 @@ export interface paths {
          *     and the others are still checked. Rate limited (bucket `preview`).
          */
         get: operations["opsListUnownedExpired"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/access": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who had access to a target at an instant, or what a person had.
+         * @description "Had access" is an entry in the target's binding file on the default
+         *     branch, from the moment its change was in effect (the deployment's
+         *     confirmation) until its removal was in effect (docs/api.md, "Access
+         *     history"). Each period is half-open, [from, until): at the instant a
+         *     renewal took effect only the renewal's period answers. Name exactly
+         *     one of `target` and `subject`. One indexed range read.
+         */
+        get: operations["opsAccessAt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/access/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every period of access to a target overlapping a window, oldest first.
+         * @description The periods with `from` < `to` and `until` > `from` (or still open):
+         *     [from, to) overlaps [period.from, period.until). At most `limit`
+         *     (default and maximum 1000); `more` says there were more — ask for a
+         *     narrower window. One indexed range read.
+         */
+        get: operations["opsAccessHistory"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1627,6 +1715,60 @@ export interface components {
                     /** @description The revocation's own reason text (an operator's, or what the scan or a give-back wrote). */
                     text: string;
                 };
+                /** @description The period of access this grant or renewal opened once in effect (GET /ops/access's item), so the console can link it; absent when it opened none. */
+                access?: components["schemas"]["AccessInterval"];
+            };
+        };
+        /** @description One period in which `subject` had access to `targetKey`, [from, until). */
+        AccessInterval: {
+            subject: string;
+            targetKey: string;
+            /**
+             * Format: date-time
+             * @description When the change was in effect (its deploy confirmation)
+             */
+            from: string;
+            /** @description When its removal was in effect, or the renewal replacing it (UTC); null while the access lasts. */
+            until: string | null;
+            /**
+             * @description `changeflow`: from changeflow's own records; `repo`: read from the binding file's history (an entry changeflow did not write).
+             * @enum {unknown}
+             */
+            source: "changeflow" | "repo";
+            /** @description The grant or renewal whose confirmation opened the period. */
+            operationId: string | null;
+            /** @description Its approval in the approval system; null when none is known. */
+            approvalId: string | null;
+            /** @description The merge request that carried it (a batch member's is its batch's); null when unknown. */
+            mrIid: number | null;
+            /** @description The merge commit; null when unknown (changeflow does not record it yet). */
+            mergeSha: string | null;
+        };
+        AccessAtAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                /**
+                 * Format: date-time
+                 * @description The instant asked about
+                 */
+                at: string;
+                items: components["schemas"]["AccessInterval"][];
+            };
+        };
+        AccessHistoryAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                /** Format: date-time */
+                from: string;
+                /** Format: date-time */
+                to: string;
+                items: components["schemas"]["AccessInterval"][];
+                /** @description The window holds more than `limit` periods; ask for a narrower one. */
+                more: boolean;
             };
         };
         UnownedExpiredAnswer: {
@@ -1735,6 +1877,21 @@ export interface components {
                     /** Format: date-time */
                     at: string;
                 }[];
+            };
+        };
+        AuditKeyAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                /** @constant */
+                algorithm: "Ed25519";
+                /** @description the first 16 hex characters of SHA-256 over the 32 key bytes; the manifest names its key with it */
+                keyId: string;
+                /** @description standard base64 of the 32 raw key bytes */
+                publicKey: string;
+                /** @description the key as a PEM PUBLIC KEY block (PKIX) */
+                pem: string;
             };
         };
         BatchListAnswer: {
@@ -3036,6 +3193,67 @@ export interface operations {
             503: components["responses"]["RetryLater"];
         };
     };
+    opsAuditExport: {
+        parameters: {
+            query: {
+                /** @description Start of the range (inclusive), RFC 3339 with a zone. */
+                from: string;
+                /** @description End of the range (exclusive), RFC 3339 with a zone; after from. */
+                to: string;
+                /** @description jsonl (one JSON object per line) or csv (a header row, then one row per record). */
+                format?: "jsonl" | "csv";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export, streamed; its last line (row) is the manifest. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsAuditKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditKeyAnswer"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
     opsGetBatch: {
         parameters: {
             query?: never;
@@ -3393,6 +3611,76 @@ export interface operations {
                     "application/json": components["schemas"]["UnownedExpiredAnswer"];
                 };
             };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsAccessAt: {
+        parameters: {
+            query: {
+                /** @description The target key (who had access to it). */
+                target?: string;
+                /** @description The person (account) — what they had access to. */
+                subject?: string;
+                /** @description The instant, RFC 3339 (`2026-03-01T09:30:00Z`, or with an offset). */
+                at: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The periods that contain the instant, by subject (by target for `subject`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccessAtAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsAccessHistory: {
+        parameters: {
+            query: {
+                /** @description The target key. */
+                target: string;
+                /** @description The window's start (inclusive), RFC 3339. */
+                from: string;
+                /** @description The window's end (exclusive), RFC 3339, after `from`. */
+                to: string;
+                /** @description The most periods to answer. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The periods, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccessHistoryAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["AccessDenied"];
             421: components["responses"]["Misdirected"];

@@ -36,6 +36,21 @@ export function usePath(): string {
   return path;
 }
 
+/** useSearch is the address's query, followed across navigations. */
+export function useSearch(): URLSearchParams {
+  const [search, setSearch] = useState(window.location.search);
+  useEffect(() => {
+    const update = () => setSearch(window.location.search);
+    window.addEventListener('popstate', update);
+    window.addEventListener('changeflow:navigate', update);
+    return () => {
+      window.removeEventListener('popstate', update);
+      window.removeEventListener('changeflow:navigate', update);
+    };
+  }, []);
+  return new URLSearchParams(search);
+}
+
 /** match returns the decoded parameters of pattern ("/requests/:id") or null. */
 export function match(pattern: string, path: string): Record<string, string> | null {
   const ps = pattern.split('/');

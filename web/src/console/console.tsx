@@ -6,6 +6,7 @@
 // console's frame (the tabs) and its router; each page lives in a file of
 // its own beside it.
 import { match } from '../router';
+import { Access } from './access';
 import { Batches, BatchDetail } from './batches';
 import { Checks } from './checks';
 import { Config } from './config';
@@ -34,6 +35,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/batches" class={path === '/console/batches' || batch ? 'active' : ''}>
           Batches
         </a>
+        <a href="/console/access" class={path === '/console/access' ? 'active' : ''}>
+          Access
+        </a>
         <a href="/console/config" class={path === '/console/config' ? 'active' : ''}>
           Configuration
         </a>
@@ -59,6 +63,8 @@ export default function Console({ path }: { path: string }) {
         <Find />
       ) : path === '/console/batches' ? (
         <Batches />
+      ) : path === '/console/access' ? (
+        <Access />
       ) : path === '/console/config' ? (
         <Config />
       ) : path === '/console/deploy-callbacks' ? (

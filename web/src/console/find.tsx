@@ -8,7 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { components } from '../api.gen';
 import { ErrorNote, Stamp, Status } from '../components';
 import { useGet } from '../hooks';
-import { navigate } from '../router';
+import { navigate, useSearch } from '../router';
 import { statusWord } from '../words';
 
 /** FoundPage is one page of GET /ops/requests. */
@@ -44,21 +44,6 @@ export function findLink(f: { subject?: string; target?: string; status?: string
   if (f.attention) q.set('attention', 'true');
   const s = q.toString();
   return '/console/find' + (s ? `?${s}` : '');
-}
-
-/** useSearch is the address's query, followed across navigations. */
-function useSearch(): URLSearchParams {
-  const [search, setSearch] = useState(window.location.search);
-  useEffect(() => {
-    const update = () => setSearch(window.location.search);
-    window.addEventListener('popstate', update);
-    window.addEventListener('changeflow:navigate', update);
-    return () => {
-      window.removeEventListener('popstate', update);
-      window.removeEventListener('changeflow:navigate', update);
-    };
-  }, []);
-  return new URLSearchParams(search);
 }
 
 export function Find() {

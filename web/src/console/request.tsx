@@ -10,6 +10,7 @@ import { Confirmed, Done, ErrorNote, Progress, Stamp, Status } from '../componen
 import { useGet } from '../hooks';
 import { navigate } from '../router';
 import { hintWords, when, whenExact } from '../words';
+import { accessLink } from './access';
 import { DeployTable } from './deploy';
 import { CloseCard, RevokeCard } from './requestcards';
 import { opsLink } from './shared';
@@ -261,6 +262,22 @@ function OpsRequestView({ id }: { id: string }) {
               )}
               <dt>Target</dt>
               <dd>{x.operation.targetKey}</dd>
+              {x.access && (
+                <>
+                  <dt>Had access</dt>
+                  <dd data-testid="request-access">
+                    from <Stamp iso={x.access.from} exact />{' '}
+                    {x.access.until ? (
+                      <>
+                        until <Stamp iso={x.access.until} exact />
+                      </>
+                    ) : (
+                      'and still has'
+                    )}{' '}
+                    — <a href={accessLink(x.operation.targetKey)}>who had access to {x.operation.targetKey}</a>
+                  </dd>
+                </>
+              )}
               <dt>Step (operation)</dt>
               <dd class="mono">
                 {x.step.name} ({x.step.code})
