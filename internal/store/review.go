@@ -89,7 +89,8 @@ type ReviewOpenParams struct {
 // on the target (binding VALIDATED, or RENEWING: the grant's access stays
 // in effect while its renewal runs), in one transaction. A target with an
 // open campaign, or a scheduled campaign that another instance opened
-// first, is ErrReviewOpen and writes nothing.
+// first, is ErrReviewOpen and writes nothing. A scheduled opening is
+// audited in the same transaction (action review-open-scheduled).
 func (s *Store) ReviewOpen(ctx context.Context, p ReviewOpenParams) (ReviewCampaign, error) {
 	if p.TargetKey == "" || p.OpenedBy == "" || p.DueAt.IsZero() {
 		return ReviewCampaign{}, errors.New("open review: target, opener and due date are required")
@@ -116,9 +117,19 @@ func (s *Store) ReviewOpen(ctx context.Context, p ReviewOpenParams) (ReviewCampa
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, reviewItemsInEffect, id, string(domain.BindingValidated), string(domain.BindingRenewing),
+		res, err = tx.ExecContext(ctx, reviewItemsInEffect, id, string(domain.BindingValidated), string(domain.BindingRenewing),
 			p.TargetKey, string(domain.BindingValidated), string(domain.BindingRenewing))
-		return translate(err)
+		if err != nil || p.ScheduledAfter == nil {
+			return translate(err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		// An operator's opening is audited by its route; the schedule's
+		// here, in its own transaction.
+		return reviewAudit(ctx, tx, fmt.Sprintf("review-open-%d", id), p.OpenedBy, "review-open-scheduled",
+			fmt.Sprintf("review:%d", id), fmt.Sprintf(`{"targetKey":%q,"items":%d,"dueAt":%q}`, p.TargetKey, n, p.DueAt.UTC().Format(time.RFC3339)))
 	})
 	if err != nil {
 		return ReviewCampaign{}, fmt.Errorf("open review of %s: %w", p.TargetKey, err)

@@ -180,13 +180,24 @@ func (s *Store) ReviewDue(ctx context.Context, limit int) ([]int64, error) {
 	return out, translate(rows.Err())
 }
 
+// reviewAudit records, in the review write's own transaction, what no
+// person's request recorded (the schedule's opening, the due date's
+// close), so the audit log — and the audit chain and export built on it
+// — holds a campaign's whole life. key makes it once.
+func reviewAudit(ctx context.Context, tx *sql.Tx, key, actor, action, resource, params string) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO audit_log (audit_key, actor, action, resource, params, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+		key, clipRunes(actor, 128), action, clipRunes(resource, 255), params, string(domain.CodeOK))
+	return translate(err)
+}
+
 // ReviewClose closes campaign id at its due date, once: the guarded close
 // of the campaign (open, due by the database clock) and, in the same
 // transaction, every undecided item takes the campaign's default
 // (domain.ReviewAtDue) with by_default set and decided_by
 // domain.ReviewActor. Another instance that closed it first, or a
-// campaign not yet due, is domain.ErrPreempted and writes nothing.
-// defaulted counts the items the default decided.
+// campaign not yet due, is domain.ErrPreempted and writes nothing. The
+// close is audited in the same transaction (action review-close, actor
+// review:<id>). defaulted counts the items the default decided.
 func (s *Store) ReviewClose(ctx context.Context, id int64) (defaulted int, err error) {
 	d := s.dialect
 	err = s.InTx(ctx, nil, func(tx *sql.Tx) error {
@@ -208,8 +219,12 @@ func (s *Store) ReviewClose(ctx context.Context, id int64) (defaulted int, err e
 			return translate(err)
 		}
 		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
 		defaulted = int(n)
-		return err
+		return reviewAudit(ctx, tx, fmt.Sprintf("review-close-%d", id), domain.ReviewActor(id), "review-close",
+			fmt.Sprintf("review:%d", id), fmt.Sprintf(`{"defaulted":%d,"defaultDecision":%q}`, n, def))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("close review %d: %w", id, err)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -167,6 +168,12 @@ func TestReviewCloseAppliesTheDefaultOnceAcrossInstances(t *testing.T) {
 		}
 		require.Equal(t, 1, closed, "closed once")
 		require.Equal(t, 2, total, "the two undecided items took the default once")
+		recs, err := s.AuditListByResource(ctx, fmt.Sprintf("review:%d", c.ID), 10)
+		require.NoError(t, err)
+		require.Len(t, recs, 1, "the close is audited once")
+		require.Equal(t, "review-close", recs[0].Action)
+		require.Equal(t, domain.ReviewActor(c.ID), recs[0].Actor)
+		require.JSONEq(t, `{"defaulted":2,"defaultDecision":"revoke"}`, recs[0].Params)
 
 		got, err := s.ReviewCampaignGet(ctx, c.ID)
 		require.NoError(t, err)
@@ -238,6 +245,11 @@ func TestReviewScheduledOpenOnceAcrossInstances(t *testing.T) {
 			return won
 		}
 		first := race(0)
+		recs, err := stores[0].AuditListByResource(ctx, fmt.Sprintf("review:%d", first), 10)
+		require.NoError(t, err)
+		require.Len(t, recs, 1, "the scheduled opening is audited once")
+		require.Equal(t, "review-open-scheduled", recs[0].Action)
+		require.Equal(t, "schedule", recs[0].Actor)
 		last, _, open, err := stores[1].ReviewLast(ctx, "t-sched")
 		require.NoError(t, err)
 		require.Equal(t, first, last)
