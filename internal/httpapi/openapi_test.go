@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -685,7 +684,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		// Access reviews, after the revokes above (the campaign holds what
 		// is in effect on the reviewed target then: bob's grant).
 		validatedFixture(t, st, "oa-review", "bob")
-		due := `"dueAt":"` + worldNow.Add(24*time.Hour).Format(time.RFC3339) + `"`
+		due := `"dueAt":"` + reviewDue() + `"`
 		call("POST /ops/reviews", 400, req{method: "POST", path: "/ops/reviews", user: "olivia", body: `{"targetKey":"nope"}`})
 		opened := call("POST /ops/reviews", 200, req{method: "POST", path: "/ops/reviews", user: "olivia",
 			body: `{"targetKey":"` + tReplay + `",` + due + `,"defaultDecision":"revoke"}`})
