@@ -49,41 +49,7 @@ var handedOutPorts sync.Map
 // simulated GitLab, its pipeline, two bot approvals, the merge and the
 // deployment callback.
 func TestLocalJourneyReachesValidated(t *testing.T) {
-	dir := t.TempDir()
-	simPort := freePort(t)
-	local, err := localFiles.ReadFile("local/changeflow.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dirFile, err := localFiles.ReadFile("local/directory.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "directory.yaml"), dirFile, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The local profile, moved to free ports and a temporary directory.
-	// Only sim.listen names the simulators' port: every simulator URL is
-	// derived from it, so this journey also proves that one setting moves
-	// them all.
-	cfg := string(local)
-	for old, repl := range map[string]string{
-		"listen: 127.0.0.1:8080": "listen: 127.0.0.1:0",
-		"127.0.0.1:8090":         fmt.Sprintf("127.0.0.1:%d", simPort),
-		"file:var/changeflow.db": "file:" + filepath.Join(dir, "cf.db"),
-		"var/directory.yaml":     filepath.Join(dir, "directory.yaml"),
-		"level: info":            "level: warn",
-	} {
-		if !strings.Contains(cfg, old) {
-			t.Fatalf("local profile no longer contains %q", old)
-		}
-		cfg = strings.ReplaceAll(cfg, old, repl)
-	}
-	file := filepath.Join(dir, "changeflow.yaml")
-	writeConfig(t, file, cfg)
-	// --local: the local profile runs on the simulators' published tokens,
-	// which serve refuses under any other profile.
-	in := startServe(t, file, nil, "--local")
+	in, simPort := startLocalProfile(t)
 
 	call := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
@@ -163,6 +129,49 @@ func TestLocalJourneyReachesValidated(t *testing.T) {
 	if lines != `changeflow_requests_validated_total{target="billing-dashboard"} 1` {
 		t.Fatalf("validated metric not counted exactly once:\n%s", lines)
 	}
+}
+
+// startLocalProfile runs serve --local on the local profile, moved to
+// free ports and a temporary directory, and returns the instance and the
+// simulators' port.
+func startLocalProfile(t *testing.T) (*instance, int) {
+	t.Helper()
+	dir := t.TempDir()
+	simPort := freePort(t)
+	local, err := localFiles.ReadFile("local/changeflow.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirFile, err := localFiles.ReadFile("local/directory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "directory.yaml"), dirFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The local profile, moved to free ports and a temporary directory.
+	// Only sim.listen names the simulators' port: every simulator URL is
+	// derived from it, so this journey also proves that one setting moves
+	// them all.
+	cfg := string(local)
+	for old, repl := range map[string]string{
+		"listen: 127.0.0.1:8080": "listen: 127.0.0.1:0",
+		"127.0.0.1:8090":         fmt.Sprintf("127.0.0.1:%d", simPort),
+		"file:var/changeflow.db": "file:" + filepath.Join(dir, "cf.db"),
+		"var/directory.yaml":     filepath.Join(dir, "directory.yaml"),
+		"level: info":            "level: warn",
+	} {
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("local profile no longer contains %q", old)
+		}
+		cfg = strings.ReplaceAll(cfg, old, repl)
+	}
+	file := filepath.Join(dir, "changeflow.yaml")
+	writeConfig(t, file, cfg)
+	// --local: the local profile runs on the simulators' published tokens,
+	// which serve refuses under any other profile.
+	in := startServe(t, file, nil, "--local")
+	return in, simPort
 }
 
 func grepLines(s, sub string) string {

@@ -26,6 +26,7 @@ import (
 	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 	"changeflow/internal/workflow/reconcile"
+	"changeflow/internal/workflow/review"
 	"changeflow/internal/workflow/single"
 	"changeflow/internal/workflow/withdraw"
 )
@@ -146,6 +147,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// every batch.interval for every gitlab.projects entry; overlapping
 	// rounds of several instances are answered by the project's slot.
 	rounds := batch.NewRounds(batchFlow, engine)
+	// Access reviews on every instance every expiry.interval: scheduled
+	// campaigns opened, due ones closed with their default, revokes'
+	// removals started — each once (docs/reviews.md).
+	revoker := httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine}
+	reviews := &review.Reviews{Store: st, Revoker: revoker, Config: cfg.Current, Logger: logger}
 	// The audit chain on every instance (docs/audit.md): new records
 	// chained every audit.chainInterval, retention hourly; each round has
 	// one winner however many instances run it.
@@ -157,6 +163,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		{"rate-limit janitor", janitor}, {"instance heartbeat", quota}, {"idempotency cleanup", idemCleanup},
 		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
 		{"audit chain", auditChain},
+		{"review pass", reviews},
 	})
 	if err != nil {
 		return err
@@ -186,8 +193,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
 			Audit:        auditChain,
-			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},
-			Checks:       deploymentChecks(cfg, flags.local, logger),
+			Revoker:      revoker,
+			Reviews:      st, ReviewRemovals: reviews,
+			Checks: deploymentChecks(cfg, flags.local, logger),
 		},
 	})
 

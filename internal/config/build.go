@@ -291,6 +291,8 @@ func (b *builder) buildTargets(s *Snapshot, m merged, put func(string, raw, resu
 		t.MaxDays = res.val.(int)
 		put(p+"maxDays", r, res)
 
+		b.buildReview(&t, m, p, put)
+
 		s.targets[key] = t
 		s.targetKeys = append(s.targetKeys, key)
 	}

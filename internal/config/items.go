@@ -273,6 +273,15 @@ func familyDocs() []familyDoc {
 			fallback: "missing/empty/malformed → true", why: "batching only changes how many MRs are opened, never who gets access; true is the path the local run exercises"},
 		{key: "targets.<key>.maxDays", typ: "integer (days)", def: "30",
 			fallback: "missing/empty/non-numeric → 30; < 1 → 1; > 3650 → 3650", why: "0 or negative would grant bindings that expire before they apply"},
+		{key: "targets.<key>.owners", typ: "list of accounts (YAML list, or comma-separated; matched case-insensitively)", def: "none",
+			fallback: "missing/empty → none: only an operator with ops.write decides the target's review items; an entry that is no account name (a letter or digit, then letters, digits, . _ -; at most 128) is dropped with reason",
+			why:      "the owners decide who keeps access to their resource (docs/reviews.md); a misspelt owner must not be someone else, and nobody reviews their own access"},
+		{key: "targets.<key>.review.every", typ: "duration (7d, 90d, 2160h; bare integer = seconds)", def: "none",
+			fallback: "missing/empty → no scheduled campaign; malformed or ≤ 0 → no scheduled campaign, with reason; below 1h → 1h",
+			why:      "a campaign is opened when the target's last one opened at least this long ago (docs/reviews.md); a schedule read wrongly must not flood owners with campaigns"},
+		{key: "targets.<key>.review.dueIn", typ: "duration (bare integer = seconds)", def: "14d",
+			fallback: "missing/empty/malformed → 14d; below 1h → 1h",
+			why:      "how long a scheduled campaign's owners have before undecided items take the default (revoke)"},
 		{key: "authz.routes.<route>.rules", typ: "list of rule codes", def: "ops routes: ops.read/ops.write + admin; others: none",
 			fallback: "missing/empty → empty = deny; blank entries dropped", why: "missing rules must never mean unauthorized access"},
 		{key: "gitlab.tokens.<name>", typ: "string (secret, masked); names committer, approver1, approver2, and doctor (optional: a read_api token of a Maintainer for the deployment checks)", def: "none",
@@ -317,6 +326,8 @@ func defaultRoutes() map[string]any {
 		RouteOpsExpiryScan:       write,
 		RouteOpsConfigGet:        read,
 		RouteOpsChecksGet:        read,
+		RouteOpsReviewGet:        read,
+		RouteOpsReviewOpen:       write,
 	}
 }
 

@@ -167,7 +167,7 @@ func (e *entrySet) add(canon string) {
 func (km *keymap) envFamilies() []envFamily {
 	var fams []envFamily
 	// Longer suffixes first, so _WINDOW_START is not read as entry "x_window" + "_START".
-	for _, f := range []string{"window.start", "window.end", "accessMode", "maxDays", "batching", "title", "file"} {
+	for _, f := range []string{"window.start", "window.end", "review.every", "review.dueIn", "accessMode", "maxDays", "batching", "owners", "title", "file"} {
 		field := f
 		fams = append(fams, envFamily{prefix: "TARGETS_", suffix: "_" + envName(field),
 			key:     func(entry string) string { return famTargets + "." + entry + "." + field },

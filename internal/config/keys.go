@@ -215,6 +215,11 @@ const (
 	// RouteOpsExpiryScan: POST /ops/expiry/scan, a manual expiry scan.
 	RouteOpsExpiryScan = "ops-expiry-scan"
 	RouteOpsConfigGet  = "ops-config-get"
+	// RouteOpsReviewGet: GET /ops/reviews and GET /ops/reviews/{id}.
+	RouteOpsReviewGet = "ops-review-get"
+	// RouteOpsReviewOpen: POST /ops/reviews; its rules also make a caller
+	// of the review routes an operator who may act for the owners.
+	RouteOpsReviewOpen = "ops-review-open"
 	// RouteOpsChecksGet: GET /ops/checks, the deployment checks.
 	RouteOpsChecksGet = "ops-checks-get"
 )
@@ -234,5 +239,5 @@ const (
 
 // targetFields are the keys under targets.<key>, canonical spelling.
 func targetFields() []string {
-	return []string{"title", "file", "accessMode", "window.start", "window.end", "batching", "maxDays"}
+	return []string{"title", "file", "accessMode", "window.start", "window.end", "batching", "maxDays", "owners", "review.every", "review.dueIn"}
 }

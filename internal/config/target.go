@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,16 @@ type Target struct {
 	Batching bool
 	// MaxDays caps how long a binding may last, ≥ 1.
 	MaxDays int
+	// Owners are the accounts that review the target's access
+	// (docs/reviews.md), lower-cased; empty: only an operator with
+	// ops.write decides its review items.
+	Owners []string
+	// ReviewEvery is how often the schedule opens a review campaign; 0:
+	// no scheduled campaign (an operator may still open one).
+	ReviewEvery time.Duration
+	// ReviewDueIn is how long a scheduled campaign stays open before its
+	// undecided items take the default.
+	ReviewDueIn time.Duration
 }
 
 // Window is a target's test window in access.timezone. Two forms are
@@ -249,4 +260,103 @@ func resolveAccessMode(r raw) result {
 		return result{val: mode, text: string(mode), fellBack: true, reason: fellBack("value %s unknown → CLOSED", quoted(s))}
 	}
 	return result{val: mode, text: string(mode), reason: builtinOr(r)}
+}
+
+// buildReview resolves a target's review fields: owners, review.every and
+// review.dueIn (docs/reviews.md).
+func (b *builder) buildReview(t *Target, m merged, p string, put func(string, raw, result)) {
+	r := rawOf(m, p+"owners")
+	res := resolveOwners(r)
+	t.Owners = res.val.([]string)
+	put(p+"owners", r, res)
+
+	r = rawOf(m, p+"review.every")
+	res = resolveReviewEvery(r)
+	t.ReviewEvery = res.val.(time.Duration)
+	put(p+"review.every", r, res)
+
+	r = rawOf(m, p+"review.dueIn")
+	dueIn := durItem(p+"review.dueIn", defaultReviewDueIn, time.Hour, time.Second, false, "")
+	res = resolveDuration(&dueIn, r, nil)
+	t.ReviewDueIn = res.val.(time.Duration)
+	put(p+"review.dueIn", r, res)
+}
+
+// defaultReviewDueIn is how long a scheduled campaign stays open: two
+// weeks, long enough for owners on holiday to come back to it.
+const defaultReviewDueIn = 14 * 24 * time.Hour
+
+// minReviewEvery bounds the schedule from below: a campaign per hour is
+// already more than any owner answers.
+const minReviewEvery = time.Hour
+
+// maxOwnerLen is the longest account name an owner may be (the column
+// width of an account everywhere).
+const maxOwnerLen = 128
+
+// resolveOwners reads targets.<key>.owners: account names lower-cased, in
+// the identity resolver's syntax (a letter or digit, then letters,
+// digits, ".", "_" and "-"); anything else is dropped with reason, and
+// duplicates once. Missing is no owners, the normal state of a target
+// nobody reviews, so it is no fall-back.
+func resolveOwners(r raw) result {
+	if !r.set || isBlank(r.v) {
+		return result{val: []string{}, text: "", reason: "none → only an operator with ops.write decides this target's review items"}
+	}
+	entries, blanks := parseList(r.v)
+	owners := []string{}
+	var bad []string
+	for _, e := range entries {
+		a := strings.ToLower(strings.TrimSpace(e))
+		switch {
+		case !accountName(a):
+			bad = append(bad, quoted(e))
+		case !slices.Contains(owners, a):
+			owners = append(owners, a)
+		}
+	}
+	res := result{val: owners, text: strings.Join(owners, ", "), reason: builtinOr(r)}
+	switch {
+	case len(bad) > 0:
+		res.fellBack, res.reason = true, fellBack("dropped %s: not an account name", strings.Join(bad, ", "))
+	case blanks > 0:
+		res.fellBack, res.reason = true, fellBack("dropped %d blank entr%s", blanks, plural(blanks, "y", "ies"))
+	}
+	if len(owners) == 0 && res.fellBack {
+		res.reason += " → none: only an operator with ops.write decides this target's review items"
+	}
+	return res
+}
+
+// accountName reports whether a (lower-cased) is an account name.
+func accountName(a string) bool {
+	if a == "" || len(a) > maxOwnerLen || !(a[0] >= 'a' && a[0] <= 'z' || a[0] >= '0' && a[0] <= '9') {
+		return false
+	}
+	return strings.IndexFunc(a, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-')
+	}) < 0
+}
+
+// resolveReviewEvery reads targets.<key>.review.every: missing is no
+// schedule (no fall-back); malformed or not positive is no schedule with
+// reason; below minReviewEvery is clamped to it.
+func resolveReviewEvery(r raw) result {
+	none := func(reason string, fb bool) result {
+		return result{val: time.Duration(0), text: "", fellBack: fb, reason: reason}
+	}
+	if !r.set || isBlank(r.v) {
+		return none("none → no scheduled campaign", false)
+	}
+	d, why := parseDuration(r.v, time.Second)
+	switch {
+	case why != "":
+		return none(fellBack("value %s %s → no scheduled campaign", quoted(text(r.v)), why), true)
+	case d <= 0:
+		return none(fellBack("value %s not positive → no scheduled campaign", quoted(text(r.v))), true)
+	case d < minReviewEvery:
+		return result{val: minReviewEvery, text: fmtDur(minReviewEvery), fellBack: true,
+			reason: fellBack("value %s below minimum %s → clamped to %s", quoted(text(r.v)), fmtDur(minReviewEvery), fmtDur(minReviewEvery))}
+	}
+	return result{val: d, text: fmtDur(d), reason: builtinOr(r)}
 }

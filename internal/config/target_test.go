@@ -101,7 +101,7 @@ func TestTargetDeclaredWithNoFieldsIsRestricted(t *testing.T) {
 		tg, ok := s.Target(key)
 		require.True(t, ok, key)
 		require.Equal(t, Target{Key: key, Title: key, File: "bindings/" + key + ".yaml", AccessMode: domain.AccessTestWindow,
-			Window: tg.Window, Batching: true, MaxDays: 30}, tg)
+			Window: tg.Window, Batching: true, MaxDays: 30, Owners: []string{}, ReviewDueIn: 14 * 24 * time.Hour}, tg)
 		open, why := tg.Open(time.Now())
 		require.False(t, open)
 		require.Contains(t, why, "window missing")

@@ -37,7 +37,14 @@ const (
 	CodeAlreadyInEffect   Code = "ALREADY_IN_EFFECT"
 	// CodeNotInEffect: access can be given back or revoked only while it
 	// is in effect (VALIDATED); the message says where the request is.
-	CodeNotInEffect         Code = "NOT_IN_EFFECT"
+	CodeNotInEffect Code = "NOT_IN_EFFECT"
+	// CodeReviewNotAllowed: the caller may not decide this review item
+	// (their own access, or not an owner of the target nor an operator);
+	// the message says who decides it.
+	CodeReviewNotAllowed Code = "REVIEW_NOT_ALLOWED"
+	// CodeReviewConflict: the review item was decided already, its
+	// campaign is closed, or the target has an open campaign.
+	CodeReviewConflict      Code = "REVIEW_CONFLICT"
 	CodeIdempotencyReused   Code = "IDEMPOTENCY_KEY_REUSED"
 	CodeIdempotencyInFlight Code = "IDEMPOTENCY_IN_FLIGHT"
 	CodeRateLimited         Code = "RATE_LIMITED"

@@ -86,6 +86,20 @@ const (
 	// its window (or whose window is misconfigured, which counts as
 	// outside).
 	ReasonOutsideWindow Reason = "outside_window"
+
+	// ReasonOwnAccess: a review decision on the caller's own access;
+	// another owner or an operator decides it.
+	ReasonOwnAccess Reason = "own_access"
+	// ReasonNotReviewer: a review decision by someone who is neither an
+	// owner of the target nor an operator.
+	ReasonNotReviewer Reason = "not_reviewer"
+	// ReasonAlreadyDecided: a review item decided already.
+	ReasonAlreadyDecided Reason = "already_decided"
+	// ReasonReviewClosed: a decision on an item of a closed campaign.
+	ReasonReviewClosed Reason = "review_closed"
+	// ReasonReviewOpen: opening a campaign for a target that has an open
+	// one.
+	ReasonReviewOpen Reason = "review_open"
 )
 
 // Reasons is every refusal reason, in the order docs/api.md lists them.
@@ -98,6 +112,7 @@ func Reasons() []Reason {
 		ReasonIsRevocation, ReasonStoppedWhileMerging, ReasonNotStopped, ReasonPipelineNotRetried,
 		ReasonNotRetriggerable, ReasonMRWontClose,
 		ReasonTargetClosed, ReasonOutsideWindow,
+		ReasonOwnAccess, ReasonNotReviewer, ReasonAlreadyDecided, ReasonReviewClosed, ReasonReviewOpen,
 	}
 }
 

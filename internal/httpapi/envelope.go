@@ -36,6 +36,8 @@ var statusOf = map[domain.Code]int{
 	domain.CodeRequestInProgress:   http.StatusConflict,
 	domain.CodeAlreadyInEffect:     http.StatusConflict,
 	domain.CodeNotInEffect:         http.StatusConflict,
+	domain.CodeReviewNotAllowed:    http.StatusForbidden,
+	domain.CodeReviewConflict:      http.StatusConflict,
 	domain.CodeIdempotencyReused:   http.StatusUnprocessableEntity,
 	domain.CodeIdempotencyInFlight: http.StatusConflict,
 	domain.CodeRateLimited:         http.StatusTooManyRequests,

@@ -120,6 +120,12 @@ type Business struct {
 	// Revoker backs the revoke endpoints (revoke.go); nil answers them
 	// with 500.
 	Revoker Revoker
+	// Reviews backs the access-review routes (reviews.go); nil answers
+	// them with 500.
+	Reviews ReviewStore
+	// ReviewRemovals starts a revoke's removal as it is decided
+	// (*review.Reviews); nil leaves it to the review pass.
+	ReviewRemovals ReviewRemovals
 	// Callbacks is the callback inbox.
 	Callbacks CallbackStore
 	// Sink acts on a recorded callback; nil until the workflow implements

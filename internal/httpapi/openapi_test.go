@@ -525,7 +525,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		var feed *EventFeed
 		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(), withChecks(),
 			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }),
-			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))))
+			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))), withReviews())
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
@@ -680,6 +680,33 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/access", 400, req{method: "GET", path: "/ops/access?target=" + tOpen, user: "olivia"})
 		call("GET /ops/access/history", 200, req{method: "GET", path: "/ops/access/history?target=" + tOpen + "&from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z", user: "olivia"})
 		call("GET /ops/access/history", 400, req{method: "GET", path: "/ops/access/history?target=" + tOpen + "&from=2026-04-01T00:00:00Z&to=2026-03-01T00:00:00Z", user: "olivia"})
+
+		// Access reviews, after the revokes above (the campaign holds what
+		// is in effect on the reviewed target then: bob's grant).
+		validatedFixture(t, st, "oa-review", "bob")
+		due := `"dueAt":"` + reviewDue() + `"`
+		call("POST /ops/reviews", 400, req{method: "POST", path: "/ops/reviews", user: "olivia", body: `{"targetKey":"nope"}`})
+		opened := call("POST /ops/reviews", 200, req{method: "POST", path: "/ops/reviews", user: "olivia",
+			body: `{"targetKey":"` + tReplay + `",` + due + `,"defaultDecision":"revoke"}`})
+		call("POST /ops/reviews", 409, req{method: "POST", path: "/ops/reviews", user: "olivia",
+			body: `{"targetKey":"` + tReplay + `",` + due + `,"defaultDecision":"keep"}`})
+		rid := strconv.FormatInt(int64(opened.data["id"].(float64)), 10)
+		call("GET /ops/reviews", 200, req{method: "GET", path: "/ops/reviews", user: "olivia"})
+		call("GET /ops/reviews", 403, req{method: "GET", path: "/ops/reviews", user: "alice"})
+		call("GET /ops/reviews/{id}", 200, req{method: "GET", path: "/ops/reviews/" + rid, user: "olivia"})
+		call("GET /ops/reviews/{id}", 404, req{method: "GET", path: "/ops/reviews/999999", user: "olivia"})
+		mine := call("GET /api/reviews", 200, req{method: "GET", path: "/api/reviews", user: "alice"})
+		call("GET /api/reviews", 401, req{method: "GET", path: "/api/reviews"})
+		items := mine.data["items"].([]any)
+		if len(items) != 1 {
+			t.Fatalf("alice's review items %v", mine.data)
+		}
+		item := "/api/reviews/" + rid + "/items/" + strconv.FormatInt(int64(items[0].(map[string]any)["id"].(float64)), 10)
+		call("POST /api/reviews/{reviewId}/items/{itemId}", 403, req{method: "POST", path: item, user: "bob", body: `{"decision":"keep"}`})
+		call("POST /api/reviews/{reviewId}/items/{itemId}", 400, req{method: "POST", path: item, user: "alice", body: `{"decision":"maybe"}`})
+		call("POST /api/reviews/{reviewId}/items/{itemId}", 200, req{method: "POST", path: item, user: "alice", body: `{"decision":"keep","comment":"ok"}`})
+		call("POST /api/reviews/{reviewId}/items/{itemId}", 409, req{method: "POST", path: item, user: "alice", body: `{"decision":"revoke"}`})
+		call("GET /ops/reviews/{id}", 200, req{method: "GET", path: "/ops/reviews/" + rid, user: "olivia"})
 
 		for op := range docOperations(t, loadSpec(t)) {
 			if !reached[op][true] || !reached[op][false] {

@@ -22,6 +22,15 @@ import (
 // answer's code. Reads are not idempotent actions, so each call is its
 // own record (a fresh key).
 func (s *Server) opsCall(action string, pathParams []string, run func(r *http.Request) (resource string, data any, err error)) http.Handler {
+	return s.opsCallWriting(action, pathParams, run, func(w http.ResponseWriter, _ *http.Request, data any) {
+		respond(w, s.deps.Logger, domain.CodeOK, data)
+	})
+}
+
+// opsCallWriting is opsCall with its own writer of a success (a download
+// such as GET /ops/reviews/{id}?format=csv); errors answer the envelope.
+func (s *Server) opsCallWriting(action string, pathParams []string, run func(r *http.Request) (resource string, data any, err error),
+	write func(w http.ResponseWriter, r *http.Request, data any)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := identity.FromContext(r.Context())
 		client := map[string]any{}
@@ -46,7 +55,7 @@ func (s *Server) opsCall(action string, pathParams []string, run func(r *http.Re
 			writeError(w, r, s.deps.Logger, err)
 			return
 		}
-		respond(w, s.deps.Logger, domain.CodeOK, data)
+		write(w, r, data)
 	})
 }
 

@@ -111,6 +111,10 @@ func TestRefusalReasons(t *testing.T) {
 			domain.CodeRequestInProgress,
 			"The close is recorded, but closing the request's merge request failed; retrigger it once GitLab answers again.", domain.ReasonCloseFailed},
 		{"submit: not open, closed", domain.Refusef(domain.CodeTargetNotOpen, notOpenReason(domain.AccessClosed), "m", "d"), domain.CodeTargetNotOpen, "m", domain.ReasonTargetClosed},
+		{"review: campaign closed", reviewStoreError("decide", store.ErrReviewClosed), domain.CodeReviewConflict,
+			"This review campaign has reached its due date: its undecided items take the campaign's default, and no decision is taken any more.", domain.ReasonReviewClosed},
+		{"review: decided already", reviewStoreError("decide", store.ErrReviewDecided), domain.CodeReviewConflict,
+			"This item was decided already; a decision is taken once.", domain.ReasonAlreadyDecided},
 		{"submit: not open, outside the window", domain.Refusef(domain.CodeTargetNotOpen, notOpenReason(domain.AccessTestWindow), "m", "d"), domain.CodeTargetNotOpen, "m", domain.ReasonOutsideWindow},
 	} {
 		t.Run(c.name, func(t *testing.T) {

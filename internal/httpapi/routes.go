@@ -78,6 +78,12 @@ func (s *Server) routes() {
 			rateLimit: &RateLimitSpec{Bucket: config.BucketStats}},
 
 		// Who the caller is and whether the Operations tab is theirs (me.go).
+		// Access reviews (reviews.go): the caller's open items and a
+		// decision; who may decide is domain.MayDecide.
+		{pattern: "GET /api/reviews", handler: s.handleReviewsMine(), metrics: true, login: true, checks: true},
+		{pattern: "POST /api/reviews/{reviewId}/items/{itemId}", handler: s.handleReviewDecide(), metrics: true, login: true, checks: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketApply}},
+
 		{pattern: "GET /api/me", handler: s.handleMe(), metrics: true, login: true, checks: true},
 
 		// What the web app needs before a login (appconfig.go): no login.
@@ -139,6 +145,11 @@ func (s *Server) routes() {
 		{pattern: "POST /ops/requests/{operationId}/close", handler: s.handleOpsClose(), metrics: true, rules: config.RouteOpsRequestClose},
 		// Operations, write, batch path (ops_batch_write.go): run a round
 		// now, settle a batch.
+		// Access reviews (reviews.go): open a campaign (audited), list
+		// them, read one's report (JSON or CSV).
+		{pattern: "POST /ops/reviews", handler: s.handleOpsReviewOpen(), metrics: true, rules: config.RouteOpsReviewOpen},
+		{pattern: "GET /ops/reviews", handler: s.handleOpsReviews(), metrics: true, rules: config.RouteOpsReviewGet},
+		{pattern: "GET /ops/reviews/{id}", handler: s.handleOpsReview(), metrics: true, rules: config.RouteOpsReviewGet},
 		{pattern: "POST /ops/rounds", handler: s.handleOpsRounds(), metrics: true, rules: config.RouteOpsRoundsRun},
 		{pattern: "POST /ops/batches/{id}/settle", handler: s.handleOpsBatchSettle(), metrics: true, rules: config.RouteOpsBatchSettle},
 

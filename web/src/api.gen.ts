@@ -351,6 +351,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/reviews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The access-review items the caller may decide.
+         * @description The undecided items of open campaigns whose target the caller owns
+         *     (`targets.<key>.owners`), or every one for an operator who holds the
+         *     rules of `POST /ops/reviews` — never the caller's own access, which
+         *     another owner or an operator decides (docs/reviews.md).
+         */
+        get: operations["listMyReviewItems"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/reviews/{reviewId}/items/{itemId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Keep or revoke one entry under review (audited).
+         * @description An owner of the campaign's target, or an operator, decides one item,
+         *     once; nobody decides their own access (`403 REVIEW_NOT_ALLOWED`,
+         *     `data.reason` `own_access`). A revoke starts the ordinary removal
+         *     at once — an operator revocation with the decider as actor and the
+         *     campaign named in its reason — and the answer names it in
+         *     `revocationId` (the review pass starts it if this call could not).
+         */
+        post: operations["decideReviewItem"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/callbacks/approval": {
         parameters: {
             query?: never;
@@ -730,6 +778,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ops/reviews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The access-review campaigns, newest first (at most 200). */
+        get: operations["opsListReviews"];
+        put?: never;
+        /**
+         * Open an access-review campaign for a target (audited).
+         * @description One item per changeflow grant in effect on the target now; at
+         *     `dueAt` the undecided items take `defaultDecision` (`revoke` is the
+         *     safer default; a `keep` campaign is flagged `keepByDefault` in its
+         *     report). One open campaign per target.
+         */
+        post: operations["opsOpenReview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/reviews/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A campaign's report — who decided what, when, and whether each removal is in effect.
+         * @description As JSON, or with `format=csv` a CSV download (`text/csv`, one row
+         *     per entry, the columns of `reviewCSVHeader`; a cell a spreadsheet
+         *     would read as a formula is prefixed with `'`).
+         */
+        get: operations["opsGetReview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/ops/callbacks/deploy": {
         parameters: {
             query?: never;
@@ -831,7 +925,7 @@ export interface components {
          * @description Every code of the error model and its one HTTP status (docs/api.md "Error model").
          * @enum {string}
          */
-        ErrorCode: "INVALID_ARGUMENT" | "UNAUTHENTICATED" | "ACCESS_DENIED" | "UNKNOWN_ACCOUNT" | "TARGET_NOT_OPEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "MISDIRECTED_REQUEST" | "REQUEST_IN_PROGRESS" | "ALREADY_IN_EFFECT" | "NOT_IN_EFFECT" | "IDEMPOTENCY_IN_FLIGHT" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "RETRY_LATER" | "INTERNAL_ERROR";
+        ErrorCode: "INVALID_ARGUMENT" | "UNAUTHENTICATED" | "ACCESS_DENIED" | "UNKNOWN_ACCOUNT" | "TARGET_NOT_OPEN" | "REVIEW_NOT_ALLOWED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "MISDIRECTED_REQUEST" | "REQUEST_IN_PROGRESS" | "ALREADY_IN_EFFECT" | "NOT_IN_EFFECT" | "REVIEW_CONFLICT" | "IDEMPOTENCY_IN_FLIGHT" | "IDEMPOTENCY_KEY_REUSED" | "RATE_LIMITED" | "RETRY_LATER" | "INTERNAL_ERROR";
         /**
          * @description The codes of 2xx answers.
          * @enum {string}
@@ -928,7 +1022,7 @@ export interface components {
          * @description Which refusal of its code an answer is, for a client to choose its words by (the message is for people and may be reworded); stable snake_case names, each explained in docs/api.md, "Refusal reasons".
          * @enum {string}
          */
-        RefusalReason: "renewal_has_change" | "renewal_merging" | "renewal_stopped" | "renewal_expired" | "not_in_effect" | "renewed" | "removed" | "in_progress" | "expired_being_removed" | "in_effect" | "merged_first" | "claimed_by_batch" | "merging" | "stopped_on_failure" | "close_failed" | "is_revocation" | "stopped_while_merging" | "not_stopped" | "pipeline_not_retried" | "not_retriggerable" | "mr_wont_close" | "target_closed" | "outside_window";
+        RefusalReason: "renewal_has_change" | "renewal_merging" | "renewal_stopped" | "renewal_expired" | "not_in_effect" | "renewed" | "removed" | "in_progress" | "expired_being_removed" | "in_effect" | "merged_first" | "claimed_by_batch" | "merging" | "stopped_on_failure" | "close_failed" | "is_revocation" | "stopped_while_merging" | "not_stopped" | "pipeline_not_retried" | "not_retriggerable" | "mr_wont_close" | "target_closed" | "outside_window" | "own_access" | "not_reviewer" | "already_decided" | "review_closed" | "review_open";
         /** @description The `data` of a refusal that refers to nothing but its reason. */
         RefusalData: {
             reason: components["schemas"]["RefusalReason"];
@@ -1316,6 +1410,138 @@ export interface components {
             code: "OK";
             message: string;
             data: components["schemas"]["RevokeData"];
+        };
+        /**
+         * @description An access-review decision.
+         * @enum {string}
+         */
+        ReviewDecision: "keep" | "revoke";
+        ReviewOpenBody: {
+            /** @description A configured target. */
+            targetKey: string;
+            /**
+             * Format: date-time
+             * @description When undecided items take the default; RFC 3339, in the future.
+             */
+            dueAt: string;
+            defaultDecision: components["schemas"]["ReviewDecision"];
+        };
+        ReviewDecideBody: {
+            decision: components["schemas"]["ReviewDecision"];
+            /** @description Optional, one line, at most 500 characters; a revoke's comment goes into the removal's reason. */
+            comment?: string;
+        };
+        ReviewCampaignFields: {
+            id: number;
+            targetKey: string;
+            /** Format: date-time */
+            openedAt: string;
+            /** Format: date-time */
+            dueAt: string;
+            defaultDecision: components["schemas"]["ReviewDecision"];
+            /** @description The default is `keep`: undecided entries stay — flagged, since `revoke` is the safer default. */
+            keepByDefault: boolean;
+            /** @description The operator, or `review-schedule` for a scheduled campaign. */
+            openedBy: string;
+            /** @enum {string} */
+            status: "open" | "closed";
+            /** Format: date-time */
+            closedAt?: string;
+            /** @description Opened by `targets.<key>.review.every`. */
+            scheduled: boolean;
+            items: number;
+            decided: number;
+        };
+        ReviewCampaign: components["schemas"]["ReviewCampaignFields"];
+        /** @description One entry under review and what became of it. */
+        ReviewItem: {
+            id: number;
+            reviewId: number;
+            subject: string;
+            /**
+             * @description `changeflow`: a grant changeflow wrote; `repo`: an entry it did not write.
+             * @enum {string}
+             */
+            source: "changeflow" | "repo";
+            grantOperationId?: string;
+            approvalId?: string;
+            /**
+             * Format: date-time
+             * @description When the grant took effect.
+             */
+            from?: string;
+            /** Format: date-time */
+            expiresAt?: string;
+            decision?: components["schemas"]["ReviewDecision"];
+            /** @description The owner or operator, or `review:<id>` when the campaign's default decided. */
+            decidedBy?: string;
+            /** Format: date-time */
+            decidedAt?: string;
+            comment?: string;
+            /** @description The campaign's default decided it at the due date. */
+            byDefault: boolean;
+            /** @description The removal a revoke started (`<operationId>~revoke`); follow it at `GET /ops/requests/{operationId}`. */
+            revocationId?: string;
+            /** @description Why no removal was started (the access had ended already). */
+            revokeNote?: string;
+            /** @description The removal's deployment confirmed it (or reconciliation inferred it). */
+            removalInEffect: boolean;
+            /** @description `GET /api/reviews` only. */
+            targetKey?: string;
+            /**
+             * Format: date-time
+             * @description `GET /api/reviews` only.
+             */
+            dueAt?: string;
+        };
+        ReviewReport: {
+            entries: components["schemas"]["ReviewItem"][];
+        } & components["schemas"]["ReviewCampaignFields"];
+        ReviewCampaignAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: components["schemas"]["ReviewCampaign"];
+        };
+        ReviewListAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                reviews: components["schemas"]["ReviewCampaign"][];
+            };
+        };
+        ReviewReportAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: components["schemas"]["ReviewReport"];
+        };
+        ReviewItemsAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                items: components["schemas"]["ReviewItem"][];
+            };
+        };
+        ReviewItemAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: components["schemas"]["ReviewItem"];
+        };
+        ReviewNotAllowedAnswer: {
+            /** @constant */
+            code: "REVIEW_NOT_ALLOWED";
+            message: string;
+            data: components["schemas"]["RefusalData"];
+        };
+        ReviewConflictAnswer: {
+            /** @constant */
+            code: "REVIEW_CONFLICT";
+            message: string;
+            data: components["schemas"]["RefusalData"];
         };
         RetriggerBody: {
             /** @description When given, must name where the request stopped — its step (`CREATE_FAILED`) or its kept action (`create_mr`). */
@@ -1867,6 +2093,24 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["RevokeConflictAnswer"];
+            };
+        };
+        /** @description `REVIEW_NOT_ALLOWED`: the caller may not decide this item — their own access (`own_access`), or neither an owner of the target nor an operator (`not_reviewer`); the message says who decides it. `UNKNOWN_ACCOUNT`: the login names no account of the identity directory. */
+        ReviewNotAllowed: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ReviewNotAllowedAnswer"] | components["schemas"]["UnknownAccountAnswer"];
+            };
+        };
+        /** @description `REVIEW_CONFLICT`: the item was decided already (`already_decided`), its campaign is closed (`review_closed`), or the target has an open campaign (`review_open`). */
+        ReviewConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ReviewConflictAnswer"];
             };
         };
         /** @description The request or batch is not in a state this action applies to; the message says why. */
@@ -2499,6 +2743,70 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["UnknownAccount"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    listMyReviewItems: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's open items, oldest campaign first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewItemsAnswer"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["UnknownAccount"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    decideReviewItem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The campaign's id. */
+                reviewId: number;
+                /** @description The item's id within it. */
+                itemId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewDecideBody"];
+            };
+        };
+        responses: {
+            /** @description Decided; the item as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewItemAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["ReviewNotAllowed"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["ReviewConflict"];
             421: components["responses"]["Misdirected"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -3153,6 +3461,102 @@ export interface operations {
             421: components["responses"]["Misdirected"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
+        };
+    };
+    opsListReviews: {
+        parameters: {
+            query?: {
+                /** @description Only this target's campaigns. */
+                target?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The campaigns. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewListAnswer"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsOpenReview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReviewOpenBody"];
+            };
+        };
+        responses: {
+            /** @description The campaign, opened. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewCampaignAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            409: components["responses"]["ReviewConflict"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsGetReview: {
+        parameters: {
+            query?: {
+                /** @description `json` (the default) or `csv`. */
+                format?: "json" | "csv";
+            };
+            header?: never;
+            path: {
+                /** @description The campaign's id. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewReportAnswer"];
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            404: components["responses"]["NotFound"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
         };
     };
     opsListDeployCallbacks: {
