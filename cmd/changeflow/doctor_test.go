@@ -42,13 +42,13 @@ func TestDoctorCommand(t *testing.T) {
 	file := filepath.Join(dir, "changeflow.yaml")
 	toks := strings.Replace(tokensYAML(env), "gitlab:\n", "gitlab:\n  baseURL: "+s.URL()+"/gitlab/\n  projects: [1]\n", 1)
 	writeConfig(t, file, "server:\n  publicURL: "+public+"\ndatabase:\n  driver: sqlite\n  dsn: file:"+filepath.Join(dir, "cf.db")+"\n"+toks)
-	doctorRun := func(extra ...string) (error, string) {
+	doctorRun := func(extra ...string) (string, error) {
 		out, errb := &syncBuffer{}, &syncBuffer{}
 		err := run(context.Background(), append([]string{"changeflow", "doctor", "--config", file}, extra...), func(string) string { return "" }, out, errb)
-		return err, out.String()
+		return out.String(), err
 	}
 
-	err, out := doctorRun()
+	out, err := doctorRun()
 	if err != nil || !strings.Contains(out, "everything checked is as it should be") {
 		t.Fatalf("doctor on a good deployment = %v\n%s", err, out)
 	}
@@ -58,7 +58,7 @@ func TestDoctorCommand(t *testing.T) {
 	if code := doStatus(t, req); code != http.StatusNoContent {
 		t.Fatalf("unprotect = %d", code)
 	}
-	err, out = doctorRun()
+	out, err = doctorRun()
 	if !errors.Is(err, errChecksFailed) {
 		t.Fatalf("doctor without the protection = %v, want a failure\n%s", err, out)
 	}
@@ -69,7 +69,7 @@ func TestDoctorCommand(t *testing.T) {
 		}
 	}
 
-	err, out = doctorRun("--json")
+	out, err = doctorRun("--json")
 	var r doctor.Report
 	if !errors.Is(err, errChecksFailed) || json.Unmarshal([]byte(out), &r) != nil || r.Status != doctor.StatusFail {
 		t.Fatalf("--json = %v %q", err, out)

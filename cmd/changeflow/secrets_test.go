@@ -16,9 +16,9 @@ import (
 )
 
 // serveErr runs `changeflow serve --config file` in-process with env and
-// returns its error and stderr once it exits; a serve that starts is
-// stopped and reported as a nil error.
-func serveErr(t *testing.T, file string, env map[string]string) (error, string, string) {
+// returns its stdout, stderr and error once it exits; a serve that starts
+// is stopped and reported as a nil error.
+func serveErr(t *testing.T, file string, env map[string]string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -30,12 +30,13 @@ func serveErr(t *testing.T, file string, env map[string]string) (error, string, 
 	for {
 		select {
 		case err := <-done:
-			return err, out.String(), errb.String()
+			return out.String(), errb.String(), err
 		default:
 		}
 		if strings.Contains(out.String(), "serving on") {
 			cancel()
-			return <-done, out.String(), errb.String()
+			err := <-done
+			return out.String(), errb.String(), err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -55,7 +56,7 @@ func TestServeRefusesTheExampleConfiguration(t *testing.T) {
 		"CHANGEFLOW_IDENTITY_DIRECTORYFILE": filepath.Join(dir, "directory.yaml"),
 		"CHANGEFLOW_SERVER_LISTEN":          "127.0.0.1:0",
 	}
-	err, stdout, _ := serveErr(t, example, env)
+	stdout, _, err := serveErr(t, example, env)
 	if !errors.Is(err, errWeakSecrets) {
 		t.Fatalf("serve on the example = %v (stdout %q), want the refusal", err, stdout)
 	}
@@ -107,7 +108,7 @@ func TestServeRefusesEachWeakToken(t *testing.T) {
 			// The tokens are in the file (CHANGEFLOW_ names a family entry
 			// only when a file names it too); the weak one comes by env.
 			writeConfig(t, file, sqliteConfig(t, dir, tokensYAML(strong)))
-			err, _, _ := serveErr(t, file, map[string]string{c.env: c.value})
+			_, _, err := serveErr(t, file, map[string]string{c.env: c.value})
 			if !errors.Is(err, errWeakSecrets) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("serve = %v, want a refusal naming %s", err, c.want)
 			}

@@ -9,7 +9,6 @@ import (
 	"changeflow/internal/workflow/batch"
 	"changeflow/internal/workflow/callbacks"
 	"changeflow/internal/workflow/flow"
-	"changeflow/internal/workflow/single"
 )
 
 // Store is what a withdrawal reads and writes beyond the engine's own
@@ -47,11 +46,6 @@ func Register(e *engine.Engine, d Flow) {
 // callbacks' own guards.
 func (d Flow) applier() callbacks.Applier {
 	return callbacks.Applier{Env: d.Env, Store: d.Store}
-}
-
-// single is the single-request steps over d, which batch MRs reuse.
-func (d Flow) single() single.Steps {
-	return single.Steps{Env: d.Env, Store: d.Store}
 }
 
 // batches is the batch path over d: a withdrawn member's batch is
