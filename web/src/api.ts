@@ -145,3 +145,34 @@ export function fieldProblems(err: ApiError, fields: string[]): Record<string, s
   }
   return out;
 }
+
+/** download fetches path as the signed-in person (a plain link would go
+ * without their login) and saves it as filename; a refusal throws an
+ * ApiError in the server's words. */
+export async function download(path: string, filename: string): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(path, { headers: await identityHeaders() });
+  } catch {
+    throw new ApiError('Cannot reach changeflow. Check your connection and try again.', 'NETWORK', 0);
+  }
+  if (!res.ok) {
+    let message = `The server answered HTTP ${res.status}.`;
+    try {
+      const env = await res.json();
+      if (typeof env?.message === 'string' && env.message) message = env.message;
+    } catch {
+      // not the envelope: keep the status
+    }
+    throw new ApiError(message, 'DOWNLOAD', res.status);
+  }
+  const url = URL.createObjectURL(await res.blob());
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  // Released after the click has handed the file to the browser.
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}

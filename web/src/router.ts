@@ -28,6 +28,9 @@ export function usePath(): string {
     const update = () => setPath(window.location.pathname);
     window.addEventListener('popstate', update);
     window.addEventListener('changeflow:navigate', update);
+    // A navigation between the first render and this effect fired no
+    // listener yet: read the address again now that they listen.
+    update();
     return () => {
       window.removeEventListener('popstate', update);
       window.removeEventListener('changeflow:navigate', update);
@@ -43,6 +46,7 @@ export function useSearch(): URLSearchParams {
     const update = () => setSearch(window.location.search);
     window.addEventListener('popstate', update);
     window.addEventListener('changeflow:navigate', update);
+    update();
     return () => {
       window.removeEventListener('popstate', update);
       window.removeEventListener('changeflow:navigate', update);

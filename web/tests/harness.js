@@ -121,6 +121,8 @@ targets:
     file: bindings/billing-dashboard.yaml
     accessMode: OPEN
     maxDays: 90
+    # bob reviews who has access (web/tests/reviews.test.js).
+    owners: [bob]
   prod-console:
     title: Production console
     file: bindings/prod-console.yaml

@@ -13,6 +13,7 @@ import { Config } from './config';
 import { DeployInbox } from './deploy';
 import { Find } from './find';
 import { Lookup } from './request';
+import { ReviewReport, Reviews } from './reviews';
 import { Runbook } from './runbook';
 import { SecurityEvents } from './security';
 import { Unowned } from './unowned';
@@ -22,6 +23,7 @@ declare const __RELEASE__: string;
 export default function Console({ path }: { path: string }) {
   const req = match('/console/requests/:id', path);
   const batch = match('/console/batches/:id', path);
+  const review = match('/console/reviews/:id', path);
   return (
     <section data-release={__RELEASE__ || undefined}>
       <h1>Operations console</h1>
@@ -37,6 +39,9 @@ export default function Console({ path }: { path: string }) {
         </a>
         <a href="/console/access" class={path === '/console/access' ? 'active' : ''}>
           Access
+        </a>
+        <a href="/console/reviews" class={path === '/console/reviews' || review ? 'active' : ''}>
+          Reviews
         </a>
         <a href="/console/config" class={path === '/console/config' ? 'active' : ''}>
           Configuration
@@ -59,6 +64,10 @@ export default function Console({ path }: { path: string }) {
       </nav>
       {batch ? (
         <BatchDetail key={batch.id} id={batch.id} />
+      ) : review ? (
+        <ReviewReport key={review.id} id={review.id} />
+      ) : path === '/console/reviews' ? (
+        <Reviews />
       ) : path === '/console/find' ? (
         <Find />
       ) : path === '/console/batches' ? (
