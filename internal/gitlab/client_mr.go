@@ -141,7 +141,7 @@ func (c *Client) mrCall(ctx context.Context, op string, fn func(ctx context.Cont
 
 // Rebase implements GitLab.
 func (c *Client) Rebase(ctx context.Context, project string, iid int64) error {
-	return c.call(ctx, "Rebase", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	return c.callPaced(ctx, "Rebase", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		return cl.MergeRequests.RebaseMergeRequest(project, iid, nil, gl.WithContext(ctx))
 	})
 }
@@ -220,8 +220,24 @@ func (c *Client) ListMRPipelines(ctx context.Context, project string, iid int64)
 // RetryPipeline implements GitLab.
 func (c *Client) RetryPipeline(ctx context.Context, project string, pipelineID int64) (Pipeline, error) {
 	var out Pipeline
-	err := c.call(ctx, "RetryPipeline", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	err := c.callPaced(ctx, "RetryPipeline", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		p, r, err := cl.Pipelines.RetryPipelineBuild(project, pipelineID, gl.WithContext(ctx))
+		if p != nil {
+			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+			if p.CreatedAt != nil {
+				out.CreatedAt = *p.CreatedAt
+			}
+		}
+		return r, err
+	})
+	return out, err
+}
+
+// CreateMRPipeline implements GitLab.
+func (c *Client) CreateMRPipeline(ctx context.Context, project string, iid int64) (Pipeline, error) {
+	var out Pipeline
+	err := c.callPaced(ctx, "CreateMRPipeline", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		p, r, err := cl.MergeRequests.CreateMergeRequestPipeline(project, iid, gl.WithContext(ctx))
 		if p != nil {
 			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
 			if p.CreatedAt != nil {
