@@ -144,5 +144,15 @@ func (o Outcome) Next() string { return o.next }
 // Transition returns the state the outcome writes.
 func (o Outcome) Transition() Transition { return o.t }
 
+// At returns a Wait's time.
+func (o Outcome) At() time.Time { return o.at }
+
+// Delay returns a Retry's delay.
+func (o Outcome) Delay() time.Duration { return o.delay }
+
+// IsUnattempted says a Retry does not count against Options.MaxRetries
+// (Unattempted).
+func (o Outcome) IsUnattempted() bool { return o.unattempted }
+
 // Reason returns the reason of a Retry, Fail or TimedOut.
 func (o Outcome) Reason() string { return o.reason }
