@@ -42,7 +42,7 @@ func (d Steps) PollPipeline(ctx context.Context, w engine.Work) (engine.Outcome,
 	}
 	tier := engine.PollTier(d.Config().Polling(config.PollingPipeline))
 	if mr.HeadPipeline == nil {
-		if out, ok := d.missedPipeline(ctx, w, tier, project, mr); ok {
+		if out, ok := d.missedPipeline(ctx, w, tier, project, mr, domain.StepCreatePipelineRunning); ok {
 			return out, nil
 		}
 	}
@@ -77,8 +77,9 @@ func (d Steps) PollPipeline(ctx context.Context, w engine.Work) (engine.Outcome,
 // the pipeline for the head and polls again. ok is false when it is too
 // early, or when the creation was refused for good (the poll goes on as
 // before and still ends in its pending state if nothing comes); a 429 or
-// another transient failure is waited out (RetryLater).
-func (d Steps) missedPipeline(ctx context.Context, w engine.Work, tier engine.PollTier, project string, mr gitlab.MR) (engine.Outcome, bool) {
+// another transient failure is waited out (RetryLater). running is the
+// step the creation writes.
+func (d Steps) missedPipeline(ctx context.Context, w engine.Work, tier engine.PollTier, project string, mr gitlab.MR, running domain.StepStatus) (engine.Outcome, bool) {
 	if engine.Waited(tier, w.Attempt) < d.Config().GitLabRateLimit().MissedPipelineAfter {
 		return engine.Outcome{}, false
 	}
@@ -86,7 +87,7 @@ func (d Steps) missedPipeline(ctx context.Context, w engine.Work, tier engine.Po
 	switch {
 	case err == nil:
 		wait, _ := engine.NextPoll(tier, w.Attempt)
-		return engine.WaitUntil(w.Now.Add(wait), engine.Transition{Step: domain.StepCreatePipelineRunning,
+		return engine.WaitUntil(w.Now.Add(wait), engine.Transition{Step: running,
 			Note: fmt.Sprintf("GitLab created no pipeline for the head %s of MR !%d (its pipeline rate): created pipeline %d", flow.Short(mr.SHA), mr.IID, pl.ID)}), true
 	case flow.Transient(err):
 		return d.RetryLater(err, "create the missing pipeline: "+err.Error()), true
