@@ -74,3 +74,36 @@ func TestPollPipelineRecoversAMissedPipeline(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeWaitsForAMissedPipeline: merge on a head GitLab wants a passed
+// pipeline for but created none for (ci_must_pass, no head pipeline) does
+// not ask GitLab to merge — that would be refused and lead to rebases
+// that change nothing — but waits, and creates the pipeline once
+// gitlab.rateLimit.missedPipelineAfter has passed.
+func TestMergeWaitsForAMissedPipeline(t *testing.T) {
+	snap := flowtest.Config(t, flowtest.Targets(nil), map[string]any{
+		"polling.rebase.shortInterval": "1s", "polling.rebase.shortAttempts": 100,
+		"gitlab.rateLimit.missedPipelineAfter": "3s",
+	})
+	op := store.Operation{OperationID: "m", ProjectID: 1, MRIID: 5, Flow: flow.FlowLegacy, Step: int(domain.StepHandleApproved)}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	mr := gitlab.MR{IID: 5, SHA: "def456", State: gitlab.MRStateOpened, DetailedMergeStatus: "ci_must_pass"}
+	for _, c := range []struct {
+		name    string
+		attempt int
+		calls   []string
+	}{
+		{name: "too early: look again", attempt: 2, calls: []string{"GetMR 1 !5"}},
+		{name: "waited long enough: create it", attempt: 4, calls: []string{"GetMR 1 !5", "CreateMRPipeline 1 !5"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gl := flowtest.GitLab{MR: mr, Created: gitlab.Pipeline{ID: 12}}
+			d := Steps{Env: flow.Env{GitLab: &gl, Config: snap}}
+			out, err := d.Merge(t.Context(), engine.Work{Operation: op, Action: flow.ActionMerge, Attempt: c.attempt, Now: now})
+			require.NoError(t, err)
+			require.Equal(t, engine.OutcomeWait, out.Kind(), out.Reason())
+			require.Equal(t, now.Add(time.Second), out.At())
+			require.Equal(t, c.calls, gl.Calls)
+		})
+	}
+}
