@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"changeflow/internal/domain"
@@ -81,6 +82,24 @@ type Outcome struct {
 	// client's breaker refused it): it does not count against
 	// Options.MaxRetries, and the claim's attempt is given back.
 	unattempted bool
+}
+
+// Waiter is an error that asks to be waited out rather than failed: a
+// dependency that refused the call before doing anything with it (a rate
+// limit). WaitFor says how long, and whether err is such a refusal at all.
+// A step's error for which it holds is run again after that wait as an
+// unattempted retry, never the declared failure.
+type Waiter interface {
+	error
+	WaitFor() (time.Duration, bool)
+}
+
+// waitFor is the wait err asks for, if it wraps a Waiter that says so.
+func waitFor(err error) (time.Duration, bool) {
+	if w, ok := errors.AsType[Waiter](err); ok {
+		return w.WaitFor()
+	}
+	return 0, false
 }
 
 // Done finishes the action, writes t and makes next due at once; next ""

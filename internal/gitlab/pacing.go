@@ -39,6 +39,15 @@ const (
 // was not applied, so it may be sent again as it is.
 func IsRateLimited(err error) bool { return hasStatus(err, http.StatusTooManyRequests) }
 
+// WaitFor makes a 429 an engine.Waiter: the engine waits it out (at least
+// a second) instead of failing a step that returned it as an error.
+func (e *Error) WaitFor() (time.Duration, bool) {
+	if e.Status != http.StatusTooManyRequests {
+		return 0, false
+	}
+	return max(e.RetryAfter, time.Second), true
+}
+
 // RetryAfterOf is how long a 429 asks to wait (0 for any other error).
 func RetryAfterOf(err error) time.Duration {
 	if e, ok := errors.AsType[*Error](err); ok && e.Status == http.StatusTooManyRequests {
