@@ -196,7 +196,15 @@ func (n *paceNote) retryWait() time.Duration {
 // Retry-After — as long as that fits before ctx's deadline; otherwise the
 // 429 is returned with RetryAfter set. Neither a 429 nor a wait counts
 // against the breaker (breakerExcluded).
+//
+// A context without a deadline waits out 429s for at most MaxRetryAfter
+// in all, so a GitLab that never stops refusing cannot hold a caller
+// forever.
 func (c *Client) paced(ctx context.Context, s Settings, op, project string, pipeline bool, attempt func(ctx context.Context) error) error {
+	until, ok := ctx.Deadline()
+	if !ok {
+		until = time.Now().Add(MaxRetryAfter)
+	}
 	for {
 		if err := c.pacer.wait(ctx, s, op, project, pipeline); err != nil {
 			if IsRateLimited(err) {
@@ -212,7 +220,7 @@ func (c *Client) paced(ctx context.Context, s Settings, op, project string, pipe
 		}
 		e.RetryAfter = note.retryWait()
 		c.rateLimited(LimitedByGitLab)
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < e.RetryAfter {
+		if time.Until(until) < e.RetryAfter {
 			return err
 		}
 		c.logger.Info("gitlab: 429, waiting Retry-After", "op", op, "retryAfter", e.RetryAfter)
