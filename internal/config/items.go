@@ -71,7 +71,7 @@ func itemTable(instanceID string) []item {
 			fallback: "missing/empty → none; malformed entries (not a positive id or group/project path) dropped with reason",
 			why:      "one bad entry must not hide the good ones", resolve: resolveProjects},
 		intItem(KeyGitLabRateAPIPerMinute, 0, 0, 1000000, hot, "0 = unpaced (GitLab's 429s are still waited out); each instance paces itself, so with N instances set GitLab's per-user limit ÷ N, a little under (gitlab.com: 2000 ÷ N; docs/workflow.md, \"GitLab's limits\")"),
-		intItem(KeyGitLabRatePipelinesPerMinute, 0, 0, 100000, hot, "0 = unpaced; paces the calls that start a pipeline (a push to an MR branch, a rebase, a pipeline retry or creation) per project, on each instance: with N instances set GitLab's per-project limit ÷ N (gitlab.com: 25 ÷ N)"),
+		intItem(KeyGitLabRatePipelinesPerMinute, 0, 0, 100000, hot, "0 = unpaced; paces the calls that start a pipeline (a commit, opening an MR, a rebase, a pipeline retry or creation) per project, on each instance: with N instances set GitLab's per-project limit ÷ N (gitlab.com: 25 ÷ N)"),
 		durItem(KeyGitLabRateMissedPipeline, 60*sec, 1*ms, sec, hot, "how long an MR's head may stay without any pipeline before changeflow creates one (GitLab drops the pipeline of a push over its pipeline rate); shorter than GitLab's own delay in creating a pipeline would create a second one"),
 		simURLItem(KeyApprovalBaseURL, "/approval/", "see gitlab.baseURL"),
 		intItem(KeyApprovalMaxRetries, 3, 0, 100, hot, "negative would skip the call entirely"),

@@ -145,8 +145,8 @@ func (c *Client) call(ctx context.Context, op string, bot Bot, fn func(ctx conte
 	return c.callPaced(ctx, op, bot, "", fn)
 }
 
-// callPaced is call for a call that starts a pipeline in project (a push
-// to an MR branch, a rebase, a pipeline retry or creation): it also waits
+// callPaced is call for a call that starts a pipeline in project (a commit,
+// opening an MR, a rebase, a pipeline retry or creation): it also waits
 // for the project's turn under gitlab.rateLimit.pipelinesPerMinute.
 // project "" is an ordinary call.
 func (c *Client) callPaced(ctx context.Context, op string, bot Bot, project string, fn func(ctx context.Context, cl *gl.Client) (*gl.Response, error)) error {

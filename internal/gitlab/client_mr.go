@@ -97,7 +97,7 @@ func (c *Client) CreateMR(ctx context.Context, project string, r CreateMRRequest
 		SourceBranch: gl.Ptr(r.SourceBranch), TargetBranch: gl.Ptr(r.TargetBranch),
 		Title: gl.Ptr(r.Title), Description: gl.Ptr(r.Description),
 	}
-	return c.mrCall(ctx, "CreateMR", func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
+	return c.mrCallPaced(ctx, "CreateMR", project, func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
 		return cl.MergeRequests.CreateMergeRequest(project, opt, gl.WithContext(ctx))
 	})
 }
@@ -128,8 +128,14 @@ func (c *Client) Merge(ctx context.Context, project string, iid int64, sha strin
 }
 
 func (c *Client) mrCall(ctx context.Context, op string, fn func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error)) (MR, error) {
+	return c.mrCallPaced(ctx, op, "", fn)
+}
+
+// mrCallPaced is mrCall for a call that starts a pipeline in project
+// (callPaced): opening an MR starts its pipeline.
+func (c *Client) mrCallPaced(ctx context.Context, op, project string, fn func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error)) (MR, error) {
 	var out MR
-	err := c.call(ctx, op, Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	err := c.callPaced(ctx, op, Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		m, resp, err := fn(ctx, cl)
 		if err == nil && m != nil {
 			out = fromMR(m)
