@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -28,6 +29,8 @@ func (c *fakeClock) add(d time.Duration) {
 func TestAPIRateLimit(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}
 	e := newEnv(t, func(o *Options) { o.Now = clk.now })
+	iid := e.openMR("rate-page", map[string]string{"bindings/p.yaml": binding("p")})
+	clk.add(time.Minute) // the MR's calls are in a window of their own
 	e.must(200, "PUT", "", "/_control/settings", map[string]any{"api_rate_per_minute": 3})
 	for range 3 {
 		e.must(200, "GET", tokBot, "/user", nil)
@@ -52,6 +55,13 @@ func TestAPIRateLimit(t *testing.T) {
 	t.Run("control API and MR pages are not limited", func(t *testing.T) {
 		e.must(200, "GET", "", "/_control/settings", nil)
 		e.must(200, "GET", "", "/_control/state", nil)
+		for range 5 {
+			req, _ := http.NewRequest("GET", e.base+"/config/bindings/-/merge_requests/"+itoa(iid), nil)
+			req.Header.Set("PRIVATE-TOKEN", tokBot)
+			if r := do(t, req); r.Status != 200 {
+				t.Fatalf("MR page over the API rate: %d", r.Status)
+			}
+		}
 	})
 	t.Run("the next window passes again", func(t *testing.T) {
 		clk.add(40 * time.Second)
