@@ -36,7 +36,7 @@ func TestPreviewTrafficCannotOpenTheWorkflowsGitLabBreaker(t *testing.T) {
 		return gitlab.Settings{BaseURL: ts.URL + "/", Tokens: gitlab.Bots{Committer: "t"}, Timeout: 5 * time.Second,
 			BreakerFailures: 3, BreakerOpenFor: time.Hour}
 	}
-	wf, preview := gitlabClients(settings, slog.New(slog.DiscardHandler))
+	wf, preview := gitlabClients(settings, slog.New(slog.DiscardHandler), nil)
 	ctx := context.Background()
 	for range 10 {
 		_, _ = preview.GetFile(ctx, "1", "bindings/preview-target.yaml", "main")

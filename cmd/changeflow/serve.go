@@ -101,9 +101,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Expired idempotency records are removed in bounded chunks on the
 	// records' own expiry index.
 	idemCleanup := httpapi.NewIdempotencyCleanup(st, cfg, logger)
-	gl, glPreview := gitlabClients(func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg.Current()) }, logger)
-
 	m := metrics.New(logger, version)
+	gl, glPreview := gitlabClients(func() gitlab.Settings { return gitlab.SettingsFromConfig(cfg.Current()) }, logger, m.GitLabRateLimited)
 
 	// The workflow: durable steps claimed from the database by every
 	// instance, the callback sink that applies approval and deploy

@@ -140,9 +140,12 @@ func (a storeAuditor) Audit(ctx context.Context, e httpapi.AuditEntry) error {
 // each has its own circuit breaker: the preview is a read any logged-in
 // user can trigger, and if its failures counted in the workflow's breaker,
 // users could open it and stall every MR (docs/security.md, "Rate limits").
-// The cost is a second HTTP connection pool to GitLab.
-func gitlabClients(settings func() gitlab.Settings, logger *slog.Logger) (workflowClient, previewClient *gitlab.Client) {
-	workflowClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger})
-	previewClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger, BreakerName: "gitlab-preview"})
+// The cost is a second HTTP connection pool to GitLab. They share one
+// Pacer: gitlab.rateLimit.* is this instance's budget towards GitLab, and
+// GitLab counts both clients' calls against the same bot account.
+func gitlabClients(settings func() gitlab.Settings, logger *slog.Logger, onRateLimited func(kind string)) (workflowClient, previewClient *gitlab.Client) {
+	pacer := gitlab.NewPacer()
+	workflowClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger, Pacer: pacer, OnRateLimited: onRateLimited})
+	previewClient = gitlab.New(gitlab.Options{Settings: settings, Logger: logger, BreakerName: "gitlab-preview", Pacer: pacer, OnRateLimited: onRateLimited})
 	return workflowClient, previewClient
 }

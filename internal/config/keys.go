@@ -25,6 +25,10 @@ const (
 	KeyGitLabBaseURL  = "gitlab.baseURL"
 	KeyGitLabProjects = "gitlab.projects"
 
+	KeyGitLabRateAPIPerMinute       = "gitlab.rateLimit.apiPerMinute"
+	KeyGitLabRatePipelinesPerMinute = "gitlab.rateLimit.pipelinesPerMinute"
+	KeyGitLabRateMissedPipeline     = "gitlab.rateLimit.missedPipelineAfter"
+
 	KeyApprovalBaseURL           = "approval.baseURL"
 	KeyApprovalMaxRetries        = "approval.maxRetries"
 	KeyApprovalBackoff           = "approval.backoffMs"

@@ -113,6 +113,24 @@ func (s *Snapshot) Approval() Approval {
 	}
 }
 
+// GitLabRateLimit is gitlab.rateLimit.*: this instance's pace towards
+// GitLab (0 = unpaced) and how long a head without a pipeline waits before
+// changeflow creates it.
+type GitLabRateLimit struct {
+	APIPerMinute        int
+	PipelinesPerMinute  int
+	MissedPipelineAfter time.Duration
+}
+
+// GitLabRateLimit returns gitlab.rateLimit.*.
+func (s *Snapshot) GitLabRateLimit() GitLabRateLimit {
+	return GitLabRateLimit{
+		APIPerMinute:        s.num(KeyGitLabRateAPIPerMinute),
+		PipelinesPerMinute:  s.num(KeyGitLabRatePipelinesPerMinute),
+		MissedPipelineAfter: s.dur(KeyGitLabRateMissedPipeline),
+	}
+}
+
 // Reconcile is reconcile.*: the sliding window [now-MaxAge, now-MinAge],
 // and whether the watermark inference is on.
 type Reconcile struct {

@@ -96,6 +96,15 @@ func (e *Engine) outcome(ctx context.Context, step Step, decl Declaration, w Wor
 		// before the rerun.
 		out, err = RetryAfter(time.Second, "database busy: "+err.Error()), nil
 	}
+	if err != nil {
+		if d, ok := waitFor(err); ok {
+			// A dependency asked to be called later (a rate limit: GitLab's
+			// 429) and did nothing with the call: that is a wait, not the
+			// declared failure, and like a breaker's refusal it spends no
+			// retry budget — whichever path of the step let it through.
+			out, err = RetryAfter(d, "waiting out a rate limit: "+err.Error()).Unattempted(), nil
+		}
+	}
 	if exhausted == "" && err == nil && out.kind == OutcomeRetry && !out.unattempted && w.Attempt > e.o.MaxRetries {
 		exhausted = fmt.Sprintf("gave up after %d attempts: %s", w.Attempt, out.reason)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"changeflow/internal/domain"
@@ -83,6 +84,24 @@ type Outcome struct {
 	unattempted bool
 }
 
+// Waiter is an error that asks to be waited out rather than failed: a
+// dependency that refused the call before doing anything with it (a rate
+// limit). WaitFor says how long, and whether err is such a refusal at all.
+// A step's error for which it holds is run again after that wait as an
+// unattempted retry, never the declared failure.
+type Waiter interface {
+	error
+	WaitFor() (time.Duration, bool)
+}
+
+// waitFor is the wait err asks for, if it wraps a Waiter that says so.
+func waitFor(err error) (time.Duration, bool) {
+	if w, ok := errors.AsType[Waiter](err); ok {
+		return w.WaitFor()
+	}
+	return 0, false
+}
+
 // Done finishes the action, writes t and makes next due at once; next ""
 // means the operation needs no more work from the engine (it waits for
 // something outside, or it is finished).
@@ -143,6 +162,16 @@ func (o Outcome) Next() string { return o.next }
 
 // Transition returns the state the outcome writes.
 func (o Outcome) Transition() Transition { return o.t }
+
+// At returns a Wait's time.
+func (o Outcome) At() time.Time { return o.at }
+
+// Delay returns a Retry's delay.
+func (o Outcome) Delay() time.Duration { return o.delay }
+
+// IsUnattempted says a Retry does not count against Options.MaxRetries
+// (Unattempted).
+func (o Outcome) IsUnattempted() bool { return o.unattempted }
 
 // Reason returns the reason of a Retry, Fail or TimedOut.
 func (o Outcome) Reason() string { return o.reason }

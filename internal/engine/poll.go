@@ -39,6 +39,11 @@ func NextPoll(tier PollTier, attempt int) (wait time.Duration, timedOut bool) {
 	return tier.LongInterval, false
 }
 
+// Waited is how long a poll on its attempt-th run has waited by the
+// schedule: the intervals scheduled after polls 1..attempt-1 (the same
+// crash-proof count NextPoll's timeout uses).
+func Waited(tier PollTier, attempt int) time.Duration { return scheduled(tier, attempt-1) }
+
 // scheduled is the sum of the intervals scheduled after polls 1..n.
 func scheduled(tier PollTier, n int) time.Duration {
 	if n <= 0 {

@@ -49,7 +49,9 @@ type ApprovalReader interface {
 //     head: the caller must re-read the MR) and 422 (check items, already
 //     self-healed once inside the Approver) are deterministic: retrying the
 //     same call cannot change them, so the loop stops at once.
-//   - No answer, 429 and 5xx are retried after Backoff << (attempt-1).
+//   - No answer and 5xx are retried after Backoff << (attempt-1). A 429
+//     ends the loop: the client already waited out what fitted before
+//     the deadline, and the caller reschedules for the rest.
 //   - After the last failure it reads once more and succeeds if the
 //     approval exists; otherwise it returns the last approve error (a
 //     *Error with the real status).
@@ -85,7 +87,10 @@ func ApproveAsBot(ctx context.Context, r ApprovalReader, a Approver, s LoopSetti
 		}
 		last = err
 		log.Warn("approve failed", "attempt", attempt, "status", StatusOf(err), "err", err)
-		if !retryable(err) || attempt > maxRetries || ctx.Err() != nil {
+		// A 429 left here is one the client could not wait out before
+		// ctx's deadline (pacing.go): retrying at once would be refused
+		// again, so it goes back to the workflow, which waits it out.
+		if !retryable(err) || IsRateLimited(err) || attempt > maxRetries || ctx.Err() != nil {
 			break
 		}
 		if !wait(ctx, backoff(s.Backoff, attempt)) {

@@ -27,6 +27,12 @@ type Options struct {
 	// Each Client has its own breaker: a second Client (the preview's) can
 	// fail, or be made to fail, without opening the first one's.
 	BreakerName string
+	// Pacer is the instance's pace towards GitLab (pacing.go); clients of
+	// one instance share it. nil gives this client its own.
+	Pacer *Pacer
+	// OnRateLimited is told of every 429 (LimitedByGitLab) and of every
+	// call its own pace refused (LimitedByPace); nil ignores them.
+	OnRateLimited func(kind string)
 }
 
 // Client is the adapter: GitLab and CheckItemsAPI over the official client
@@ -37,6 +43,10 @@ type Client struct {
 	// client, and plain HTTP for the direct calls.
 	out    *outbound.Client[Settings]
 	logger *slog.Logger
+	// pacer paces every call and onRateLimited counts the 429s
+	// (pacing.go).
+	pacer         *Pacer
+	onRateLimited func(kind string)
 
 	// pipelinesPerPage and maxPipelinePages override ListMRPipelines'
 	// paging (tests set them small to cross pages and reach the bound);
@@ -66,12 +76,21 @@ func New(opts Options) *Client {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	transport := opts.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
 	out := outbound.NewClient(outbound.Options[Settings]{
 		Service: "gitlab", BreakerName: opts.BreakerName, Settings: opts.Settings, Call: Settings.call, Timeout: 10 * time.Second,
-		Transport: opts.Transport, IsSuccessful: healthyAnswer,
+		Transport: noteTransport{next: transport}, IsSuccessful: healthyAnswer, IsExcluded: breakerExcluded,
 		Adapt: func(e *outbound.Error) error { return fromOutbound(e) },
 	})
-	return &Client{out: out, logger: logger, clients: map[clientKey]*gl.Client{}, users: map[clientKey]User{}}
+	pacer := opts.Pacer
+	if pacer == nil {
+		pacer = NewPacer()
+	}
+	return &Client{out: out, logger: logger, pacer: pacer, onRateLimited: opts.OnRateLimited,
+		clients: map[clientKey]*gl.Client{}, users: map[clientKey]User{}}
 }
 
 // healthyAnswer says err is an answer from a working GitLab: any 4xx but
@@ -119,20 +138,31 @@ func (c *Client) lib(s Settings, op string, bot Bot) (*gl.Client, error) {
 	return cl, nil
 }
 
-// call runs fn as bot with the deadline, through the breaker, and
-// translates its failure.
+// call runs fn as bot with the deadline, through the breaker, in this
+// instance's pace (waiting out GitLab's 429s: paced), and translates its
+// failure.
 func (c *Client) call(ctx context.Context, op string, bot Bot, fn func(ctx context.Context, cl *gl.Client) (*gl.Response, error)) error {
+	return c.callPaced(ctx, op, bot, "", fn)
+}
+
+// callPaced is call for a call that starts a pipeline in project (a commit,
+// opening an MR, a rebase, a pipeline retry or creation): it also waits
+// for the project's turn under gitlab.rateLimit.pipelinesPerMinute.
+// project "" is an ordinary call.
+func (c *Client) callPaced(ctx context.Context, op string, bot Bot, project string, fn func(ctx context.Context, cl *gl.Client) (*gl.Response, error)) error {
 	s := c.out.Settings()
 	cl, err := c.lib(s, op, bot)
 	if err != nil {
 		return err
 	}
-	return c.out.Call(ctx, s, op, func(ctx context.Context) error {
-		resp, err := fn(ctx, cl)
-		if err != nil {
-			return translate(op, resp, err)
-		}
-		return nil
+	return c.paced(ctx, s, op, project, project != "", func(ctx context.Context) error {
+		return c.out.Call(ctx, s, op, func(ctx context.Context) error {
+			resp, err := fn(ctx, cl)
+			if err != nil {
+				return translate(op, resp, err)
+			}
+			return nil
+		})
 	})
 }
 

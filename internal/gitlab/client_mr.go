@@ -97,7 +97,7 @@ func (c *Client) CreateMR(ctx context.Context, project string, r CreateMRRequest
 		SourceBranch: gl.Ptr(r.SourceBranch), TargetBranch: gl.Ptr(r.TargetBranch),
 		Title: gl.Ptr(r.Title), Description: gl.Ptr(r.Description),
 	}
-	return c.mrCall(ctx, "CreateMR", func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
+	return c.mrCallPaced(ctx, "CreateMR", project, func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error) {
 		return cl.MergeRequests.CreateMergeRequest(project, opt, gl.WithContext(ctx))
 	})
 }
@@ -128,8 +128,14 @@ func (c *Client) Merge(ctx context.Context, project string, iid int64, sha strin
 }
 
 func (c *Client) mrCall(ctx context.Context, op string, fn func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error)) (MR, error) {
+	return c.mrCallPaced(ctx, op, "", fn)
+}
+
+// mrCallPaced is mrCall for a call that starts a pipeline in project
+// (callPaced): opening an MR starts its pipeline.
+func (c *Client) mrCallPaced(ctx context.Context, op, project string, fn func(ctx context.Context, cl *gl.Client) (*gl.MergeRequest, *gl.Response, error)) (MR, error) {
 	var out MR
-	err := c.call(ctx, op, Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	err := c.callPaced(ctx, op, Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		m, resp, err := fn(ctx, cl)
 		if err == nil && m != nil {
 			out = fromMR(m)
@@ -141,7 +147,7 @@ func (c *Client) mrCall(ctx context.Context, op string, fn func(ctx context.Cont
 
 // Rebase implements GitLab.
 func (c *Client) Rebase(ctx context.Context, project string, iid int64) error {
-	return c.call(ctx, "Rebase", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	return c.callPaced(ctx, "Rebase", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		return cl.MergeRequests.RebaseMergeRequest(project, iid, nil, gl.WithContext(ctx))
 	})
 }
@@ -220,8 +226,24 @@ func (c *Client) ListMRPipelines(ctx context.Context, project string, iid int64)
 // RetryPipeline implements GitLab.
 func (c *Client) RetryPipeline(ctx context.Context, project string, pipelineID int64) (Pipeline, error) {
 	var out Pipeline
-	err := c.call(ctx, "RetryPipeline", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	err := c.callPaced(ctx, "RetryPipeline", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		p, r, err := cl.Pipelines.RetryPipelineBuild(project, pipelineID, gl.WithContext(ctx))
+		if p != nil {
+			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+			if p.CreatedAt != nil {
+				out.CreatedAt = *p.CreatedAt
+			}
+		}
+		return r, err
+	})
+	return out, err
+}
+
+// CreateMRPipeline implements GitLab.
+func (c *Client) CreateMRPipeline(ctx context.Context, project string, iid int64) (Pipeline, error) {
+	var out Pipeline
+	err := c.callPaced(ctx, "CreateMRPipeline", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+		p, r, err := cl.MergeRequests.CreateMergeRequestPipeline(project, iid, gl.WithContext(ctx))
 		if p != nil {
 			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
 			if p.CreatedAt != nil {

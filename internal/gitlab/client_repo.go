@@ -53,7 +53,7 @@ func (c *Client) CreateCommit(ctx context.Context, project string, r CommitReque
 		opt.Actions = append(opt.Actions, act)
 	}
 	var out Commit
-	err := c.call(ctx, "CreateCommit", Committer, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
+	err := c.callPaced(ctx, "CreateCommit", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		cm, resp, err := cl.Commits.CreateCommit(project, opt, gl.WithContext(ctx))
 		if err == nil && cm != nil {
 			out = toCommit(cm)

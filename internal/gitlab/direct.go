@@ -41,7 +41,7 @@ func (c *Client) ApproveWithCheckItems(ctx context.Context, bot Bot, project str
 }
 
 // direct sends one JSON request as bot with the deadline, through the
-// breaker; a non-2xx answer is a *Error with GitLab's status and message
+// breaker, in this instance's pace (paced); a non-2xx answer is a *Error with GitLab's status and message
 // (and, for a 422 carrying one, the current check items).
 func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path string, body []byte, out any) error {
 	s := c.out.Settings()
@@ -52,14 +52,16 @@ func (c *Client) direct(ctx context.Context, op string, bot Bot, method, path st
 	if token == "" {
 		return &Error{Op: op, Message: fmt.Sprintf("no token for bot %q (gitlab.tokens.%s)", bot, bot)}
 	}
-	return c.out.Do(ctx, s, outbound.Request{Op: op, Method: method, URL: s.apiBase() + path,
-		Header: http.Header{"Private-Token": {token}}, Body: body,
-		Answer: func(status int, raw []byte) error {
-			if !outbound.Success(status) {
-				return answerError(op, status, raw)
-			}
-			return outbound.DecodeAnswer("gitlab", op, status, raw, out)
-		}})
+	return c.paced(ctx, s, op, "", false, func(ctx context.Context) error {
+		return c.out.Do(ctx, s, outbound.Request{Op: op, Method: method, URL: s.apiBase() + path,
+			Header: http.Header{"Private-Token": {token}}, Body: body,
+			Answer: func(status int, raw []byte) error {
+				if !outbound.Success(status) {
+					return answerError(op, status, raw)
+				}
+				return outbound.DecodeAnswer("gitlab", op, status, raw, out)
+			}})
+	})
 }
 
 // answerError reads GitLab's error body: {"message": string | [string] |

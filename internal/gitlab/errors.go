@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"changeflow/internal/outbound"
 )
@@ -25,6 +26,9 @@ type Error struct {
 	Unknown bool
 	// BreakerOpen says the call was not attempted.
 	BreakerOpen bool
+	// RetryAfter is how long a 429 asks to wait (pacing.go): GitLab's
+	// Retry-After, capped, or this instance's own pace.
+	RetryAfter time.Duration
 	// CurrentCheckItems is the project's current check-item list when a
 	// 422 on approve carried one (direct-HTTP approver only).
 	CurrentCheckItems []CheckItem

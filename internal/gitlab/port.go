@@ -55,7 +55,10 @@ func (b Bots) token(bot Bot) string {
 // HTTP call with a deadline through the GitLab circuit breaker, never
 // retries on its own (a write that failed may still have happened — see
 // OutcomeUnknown — so the caller reads before it writes again), and
-// reports every failure as a *Error.
+// reports every failure as a *Error. The one exception is a 429: GitLab
+// refused the call before doing anything, so the client sends it again
+// after Retry-After while that fits in the call's context (pacing.go),
+// and every call waits for its turn under gitlab.rateLimit.*.
 //
 // project is GitLab's :id — a numeric id or a full path ("config/bindings").
 // Every method acts as Committer except GetApprovals and Approve, which act
@@ -101,6 +104,10 @@ type GitLab interface {
 	// again and returns to pending or running. A pipeline with nothing to
 	// retry is refused by GitLab (a 4xx *Error).
 	RetryPipeline(ctx context.Context, project string, pipelineID int64) (Pipeline, error)
+	// CreateMRPipeline creates a new pipeline for the MR's head (POST
+	// …/merge_requests/:iid/pipelines): for a head GitLab created none
+	// for, because the push was over GitLab's pipeline rate.
+	CreateMRPipeline(ctx context.Context, project string, iid int64) (Pipeline, error)
 	// GetApprovals reads the MR's approvals as bot.
 	GetApprovals(ctx context.Context, bot Bot, project string, iid int64) (Approvals, error)
 	// Approve approves as bot through the client library (no check

@@ -22,6 +22,10 @@ type Settings struct {
 	// breaker for BreakerOpenFor (≤ 0 means 30s).
 	BreakerFailures int
 	BreakerOpenFor  time.Duration
+	// APIPerMinute and PipelinesPerMinute are gitlab.rateLimit.*: this
+	// instance's pace (0 = unpaced; see Pacer).
+	APIPerMinute       int
+	PipelinesPerMinute int
 }
 
 // SettingsFromConfig reads gitlab.baseURL, gitlab.tokens.*,
@@ -40,6 +44,9 @@ func SettingsFromConfig(s *config.Snapshot) Settings {
 		Timeout:         o.Timeout,
 		BreakerFailures: o.BreakerFailures,
 		BreakerOpenFor:  o.BreakerOpenFor,
+
+		APIPerMinute:       s.GitLabRateLimit().APIPerMinute,
+		PipelinesPerMinute: s.GitLabRateLimit().PipelinesPerMinute,
 	}
 }
 

@@ -39,6 +39,7 @@ type Metrics struct {
 	renewals      *prometheus.CounterVec
 	security      *prometheus.CounterVec
 	prevToken     *prometheus.CounterVec
+	rateLimited   *prometheus.CounterVec
 }
 
 // New builds a registry with the Go and process collectors and the HTTP
@@ -117,10 +118,19 @@ func New(logger *slog.Logger, version string) *Metrics {
 		Name: "changeflow_callback_token_previous_total",
 		Help: "Callbacks authenticated with callbacks.tokens.<callback>Previous rather than the current token, by callback (approval, deploy, gitlab); once it stops rising, the previous token can be removed.",
 	}, []string{"callback"})
+	// kind is one of rateLimitKinds (gitlab.LimitedBy*, a closed set
+	// validated in the recorder).
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "changeflow_gitlab_rate_limited_total",
+		Help: "GitLab calls held back by a limit, by kind: gitlab (GitLab answered 429; waited out, never a failure), paced (this instance's gitlab.rateLimit.* had no turn before the step's deadline; the step was rescheduled).",
+	}, []string{"kind"})
 	// Every series exists from the start at 0, so "has it risen in the
 	// last week?" is answerable before the first use, not only after.
 	for k := range callbackKinds {
 		m.prevToken.WithLabelValues(k)
+	}
+	for k := range rateLimitKinds {
+		m.rateLimited.WithLabelValues(k)
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "changeflow_build_info",
@@ -128,7 +138,7 @@ func New(logger *slog.Logger, version string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, m.security, m.prevToken, info)
+	reg.MustRegister(m.httpReceived, m.httpCompleted, m.httpSucceeded, m.httpDuration, m.validated, m.withdrawn, m.revocations, m.revokeLag, m.renewals, m.security, m.prevToken, m.rateLimited, info)
 	return m
 }
 
@@ -271,6 +281,21 @@ func (m *Metrics) CallbackTokenPrevious(callback string) {
 	})
 }
 
+// rateLimitKinds is the closed label set of the rate-limit series (the
+// kinds of gitlab.LimitedByGitLab and LimitedByPace; metrics imports no
+// gitlab).
+var rateLimitKinds = map[string]bool{"gitlab": true, "paced": true}
+
+// GitLabRateLimited counts one GitLab call held back by a limit, of kind;
+// any other kind is dropped (closed set).
+func (m *Metrics) GitLabRateLimited(kind string) {
+	m.guard("gitlab_rate_limited", func() {
+		if rateLimitKinds[kind] {
+			m.rateLimited.WithLabelValues(kind).Inc()
+		}
+	})
+}
+
 // Sabotage makes every recorder of m panic from now on: each vector is
 // replaced by an unregistered one whose label arity never matches. It
 // exists for the tests that prove the metrics rules across whole servers — metrics
@@ -280,7 +305,7 @@ func (m *Metrics) Sabotage() {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sabotaged_total", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	}
 	m.httpReceived, m.httpCompleted, m.httpSucceeded, m.validated, m.withdrawn, m.revocations = broken(), broken(), broken(), broken(), broken(), broken()
-	m.renewals, m.security, m.prevToken = broken(), broken(), broken()
+	m.renewals, m.security, m.prevToken, m.rateLimited = broken(), broken(), broken(), broken()
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 	m.revokeLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sabotaged_seconds", Help: "never matches"}, []string{"a", "b", "c", "d", "e"})
 }

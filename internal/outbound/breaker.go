@@ -22,6 +22,10 @@ type Breaker[T any] struct {
 	// IsSuccessful says an error is a healthy answer that must not count
 	// as a failure (see HealthyAnswer); nil counts every error.
 	IsSuccessful func(error) bool
+	// IsExcluded says an error counts neither way (a dependency asking us
+	// to slow down, e.g. GitLab's 429); nil excludes only the caller
+	// going away.
+	IsExcluded func(error) bool
 
 	mu       sync.Mutex
 	cb       *gobreaker.CircuitBreaker[T]
@@ -44,7 +48,9 @@ func (b *Breaker[T]) For(s Settings) *gobreaker.CircuitBreaker[T] {
 			IsSuccessful: b.IsSuccessful,
 			// The caller going away says nothing about the dependency; our
 			// own deadline passing does (DeadlineExceeded is counted).
-			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+			IsExcluded: func(err error) bool {
+				return errors.Is(err, context.Canceled) || (b.IsExcluded != nil && b.IsExcluded(err))
+			},
 		})
 		b.failures, b.openFor, b.built = s.BreakerFailures, s.BreakerOpenFor, true
 	}

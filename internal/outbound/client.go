@@ -35,6 +35,9 @@ type Options[S any] struct {
 	// against the breaker (Breaker.IsSuccessful); nil counts every error.
 	// It sees the error after Adapt, i.e. in the adapter's own type.
 	IsSuccessful func(error) bool
+	// IsExcluded says an error counts neither as a success nor as a
+	// failure of the breaker (Breaker.IsExcluded), after Adapt.
+	IsExcluded func(error) bool
 	// Adapt turns this package's *Error (no answer, a body cut short, an
 	// unusable or refused answer, the open breaker) into the error the
 	// adapter's callers test for; nil keeps *Error. It runs inside the
@@ -72,6 +75,7 @@ func NewClient[S any](o Options[S]) *Client[S] {
 		adapt: o.Adapt, http: &http.Client{Transport: o.Transport}}
 	c.breaker.Name = o.BreakerName
 	c.breaker.IsSuccessful = o.IsSuccessful
+	c.breaker.IsExcluded = o.IsExcluded
 	return c
 }
 

@@ -65,10 +65,13 @@ type world struct {
 	mu        sync.Mutex
 	validated map[string]int // success side effects per operation (I9)
 	approves  int            // approve POSTs the adapter sent
+	limited   int            // 429s GitLab answered the adapter
+	created   int            // pipelines the adapter created (POST …/pipelines)
 	withdrawn map[store.WithdrawPlace]int
 }
 
-// countingTransport counts the approve calls that leave the adapter.
+// countingTransport counts the approve calls that leave the adapter, the
+// pipelines it creates and the 429s it is answered.
 type countingTransport struct{ w *world }
 
 func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -77,7 +80,18 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.w.approves++
 		c.w.mu.Unlock()
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		c.w.mu.Lock()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			c.w.limited++
+		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pipelines") && resp.StatusCode == http.StatusCreated {
+			c.w.created++
+		}
+		c.w.mu.Unlock()
+	}
+	return resp, err
 }
 
 // approveCalls is how many approve POSTs were sent so far.

@@ -73,6 +73,9 @@ type settingsView struct {
 	LegacyMerge406        *bool     `json:"legacy_merge_406,omitempty"`
 	RequireCheckItems     *bool     `json:"require_check_items,omitempty"`
 	KeepApprovalsOnPush   *bool     `json:"keep_approvals_on_push,omitempty"`
+	APIRatePerMinute      *int      `json:"api_rate_per_minute,omitempty"`
+	PipelineRatePerMinute *int      `json:"pipeline_rate_per_minute,omitempty"`
+	RateWindow            *Duration `json:"rate_window,omitempty"`
 }
 
 func viewOf(st settings) settingsView {
@@ -83,6 +86,8 @@ func viewOf(st settings) settingsView {
 		ApprovalsRequired: &st.ApprovalsRequired, CompatAll401Approvals: &st.CompatAll401Approvals,
 		LegacyMerge406: &st.LegacyMerge406, RequireCheckItems: &st.RequireCheckItems,
 		KeepApprovalsOnPush: &st.KeepApprovalsOnPush,
+		APIRatePerMinute:    &st.APIRatePerMinute, PipelineRatePerMinute: &st.PipelineRatePerMinute,
+		RateWindow: d(st.RateWindow),
 	}
 }
 
@@ -109,6 +114,7 @@ func (s *Server) ctlPutSettings(w http.ResponseWriter, r *http.Request) {
 	if v.ApprovalsRequired != nil && *v.ApprovalsRequired >= 0 {
 		st.ApprovalsRequired = *v.ApprovalsRequired
 	}
+	setRates(st, v)
 	for _, b := range []struct {
 		dst *bool
 		src *bool
@@ -121,6 +127,22 @@ func (s *Server) ctlPutSettings(w http.ResponseWriter, r *http.Request) {
 	out := viewOf(*st)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// setRates applies the rate-limit settings: a negative rate is ignored
+// (0 turns a limit off) and a window below 1ms is ignored.
+func setRates(st *settings, v settingsView) {
+	for _, r := range []struct {
+		dst *int
+		src *int
+	}{{&st.APIRatePerMinute, v.APIRatePerMinute}, {&st.PipelineRatePerMinute, v.PipelineRatePerMinute}} {
+		if r.src != nil && *r.src >= 0 {
+			*r.dst = *r.src
+		}
+	}
+	if v.RateWindow != nil && time.Duration(*v.RateWindow) >= time.Millisecond {
+		st.RateWindow = time.Duration(*v.RateWindow)
+	}
 }
 
 func (s *Server) ctlListFaults(w http.ResponseWriter, r *http.Request) {

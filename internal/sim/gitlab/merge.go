@@ -205,6 +205,39 @@ func (s *Server) doRebase(ctx context.Context, p *project, m *mergeRequest, by *
 	s.branchMoved(ctx, p, m.SourceBranch, next, by, true, skipCI)
 }
 
+// handleCreateMRPipeline is POST …/merge_requests/:iid/pipelines: a new
+// pipeline for the MR's head (201), as GitLab's "create MR pipeline". An
+// MR that is not open is GitLab's 405; over pipeline_rate_per_minute the
+// answer is 429 with Retry-After and no pipeline is created.
+func (s *Server) handleCreateMRPipeline(w http.ResponseWriter, r *http.Request) {
+	p, m := s.lockMR(w, r)
+	if m == nil {
+		return
+	}
+	defer p.mu.Unlock()
+	if m.State != stateOpened {
+		writeError(w, http.StatusMethodNotAllowed, "405 Method Not Allowed")
+		return
+	}
+	pl := s.startPipeline(r.Context(), p, m, "")
+	if pl == nil {
+		set := s.settings()
+		now := s.now()
+		_, _, reset := s.pipelineRate.peek(strconv.FormatInt(p.ID, 10), now, set.RateWindow)
+		writeTooManyPipelines(w, now, reset)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.pipelineJSON(p, pl))
+}
+
+// writeTooManyPipelines is the answer to an API call that would create a
+// pipeline over pipeline_rate_per_minute: 429, Retry-After the seconds
+// left in the project's window, GitLab's message.
+func writeTooManyPipelines(w http.ResponseWriter, now, reset time.Time) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(now, reset)))
+	writeError(w, http.StatusTooManyRequests, "Too many pipelines created in the last minute. Try again later.")
+}
+
 // handleMRPipelines: GET …/merge_requests/:iid/pipelines, newest first.
 func (s *Server) handleMRPipelines(w http.ResponseWriter, r *http.Request) {
 	p, m := s.lockMR(w, r)
@@ -244,6 +277,10 @@ func (s *Server) handleRetryPipeline(w http.ResponseWriter, r *http.Request) {
 	}
 	if pl.Status != pipeFailed && pl.Status != pipeCanceled {
 		writeError(w, http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	if ok, reset := s.pipelineAllowed(p); !ok {
+		writeTooManyPipelines(w, s.now(), reset)
 		return
 	}
 	s.mu.Lock()

@@ -72,8 +72,13 @@ func (p *project) headPipeline(m *mergeRequest) *pipeline {
 }
 
 // startPipeline creates the check pipeline for the MR's current head and
-// schedules its transitions. Caller holds p.mu.
-func (s *Server) startPipeline(ctx context.Context, p *project, m *mergeRequest, before string) {
+// schedules its transitions, and returns it. Over the project's
+// pipeline_rate_per_minute it creates none and returns nil (the push that
+// asked for it stands, as on gitlab.com). Caller holds p.mu.
+func (s *Server) startPipeline(ctx context.Context, p *project, m *mergeRequest, before string) *pipeline {
+	if ok, _ := s.pipelineAllowed(p); !ok {
+		return nil
+	}
 	now := s.now()
 	s.mu.Lock()
 	s.w.nextPipeID++
@@ -113,6 +118,7 @@ func (s *Server) startPipeline(ctx context.Context, p *project, m *mergeRequest,
 	m.Pipelines = append(m.Pipelines, id)
 	s.pipelineHook(ctx, p, pl)
 	s.schedulePipeline(p, pl, set.PipelineStartDelay)
+	return pl
 }
 
 // schedulePipeline arms the timers that move pl to running after start and

@@ -42,6 +42,7 @@ func (s *Server) apiRoutes() http.Handler {
 	handle("PUT", mr+"/merge", s.handleMerge)
 	handle("PUT", mr+"/rebase", s.handleRebase)
 	handle("GET", mr+"/pipelines", s.handleMRPipelines)
+	handle("POST", mr+"/pipelines", s.handleCreateMRPipeline)
 	handle("GET", pr+"/pipelines/{pipeline}", s.handleGetPipeline)
 	handle("POST", pr+"/pipelines/{pipeline}/retry", s.handleRetryPipeline)
 	handle("GET", pr+"/approval_check_items", s.handleGetCheckItems)

@@ -95,6 +95,12 @@ type settings struct {
 	LegacyMerge406        bool
 	RequireCheckItems     bool
 	KeepApprovalsOnPush   bool
+	// APIRatePerMinute bounds API requests per user per RateWindow, and
+	// PipelineRatePerMinute pipeline creations per project (0 = off).
+	APIRatePerMinute      int
+	PipelineRatePerMinute int
+	// RateWindow is the limits' window (default 1m; tests shorten it).
+	RateWindow time.Duration
 }
 
 func durationOr(d, def time.Duration) time.Duration {
@@ -118,6 +124,7 @@ func settingsFrom(o Options) settings {
 		LegacyMerge406:        o.LegacyMerge406,
 		RequireCheckItems:     o.RequireCheckItems,
 		KeepApprovalsOnPush:   o.KeepApprovalsOnPush,
+		RateWindow:            time.Minute,
 	}
 	if s.ApprovalsRequired <= 0 {
 		s.ApprovalsRequired = 2
@@ -144,6 +151,9 @@ type Server struct {
 	hooks  *queue // webhook deliveries, in order
 	merges *queue // OnMerge notifications, in merge order
 	reqLog *requestLog
+	// apiRate and pipelineRate count requests per user and pipeline
+	// creations per project (ratelimit.go).
+	apiRate, pipelineRate windowCounter
 
 	mu     sync.Mutex // guards everything below
 	set    settings
@@ -200,7 +210,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("gitlab sim: seed: %w", err)
 	}
 	s.w = w
-	s.api = s.withRequestLog(s.withFaults(s.withAuth(s.apiRoutes())))
+	s.api = s.withRequestLog(s.withFaults(s.withAuth(s.withAPIRate(s.apiRoutes()))))
 	s.control = s.controlRoutes()
 	return s, nil
 }
@@ -273,6 +283,8 @@ func (s *Server) reset(ctx context.Context) error {
 	s.set = settingsFrom(s.opts)
 	s.mu.Unlock()
 	s.reqLog.clear()
+	s.apiRate.clear()
+	s.pipelineRate.clear()
 	for _, p := range old.projects {
 		p.mu.Lock()
 		p.dead = true

@@ -148,7 +148,16 @@ func Transient(err error) bool {
 // had answered its last real call. Real attempts still count, so a
 // dependency that stays down still ends in the declared failure state,
 // one probe per open interval. Options.MaxClaims still bounds the claims.
+//
+// A 429 (GitLab's, or this instance's pace with no time left before the
+// step's deadline) is a wait, never a failure: the call was not applied,
+// so the retry is unattempted too and comes after the wait it asked for
+// (Retry-After, capped by the client) — GitLab's limits never spend the
+// retry budget or stop a request (docs/workflow.md, "GitLab's limits").
 func (env Env) RetryLater(err error, reason string) engine.Outcome {
+	if gitlab.IsRateLimited(err) {
+		return engine.RetryAfter(max(gitlab.RetryAfterOf(err), time.Second), reason).Unattempted()
+	}
 	out := engine.RetryAfter(env.RetryWait(), reason)
 	if gitlab.IsBreakerOpen(err) || approval.IsBreakerOpen(err) {
 		return out.Unattempted()

@@ -9,9 +9,9 @@ import (
 )
 
 // GitLab answers the GitLab calls the flows' steps under test make — find
-// an MR by its branch, read it, close it; list an MR's pipelines and re-run
-// one — from what the test scripted, and records each in Calls. Any other
-// call panics on the nil embedded port, so a step that reaches further
+// an MR by its branch, read it, close it; list an MR's pipelines, re-run
+// one, create one — from what the test scripted, and records each in
+// Calls. Any other call panics on the nil embedded port, so a step that reaches further
 // than its test meant fails loudly. (The batch package's benchmark fake
 // simulates MRs for whole rounds instead; it scripts nothing.)
 type GitLab struct {
@@ -33,6 +33,9 @@ type GitLab struct {
 	// Retried and RetryErr answer RetryPipeline.
 	Retried  gitlab.Pipeline
 	RetryErr error
+	// Created and CreateErr answer CreateMRPipeline.
+	Created   gitlab.Pipeline
+	CreateErr error
 }
 
 func (g *GitLab) call(format string, args ...any) {
@@ -68,6 +71,12 @@ func (g *GitLab) ListMRPipelines(_ context.Context, project string, iid int64) (
 func (g *GitLab) RetryPipeline(_ context.Context, project string, id int64) (gitlab.Pipeline, error) {
 	g.call("RetryPipeline %s %d", project, id)
 	return g.Retried, g.RetryErr
+}
+
+// CreateMRPipeline answers Created and CreateErr.
+func (g *GitLab) CreateMRPipeline(_ context.Context, project string, iid int64) (gitlab.Pipeline, error) {
+	g.call("CreateMRPipeline %s !%d", project, iid)
+	return g.Created, g.CreateErr
 }
 
 // GitLabError is GitLab's answer with status, as the client returns it.

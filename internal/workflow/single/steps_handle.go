@@ -165,6 +165,8 @@ func (d Steps) Merge(ctx context.Context, w engine.Work) (engine.Outcome, error)
 		return engine.PollAgain(engine.PollTier(d.Config().Polling(config.PollingRebase)), w, engine.Transition{},
 			engine.Failure{Step: domain.StepHandleMergeUnknown},
 			fmt.Sprintf("MR !%d stayed %q", mr.IID, mr.DetailedMergeStatus)), nil
+	case mr.DetailedMergeStatus == "ci_must_pass" && mr.HeadPipeline == nil:
+		return d.awaitMissedPipeline(ctx, w, h, mr)
 	}
 	// Checked again before the merge: a rebase or a push may have moved
 	// the head since the approval. The merge is pinned to the head checked.
@@ -185,6 +187,22 @@ func (d Steps) Merge(ctx context.Context, w engine.Work) (engine.Outcome, error)
 		return engine.Fail(domain.StepHandleMergeFailed, domain.BindingHandleFailed, "merge: "+err.Error()), nil
 	}
 	return h.rebaseAfterRefusal(ctx, w, mr, err)
+}
+
+// awaitMissedPipeline is merge while GitLab wants a passed pipeline for
+// an MR head it created none for (a rebase or push over its pipeline
+// rate): merging would be refused and the rebase that follows changes
+// nothing, so the request used to stop HANDLE_MERGE_FAILED after
+// maxRebases. Instead it waits like any settling status and, after
+// gitlab.rateLimit.missedPipelineAfter, creates the pipeline
+// (missedPipeline); once that passes the merge goes on.
+func (d Steps) awaitMissedPipeline(ctx context.Context, w engine.Work, h *handle, mr gitlab.MR) (engine.Outcome, error) {
+	tier := engine.PollTier(d.Config().Polling(config.PollingRebase))
+	if out, ok := d.missedPipeline(ctx, w, tier, h.project, mr, h.step); ok {
+		return out, nil
+	}
+	return engine.PollAgain(tier, w, engine.Transition{}, engine.Failure{Step: domain.StepHandleMergeUnknown},
+		fmt.Sprintf("MR !%d has no pipeline for its head %s", mr.IID, flow.Short(mr.SHA))), nil
 }
 
 // rebaseAfterRefusal is merge once GitLab refused the merge of mr as not
