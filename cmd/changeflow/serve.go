@@ -150,13 +150,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// chained every audit.chainInterval, retention hourly; each round has
 	// one winner however many instances run it.
 	auditChain := newAuditChain(cfg, st, flags.local, logger)
+	// The binding files' history into the access history on every
+	// instance every access.repoScanInterval; each commit is applied by
+	// one of them.
+	repoAccess := newRepoAccess(cfg, st, glPreview, logger)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
 	stop, err := startParts(ctx, []part{
 		{"rate-limit janitor", janitor}, {"instance heartbeat", quota}, {"idempotency cleanup", idemCleanup},
 		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
-		{"audit chain", auditChain},
+		{"audit chain", auditChain}, {"repository access history", repoAccess},
 	})
 	if err != nil {
 		return err

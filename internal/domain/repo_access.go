@@ -9,7 +9,7 @@ import (
 // history"): entries of a binding file on the default branch that
 // changeflow did not write get periods of their own (source "repo"),
 // read from the file's commits. These are the pure rules; the periodic
-// reader (workflow.RepoAccessReader) reads the commits and the store
+// reader (package repoaccess) reads the commits and the store
 // writes the periods.
 
 // RepoEntry is one entry of a binding file as one commit shows it.
