@@ -93,3 +93,87 @@ func RepoAccessChanges(before, after []RepoEntry, owned func(RepoEntry) bool) []
 	slices.SortFunc(out, func(a, b RepoAccessChange) int { return strings.Compare(a.Subject, b.Subject) })
 	return out
 }
+
+// AccessDiscrepancyKind says how changeflow's records and the binding
+// file on the default branch disagree.
+type AccessDiscrepancyKind string
+
+// The discrepancies.
+const (
+	// DiscrepancyOnMainNotInEffect: an entry changeflow wrote is on the
+	// default branch, but its records say the access is not in effect (no
+	// open period) — typically an entry it removed, put back by hand (a
+	// revert). The access history then shows no access the file grants.
+	DiscrepancyOnMainNotInEffect AccessDiscrepancyKind = "ON_MAIN_NOT_IN_EFFECT"
+	// DiscrepancyInEffectNotOnMain: changeflow's records say the access is
+	// in effect (an open period), but the default branch holds no entry of
+	// changeflow's for the subject — removed or replaced by hand.
+	DiscrepancyInEffectNotOnMain AccessDiscrepancyKind = "IN_EFFECT_NOT_ON_MAIN"
+)
+
+// AccessDiscrepancy is one disagreement, for a person to resolve.
+type AccessDiscrepancy struct {
+	Subject string
+	// OperationID is the entry's operationId (ON_MAIN_NOT_IN_EFFECT) or
+	// the open period's operation (IN_EFFECT_NOT_ON_MAIN).
+	OperationID string
+	Kind        AccessDiscrepancyKind
+}
+
+// OpenAccess is an open period of changeflow's: who, and the operation
+// that opened it.
+type OpenAccess struct {
+	Subject     string
+	OperationID string
+}
+
+// BindingAtRest reports whether a binding is in a state where the file
+// and the records must agree: nothing of its is on its way to the
+// default branch or to its deployment. A request still running (approval,
+// MR, merge, a merged change not yet deployed, a renewal or removal under
+// way) is not: its entry and its period legitimately differ until it
+// settles.
+func BindingAtRest(s BindingStatus) bool {
+	switch s {
+	case BindingValidated, BindingRevoked, BindingClosed, BindingRejected,
+		BindingCreateFailed, BindingHandleFailed, BindingRevokeFailed:
+		return true
+	}
+	return false
+}
+
+// AccessDiscrepancies compares target's file on the default branch
+// (onMain; owned tells changeflow's entries, EntryIsChangeflows) with
+// changeflow's open periods of the target (open), for the subjects whose
+// binding is at rest (atRest; a subject never applied for is at rest).
+// Entries changeflow did not write are not compared: they have repo
+// periods of their own. Sorted by subject, then kind.
+func AccessDiscrepancies(onMain []RepoEntry, owned func(RepoEntry) bool, open []OpenAccess, atRest func(subject string) bool) []AccessDiscrepancy {
+	isOpen := make(map[string]bool, len(open))
+	for _, p := range open {
+		isOpen[p.Subject] = true
+	}
+	onMainOwned := map[string]bool{}
+	var out []AccessDiscrepancy
+	for _, e := range onMain {
+		if !owned(e) {
+			continue
+		}
+		onMainOwned[e.Subject] = true
+		if !isOpen[e.Subject] && atRest(e.Subject) {
+			out = append(out, AccessDiscrepancy{Subject: e.Subject, OperationID: e.OperationID, Kind: DiscrepancyOnMainNotInEffect})
+		}
+	}
+	for _, p := range open {
+		if !onMainOwned[p.Subject] && atRest(p.Subject) {
+			out = append(out, AccessDiscrepancy{Subject: p.Subject, OperationID: p.OperationID, Kind: DiscrepancyInEffectNotOnMain})
+		}
+	}
+	slices.SortFunc(out, func(a, b AccessDiscrepancy) int {
+		if c := strings.Compare(a.Subject, b.Subject); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Kind), string(b.Kind))
+	})
+	return out
+}

@@ -66,3 +66,62 @@ func TestRepoAccessChanges(t *testing.T) {
 		})
 	}
 }
+
+func TestAccessDiscrepancies(t *testing.T) {
+	owned := func(e RepoEntry) bool { return len(e.OperationID) > 3 && e.OperationID[:3] == "cf-" }
+	en := func(s, op string) RepoEntry { return RepoEntry{Subject: s, OperationID: op} }
+	op := func(s, id string) OpenAccess { return OpenAccess{Subject: s, OperationID: id} }
+	rest := func(busy ...string) func(string) bool {
+		return func(s string) bool {
+			for _, b := range busy {
+				if b == s {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	onMain := func(s, id string) AccessDiscrepancy {
+		return AccessDiscrepancy{Subject: s, OperationID: id, Kind: DiscrepancyOnMainNotInEffect}
+	}
+	notOnMain := func(s, id string) AccessDiscrepancy {
+		return AccessDiscrepancy{Subject: s, OperationID: id, Kind: DiscrepancyInEffectNotOnMain}
+	}
+	tests := []struct {
+		name   string
+		main   []RepoEntry
+		open   []OpenAccess
+		atRest func(string) bool
+		want   []AccessDiscrepancy
+	}{
+		{"agreement", []RepoEntry{en("amy", "cf-1")}, []OpenAccess{op("amy", "cf-1")}, rest(), nil},
+		{"nothing anywhere", nil, nil, rest(), nil},
+		{"a removed entry put back by hand", []RepoEntry{en("amy", "cf-1")}, nil, rest(), []AccessDiscrepancy{onMain("amy", "cf-1")}},
+		{"an entry removed by hand", nil, []OpenAccess{op("amy", "cf-1")}, rest(), []AccessDiscrepancy{notOnMain("amy", "cf-1")}},
+		{"replaced by a hand entry: changeflow's is not on main", []RepoEntry{en("amy", "hand")}, []OpenAccess{op("amy", "cf-1")}, rest(),
+			[]AccessDiscrepancy{notOnMain("amy", "cf-1")}},
+		{"hand entries are not compared", []RepoEntry{en("bob", "hand"), en("eve", "")}, nil, rest(), nil},
+		{"a merged grant not yet deployed", []RepoEntry{en("amy", "cf-1")}, nil, rest("amy"), nil},
+		{"a merged removal not yet deployed", nil, []OpenAccess{op("amy", "cf-1")}, rest("amy"), nil},
+		{"a renewal in effect: its own entry and period", []RepoEntry{en("amy", "cf-2")}, []OpenAccess{op("amy", "cf-2")}, rest(), nil},
+		{"several, by subject", []RepoEntry{en("cat", "cf-3"), en("amy", "cf-1")}, []OpenAccess{op("bob", "cf-2"), op("amy", "cf-1")}, rest(),
+			[]AccessDiscrepancy{notOnMain("bob", "cf-2"), onMain("cat", "cf-3")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := AccessDiscrepancies(tt.main, owned, tt.open, tt.atRest); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("AccessDiscrepancies = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBindingAtRest(t *testing.T) {
+	busy := map[BindingStatus]bool{BindingApprovalSending: true, BindingApprovalSent: true, BindingMRCreating: true, BindingMRCreated: true,
+		BindingMerging: true, BindingMerged: true, BindingRevoking: true, BindingRenewing: true}
+	for _, s := range BindingStatuses {
+		if got := BindingAtRest(s); got == busy[s] {
+			t.Errorf("BindingAtRest(%s) = %v", s, got)
+		}
+	}
+}

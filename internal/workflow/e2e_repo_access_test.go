@@ -29,6 +29,27 @@ func (w *revokeWorld) repoReader() *repoaccess.Reader {
 	}})
 }
 
+// checker is the discrepancy check over w's simulated GitLab, as the
+// API's GET /ops/access uses it.
+func (w *revokeWorld) checker() repoaccess.Checker {
+	gl := gitlab.New(gitlab.Options{Settings: func() gitlab.Settings { return gitlab.SettingsFromConfig(w.cfg.Load()) }})
+	return repoaccess.Checker{Store: w.st, History: gl, Settings: func() repoaccess.Settings {
+		s := repoaccess.Settings{Project: "1", Ref: "main"}
+		for _, t := range w.cfg.Load().Targets() {
+			s.Targets = append(s.Targets, repoaccess.Target{Key: t.Key, File: t.File})
+		}
+		return s
+	}}
+}
+
+// discrepancies is what the check reports for target now.
+func (w *revokeWorld) discrepancies(target string) []domain.AccessDiscrepancy {
+	w.t.Helper()
+	d, err := w.checker().Discrepancies(w.t.Context(), target)
+	require.NoError(w.t, err)
+	return d
+}
+
 // handCommit writes target's file on main as a maintainer, with edit
 // applied to what is there, and returns the commit and its committed
 // date (GitLab's second).
@@ -63,7 +84,9 @@ func (w *revokeWorld) read(r *repoaccess.Reader) int {
 // added each to the one that removed it, and none to amy's, which
 // changeflow's records cover: one second before and after each hand
 // commit, "at" answers exactly who had access. A second pass over the
-// same commits applies nothing. At the end the files on main are what
+// same commits applies nothing. Amy then gives her access back, and a
+// maintainer puts her entry back by hand: the check reports the entry on
+// main whose access changeflow's records say ended. At the end the files on main are what
 // the database says, with the hand entries as the only foreign ones, and
 // changeflow's own periods still match its bindings exactly.
 func TestAccessHistoryFromTheRepository(t *testing.T) {
@@ -86,10 +109,10 @@ func TestAccessHistoryFromTheRepository(t *testing.T) {
 		require.Equal(t, 1, w.read(r))
 		require.Equal(t, 0, w.read(r), "each commit applied once")
 		w.boundary("mallory added by hand", tSingle, added, []string{"rh-g1"}, []string{"rh-g1", "hand-mallory"})
-		at, err := st.AccessAtTarget(ctx, tSingle, added)
+		then, err := st.AccessAtTarget(ctx, tSingle, added)
 		require.NoError(t, err)
-		require.Equal(t, store.AccessSourceRepo, at[1].Source)
-		require.Equal(t, addSHA, at[1].MergeSHA)
+		require.Equal(t, store.AccessSourceRepo, then[1].Source)
+		require.Equal(t, addSHA, then[1].MergeSHA)
 
 		w.pastByTwoSeconds(added)
 		delSHA, removed := w.handCommit(tSingle, func(f bindingfile.File) bindingfile.File { return f.Without("mallory") })
@@ -116,10 +139,56 @@ func TestAccessHistoryFromTheRepository(t *testing.T) {
 		require.Equal(t, "nina", ninaNow[1].Subject)
 		require.Empty(t, ninaNow[1].OperationID, "nina's entry names no operation")
 
-		require.NoError(t, filecheck.Check(ctx, st, tSingle, []byte(w.fileOnMain(tSingle)), []string{"rh-g1"}, nina))
+		require.Empty(t, w.discrepancies(tSingle), "hand entries have periods of their own: no discrepancy")
+
+		// Amy gives her access back through changeflow; then a maintainer
+		// puts her entry back by hand, operationId and all (a revert).
+		// The entry is changeflow's, so the reader opens no repo period
+		// for it — and the check says the records and main disagree.
+		w.pastByTwoSeconds(ninaAt)
+		amy, ok := bindingfile.File{}, false
+		if f, err := bindingfile.Parse([]byte(w.fileOnMain(tSingle))); err == nil {
+			var e bindingfile.Entry
+			e, ok = f.Entry("amy")
+			amy = amy.With(e)
+		}
+		require.True(t, ok, "amy's entry on main before the give-back")
+		res, err := revoker(w.deps).Revoke(ctx, "rh-g1", domain.RevokeGivenBack, "given back by its owner", "amy")
+		require.NoError(t, err)
+		require.True(t, res.Created)
+		w.eng.Wake()
+		w.until(domain.RevocationID("rh-g1"), "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
+		require.Empty(t, w.discrepancies(tSingle), "removed through changeflow: records and main agree")
+		w.pastByTwoSeconds(w.period("rh-g1").Until)
+		back, _ := amy.Entry("amy")
+		_, revertedAt := w.handCommit(tSingle, func(f bindingfile.File) bindingfile.File { return f.With(back) })
+		require.Positive(t, w.read(r))
+		require.Equal(t, []string{"nina"}, w.subjectsAt(tSingle, revertedAt.Add(time.Second)),
+			"the re-added entry is changeflow's: no repo period, changeflow's records say it ended")
+		require.Equal(t, []domain.AccessDiscrepancy{{Subject: "amy", OperationID: "rh-g1", Kind: domain.DiscrepancyOnMainNotInEffect}},
+			w.discrepancies(tSingle))
+
+		// The end check: the file holds exactly what the database wants
+		// plus the foreign entries — nina's, and amy's put back by hand
+		// (the discrepancy) — and changeflow's own periods match its
+		// bindings exactly.
+		require.NoError(t, filecheck.Check(ctx, st, tSingle, []byte(w.fileOnMain(tSingle)),
+			[]string{"rh-g1", domain.RevocationID("rh-g1")}, nina, back))
 		w.accessMatchesBindings()
-		require.Equal(t, domain.BindingValidated, w.bindingOf("rh-g1"))
+		require.Equal(t, domain.BindingRevoked, w.bindingOf(domain.RevocationID("rh-g1")))
 	})
+}
+
+// subjectsAt is who had access to target at t, by subject.
+func (w *revokeWorld) subjectsAt(target string, t time.Time) []string {
+	w.t.Helper()
+	items, err := w.st.AccessAtTarget(w.t.Context(), target, t)
+	require.NoError(w.t, err)
+	out := []string{}
+	for _, a := range items {
+		out = append(out, a.Subject)
+	}
+	return out
 }
 
 // bindingOf is id's binding status.
