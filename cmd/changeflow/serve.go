@@ -153,7 +153,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The binding files' history into the access history on every
 	// instance every access.repoScanInterval; each commit is applied by
 	// one of them.
-	repoAccess := newRepoAccess(cfg, st, glPreview, logger)
+	repoAccess, accessCheck := newRepoAccess(cfg, st, glPreview, logger)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
@@ -190,6 +190,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
 			Audit:        auditChain,
+			AccessCheck:  accessCheck,
 			Revoker:      httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine},
 			Checks:       deploymentChecks(cfg, flags.local, logger),
 		},
