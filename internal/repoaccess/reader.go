@@ -112,12 +112,8 @@ func (r *Reader) Start(ctx context.Context) error {
 				return // off
 			}
 			n, err := r.ReadAll(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				r.opts.Logger.Warn("access history: reading the binding files' history failed; tried again next pass", "err", err, "commits", n)
-			case n > 0:
-				r.opts.Logger.Debug("access history: binding files' history read", "commits", n)
-			}
+			periodic.LogPass(ctx, r.opts.Logger, err, "access history: reading the binding files' history failed; tried again next pass",
+				n > 0, "access history: binding files' history read", "commits", n)
 		},
 	}.Loop)
 	return nil
