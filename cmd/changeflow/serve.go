@@ -155,6 +155,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// chained every audit.chainInterval, retention hourly; each round has
 	// one winner however many instances run it.
 	auditChain := newAuditChain(cfg, st, flags.local, logger)
+	// The binding files' history into the access history on every
+	// instance every access.repoScanInterval; each commit is applied by
+	// one of them.
+	repoAccess, accessCheck := newRepoAccess(cfg, st, glPreview, logger)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
@@ -163,6 +167,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		{"workflow engine", engine}, {"reconciliation", reconciler}, {"expiry scan", expiry}, {"batch rounds", rounds},
 		{"audit chain", auditChain},
 		{"review pass", reviews},
+		{"repository access history", repoAccess},
 	})
 	if err != nil {
 		return err
@@ -192,6 +197,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			BatchActions: httpapi.WorkflowBatchOps{Rounds: rounds, Batch: batchFlow},
 			Events:       events,
 			Audit:        auditChain,
+			AccessCheck:  accessCheck,
 			Revoker:      revoker,
 			Reviews:      st, ReviewRemovals: reviews,
 			Checks: deploymentChecks(cfg, flags.local, logger),

@@ -201,6 +201,10 @@ func itemTable(instanceID string) []item {
 		durItem(KeyAuditChainInterval, 10*sec, 100*ms, sec, hot,
 			"how often each instance chains new records; an export chains up to the moment it starts whatever this is, so it only bounds how far the stored chain trails the records"),
 
+		// The repository part of the access history (docs/api.md).
+		durItem(KeyAccessRepoScanInterval, 5*minute, 0, sec, hot,
+			"how often each instance reads the new commits of every binding file on the default branch into the access history (entries changeflow did not write); 0 turns the reader off; passes of several instances are safe (one applies each commit)"),
+
 		// Circuit breaker.
 		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),
 		durItem(KeyBreakerOpenFor, 30*sec, 1*ms, sec, hot, "0 would never fail fast"),

@@ -122,6 +122,11 @@ const (
 	KeyAuditRetention     = "audit.retention"
 	KeyAuditChainInterval = "audit.chainInterval"
 
+	// KeyAccessRepoScanInterval is how often each instance reads the new
+	// commits of every binding file on the default branch into the
+	// access history (docs/api.md, "Access history"); 0 turns it off.
+	KeyAccessRepoScanInterval = "access.repoScanInterval"
+
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
 	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"

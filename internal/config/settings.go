@@ -255,6 +255,10 @@ func (s *Snapshot) Audit() Audit {
 	return Audit{SigningKey: key, Retention: s.dur(KeyAuditRetention), ChainInterval: s.dur(KeyAuditChainInterval)}
 }
 
+// AccessRepoScanInterval is access.repoScanInterval: how often the
+// binding files' history is read into the access history (0: never).
+func (s *Snapshot) AccessRepoScanInterval() time.Duration { return s.dur(KeyAccessRepoScanInterval) }
+
 // Idempotency is idempotency.*.
 type Idempotency struct {
 	TTL             time.Duration

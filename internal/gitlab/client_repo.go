@@ -77,8 +77,12 @@ func (c *Client) GetCommit(ctx context.Context, project, sha string) (Commit, er
 }
 
 func toCommit(cm *gl.Commit) Commit {
-	return Commit{ID: cm.ID, Title: cm.Title, Message: cm.Message, ParentIDs: cm.ParentIDs,
+	out := Commit{ID: cm.ID, Title: cm.Title, Message: cm.Message, ParentIDs: cm.ParentIDs,
 		AuthorName: cm.AuthorName, AuthorEmail: cm.AuthorEmail}
+	if cm.CommittedDate != nil {
+		out.CommittedDate = cm.CommittedDate.UTC()
+	}
+	return out
 }
 
 // CurrentUser implements GitLab; an answer is cached per token.

@@ -231,6 +231,9 @@ type Commit struct {
 	// it (filled by GetCommit and Compare).
 	AuthorName  string
 	AuthorEmail string
+	// CommittedDate is the committer's time, at GitLab's second
+	// precision (zero when the answer had none).
+	CommittedDate time.Time
 }
 
 // File is a file's text and the last commit that changed it.

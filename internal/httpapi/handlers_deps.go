@@ -135,6 +135,11 @@ type Business struct {
 	// entries changeflow does not own (ops_unowned.go); nil degrades
 	// every preview to empty data and answers the latter with 500.
 	Files FileReader
+	// AccessCheck tells where changeflow's records and a target's file on
+	// the default branch disagree, for GET /ops/access and
+	// /ops/access/history by target (ops_access_check.go); nil leaves
+	// the answers without discrepancies.
+	AccessCheck AccessChecker
 	// Withdraw backs POST /api/requests/{operationId}/withdraw
 	// (*withdraw.Withdrawer); nil answers it with 500.
 	Withdraw RequestWithdrawer

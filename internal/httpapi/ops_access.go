@@ -31,12 +31,16 @@ type accessItem struct {
 	ApprovalID  *string    `json:"approvalId"`
 	MRIID       *int64     `json:"mrIid"`
 	MergeSHA    *string    `json:"mergeSha"`
+	// EndSHA is the commit that removed a repo period's entry (null for
+	// changeflow's periods and while open).
+	EndSHA *string `json:"endSha"`
 }
 
 // accessAtData is GET /ops/access's data.
 type accessAtData struct {
 	At    time.Time    `json:"at"`
 	Items []accessItem `json:"items"`
+	accessCheck
 }
 
 // accessHistoryData is GET /ops/access/history's data.
@@ -47,12 +51,13 @@ type accessHistoryData struct {
 	// More says the window holds more periods than limit: ask for a
 	// narrower one.
 	More bool `json:"more"`
+	accessCheck
 }
 
 // accessItemOf is a in the API's form: times in UTC, what is unknown null.
 func accessItemOf(a store.AccessInterval) accessItem {
 	it := accessItem{Subject: a.Subject, TargetKey: a.TargetKey, From: a.From.UTC(), Source: a.Source,
-		OperationID: nonEmpty(a.OperationID), ApprovalID: nonEmpty(a.ApprovalID), MergeSHA: nonEmpty(a.MergeSHA)}
+		OperationID: nonEmpty(a.OperationID), ApprovalID: nonEmpty(a.ApprovalID), MergeSHA: nonEmpty(a.MergeSHA), EndSHA: nonEmpty(a.EndSHA)}
 	if !a.Open() {
 		u := a.Until.UTC()
 		it.Until = &u
@@ -126,7 +131,11 @@ func (s *Server) handleOpsAccess() http.Handler {
 		if err != nil {
 			return "", nil, domain.Internal("ops access", err)
 		}
-		return "", accessAtData{At: at, Items: accessItems(items)}, nil
+		out := accessAtData{At: at, Items: accessItems(items)}
+		if target != "" {
+			out.accessCheck = s.accessCheckOf(r.Context(), target)
+		}
+		return "", out, nil
 	})
 }
 
@@ -156,7 +165,8 @@ func (s *Server) handleOpsAccessHistory() http.Handler {
 		if err != nil {
 			return "", nil, domain.Internal("ops access history", err)
 		}
-		return "", accessHistoryData{From: from, To: to, Items: accessItems(items), More: more}, nil
+		return "", accessHistoryData{From: from, To: to, Items: accessItems(items), More: more,
+			accessCheck: s.accessCheckOf(r.Context(), target)}, nil
 	})
 }
 

@@ -33,6 +33,9 @@ type AccessInterval struct {
 	// EndOperationID is the operation whose effect ended the period: the
 	// removal, or the renewal that replaced it; "" while open.
 	EndOperationID string
+	// EndSHA is the commit that removed a repo period's entry ("" for
+	// changeflow's periods and while open).
+	EndSHA string
 }
 
 // Open reports whether the period still lasts.
@@ -42,7 +45,7 @@ func (a AccessInterval) Open() bool { return a.Until.IsZero() }
 const MaxAccessHistory = 1000
 
 // accessColumns is the select list scanAccess reads, in order.
-const accessColumns = "id, subject, target_key, from_at, until_at, source, operation_id, approval_id, mr_iid, merge_sha, end_operation_id"
+const accessColumns = "id, subject, target_key, from_at, until_at, source, operation_id, approval_id, mr_iid, merge_sha, end_operation_id, end_sha"
 
 // AccessAtTarget returns who had access to target at instant at: every
 // period with from ≤ at < until, by subject. One range read of
@@ -142,9 +145,10 @@ func scanAccess(r rowScanner) (AccessInterval, error) {
 		a                    AccessInterval
 		from, until          dbTime
 		op, appr, sha, endOp sql.NullString
+		endSHA               sql.NullString
 		mr                   sql.NullInt64
 	)
-	if err := r.Scan(&a.ID, &a.Subject, &a.TargetKey, &from, &until, &a.Source, &op, &appr, &mr, &sha, &endOp); err != nil {
+	if err := r.Scan(&a.ID, &a.Subject, &a.TargetKey, &from, &until, &a.Source, &op, &appr, &mr, &sha, &endOp, &endSHA); err != nil {
 		return AccessInterval{}, err
 	}
 	if !from.valid {
@@ -152,5 +156,6 @@ func scanAccess(r rowScanner) (AccessInterval, error) {
 	}
 	a.From, a.Until = from.t, until.t
 	a.OperationID, a.ApprovalID, a.MRIID, a.MergeSHA, a.EndOperationID = op.String, appr.String, mr.Int64, sha.String, endOp.String
+	a.EndSHA = endSHA.String
 	return a, nil
 }

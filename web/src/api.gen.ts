@@ -883,7 +883,12 @@ export interface paths {
          *     confirmation) until its removal was in effect (docs/api.md, "Access
          *     history"). Each period is half-open, [from, until): at the instant a
          *     renewal took effect only the renewal's period answers. Name exactly
-         *     one of `target` and `subject`. One indexed range read.
+         *     one of `target` and `subject`. One indexed range read. Periods of
+         *     `source` `repo` are entries changeflow did not write, read from the
+         *     file's history on the default branch by the periodic reader
+         *     (`access.repoScanInterval`). By `target`, the answer also lists
+         *     where changeflow's records and the file on the default branch
+         *     disagree now (`discrepancies`; one read of the file from GitLab).
          */
         get: operations["opsAccessAt"];
         put?: never;
@@ -1735,14 +1740,29 @@ export interface components {
              * @enum {unknown}
              */
             source: "changeflow" | "repo";
-            /** @description The grant or renewal whose confirmation opened the period. */
+            /** @description The grant or renewal whose confirmation opened the period; for a `repo` period, the entry's own operationId (null when it names none). */
             operationId: string | null;
             /** @description Its approval in the approval system; null when none is known. */
             approvalId: string | null;
             /** @description The merge request that carried it (a batch member's is its batch's); null when unknown. */
             mrIid: number | null;
-            /** @description The merge commit; null when unknown (changeflow does not record it yet). */
+            /** @description The merge commit; for a `repo` period, the commit on the default branch that added the entry (`from` is its committed date); null when unknown (changeflow does not record it for its own periods yet). */
             mergeSha: string | null;
+            /** @description For a `repo` period, the commit on the default branch that removed the entry (`until` is its committed date); null for changeflow's periods and while open. */
+            endSha: string | null;
+        };
+        /** @description One place where changeflow's records and the target's binding file on the default branch disagree, for a person to resolve (docs/api.md, "Access history"). */
+        AccessDiscrepancy: {
+            subject: string;
+            /** @description The entry's operationId (ON_MAIN_NOT_IN_EFFECT) or the open period's request (IN_EFFECT_NOT_ON_MAIN). */
+            operationId: string;
+            /**
+             * @description `ON_MAIN_NOT_IN_EFFECT`: an entry changeflow wrote is on the default branch, but its records say the access ended (put back by hand, a reverted removal). `IN_EFFECT_NOT_ON_MAIN`: its records say the access is in effect, but no entry of changeflow's for the subject is on the default branch (removed or replaced by hand).
+             * @enum {unknown}
+             */
+            kind: "ON_MAIN_NOT_IN_EFFECT" | "IN_EFFECT_NOT_ON_MAIN";
+            /** @description What disagrees and what to do */
+            message: string;
         };
         AccessAtAnswer: {
             /** @constant */
@@ -1755,6 +1775,10 @@ export interface components {
                  */
                 at: string;
                 items: components["schemas"]["AccessInterval"][];
+                /** @description With `target` only — the disagreements between changeflow's records and the target's file on the default branch now (not at the instant asked about); empty when they agree. Absent for the by-subject question, or when no check is wired. */
+                discrepancies?: components["schemas"]["AccessDiscrepancy"][];
+                /** @description Why the file could not be compared just now, in words; `discrepancies` is then empty. */
+                discrepanciesProblem?: string;
             };
         };
         AccessHistoryAnswer: {
@@ -1769,6 +1793,10 @@ export interface components {
                 items: components["schemas"]["AccessInterval"][];
                 /** @description The window holds more than `limit` periods; ask for a narrower one. */
                 more: boolean;
+                /** @description The disagreements between changeflow's records and the target's file on the default branch now (not at the instant asked about); empty when they agree. Absent when no check is wired. */
+                discrepancies?: components["schemas"]["AccessDiscrepancy"][];
+                /** @description Why the file could not be compared just now, in words; `discrepancies` is then empty. */
+                discrepanciesProblem?: string;
             };
         };
         UnownedExpiredAnswer: {

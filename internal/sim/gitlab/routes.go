@@ -27,6 +27,7 @@ func (s *Server) apiRoutes() http.Handler {
 	handle("GET", pr+"/repository/branches/{branch}", s.handleGetBranch)
 	handle("DELETE", pr+"/repository/branches/{branch}", s.handleDeleteBranch)
 	handle("POST", pr+"/repository/commits", s.handleCreateCommit)
+	handle("GET", pr+"/repository/commits", s.handleListCommits)
 	handle("GET", pr+"/repository/commits/{sha}", s.handleGetCommit)
 	handle("GET", pr+"/repository/compare", s.handleCompare)
 	handle("GET", pr+"/repository/merge_base", s.handleMergeBase)

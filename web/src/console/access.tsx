@@ -15,6 +15,7 @@ import { opsLink } from './shared';
 type Interval = components['schemas']['AccessInterval'];
 type AtAnswer = components['schemas']['AccessAtAnswer']['data'];
 type HistoryAnswer = components['schemas']['AccessHistoryAnswer']['data'];
+type Discrepancy = components['schemas']['AccessDiscrepancy'];
 
 /** The windows the timeline offers, in days back from now. */
 const windows = [7, 30, 90, 365];
@@ -99,6 +100,7 @@ function TargetAccess({ target, days }: { target: string; days: number }) {
             As of <Stamp iso={now.data.at} exact />.
           </p>
         )}
+        {now.data && <Discrepancies items={now.data.discrepancies} problem={now.data.discrepanciesProblem} />}
       </div>
       <div class="card" data-testid="access-history">
         <h2>Timeline</h2>
@@ -120,6 +122,36 @@ function TargetAccess({ target, days }: { target: string; days: number }) {
         )}
       </div>
     </>
+  );
+}
+
+/**
+ * Discrepancies lists, to resolve, where changeflow's records and the
+ * target's file on the default branch disagree now; nothing when they
+ * agree (or when the server does not compare).
+ */
+function Discrepancies({ items, problem }: { items?: Discrepancy[]; problem?: string }) {
+  if (problem) {
+    return (
+      <p class="note" data-testid="access-discrepancies-problem">
+        {problem}
+      </p>
+    );
+  }
+  if (!items || items.length === 0) return null;
+  return (
+    <div class="note" data-testid="access-discrepancies">
+      <p>
+        <strong>To resolve:</strong> changeflow’s records and the binding file on the default branch disagree.
+      </p>
+      <ul>
+        {items.map((d) => (
+          <li key={`${d.subject}/${d.kind}`} data-testid="access-discrepancy">
+            {d.message} <a href={opsLink(d.operationId)}>The request</a>.
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }
 
