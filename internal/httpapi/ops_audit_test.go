@@ -224,31 +224,32 @@ func TestOpsAuditExportVerifiesAndEveryTamperingIsNamed(t *testing.T) {
 // audit.signingKey the export and the key are 503 saying what to set; a
 // caller without ops.read is refused.
 func TestOpsAuditExportRefusals(t *testing.T) {
-	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
-		w := newBizWorld(t, st, withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))))
-		for _, tc := range []struct{ query, field string }{
-			{"", "from"},
-			{"from=2026-01-01T00:00:00Z", "to"},
-			{"from=yesterday&to=2026-01-02T00:00:00Z", "from"},
-			{"from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", "to"},
-			{"from=2026-01-01&to=2026-01-02T00:00:00Z", "from"},
-			{"from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&format=xml", "format"},
-		} {
-			r := w.do(req{method: "GET", path: "/ops/audit/export?" + tc.query, user: "olivia"})
-			r.want(t, 400, "INVALID_ARGUMENT")
-			if !strings.Contains(r.raw, `"field":"`+tc.field+`"`) {
-				t.Fatalf("%s: the refusal names %s: %s", tc.query, tc.field, r.raw)
-			}
+	// Refusals are no journey: one SQLite store, no subtest, so that this
+	// package stays out of make test's journeys run (storetest.OnSQLite).
+	st := storetest.Open(t, store.DriverSQLite)
+	w := newBizWorld(t, st, withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))))
+	for _, tc := range []struct{ query, field string }{
+		{"", "from"},
+		{"from=2026-01-01T00:00:00Z", "to"},
+		{"from=yesterday&to=2026-01-02T00:00:00Z", "from"},
+		{"from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", "to"},
+		{"from=2026-01-01&to=2026-01-02T00:00:00Z", "from"},
+		{"from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&format=xml", "format"},
+	} {
+		r := w.do(req{method: "GET", path: "/ops/audit/export?" + tc.query, user: "olivia"})
+		r.want(t, 400, "INVALID_ARGUMENT")
+		if !strings.Contains(r.raw, `"field":"`+tc.field+`"`) {
+			t.Fatalf("%s: the refusal names %s: %s", tc.query, tc.field, r.raw)
 		}
-		w.do(req{method: "GET", path: exportQuery(""), user: "bob"}).want(t, 403, "ACCESS_DENIED")
+	}
+	w.do(req{method: "GET", path: exportQuery(""), user: "bob"}).want(t, 403, "ACCESS_DENIED")
 
-		unsigned := newBizWorld(t, st, withAuditChain(st, nil))
-		for _, p := range []string{exportQuery(""), "/ops/audit/key"} {
-			r := unsigned.do(req{method: "GET", path: p, user: "olivia"})
-			r.want(t, 503, "RETRY_LATER")
-			if !strings.Contains(r.raw, "audit.signingKey is not set") {
-				t.Fatalf("%s says what to set: %s", p, r.raw)
-			}
+	unsigned := newBizWorld(t, st, withAuditChain(st, nil))
+	for _, p := range []string{exportQuery(""), "/ops/audit/key"} {
+		r := unsigned.do(req{method: "GET", path: p, user: "olivia"})
+		r.want(t, 503, "RETRY_LATER")
+		if !strings.Contains(r.raw, "audit.signingKey is not set") {
+			t.Fatalf("%s says what to set: %s", p, r.raw)
 		}
-	})
+	}
 }

@@ -1,8 +1,13 @@
 package storetest_test
 
 import (
+	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -101,4 +106,45 @@ func TestWalkToMovesHopByHop(t *testing.T) {
 			require.Equal(t, int(storetest.LegacyPath[i]), steps[i].ToStep)
 		}
 	})
+}
+
+// journeyPackages are the packages whose tests may run journeys
+// (OnSQLite). make test's journeys run takes every package that calls
+// OnSQLite and runs all its top-level tests with -run '/^sqlite-journey$':
+// the journeys whole, every other test with none of its subtests. In a
+// package of journeys that costs little; in any other it runs the
+// package twice, and a test that checks something after its subtests
+// (TestPanicsNeverLeak did, when an httpapi test used OnSQLite) fails
+// there. A journey belongs in one of these; adding a package here is a
+// decision to make with the Makefile's JOURNEY_PKGS in mind.
+var journeyPackages = []string{"internal/engine", "internal/workflow"}
+
+func TestJourneysStayInTheirPackages(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	require.NoError(t, err)
+	call := []byte("storetest." + "OnSQLite(")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(b, call) {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(journeyPackages, filepath.ToSlash(rel)) {
+			t.Errorf("%s calls OnSQLite outside the journey packages %v: use storetest.Open or Each there (see journeyPackages)", filepath.ToSlash(filepath.Join(rel, d.Name())), journeyPackages)
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
