@@ -64,6 +64,8 @@ RACE := -race -gcflags=modernc.org/...=-d=checkptr=0
 
 # Each phase prints its start time (UTC), so a run's log shows where its
 # minutes went.
+# A comma inside a $(call …) argument.
+, := ,
 PHASE = @echo "== make test: $(1) at $$(date -u +%T)"
 
 # The workflow's end-to-end journeys (storetest.OnSQLite: one request's
@@ -86,9 +88,11 @@ ON_SQLITE    := storetest[.]OnSQLite[(]
 JOURNEY_PKGS := $(patsubst %/,./%,$(sort $(dir $(shell grep -rl --include='*_test.go' '$(ON_SQLITE)' internal cmd))))
 
 test:
-	$(call PHASE,Go tests with the browser tests beside them)
-	@blog=$$(mktemp) || exit 1; \
-	$(MAKE) --no-print-directory browser-test > "$$blog" 2>&1 & browser=$$!; \
+	$(call PHASE,Go tests with the browser tests$(,) fuzzing and the image checks beside them)
+	@logs=$$(mktemp -d) || exit 1; \
+	$(MAKE) --no-print-directory browser-test > "$$logs/browser" 2>&1 & browser=$$!; \
+	$(MAKE) --no-print-directory fuzz > "$$logs/fuzz" 2>&1 & fuzz=$$!; \
+	$(MAKE) --no-print-directory image-test unit-test > "$$logs/image" 2>&1 & image=$$!; \
 	./scripts/test-services.sh sh -c '\
 		$(GO) test $(RACE) -count=1 -timeout 15m -skip "$(JOURNEY)" $(TEST_FIRST) ./... & race=$$!; \
 		$(GO) test -count=1 -timeout 15m -run "$(JOURNEY)" -skip "$(RACE_ONLY)" $(JOURNEY_PKGS) & journeys=$$!; \
@@ -97,29 +101,24 @@ test:
 		[ $$j -eq 0 ] || echo "== make test: the journeys run (without -race) failed"; \
 		[ $$r -eq 0 ] && [ $$j -eq 0 ]'; g=$$?; \
 	echo "== make test: Go tests ended at $$(date -u +%T)"; \
-	wait $$browser; b=$$?; \
-	echo "== make test: browser tests (ran beside the Go tests) ended at $$(date -u +%T)"; cat "$$blog"; rm -f "$$blog"; \
+	wait $$image; i=$$?; wait $$fuzz; f=$$?; wait $$browser; b=$$?; \
+	echo "== make test: the image and unit checks, fuzzing and the browser tests (beside the Go tests) ended by $$(date -u +%T)"; \
+	cat "$$logs/image" "$$logs/fuzz" "$$logs/browser"; rm -rf "$$logs"; \
 	[ $$g -eq 0 ] || echo "== make test: the Go tests failed"; \
-	[ $$b -eq 0 ] || echo "== make test: the browser tests failed"; \
-	[ $$g -eq 0 ] && [ $$b -eq 0 ]
-	$(call PHASE,container image and systemd unit with fuzzing beside them)
-	@log=$$(mktemp) || exit 1; \
-	$(MAKE) --no-print-directory fuzz > "$$log" 2>&1 & fuzz=$$!; \
-	$(MAKE) --no-print-directory image-test unit-test; i=$$?; \
-	wait $$fuzz; f=$$?; \
-	echo "== make test: fuzzing (ran beside the image and unit checks) ended at $$(date -u +%T)"; cat "$$log"; rm -f "$$log"; \
 	[ $$i -eq 0 ] || echo "== make test: the image or unit checks failed"; \
 	[ $$f -eq 0 ] || echo "== make test: fuzzing failed"; \
-	[ $$i -eq 0 ] && [ $$f -eq 0 ]
+	[ $$b -eq 0 ] || echo "== make test: the browser tests failed"; \
+	[ $$g -eq 0 ] && [ $$i -eq 0 ] && [ $$f -eq 0 ] && [ $$b -eq 0 ]
 	$(call PHASE,done)
 
 ## browser-test: the web app's browser tests (Playwright, Debian's chromium) and the API types' drift check
-# The browser tests mostly wait on servers and the browser (about a fifth
-# of two cores, docs/benchmarks.md "Test suite time"): `make test` runs them
-# beside the Go tests, whose long pole (cmd/changeflow) outlasts them, and
-# prints their log after the Go tests'. Fuzzing is all CPU for a fixed
-# FUZZTIME per target: it runs beside the image and unit checks, which
-# mostly wait on buildah and systemd-analyze.
+# `make test` runs the browser tests, fuzzing and the image and unit
+# checks beside the Go tests, whose long pole (cmd/changeflow) outlasts
+# them all, and prints their logs after the Go tests'. The suite is CPU
+# bound on two cores (docs/benchmarks.md, "Test suite time"): run one
+# after another, fuzzing's instrumented builds and the image's static
+# build stood alone at the end for minutes; beside the Go tests they fill
+# the moments the process tests wait.
 browser-test:
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix web --no-audit --no-fund && npm run gen:api:check --prefix web && GO=$(GO) npm test --prefix web; \
