@@ -22,10 +22,12 @@ export function dropReloadParam(): void {
   window.history.replaceState(null, '', url.pathname + url.search + url.hash);
 }
 
-export function usePath(): string {
-  const [path, setPath] = useState(window.location.pathname);
+/** useAddress is one part of the address (read), followed across
+ * navigations: the back button's and navigate's. */
+function useAddress(read: () => string): string {
+  const [value, setValue] = useState(read);
   useEffect(() => {
-    const update = () => setPath(window.location.pathname);
+    const update = () => setValue(read());
     window.addEventListener('popstate', update);
     window.addEventListener('changeflow:navigate', update);
     // A navigation between the first render and this effect fired no
@@ -36,23 +38,17 @@ export function usePath(): string {
       window.removeEventListener('changeflow:navigate', update);
     };
   }, []);
-  return path;
+  return value;
 }
 
-/** useSearch is the address's query, followed across navigations. */
+/** usePath is the address's path. */
+export function usePath(): string {
+  return useAddress(() => window.location.pathname);
+}
+
+/** useSearch is the address's query. */
 export function useSearch(): URLSearchParams {
-  const [search, setSearch] = useState(window.location.search);
-  useEffect(() => {
-    const update = () => setSearch(window.location.search);
-    window.addEventListener('popstate', update);
-    window.addEventListener('changeflow:navigate', update);
-    update();
-    return () => {
-      window.removeEventListener('popstate', update);
-      window.removeEventListener('changeflow:navigate', update);
-    };
-  }, []);
-  return new URLSearchParams(search);
+  return new URLSearchParams(useAddress(() => window.location.search));
 }
 
 /** match returns the decoded parameters of pattern ("/requests/:id") or null. */

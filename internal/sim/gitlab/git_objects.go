@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // treeEntry is one blob in a tree listing.
@@ -226,22 +225,11 @@ func (r *repo) commitInfo(ctx context.Context, sha string) (commitMeta, error) {
 	if err != nil {
 		return commitMeta{}, err
 	}
-	f := strings.SplitN(out, "\x00", 9)
-	if len(f) != 9 {
-		return commitMeta{}, fmt.Errorf("show %s: unexpected output", sha)
+	m, err := parseCommitMeta(out)
+	if err != nil {
+		return commitMeta{}, fmt.Errorf("show %s: %w", sha, err)
 	}
-	unix := func(s string) time.Time {
-		var n int64
-		fmt.Sscan(s, &n)
-		return time.Unix(n, 0).UTC()
-	}
-	return commitMeta{
-		ID:        f[0],
-		Parents:   strings.Fields(f[1]),
-		Author:    signature{Name: f[2], Email: f[3], When: unix(f[4])},
-		Committer: signature{Name: f[5], Email: f[6], When: unix(f[7])},
-		Message:   strings.TrimRight(f[8], "\n"),
-	}, nil
+	return m, nil
 }
 
 // authorEmails returns the author emails of the commits in base..head.
