@@ -195,11 +195,7 @@ func (c *Client) ListMRPipelines(ctx context.Context, project string, iid int64)
 			}
 			ps, r, err := cl.MergeRequests.ListMergeRequestPipelines(project, iid, opts...)
 			for _, p := range ps {
-				pl := Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
-				if p.CreatedAt != nil {
-					pl.CreatedAt = *p.CreatedAt
-				}
-				out = append(out, pl)
+				out = append(out, fromPipelineInfo(p))
 			}
 			resp = r
 			return r, err
@@ -229,10 +225,7 @@ func (c *Client) RetryPipeline(ctx context.Context, project string, pipelineID i
 	err := c.callPaced(ctx, "RetryPipeline", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		p, r, err := cl.Pipelines.RetryPipelineBuild(project, pipelineID, gl.WithContext(ctx))
 		if p != nil {
-			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
-			if p.CreatedAt != nil {
-				out.CreatedAt = *p.CreatedAt
-			}
+			out = fromPipeline(p)
 		}
 		return r, err
 	})
@@ -245,10 +238,7 @@ func (c *Client) CreateMRPipeline(ctx context.Context, project string, iid int64
 	err := c.callPaced(ctx, "CreateMRPipeline", Committer, project, func(ctx context.Context, cl *gl.Client) (*gl.Response, error) {
 		p, r, err := cl.MergeRequests.CreateMergeRequestPipeline(project, iid, gl.WithContext(ctx))
 		if p != nil {
-			out = Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
-			if p.CreatedAt != nil {
-				out.CreatedAt = *p.CreatedAt
-			}
+			out = fromPipelineInfo(p)
 		}
 		return r, err
 	})
@@ -318,10 +308,26 @@ func fromMR(m *gl.MergeRequest) MR {
 	out.MergeError = m.MergeError
 	out.RebaseInProgress = m.RebaseInProgress
 	if p := m.HeadPipeline; p != nil {
-		out.HeadPipeline = &Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
-		if p.CreatedAt != nil {
-			out.HeadPipeline.CreatedAt = *p.CreatedAt
-		}
+		hp := fromPipeline(p)
+		out.HeadPipeline = &hp
+	}
+	return out
+}
+
+// fromPipeline and fromPipelineInfo are the one conversion of GitLab's two
+// pipeline shapes (a full pipeline, a list's or a create's summary).
+func fromPipeline(p *gl.Pipeline) Pipeline {
+	out := Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+	if p.CreatedAt != nil {
+		out.CreatedAt = *p.CreatedAt
+	}
+	return out
+}
+
+func fromPipelineInfo(p *gl.PipelineInfo) Pipeline {
+	out := Pipeline{ID: p.ID, Status: p.Status, SHA: p.SHA, Ref: p.Ref}
+	if p.CreatedAt != nil {
+		out.CreatedAt = *p.CreatedAt
 	}
 	return out
 }
