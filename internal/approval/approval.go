@@ -82,6 +82,8 @@ type Approval struct {
 	// Comment is the approver's comment on the decision, when the system
 	// reports one (a rejection's reason); untrusted text.
 	Comment string `json:"comment,omitempty"`
+	// DecidedBy names who decided, when the system reports it; untrusted.
+	DecidedBy string `json:"decidedBy,omitempty"`
 	// CallbackRequestID is the delivery id (requestId) of the decision's
 	// callback, when the system reports it; "" otherwise. A decision the
 	// workflow finds by polling is recorded under it, so the callback

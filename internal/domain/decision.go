@@ -26,20 +26,63 @@ var approverCommentRe = regexp.MustCompile(regexp.QuoteMeta(approverCommentMark)
 // MaxApproverCommentRunes, then quoted, so it can neither break the note
 // nor forge its end.
 func ApproverCommentNote(comment string) string {
-	comment = strings.Map(func(r rune) rune {
+	comment = safeNoteText(comment, MaxApproverCommentRunes)
+	if comment == "" {
+		return ""
+	}
+	return approverCommentMark + strconv.Quote(comment)
+}
+
+// deciderMark introduces who decided, before any approver's comment.
+const deciderMark = "; decided by "
+
+var deciderRe = regexp.MustCompile(regexp.QuoteMeta(deciderMark) + `("(?:[^"\\]|\\.)*")(?:` + regexp.QuoteMeta(approverCommentMark) + `|$)`)
+
+// MaxDeciderRunes bounds the approver's name changeflow keeps.
+const MaxDeciderRunes = 128
+
+// DeciderNote is the part of a decision's step-history note that records
+// who decided, as the approval system names them ("" for nobody named);
+// it goes before ApproverCommentNote. Like the comment it is the approval
+// system's text: unsafe runes become spaces, it is clipped and quoted, so
+// it can neither break the note nor forge the comment after it.
+func DeciderNote(by string) string {
+	by = safeNoteText(by, MaxDeciderRunes)
+	if by == "" {
+		return ""
+	}
+	return deciderMark + strconv.Quote(by)
+}
+
+// DeciderFrom returns who decided, as a decision's note records it
+// (DeciderNote), and whether it records anyone.
+func DeciderFrom(note string) (string, bool) {
+	m := deciderRe.FindStringSubmatch(note)
+	if m == nil {
+		return "", false
+	}
+	by, err := strconv.Unquote(m[1])
+	if err != nil {
+		return "", false
+	}
+	return by, true
+}
+
+// safeNoteText is untrusted text made fit for a note: unsafe runes
+// (UnsafeTextRune) become spaces, it is trimmed and clipped to max runes
+// (an ellipsis marks the cut).
+func safeNoteText(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || UnsafeTextRune(r) {
 			return ' '
 		}
 		return r
-	}, comment)
-	comment = strings.TrimSpace(comment)
-	if comment == "" {
-		return ""
+	}, s)
+	s = strings.TrimSpace(s)
+	if utf8.RuneCountInString(s) > max {
+		s = string([]rune(s)[:max]) + "…"
 	}
-	if utf8.RuneCountInString(comment) > MaxApproverCommentRunes {
-		comment = string([]rune(comment)[:MaxApproverCommentRunes]) + "…"
-	}
-	return approverCommentMark + strconv.Quote(comment)
+	return s
 }
 
 // ApproverCommentFrom returns the approver's comment a decision's note

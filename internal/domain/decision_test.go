@@ -36,3 +36,32 @@ func TestApproverComment(t *testing.T) {
 		}
 	})
 }
+
+func TestDecider(t *testing.T) {
+	for _, c := range []struct {
+		name, by, comment, wantBy, wantComment string
+		okBy                                   bool
+	}{
+		{"named, no comment", "approver-1", "", "approver-1", "", true},
+		{"named, with a comment", "Jane Doe <jane@example.com>", "fine", "Jane Doe <jane@example.com>", "fine", true},
+		{"nobody named", "", "fine", "", "fine", false},
+		{"a newline in the name becomes a space", "jane\nroot", "", "jane root", "", true},
+		{"a comment cannot forge the decider", "", `x"; decided by "root`, "", `x"; decided by "root`, false},
+		{"a name cannot forge the comment", `a"; the approver wrote: "b`, "", `a"; the approver wrote: "b`, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			note := "approval a-1 APPROVED (delivery d-1)" + DeciderNote(c.by) + ApproverCommentNote(c.comment)
+			by, ok := DeciderFrom(note)
+			if by != c.wantBy || ok != c.okBy {
+				t.Fatalf("DeciderFrom(%q) = %q, %v; want %q, %v", note, by, ok, c.wantBy, c.okBy)
+			}
+			if got, _ := ApproverCommentFrom(note); got != c.wantComment {
+				t.Fatalf("ApproverCommentFrom(%q) = %q, want %q", note, got, c.wantComment)
+			}
+		})
+	}
+	got, _ := DeciderFrom(DeciderNote(strings.Repeat("x", MaxDeciderRunes+5)))
+	if n := utf8.RuneCountInString(got); n != MaxDeciderRunes+1 {
+		t.Fatalf("clipped name has %d runes, want %d", n, MaxDeciderRunes+1)
+	}
+}

@@ -54,6 +54,9 @@ type ApprovalCallback struct {
 	// MRID is ext.mrId: present only on legacy-flow approvals, and how the
 	// workflow tells the flows apart (docs/flows/callbacks.md).
 	MRID string
+	// DecidedBy and Comment are the optional decidedBy and comment: who
+	// decided and their comment, as the approval system reports them.
+	DecidedBy, Comment string
 }
 
 // DeployCallback is a parsed, recorded deploy callback.
@@ -213,6 +216,8 @@ func (s *Server) handleApprovalCallback() http.Handler {
 		Ext         struct {
 			MRID any `json:"mrId"`
 		} `json:"ext"`
+		DecidedBy string `json:"decidedBy"`
+		Comment   string `json:"comment"`
 	}
 	return s.callbackHandler(config.CallbackApproval, headerCallbackToken, func(r *http.Request, raw []byte) (callbackAnswer, error) {
 		var b body
@@ -223,6 +228,7 @@ func (s *Server) handleApprovalCallback() http.Handler {
 		cb := ApprovalCallback{
 			DeliveryKey: strings.TrimSpace(b.RequestID), ApprovalID: strings.TrimSpace(b.ApprovalID),
 			OperationID: strings.TrimSpace(b.OperationID), Result: strings.ToUpper(strings.TrimSpace(b.Result)),
+			DecidedBy: strings.TrimSpace(b.DecidedBy), Comment: b.Comment,
 		}
 		if b.Ext.MRID != nil {
 			cb.MRID = strings.Trim(mustJSON(b.Ext.MRID), `"`)
@@ -241,7 +247,7 @@ func (s *Server) handleApprovalCallback() http.Handler {
 		}
 		inserted, err := s.deps.Business.Callbacks.ApprovalCallbackInsert(r.Context(), store.ApprovalCallbackParams{
 			DeliveryKey: cb.DeliveryKey, OperationID: cb.OperationID, ApprovalID: cb.ApprovalID, Result: cb.Result,
-			MRID: cb.MRID,
+			MRID: cb.MRID, DecidedBy: cb.DecidedBy, Comment: cb.Comment,
 		})
 		if err != nil {
 			return callbackAnswer{}, domain.Internal("record approval callback", err)

@@ -145,6 +145,15 @@ func TestCallbacksWithSink(t *testing.T) {
 		if len(sink.approvals) != 1 || sink.approvals[0].MRID != "42" || sink.approvals[0].OperationID != "op-1" {
 			t.Fatalf("sink got %+v", sink.approvals)
 		}
+		// The optional approver and comment reach the sink and the inbox.
+		named := `{"requestId":"d-named","approvalId":"ap-2","operationId":"op-2","result":"REJECTED","ext":{},"decidedBy":" jane.doe ","comment":"not now"}`
+		w.do(req{method: "POST", path: "/callbacks/approval", body: named, header: tok}).want(t, 200, "OK")
+		if got := sink.approvals[len(sink.approvals)-1]; got.DecidedBy != "jane.doe" || got.Comment != "not now" {
+			t.Fatalf("sink got %+v", got)
+		}
+		if rec, _, err := st.ApprovalCallbackLatest(t.Context(), "op-2"); err != nil || rec.DecidedBy != "jane.doe" || rec.Comment != "not now" {
+			t.Fatalf("inbox has %+v, %v", rec, err)
+		}
 		sink.out = SinkStale
 		w.do(req{method: "POST", path: "/callbacks/deploy", body: deployBody, header: tok}).want(t, 200, "IGNORED_STALE")
 		sink.err = context.DeadlineExceeded

@@ -75,6 +75,9 @@ type opsApprovalCallback struct {
 	Reason      string    `json:"reason"`
 	Duplicates  int       `json:"duplicates"`
 	ReceivedAt  time.Time `json:"receivedAt"`
+	// DecidedBy is who decided, as the delivery reported it (left out
+	// when it named nobody).
+	DecidedBy string `json:"decidedBy,omitempty"`
 }
 
 // opsQueue is where an admitted request stands in its project's queue.
@@ -266,6 +269,7 @@ func (s *Server) opsRequestRecords(ctx context.Context, st OpsStore, op store.Op
 		v.ApprovalCallbacks = append(v.ApprovalCallbacks, opsApprovalCallback{
 			DeliveryKey: c.DeliveryKey, ApprovalID: c.ApprovalID, Result: c.Result, Source: c.Source,
 			Disposition: c.Disposition, Reason: c.Reason, Duplicates: c.Duplicates, ReceivedAt: c.ReceivedAt.UTC(),
+			DecidedBy: c.DecidedBy,
 		})
 	}
 	if v.DeployCallbacks, err = opsDeployCallbacksOf(ctx, st, op); err != nil {

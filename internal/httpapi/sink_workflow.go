@@ -24,7 +24,7 @@ func NewWorkflowSink(c *callbacks.Callbacks) WorkflowSink { return WorkflowSink{
 func (s WorkflowSink) Approval(ctx context.Context, cb ApprovalCallback) (SinkOutcome, error) {
 	r, err := s.C.Approval(ctx, callbacks.ApprovalEvent{
 		DeliveryKey: cb.DeliveryKey, ApprovalID: cb.ApprovalID, OperationID: cb.OperationID,
-		Result: cb.Result, MRID: cb.MRID,
+		Result: cb.Result, MRID: cb.MRID, DecidedBy: cb.DecidedBy, Comment: cb.Comment,
 	})
 	return sinkOutcome(r), err
 }

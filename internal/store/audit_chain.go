@@ -231,7 +231,7 @@ func stepKind(opKind string, hasFrom bool, toStatus string) string {
 
 func (s *Store) approvalCandidates(ctx context.Context, tx *sql.Tx, from time.Time, before string, beforeArg any, limit int) ([]chainCandidate, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT a.id, a.received_at, a.delivery_key, a.operation_id, a.approval_id, a.result, a.source, a.mr_id FROM approval_callback a"+
+		"SELECT a.id, a.received_at, a.delivery_key, a.operation_id, a.approval_id, a.result, a.source, a.mr_id, a.decided_by, a.comment FROM approval_callback a"+
 			" WHERE a.received_at >= ? AND a.received_at < "+before+
 			" AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.source = ? AND c.source_id = a.id)"+
 			" ORDER BY a.received_at, a.id LIMIT ?", s.dialect.Time(from), beforeArg, ChainSourceApproval, limit)
@@ -245,9 +245,9 @@ func (s *Store) approvalCandidates(ctx context.Context, tx *sql.Tx, from time.Ti
 			id                           int64
 			at                           dbTime
 			key, opID, apID, result, via string
-			mrID                         sql.NullString
+			mrID, by, comment            sql.NullString
 		)
-		if err := rows.Scan(&id, &at, &key, &opID, &apID, &result, &via, &mrID); err != nil {
+		if err := rows.Scan(&id, &at, &key, &opID, &apID, &result, &via, &mrID, &by, &comment); err != nil {
 			return nil, fmt.Errorf("read approval decisions to chain: %w", err)
 		}
 		kind := "approval." + strings.ToLower(result)
@@ -255,6 +255,8 @@ func (s *Store) approvalCandidates(ctx context.Context, tx *sql.Tx, from time.Ti
 			"kind": kind, "deliveryKey": key, "operationId": opID, "result": result, "via": via}
 		putString(f, "approvalId", apID)
 		putString(f, "claimedMrId", mrID.String)
+		putString(f, "decidedBy", by.String)
+		putString(f, "comment", comment.String)
 		out = append(out, chainCandidate{source: ChainSourceApproval, sourceID: id, kind: kind, occurredAt: at.t, fields: f})
 	}
 	if err := rows.Err(); err != nil {

@@ -27,6 +27,10 @@ type ApprovalCallbackParams struct {
 	// a replay is checked against the claim (ApprovalCallbackRecord.MRID).
 	// Ignored for InboxSourcePoll: a polled decision claims nothing.
 	MRID string
+	// DecidedBy and Comment are who decided and their comment, as the
+	// delivery reports them ("" for none); clipped to
+	// domain.MaxDeciderRunes and domain.MaxApproverCommentRunes.
+	DecidedBy, Comment string
 }
 
 // maxClaimedMRID bounds the ext.mrId the inbox keeps. A longer claim is
@@ -65,8 +69,9 @@ func (s *Store) ApprovalCallbackInsert(ctx context.Context, p ApprovalCallbackPa
 		mrID = m
 	}
 	inserted, err = insertOnce(ctx, s.db,
-		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result, source, mr_id) VALUES (?, ?, ?, ?, ?, ?)",
-		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result, clipRunes(source, 16), mrID)
+		"INSERT INTO approval_callback (delivery_key, operation_id, approval_id, result, source, mr_id, decided_by, comment) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		p.DeliveryKey, p.OperationID, clipRunes(p.ApprovalID, 128), p.Result, clipRunes(source, 16), mrID, nullString(clipRunes(p.DecidedBy, domain.MaxDeciderRunes)),
+		nullString(clipRunes(p.Comment, domain.MaxApproverCommentRunes)))
 	if err != nil {
 		return false, fmt.Errorf("record approval callback %q: %w", p.DeliveryKey, err)
 	}

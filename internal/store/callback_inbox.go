@@ -30,6 +30,9 @@ type ApprovalCallbackRecord struct {
 	// none, and its replay names the request's own MR.
 	MRID         string
 	MRIDRecorded bool
+	// DecidedBy and Comment are who decided and their comment as the
+	// delivery reported them ("" for none).
+	DecidedBy, Comment string
 }
 
 // Dispositions of an inbox row: what the workflow did with the decision
@@ -63,17 +66,18 @@ const (
 )
 
 // approvalCallbackColumns are the columns scanApprovalCallback reads.
-const approvalCallbackColumns = "delivery_key, operation_id, approval_id, result, received_at, source, disposition, reason, duplicates, mr_id"
+const approvalCallbackColumns = "delivery_key, operation_id, approval_id, result, received_at, source, disposition, reason, duplicates, mr_id, decided_by, comment"
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanApprovalCallback(row scanner) (ApprovalCallbackRecord, error) {
 	var (
-		r    ApprovalCallbackRecord
-		mrID sql.NullString
+		r                 ApprovalCallbackRecord
+		mrID, by, comment sql.NullString
 	)
-	err := row.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt, &r.Source, &r.Disposition, &r.Reason, &r.Duplicates, &mrID)
+	err := row.Scan(&r.DeliveryKey, &r.OperationID, &r.ApprovalID, &r.Result, &r.ReceivedAt, &r.Source, &r.Disposition, &r.Reason, &r.Duplicates, &mrID, &by, &comment)
 	r.MRID, r.MRIDRecorded = mrID.String, mrID.Valid
+	r.DecidedBy, r.Comment = by.String, comment.String
 	return r, err
 }
 

@@ -1,10 +1,14 @@
 package store_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/domain"
 	"changeflow/internal/store"
 	"changeflow/internal/store/storetest"
 )
@@ -50,5 +54,50 @@ func TestApprovalCallbackListIsTheInboxNewestFirst(t *testing.T) {
 
 		_, err = s.ApprovalCallbackList(ctx, "op-1", 0)
 		require.Error(t, err)
+	})
+}
+
+// TestApprovalCallbackKeepsWhoDecided: the inbox keeps the approver and
+// their comment a delivery reports, clipped, so a replay applies them
+// again and the audit chain names the approver of the decision.
+func TestApprovalCallbackKeepsWhoDecided(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		long := strings.Repeat("é", domain.MaxApproverCommentRunes+40)
+		for _, p := range []store.ApprovalCallbackParams{
+			{DeliveryKey: "req-named", OperationID: "op-1", ApprovalID: "ap-1", Result: "REJECTED", DecidedBy: "jane.doe", Comment: long},
+			{DeliveryKey: "req-anon", OperationID: "op-2", ApprovalID: "ap-2", Result: "APPROVED"},
+		} {
+			ok, err := s.ApprovalCallbackInsert(ctx, p)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		named, ok, err := s.ApprovalCallbackLatest(ctx, "op-1")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "jane.doe", named.DecidedBy)
+		require.Equal(t, string([]rune(long)[:domain.MaxApproverCommentRunes]), named.Comment)
+		anon, _, err := s.ApprovalCallbackLatest(ctx, "op-2")
+		require.NoError(t, err)
+		require.Empty(t, anon.DecidedBy)
+		require.Empty(t, anon.Comment)
+
+		_, err = s.AuditChainAppend(ctx, store.AuditChainParams{Grace: 0, Lookback: 15 * time.Minute, Limit: 10})
+		require.NoError(t, err)
+		st, err := s.AuditChainState(ctx)
+		require.NoError(t, err)
+		entries, err := s.AuditChainPage(ctx, st.AnchorSeq+1, st.HeadSeq, 10)
+		require.NoError(t, err)
+		require.Len(t, entries, 2)
+		var byKey = map[string]map[string]any{}
+		for _, e := range entries {
+			var f map[string]any
+			require.NoError(t, json.Unmarshal(e.Record, &f))
+			byKey[f["deliveryKey"].(string)] = f
+		}
+		require.Equal(t, "jane.doe", byKey["req-named"]["decidedBy"])
+		require.NotEmpty(t, byKey["req-named"]["comment"])
+		require.NotContains(t, byKey["req-anon"], "decidedBy", "nobody named: left out")
 	})
 }

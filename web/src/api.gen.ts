@@ -1362,6 +1362,10 @@ export interface components {
                 /** @description Present on legacy-flow approvals only (the MR the approval is for). */
                 mrId?: string | number;
             };
+            /** @description Optional: who decided (kept, at most 128 characters, and named in the audit export). */
+            decidedBy?: string;
+            /** @description Optional: the approver's comment, e.g. a rejection's reason (at most 500 characters kept). */
+            comment?: string;
         };
         DeployCallbackBody: {
             /** @description The delivery id (deduplication key). */
@@ -1663,6 +1667,8 @@ export interface components {
             duplicates: number;
             /** Format: date-time */
             receivedAt: string;
+            /** @description Who decided, as the delivery reported it; absent when it named nobody. */
+            decidedBy?: string;
         };
         /**
          * @description What became of a deploy callback (docs/flows/callbacks.md "The deploy inbox").

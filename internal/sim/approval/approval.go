@@ -37,6 +37,13 @@ var (
 	ErrNotPending = errors.New("approval already decided")
 )
 
+// The names the simulator reports as the decider when no person is named:
+// the automatic policy's decisions and the buttons of its page.
+const (
+	AutoDecider = "automatic policy"
+	PageDecider = "approval page"
+)
+
 // Options configures a Server.
 type Options struct {
 	// Deliverer sends the callbacks; nil means decisions are recorded but
@@ -66,8 +73,10 @@ type Approval struct {
 	CheckItems  []any          `json:"checkItems,omitempty"`
 	Status      Result         `json:"status"`
 	Comment     string         `json:"comment,omitempty"`
-	CreatedAt   time.Time      `json:"createdAt"`
-	DecidedAt   *time.Time     `json:"decidedAt,omitempty"`
+	// DecidedBy names who decided ("" when nobody was named).
+	DecidedBy string     `json:"decidedBy,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
 	// CallbackRequestID is the delivery id of the decision's callback; it
 	// stays the same across redeliveries of that decision.
 	CallbackRequestID string `json:"callbackRequestId,omitempty"`

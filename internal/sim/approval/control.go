@@ -7,10 +7,11 @@ import (
 )
 
 // handleDecide is POST /_control/approvals/{id}/{approve|reject|withdraw|redeliver}
-// with an optional {"comment": "…"}.
+// with an optional {"comment": "…", "decidedBy": "…"}.
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Comment string `json:"comment"`
+		Comment   string `json:"comment"`
+		DecidedBy string `json:"decidedBy"`
 	}
 	if err := simhttp.ReadJSON(r, &body); err != nil {
 		simhttp.WriteError(w, http.StatusBadRequest, "malformed JSON body")
@@ -20,11 +21,11 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch r.PathValue("action") {
 	case "approve":
-		_, err = s.Decide(id, Approved, body.Comment)
+		_, err = s.DecideAs(id, Approved, body.Comment, body.DecidedBy)
 	case "reject":
-		_, err = s.Decide(id, Rejected, body.Comment)
+		_, err = s.DecideAs(id, Rejected, body.Comment, body.DecidedBy)
 	case "withdraw":
-		_, err = s.Decide(id, Withdrawn, body.Comment)
+		_, err = s.DecideAs(id, Withdrawn, body.Comment, body.DecidedBy)
 	case "redeliver":
 		_, err = s.Redeliver(id)
 	default:

@@ -16,12 +16,22 @@ type callback struct {
 	OperationID string         `json:"operationId"`
 	Result      Result         `json:"result"`
 	Ext         map[string]any `json:"ext"`
+	// DecidedBy and Comment are optional: who decided, and their comment
+	// (a rejection's reason), as approval systems commonly report them.
+	DecidedBy string `json:"decidedBy,omitempty"`
+	Comment   string `json:"comment,omitempty"`
 }
 
 // Decide records result for the pending approval id and delivers its
 // callback. The receipt (nil without a deliverer) tells when the service
 // has answered 2xx.
 func (s *Server) Decide(id string, result Result, comment string) (*deliver.Receipt, error) {
+	return s.DecideAs(id, result, comment, "")
+}
+
+// DecideAs is Decide by the approver named by ("" names nobody): the
+// approval and its callback report who decided.
+func (s *Server) DecideAs(id string, result Result, comment, by string) (*deliver.Receipt, error) {
 	s.mu.Lock()
 	a, ok := s.byID[id]
 	if !ok {
@@ -37,13 +47,13 @@ func (s *Server) Decide(id string, result Result, comment string) (*deliver.Rece
 		delete(s.timers, id)
 	}
 	now := time.Now().UTC()
-	a.Status, a.Comment, a.DecidedAt = result, comment, &now
+	a.Status, a.Comment, a.DecidedBy, a.DecidedAt = result, comment, by, &now
 	// One decision per approval, so the approval id names the delivery;
 	// every redelivery of it carries the same requestId.
 	a.CallbackRequestID = "cb-" + a.ApprovalID
 	body := s.callbackBody(a)
 	s.mu.Unlock()
-	s.logger.Info("approval decided", "approvalId", id, "operationId", a.OperationID, "result", result)
+	s.logger.Info("approval decided", "approvalId", id, "operationId", a.OperationID, "result", result, "by", by)
 	return s.send(body), nil
 }
 
@@ -72,7 +82,7 @@ func (s *Server) callbackBody(a *Approval) []byte {
 	}
 	b, _ := json.Marshal(callback{
 		RequestID: a.CallbackRequestID, ApprovalID: a.ApprovalID, OperationID: a.OperationID,
-		Result: a.Status, Ext: ext,
+		Result: a.Status, Ext: ext, DecidedBy: a.DecidedBy, Comment: a.Comment,
 	})
 	return b
 }
@@ -109,5 +119,5 @@ func (s *Server) autoDecide(id string) {
 	}
 	result := s.policy.decide(a)
 	s.mu.Unlock()
-	_, _ = s.Decide(id, result, "decided by the automatic policy")
+	_, _ = s.DecideAs(id, result, "decided by the automatic policy", AutoDecider)
 }

@@ -89,7 +89,7 @@ func (s *Server) handlePageDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	// Deciding twice (a double click, a stale page) is not an error here:
 	// the page shows the decision that stands.
-	if _, err := s.Decide(r.PathValue("id"), result, ""); err != nil && !errors.Is(err, ErrNotPending) {
+	if _, err := s.DecideAs(r.PathValue("id"), result, "", PageDecider); err != nil && !errors.Is(err, ErrNotPending) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}

@@ -73,13 +73,12 @@ func (d Applier) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor st
 	if refused, _ := check.Check(op.ApprovalID, op.MRIID); refused != "" {
 		return d.refuseApproval(ctx, ev, refused)
 	}
-	decision, note, comment := strings.ToUpper(ev.Result), "", ""
+	decision, note, comment, by := strings.ToUpper(ev.Result), "", ev.Comment, ev.DecidedBy
 	switch {
 	case ev.verified:
 		// Read from the approval system by poll_approval: its approval id
 		// is the system's own for this operation.
 		bind.Adopt = unrecorded
-		comment = ev.comment
 	case d.Config().Approval().VerifyDecisions:
 		a, disp, why := d.readBackApproval(ctx, op, ev.ApprovalID)
 		switch disp {
@@ -98,15 +97,16 @@ func (d Applier) applyApprovalAs(ctx context.Context, ev ApprovalEvent, actor st
 		} else {
 			note = "; confirmed by the approval system"
 		}
-		decision, comment = string(a.Status), a.Comment
+		decision, comment, by = string(a.Status), a.Comment, a.DecidedBy
 	case unrecorded:
 		d.noteDisposition(ctx, ev, store.InboxRecorded, "no approval id recorded yet; applied once submit_approval records it")
 		return Deferred, "", nil
 	}
-	// The approver's comment comes only from the approval system's own
-	// answer (the callback carries none): kept in the decision's step
-	// note, where the request page finds a rejection's reason.
-	return d.applyDecision(ctx, ev, op, decision, bind, actor, note+domain.ApproverCommentNote(comment))
+	// Who decided and their comment are kept in the decision's step note,
+	// where the request page finds a rejection's reason and the audit
+	// export carries both; a decision confirmed by reading the approval
+	// system records the system's answer, not the callback's.
+	return d.applyDecision(ctx, ev, op, decision, bind, actor, note+domain.DeciderNote(by)+domain.ApproverCommentNote(comment))
 }
 
 // readBackApproval reads the recorded approval (or, while none is

@@ -347,15 +347,18 @@ func TestRecordPolledAndReplay(t *testing.T) {
 		st := waitingWorld()
 		d := Applier{Env: env(t), Store: st}
 		res, next, err := d.RecordPolled(t.Context(), "unrec",
-			approval.Approval{ApprovalID: "ap-u", Status: approval.Approved, Comment: "fine"}, "poll-1", "poll_approval")
+			approval.Approval{ApprovalID: "ap-u", Status: approval.Approved, Comment: "fine", DecidedBy: "jane"}, "poll-1", "poll_approval")
 		require.NoError(t, err)
 		require.Equal(t, Applied, res)
 		require.Equal(t, flow.ActionCreateMR, next)
-		require.Equal(t, []store.ApprovalCallbackParams{{DeliveryKey: "poll-1", OperationID: "unrec", ApprovalID: "ap-u", Result: "APPROVED", Source: store.InboxSourcePoll}}, st.inserted)
+		require.Equal(t, []store.ApprovalCallbackParams{{DeliveryKey: "poll-1", OperationID: "unrec", ApprovalID: "ap-u", Result: "APPROVED",
+			Source: store.InboxSourcePoll, DecidedBy: "jane", Comment: "fine"}}, st.inserted)
 		require.Len(t, st.Applied, 1)
 		require.Equal(t, "poll_approval", st.Applied[0].Actor)
 		require.True(t, st.Applied[0].Approval.Adopt, "the system's own id is adopted")
 		require.Contains(t, st.Applied[0].Note, "fine")
+		by, _ := domain.DeciderFrom(st.Applied[0].Note)
+		require.Equal(t, "jane", by, "the approver the system named is in the note")
 	})
 	t.Run("polled: the record fails, nothing is applied", func(t *testing.T) {
 		st := waitingWorld()
@@ -404,4 +407,20 @@ func TestRecordPolledAndReplay(t *testing.T) {
 			require.Equal(t, c.applied, len(st.Applied) == 1)
 		})
 	}
+}
+
+// TestACallbackNamesWhoDecided: without read-back, the approver and the
+// comment a callback reports are what the decision's note records.
+func TestACallbackNamesWhoDecided(t *testing.T) {
+	st := waitingWorld()
+	env := flow.Env{Config: snapshot(t, map[string]any{"approval.verifyDecisions": false}), Observer: &flowtest.Observer{}, Now: func() time.Time { return approvalNow }}
+	e := ApprovalEvent{DeliveryKey: "dk", OperationID: "af", ApprovalID: "ap-af", Result: "REJECTED", DecidedBy: "jane\nroot", Comment: "not now"}
+	_, err := New(env, st, nil).Approval(t.Context(), e)
+	require.NoError(t, err)
+	require.Len(t, st.Applied, 1)
+	by, ok := domain.DeciderFrom(st.Applied[0].Note)
+	require.True(t, ok, st.Applied[0].Note)
+	require.Equal(t, "jane root", by, "a newline is no line break in the note")
+	c, _ := domain.ApproverCommentFrom(st.Applied[0].Note)
+	require.Equal(t, "not now", c)
 }

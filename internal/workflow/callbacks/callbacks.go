@@ -28,9 +28,11 @@ type ApprovalEvent struct {
 	// (poll_approval), so approval.verifyDecisions needs no second read.
 	// Unexported: nothing arriving over HTTP can claim it.
 	verified bool
-	// comment is the approver's comment as the approval system reports
-	// it (poll_approval's read); the callback carries none.
-	comment string
+	// DecidedBy and Comment are who decided and their comment, as the
+	// delivery reports them (optional fields of the callback; the read of
+	// poll_approval). A decision confirmed by reading the approval system
+	// (approval.verifyDecisions) takes the system's answer instead.
+	DecidedBy, Comment string
 }
 
 // DeployEvent is a deploy callback: the deployment of an MR's merge.
@@ -130,7 +132,8 @@ func (d Applier) Replay(ctx context.Context, operationID string) (Result, string
 	if err != nil {
 		return 0, "", err
 	}
-	ev := ApprovalEvent{DeliveryKey: rec.DeliveryKey, ApprovalID: rec.ApprovalID, OperationID: operationID, Result: rec.Result}
+	ev := ApprovalEvent{DeliveryKey: rec.DeliveryKey, ApprovalID: rec.ApprovalID, OperationID: operationID, Result: rec.Result,
+		DecidedBy: rec.DecidedBy, Comment: rec.Comment}
 	switch {
 	case rec.MRIDRecorded:
 		// The claim the delivery made is checked again, as on its first
@@ -172,7 +175,7 @@ func (d Applier) ApplyRecordedDecision(ctx context.Context, f store.Flip) {
 func (d Applier) recordApproval(ctx context.Context, ev ApprovalEvent, actor string) (Result, string, error) {
 	if _, err := d.Store.ApprovalCallbackInsert(ctx, store.ApprovalCallbackParams{
 		DeliveryKey: ev.DeliveryKey, OperationID: ev.OperationID, ApprovalID: ev.ApprovalID, Result: strings.ToUpper(ev.Result),
-		Source: store.InboxSourcePoll,
+		Source: store.InboxSourcePoll, DecidedBy: ev.DecidedBy, Comment: ev.Comment,
 	}); err != nil {
 		return 0, "", fmt.Errorf("record approval decision of %s: %w", ev.OperationID, err)
 	}

@@ -47,7 +47,7 @@ type Applier struct {
 func (d Applier) RecordPolled(ctx context.Context, operationID string, a approval.Approval, deliveryKey, actor string) (Result, string, error) {
 	ev := ApprovalEvent{
 		DeliveryKey: deliveryKey, ApprovalID: a.ApprovalID, OperationID: operationID,
-		Result: string(a.Status), MRID: a.Ext.MRID, verified: true, comment: a.Comment,
+		Result: string(a.Status), MRID: a.Ext.MRID, verified: true, Comment: a.Comment, DecidedBy: a.DecidedBy,
 	}
 	return d.recordApproval(ctx, ev, actor)
 }
