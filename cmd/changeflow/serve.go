@@ -199,7 +199,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Audit:        auditChain,
 			AccessCheck:  accessCheck,
 			Revoker:      revoker,
-			Reviews:      st, ReviewRemovals: reviews,
+			Reviews:      st, ReviewRemovals: reviews, Preferences: st,
 			Checks: deploymentChecks(cfg, flags.local, logger),
 		},
 	})

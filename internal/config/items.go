@@ -205,6 +205,10 @@ func itemTable(instanceID string) []item {
 		durItem(KeyAccessRepoScanInterval, 5*minute, 0, sec, hot,
 			"how often each instance reads the new commits of every binding file on the default branch into the access history (entries changeflow did not write); 0 turns the reader off; passes of several instances are safe (one applies each commit)"),
 
+		// A person's notification preferences (docs/notifications.md).
+		boolItem(KeyNotifyAllowSafetyOptOut, false, hot,
+			"the messages that access is about to end or has ended stay on for everyone unless the operator allows turning them off: a person who missed them learns of the loss when their work fails; a typo must not switch them off"),
+
 		// Circuit breaker.
 		intItem(KeyBreakerFailures, 5, 1, 1000, hot, "0 would open the breaker before any failure"),
 		durItem(KeyBreakerOpenFor, 30*sec, 1*ms, sec, hot, "0 would never fail fast"),

@@ -127,6 +127,11 @@ const (
 	// access history (docs/api.md, "Access history"); 0 turns it off.
 	KeyAccessRepoScanInterval = "access.repoScanInterval"
 
+	// KeyNotifyAllowSafetyOptOut lets a person turn off the safety
+	// messages (access.expiring, access.removed) on their preferences
+	// page (docs/notifications.md, "Preferences").
+	KeyNotifyAllowSafetyOptOut = "notify.allowSafetyOptOut"
+
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"
 	KeyIdempotencyInFlightLease   = "idempotency.inFlightLease"

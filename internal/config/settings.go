@@ -259,6 +259,10 @@ func (s *Snapshot) Audit() Audit {
 // binding files' history is read into the access history (0: never).
 func (s *Snapshot) AccessRepoScanInterval() time.Duration { return s.dur(KeyAccessRepoScanInterval) }
 
+// NotifyAllowSafetyOptOut is notify.allowSafetyOptOut: whether a person
+// may turn off the safety messages (notify.Kind.Safety).
+func (s *Snapshot) NotifyAllowSafetyOptOut() bool { return s.flag(KeyNotifyAllowSafetyOptOut) }
+
 // Idempotency is idempotency.*.
 type Idempotency struct {
 	TTL             time.Duration

@@ -123,6 +123,9 @@ type Business struct {
 	// Reviews backs the access-review routes (reviews.go); nil answers
 	// them with 500.
 	Reviews ReviewStore
+	// Preferences backs a person's notification preferences
+	// (preferences.go); nil answers them with 500.
+	Preferences PreferenceStore
 	// ReviewRemovals starts a revoke's removal as it is decided
 	// (*review.Reviews); nil leaves it to the review pass.
 	ReviewRemovals ReviewRemovals

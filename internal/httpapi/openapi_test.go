@@ -525,7 +525,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		var feed *EventFeed
 		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(), withChecks(),
 			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }),
-			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))), withReviews())
+			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))), withReviews(), withPreferences())
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
@@ -707,6 +707,11 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("POST /api/reviews/{reviewId}/items/{itemId}", 200, req{method: "POST", path: item, user: "alice", body: `{"decision":"keep","comment":"ok"}`})
 		call("POST /api/reviews/{reviewId}/items/{itemId}", 409, req{method: "POST", path: item, user: "alice", body: `{"decision":"revoke"}`})
 		call("GET /ops/reviews/{id}", 200, req{method: "GET", path: "/ops/reviews/" + rid, user: "olivia"})
+
+		call("GET /api/notifications/preferences", 200, req{method: "GET", path: "/api/notifications/preferences", user: "alice"})
+		call("GET /api/notifications/preferences", 401, req{method: "GET", path: "/api/notifications/preferences"})
+		call("PUT /api/notifications/preferences", 200, req{method: "PUT", path: "/api/notifications/preferences", user: "alice", body: `{"request.submitted":false}`})
+		call("PUT /api/notifications/preferences", 400, req{method: "PUT", path: "/api/notifications/preferences", user: "alice", body: `{"access.removed":false}`})
 
 		for op := range docOperations(t, loadSpec(t)) {
 			if !reached[op][true] || !reached[op][false] {

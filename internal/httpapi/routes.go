@@ -84,6 +84,11 @@ func (s *Server) routes() {
 		{pattern: "POST /api/reviews/{reviewId}/items/{itemId}", handler: s.handleReviewDecide(), metrics: true, login: true, checks: true,
 			rateLimit: &RateLimitSpec{Bucket: config.BucketApply}},
 
+		// What the caller chose to hear of by e-mail (preferences.go): their own.
+		{pattern: "GET /api/notifications/preferences", handler: s.handlePreferencesGet(), metrics: true, login: true},
+		{pattern: "PUT /api/notifications/preferences", handler: s.handlePreferencesPut(), metrics: true, login: true,
+			rateLimit: &RateLimitSpec{Bucket: config.BucketApply}},
+
 		{pattern: "GET /api/me", handler: s.handleMe(), metrics: true, login: true, checks: true},
 
 		// What the web app needs before a login (appconfig.go): no login.

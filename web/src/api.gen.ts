@@ -399,6 +399,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/notifications/preferences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Which kinds of message the caller hears of by e-mail.
+         * @description Every kind a person may hear of about their own requests and reviews,
+         *     whether the caller does (`enabled`; a kind never chosen is on) and
+         *     whether they may turn it off (`locked`: the messages that access is
+         *     about to end or has ended stay on unless `notify.allowSafetyOptOut`).
+         *     Webhooks and chat go to systems an operator configured and are not
+         *     a person's to choose (docs/notifications.md, "Preferences").
+         */
+        get: operations["getMyNotificationPreferences"];
+        /**
+         * Turn kinds of message on or off (audited).
+         * @description `{"<kind>": true|false, …}`: the kinds named are set, the others kept.
+         *     Every bad entry is named in `fields` and nothing is saved: a kind
+         *     that is not a person's to choose, a value that is not a boolean, or
+         *     a locked kind turned off.
+         */
+        put: operations["setMyNotificationPreferences"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/callbacks/approval": {
         parameters: {
             query?: never;
@@ -1525,6 +1557,30 @@ export interface components {
             code: "OK";
             message: string;
             data: components["schemas"]["ReviewReport"];
+        };
+        /**
+         * @description A kind of notification (docs/notifications.md, "Kinds").
+         * @enum {string}
+         */
+        NotificationKind: "request.submitted" | "request.approved" | "request.rejected" | "request.in_effect" | "request.failed" | "request.withdrawn" | "access.expiring" | "access.removed" | "renewal.in_effect" | "batch.blocked" | "review.assigned" | "security.foreign_head";
+        Preference: {
+            kind: components["schemas"]["NotificationKind"];
+            /** @description The person hears of this kind. */
+            enabled: boolean;
+            /** @description The person cannot turn it off (a safety message; notify.allowSafetyOptOut is off). */
+            locked: boolean;
+        };
+        /** @description Kinds to set, each to true (on) or false (off), e.g. {"request.submitted": false}. */
+        PreferencesBody: {
+            [key: string]: boolean;
+        };
+        PreferencesAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                preferences: components["schemas"]["Preference"][];
+            };
         };
         ReviewItemsAnswer: {
             /** @constant */
@@ -2845,6 +2901,60 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["RetryLater"];
+        };
+    };
+    getMyNotificationPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's preferences, in the page's order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreferencesAnswer"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["UnknownAccount"];
+            421: components["responses"]["Misdirected"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setMyNotificationPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PreferencesBody"];
+            };
+        };
+        responses: {
+            /** @description Saved; the caller's preferences as they are now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreferencesAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["UnknownAccount"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
         };
     };
     approvalCallback: {
