@@ -2,6 +2,7 @@ import type { FunctionComponent } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { MyRequestsPage, RequestPage } from './pages/requests';
 import { ReviewsPage } from './pages/reviews';
+import { NotificationsPage } from './pages/notifications';
 import { SubmitPage } from './pages/submit';
 import { TargetsPage } from './pages/targets';
 import { CALLBACK_PATH, completeSignIn, session, signIn, signOut } from './auth';
@@ -236,6 +237,7 @@ export function App() {
   else if ((p = match('/request/:key', path))) page = <SubmitPage key={p.key + user} targetKey={p.key} account={me?.account} />;
   else if (path === '/requests') page = <MyRequestsPage user={user} />;
   else if (path === '/reviews') page = <ReviewsPage user={user} />;
+  else if (path === '/notifications') page = <NotificationsPage user={user} />;
   else if ((p = match('/requests/:id', path))) page = <RequestPage id={p.id} user={user} />;
   else if (path === '/console' || path.startsWith('/console/')) {
     // The console is for holders of an operations rule (GET /api/me);
@@ -270,6 +272,7 @@ export function App() {
           {nav('/', 'Targets', path === '/' || path === '/targets' || path.startsWith('/request/'))}
           {nav('/requests', 'My requests', path.startsWith('/requests'))}
           {nav('/reviews', 'Reviews', path === '/reviews')}
+          {nav('/notifications', 'Notifications', path === '/notifications')}
           {/* Only for holders of an operations rule (GET /api/me, the
               server's decision); the /ops/ routes refuse everyone else
               whether the tab shows or not. */}
