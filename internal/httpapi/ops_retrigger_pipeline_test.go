@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
@@ -78,6 +79,19 @@ func TestOpsRetriggerReRunsTheFailedPipeline(t *testing.T) {
 		}
 		if op, _ := st.OperationGet(ctx, "rp-2"); domain.StepStatus(op.Step) != domain.StepCreatePipelineFailed || !op.DueAt.IsZero() {
 			t.Fatalf("a refused re-run moved the request: %s", domain.StepStatus(op.Step))
+		}
+
+		// GitLab's rate limit is "later", not a refusal: 503 with the wait
+		// in words, and the request stays where it stopped.
+		gl.refuse = &gitlab.Error{Op: "RetryPipeline", Status: 429, Message: "429 Too Many Requests", RetryAfter: 40 * time.Second}
+		pipelineFailed("rp-3", "carol")
+		r = w.do(req{method: "POST", path: "/ops/requests/rp-3/retrigger", user: "olivia"})
+		r.want(t, 503, "RETRY_LATER")
+		if !strings.Contains(r.env.Message, "rate limit") || !strings.Contains(r.env.Message, "40 seconds") {
+			t.Fatalf("message %q", r.env.Message)
+		}
+		if op, _ := st.OperationGet(ctx, "rp-3"); domain.StepStatus(op.Step) != domain.StepCreatePipelineFailed || !op.DueAt.IsZero() {
+			t.Fatalf("a rate-limited re-run moved the request: %s", domain.StepStatus(op.Step))
 		}
 	})
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"changeflow/internal/config"
 	"changeflow/internal/domain"
 	"changeflow/internal/engine"
+	"changeflow/internal/gitlab"
 	"changeflow/internal/identity"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/callbacks"
@@ -216,6 +218,10 @@ func (s *Server) handleOpsRetrigger() http.Handler {
 					"retrigger %s: %w", id, err)
 			case errors.Is(err, domain.ErrNotFound):
 				return id, "", nil, domain.Errorf(domain.CodeNotFound, "No such request.", "retrigger %s: %w", id, err)
+			case errors.Is(err, single.ErrPipelineRateLimited):
+				return id, "", nil, domain.Errorf(domain.CodeRetryLater,
+					"GitLab is at its rate limit, so the failed pipeline was not re-run yet and the request has not moved. "+retryIn(gitlab.RetryAfterOf(err)),
+					"retrigger %s: %w", id, err)
 			case errors.Is(err, single.ErrPipelineNotRetried):
 				return id, "", nil, domain.Refusef(domain.CodeRequestInProgress, domain.ReasonPipelineNotRetried,
 					"The failed pipeline could not be re-run: GitLab refused to retry it (it may have nothing left to retry, or the bot may not run pipelines). Open the merge request, run its pipeline there, then re-trigger.",
@@ -272,4 +278,17 @@ func (s *Server) handleOpsReplayApproval() http.Handler {
 			}
 			return id, domain.CodeOK, replayView{OperationID: id, Applied: res == callbacks.Applied}, nil
 		})
+}
+
+// retryIn says in words when to try again after GitLab's Retry-After (a
+// minute when GitLab named no wait).
+func retryIn(after time.Duration) string {
+	if after <= 0 {
+		return "Try again in a minute."
+	}
+	secs := int((after + time.Second - 1) / time.Second)
+	if secs == 1 {
+		return "Try again in a second."
+	}
+	return fmt.Sprintf("Try again in %d seconds.", secs)
 }

@@ -233,6 +233,12 @@ func retriggerBatch(ctx context.Context, st RetriggerStore, b store.Batch, named
 // re-run the failed pipeline; the error's text says why, in words.
 var ErrPipelineNotRetried = errors.New("workflow: the failed pipeline was not re-run")
 
+// ErrPipelineRateLimited is RetryFailedPipeline's "later": GitLab's rate
+// limit (or this instance's own pace) held the re-run back. Nothing was
+// re-run and the request stays where it stopped; gitlab.RetryAfterOf on
+// the error says how long GitLab asked to wait.
+var ErrPipelineRateLimited = errors.New("workflow: GitLab's rate limit held the pipeline re-run back")
+
 // RetryFailedPipeline re-runs, with GitLab's pipeline retry, the failed
 // check pipeline of a single request stopped at CREATE_PIPELINE_FAILED or
 // HANDLE_PIPELINE_FAILED, so that the retrigger which follows polls a
@@ -240,7 +246,8 @@ var ErrPipelineNotRetried = errors.New("workflow: the failed pipeline was not re
 // the pipeline re-run, or ok false when there is nothing to re-run here
 // (another step, a batch member, no MR, or the MR's newest pipeline no
 // longer failed — someone re-ran it already). GitLab refusing the retry
-// is an error wrapping ErrPipelineNotRetried.
+// is an error wrapping ErrPipelineNotRetried; its rate limit, one
+// wrapping ErrPipelineRateLimited.
 func RetryFailedPipeline(ctx context.Context, d flow.Env, op store.Operation) (gitlab.Pipeline, bool, error) {
 	st := domain.StepStatus(op.Step)
 	if d.GitLab == nil || op.MRIID == 0 || op.BatchID != 0 ||
@@ -261,6 +268,12 @@ func RetryFailedPipeline(ctx context.Context, d flow.Env, op store.Operation) (g
 	pl, err := d.GitLab.RetryPipeline(ctx, project, pls[0].ID)
 	if err != nil {
 		var ge *gitlab.Error
+		if gitlab.IsRateLimited(err) {
+			// A 429 is a wait, never a refusal (docs/workflow.md, "GitLab's
+			// limits"): the operator is told to come back, not that GitLab
+			// will not run it.
+			return gitlab.Pipeline{}, false, fmt.Errorf("re-run pipeline %d of MR !%d: %w: %w", pls[0].ID, op.MRIID, ErrPipelineRateLimited, err)
+		}
 		if errors.As(err, &ge) && ge.Status >= 400 && ge.Status < 500 {
 			return gitlab.Pipeline{}, false, fmt.Errorf("GitLab refused to re-run pipeline %d of MR !%d (%d): %w", pls[0].ID, op.MRIID, ge.Status, ErrPipelineNotRetried)
 		}

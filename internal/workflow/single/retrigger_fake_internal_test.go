@@ -322,6 +322,12 @@ func TestRetryFailedPipeline(t *testing.T) {
 			calls: []string{"ListMRPipelines 1 !3", "RetryPipeline 1 7"},
 		},
 		{
+			name: "GitLab's rate limit is a wait, not a refusal", op: failedAt(domain.StepHandlePipelineFailed),
+			gl:  flowtest.GitLab{Pipelines: []gitlab.Pipeline{{ID: 7, Status: pipelineFailed}}, RetryErr: &gitlab.Error{Op: "retry", Status: http.StatusTooManyRequests}},
+			err: ErrPipelineRateLimited, text: "re-run pipeline 7 of MR !3",
+			calls: []string{"ListMRPipelines 1 !3", "RetryPipeline 1 7"},
+		},
+		{
 			name: "GitLab fails", op: failedAt(domain.StepCreatePipelineFailed),
 			gl:   flowtest.GitLab{Pipelines: []gitlab.Pipeline{{ID: 7, Status: pipelineFailed}}, RetryErr: &gitlab.Error{Op: "retry", Status: http.StatusInternalServerError}},
 			text: "re-run pipeline 7 of MR !3", calls: []string{"ListMRPipelines 1 !3", "RetryPipeline 1 7"},
@@ -336,6 +342,9 @@ func TestRetryFailedPipeline(t *testing.T) {
 				require.ErrorContains(t, err, c.text)
 				if c.err != nil {
 					require.ErrorIs(t, err, c.err)
+					if c.err == ErrPipelineRateLimited {
+						require.NotErrorIs(t, err, ErrPipelineNotRetried, "a 429 is no refusal")
+					}
 				} else {
 					require.NotErrorIs(t, err, ErrPipelineNotRetried)
 				}
