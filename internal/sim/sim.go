@@ -1,7 +1,8 @@
 // Package sim composes every simulator of changeflow's external systems
 // into one HTTP handler — GitLab under /gitlab/, the approval system under
 // /approval/, the deployment pipeline under /deploy/, the permission
-// service under /permission/ and the OIDC issuer under /oidc/ — as
+// service under /permission/, the OIDC issuer under /oidc/ and the
+// notification receivers (webhooks, chat) under /hooks/ — as
 // `changeflow serve --local` and `changeflow sim` serve it (README.md, "The local run").
 package sim
 
@@ -21,9 +22,11 @@ import (
 	"changeflow/internal/sim/deliver"
 	"changeflow/internal/sim/deploy"
 	"changeflow/internal/sim/gitlab"
+	"changeflow/internal/sim/hooks"
 	"changeflow/internal/sim/oidc"
 	"changeflow/internal/sim/permission"
 	"changeflow/internal/sim/simhttp"
+	"changeflow/internal/sim/simtoken"
 )
 
 // Defaults of the local world (README.md, "The local run").
@@ -80,6 +83,16 @@ type Config struct {
 	GitLab func(*gitlab.Options)
 	// DeliveryBackoffMax caps the retry backoff of callbacks (default 5 s).
 	DeliveryBackoffMax time.Duration
+	// HookReceivers are the notification webhook receivers, name →
+	// secret (nil → LocalHookReceivers()).
+	HookReceivers map[string]string
+}
+
+// LocalHookReceivers is the local world's one webhook receiver, "local"
+// at /hooks/local, with the well-known secret the local profile signs
+// with.
+func LocalHookReceivers() map[string]string {
+	return map[string]string{"local": simtoken.NotifyWebhook}
 }
 
 // Sim is the running simulated world.
@@ -92,6 +105,7 @@ type Sim struct {
 	Deploy     *deploy.Server
 	Permission *permission.Server
 	OIDC       *oidc.Server
+	Hooks      *hooks.Server
 	// Webhooks, ApprovalCallbacks and DeployCallbacks are the deliverers,
 	// one per simulator so each has its own faults and log.
 	Webhooks, ApprovalCallbacks, DeployCallbacks *deliver.Deliverer
@@ -105,8 +119,8 @@ type Sim struct {
 	closed bool
 }
 
-// New builds every simulator; nothing listens until Start.
-func New(cfg Config) (_ *Sim, err error) {
+// withDefaults fills in what Config's fields say an empty value means.
+func (cfg Config) withDefaults() Config {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
 	}
@@ -126,6 +140,12 @@ func New(cfg Config) (_ *Sim, err error) {
 	if cfg.DeployCallbackToken == "" {
 		cfg.DeployCallbackToken = cfg.CallbackToken
 	}
+	return cfg
+}
+
+// New builds every simulator; nothing listens until Start.
+func New(cfg Config) (_ *Sim, err error) {
+	cfg = cfg.withDefaults()
 	s := &Sim{cfg: cfg, logger: cfg.Logger}
 	defer func() {
 		if err != nil {
@@ -200,8 +220,23 @@ func New(cfg Config) (_ *Sim, err error) {
 		RedirectURIs: cfg.RedirectURIs, Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
 		return nil, fmt.Errorf("sim: oidc: %w", err)
 	}
+	if err = s.newNotifyReceivers(); err != nil {
+		return nil, err
+	}
 	s.handler = s.guardControl(s.routes())
 	return s, nil
+}
+
+// newNotifyReceivers builds the receivers of changeflow's notifications.
+func (s *Sim) newNotifyReceivers() (err error) {
+	receivers := s.cfg.HookReceivers
+	if receivers == nil {
+		receivers = LocalHookReceivers()
+	}
+	if s.Hooks, err = hooks.New(hooks.Options{Receivers: receivers, Logger: s.logger.With("sim", "hooks")}); err != nil {
+		return fmt.Errorf("sim: hooks: %w", err)
+	}
+	return nil
 }
 
 // hookURLs are the simulated GitLab's webhooks: one per changeflow base the
@@ -257,6 +292,7 @@ func (s *Sim) routes() http.Handler {
 	mux.Handle("/deploy/", http.StripPrefix("/deploy", s.Deploy))
 	mux.Handle("/permission/", http.StripPrefix("/permission", s.Permission))
 	mux.Handle("/oidc/", http.StripPrefix("/oidc", s.OIDC))
+	mux.Handle("/hooks/", http.StripPrefix("/hooks", s.Hooks))
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -269,8 +305,8 @@ func (s *Sim) routes() http.Handler {
 func (s *Sim) handleIndex(w http.ResponseWriter, r *http.Request) {
 	base := s.URL()
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
-		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", s.cfg.CallbackURLs)
+	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"hooks":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
+		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", base+"/hooks/", s.cfg.CallbackURLs)
 }
 
 // Handler is every simulator on one handler.
