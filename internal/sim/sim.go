@@ -2,12 +2,14 @@
 // into one HTTP handler — GitLab under /gitlab/, the approval system under
 // /approval/, the deployment pipeline under /deploy/, the permission
 // service under /permission/, the OIDC issuer under /oidc/ and the
-// notification receivers (webhooks, chat) under /hooks/ — as
+// notification receivers (webhooks, chat) under /hooks/, with an SMTP
+// server on a loopback port of its own whose inbox is under /mail/ — as
 // `changeflow serve --local` and `changeflow sim` serve it (README.md, "The local run").
 package sim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +25,7 @@ import (
 	"changeflow/internal/sim/deploy"
 	"changeflow/internal/sim/gitlab"
 	"changeflow/internal/sim/hooks"
+	simmail "changeflow/internal/sim/mail"
 	"changeflow/internal/sim/oidc"
 	"changeflow/internal/sim/permission"
 	"changeflow/internal/sim/simhttp"
@@ -35,6 +38,11 @@ const (
 	DefaultCallbackURL   = "http://127.0.0.1:8080"
 	DefaultApprovalDelay = 2 * time.Second
 	DefaultDeployDelay   = 2 * time.Second
+	// DefaultSMTPListen is the SMTP address docs/simulators.md suggests
+	// for a stable port (`changeflow sim --smtp-listen`); the default is a
+	// free loopback port instead (Config.SMTPListen), so tests and several
+	// local runs never fight over one port.
+	DefaultSMTPListen = "127.0.0.1:8025"
 )
 
 // Config configures the simulated world. The zero value (plus tokens) is
@@ -86,6 +94,14 @@ type Config struct {
 	// HookReceivers are the notification webhook receivers, name →
 	// secret (nil → LocalHookReceivers()).
 	HookReceivers map[string]string
+	// SMTPListen is the SMTP server's address, which must be loopback:
+	// it takes mail from anyone who reaches it ("" → "127.0.0.1:0", a
+	// free port; Sim.SMTPAddr tells which after Start).
+	SMTPListen string
+	// SMTPUsers are the SMTP server's accounts (user → password); with
+	// any, AUTH PLAIN is required. SMTPTLS, when set, offers STARTTLS.
+	SMTPUsers map[string]string
+	SMTPTLS   *tls.Config
 }
 
 // LocalHookReceivers is the local world's one webhook receiver, "local"
@@ -106,6 +122,7 @@ type Sim struct {
 	Permission *permission.Server
 	OIDC       *oidc.Server
 	Hooks      *hooks.Server
+	Mail       *simmail.Server
 	// Webhooks, ApprovalCallbacks and DeployCallbacks are the deliverers,
 	// one per simulator so each has its own faults and log.
 	Webhooks, ApprovalCallbacks, DeployCallbacks *deliver.Deliverer
@@ -139,6 +156,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.DeployCallbackToken == "" {
 		cfg.DeployCallbackToken = cfg.CallbackToken
+	}
+	if cfg.SMTPListen == "" {
+		cfg.SMTPListen = "127.0.0.1:0"
 	}
 	return cfg
 }
@@ -236,6 +256,10 @@ func (s *Sim) newNotifyReceivers() (err error) {
 	if s.Hooks, err = hooks.New(hooks.Options{Receivers: receivers, Logger: s.logger.With("sim", "hooks")}); err != nil {
 		return fmt.Errorf("sim: hooks: %w", err)
 	}
+	if !hostguard.Loopback(s.cfg.SMTPListen) {
+		return fmt.Errorf("sim: SMTP listen address %q is not loopback: the simulated SMTP server takes mail from anyone who reaches it", s.cfg.SMTPListen)
+	}
+	s.Mail = simmail.New(simmail.Options{Users: s.cfg.SMTPUsers, TLS: s.cfg.SMTPTLS, Logger: s.logger.With("sim", "mail")})
 	return nil
 }
 
@@ -293,6 +317,7 @@ func (s *Sim) routes() http.Handler {
 	mux.Handle("/permission/", http.StripPrefix("/permission", s.Permission))
 	mux.Handle("/oidc/", http.StripPrefix("/oidc", s.OIDC))
 	mux.Handle("/hooks/", http.StripPrefix("/hooks", s.Hooks))
+	mux.Handle("/mail/", http.StripPrefix("/mail", s.Mail))
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -305,8 +330,9 @@ func (s *Sim) routes() http.Handler {
 func (s *Sim) handleIndex(w http.ResponseWriter, r *http.Request) {
 	base := s.URL()
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"hooks":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
-		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", base+"/hooks/", s.cfg.CallbackURLs)
+	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"hooks":%q,"mail":%q,"smtp":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
+		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", base+"/hooks/",
+		base+"/mail/", s.SMTPAddr(), s.cfg.CallbackURLs)
 }
 
 // Handler is every simulator on one handler.
@@ -318,6 +344,10 @@ func (s *Sim) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("sim: listen: %w", err)
+	}
+	if err := s.Mail.Listen(s.cfg.SMTPListen); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("sim: %w", err)
 	}
 	s.mu.Lock()
 	if s.closed || s.srv != nil {
@@ -362,6 +392,10 @@ func (s *Sim) Addr() string {
 	}
 	return s.ln.Addr().String()
 }
+
+// SMTPAddr is the SMTP server's address, e.g. 127.0.0.1:8025 ("" before
+// Start).
+func (s *Sim) SMTPAddr() string { return s.Mail.Addr() }
 
 // URL is the public base URL, e.g. http://127.0.0.1:8090.
 func (s *Sim) URL() string {
@@ -416,6 +450,9 @@ func (s *Sim) Close() error {
 	}
 	if s.OIDC != nil {
 		closeIt(s.OIDC)
+	}
+	if s.Mail != nil {
+		closeIt(s.Mail)
 	}
 	return errors.Join(errs...)
 }
