@@ -162,13 +162,17 @@ func TestFaultsAreErrorsAndGoneIsErrGone(t *testing.T) {
 	if err := w.Send(ctx, event("e1")); !errors.Is(err, notify.ErrGone) {
 		t.Fatalf("410: %v", err)
 	}
+	recv.SetFaults(hooks.Faults{FailNext: hooks.FailNext{Status: 429, Count: 1, RetryAfterS: 3}})
+	if d, ok := notify.RetryAfter(w.Send(ctx, event("e1"))); !ok || d != 3*time.Second {
+		t.Fatalf("429: %v %v", d, ok)
+	}
 	if err := w.Send(ctx, event("e1")); err != nil {
 		t.Fatalf("after the faults: %v", err)
 	}
 	// The receiver took the delayed post too, after the sender gave up
 	// on it (a lost answer): e1 arrived verified twice, once as a
 	// duplicate — what at least once looks like to a receiver.
-	ds := waitDeliveries(t, recv, 4)
+	ds := waitDeliveries(t, recv, 5)
 	var fresh, dup int
 	for _, d := range ds {
 		if d.Verified && d.Duplicate {

@@ -20,11 +20,13 @@ type Faults struct {
 	DelayNext DelayNext `json:"delayNext"`
 }
 
-// FailNext answers Count posts with Status.
+// FailNext answers Count posts with Status, with a Retry-After of
+// RetryAfterS seconds when set (a 429 that names its wait).
 type FailNext struct {
-	Status int    `json:"status"`
-	Count  int    `json:"count"`
-	Name   string `json:"name,omitempty"`
+	Status      int    `json:"status"`
+	Count       int    `json:"count"`
+	Name        string `json:"name,omitempty"`
+	RetryAfterS int    `json:"retryAfterS,omitempty"`
 }
 
 // DelayNext holds Count posts DelayMs long.
@@ -54,7 +56,7 @@ func (s *Server) SetFaults(f Faults) {
 }
 
 // takeFaults counts down the faults that apply to a post to target.
-func (s *Server) takeFaults(target string) (delay time.Duration, status int) {
+func (s *Server) takeFaults(target string) (delay time.Duration, status, retryAfterS int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := &s.faults.DelayNext; d.Count > 0 && (d.Name == "" || d.Name == target) {
@@ -63,9 +65,9 @@ func (s *Server) takeFaults(target string) (delay time.Duration, status int) {
 	}
 	if f := &s.faults.FailNext; f.Count > 0 && (f.Name == "" || f.Name == target) {
 		f.Count--
-		status = f.Status
+		status, retryAfterS = f.Status, f.RetryAfterS
 	}
-	return delay, status
+	return delay, status, retryAfterS
 }
 
 func (s *Server) controlRoutes() {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -184,7 +185,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if json.Unmarshal(body, &ev) == nil {
 		d.Type = ev.Type
 	}
-	if status, faulted := s.fault(r.Context(), name); faulted {
+	if status, faulted := s.fault(r.Context(), w, name); faulted {
 		d.Status, d.Reason = status, "fault"
 		s.answer(w, d)
 		return
@@ -220,7 +221,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := Delivery{Channel: ChannelChat, Name: name, Body: string(body)}
-	if status, faulted := s.fault(r.Context(), ChannelChat+"/"+name); faulted {
+	if status, faulted := s.fault(r.Context(), w, ChannelChat+"/"+name); faulted {
 		d.Status, d.Reason = status, "fault"
 		s.answer(w, d)
 		return
@@ -277,9 +278,13 @@ func (s *Server) record(d Delivery) Delivery {
 
 // fault applies the faults in force for a post to target (a receiver's
 // name, or "chat/"+name): a delay first, then a status to answer. It
-// reports whether the post is answered by the fault.
-func (s *Server) fault(ctx context.Context, target string) (int, bool) {
-	delay, status := s.takeFaults(target)
+// reports whether the post is answered by the fault (its Retry-After
+// already on w).
+func (s *Server) fault(ctx context.Context, w http.ResponseWriter, target string) (int, bool) {
+	delay, status, retryAfterS := s.takeFaults(target)
+	if status != 0 && retryAfterS > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterS))
+	}
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
