@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -307,5 +309,54 @@ func waitDeliveries(t *testing.T, recv *hooks.Server, n int) []hooks.Delivery {
 			return ds
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTheDocumentedExampleVerifies: the signed example of the
+// notifications page is real — the sender signs its body to its
+// signature, and the independent verification accepts it — so a reader
+// can test a verifier against the page. The page is
+// docs/notifications.md, or docs/notifications_channels.md until the
+// channels' part is folded into it.
+func TestTheDocumentedExampleVerifies(t *testing.T) {
+	var doc string
+	for _, page := range []string{"notifications.md", "notifications_channels.md"} {
+		raw, err := os.ReadFile("../../../docs/" + page)
+		if err == nil && strings.Contains(string(raw), "```http\nPOST ") {
+			doc = string(raw)
+			break
+		}
+	}
+	if doc == "" {
+		t.Fatal("no notifications page in docs/ shows a signed webhook delivery")
+	}
+	block := doc[strings.Index(doc, "```http\n")+len("```http\n"):]
+	block = block[:strings.Index(block, "```")]
+	head, body, ok := strings.Cut(block, "\n\n")
+	if !ok {
+		t.Fatalf("no blank line between headers and body in:\n%s", block)
+	}
+	body = strings.TrimSuffix(body, "\n")
+	h := http.Header{}
+	for _, line := range strings.Split(head, "\n")[1:] {
+		k, v, _ := strings.Cut(line, ": ")
+		h.Set(k, v)
+	}
+	secret := regexp.MustCompile("`(whsec_[A-Za-z0-9+/=]+)`").FindStringSubmatch(doc)
+	if secret == nil {
+		t.Fatal("the page names no example secret")
+	}
+	independentVerify(t, secret[1], h, []byte(body))
+	key, _ := webhook.Key(secret[1])
+	ts, _ := strconv.ParseInt(h.Get("Webhook-Timestamp"), 10, 64)
+	if got := webhook.Sign(key, h.Get("Webhook-Id"), ts, []byte(body)); got != h.Get("Webhook-Signature") {
+		t.Fatalf("the sender signs the example as %s", got)
+	}
+	var e notify.Event
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.ID != h.Get("Webhook-Id") || e.Kind() != notify.KindRequestInEffect {
+		t.Fatalf("the example body: %v %+v", err, e)
+	}
+	if again, _ := e.JSON(); string(again) != body {
+		t.Fatalf("the example is not what the sender would post:\n%s", again)
 	}
 }
