@@ -50,7 +50,8 @@ type Settings struct {
 // Options are the channel's people and preferences.
 type Options struct {
 	// Lookup gives an account's e-mail address (the identity directory's
-	// email); ok false means the account has none, and is left out.
+	// email); ok false means the account has none, and is left out. Nil
+	// means no account has one: only the operators hear anything.
 	Lookup func(ctx context.Context, account string) (email string, ok bool, err error)
 	// Allowed says whether the person account wants messages of kind k
 	// (their notification preferences); nil allows every kind. It is not

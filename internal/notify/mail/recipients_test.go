@@ -146,3 +146,22 @@ func TestEveryKindInWords(t *testing.T) {
 		})
 	}
 }
+
+// TestWithoutADirectoryOnlyOperatorsHear: a nil Lookup gives no person
+// an address — their kinds are skipped, the operators' still sent.
+func TestWithoutADirectoryOnlyOperatorsHear(t *testing.T) {
+	srv, host, port := startSMTP(t, simmailOptions())
+	m, err := mail.New(mail.Settings{Host: host, Port: port, From: "cf@corp.example"}, mail.Options{Operators: []string{"ops@corp.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Send(context.Background(), inEffect("nd-1")); !errors.Is(err, notify.ErrNotForThisChannel) {
+		t.Fatalf("in effect without a directory: %v", err)
+	}
+	if err := m.Send(context.Background(), event(notify.KindBatchBlocked, "nd-2", notify.Data{Project: "config/bindings"})); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := srv.Messages(); len(msgs) != 1 || msgs[0].EnvelopeTo[0] != "ops@corp.example" {
+		t.Fatalf("inbox %+v", msgs)
+	}
+}
