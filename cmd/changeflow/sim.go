@@ -68,6 +68,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", sim.DefaultListen, "address to serve the simulators on")
+	smtpListen := fs.String("smtp-listen", "", "loopback address of the simulated SMTP server, e.g. "+sim.DefaultSMTPListen+" (default: a free loopback port, printed at start; its inbox is /mail/)")
 	var callbacks urlList
 	fs.Var(&callbacks, "callback-url", "base URL of a changeflow instance (repeatable, or comma-separated)")
 	callbackToken := fs.String("callback-token", localCallbackToken, "X-Callback-Token sent with approval callbacks (and deploy callbacks unless --deploy-callback-token)")
@@ -87,7 +88,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	s, err := sim.New(sim.Config{
-		Listen: *listen, CallbackURLs: callbacks, RedirectURIs: redirects,
+		Listen: *listen, SMTPListen: *smtpListen, CallbackURLs: callbacks, RedirectURIs: redirects,
 		CallbackToken: *callbackToken, DeployCallbackToken: *deployToken, WebhookToken: *webhookToken,
 		BotTokens: bots.t, ProtectChangeflow: *protect, DataDir: *dataDir, Logger: logger,
 	})
@@ -99,6 +100,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stdout, "changeflow: simulators on %s\n", s.URL())
+	fmt.Fprintf(stdout, "changeflow: simulated SMTP server on %s\n", s.SMTPAddr())
 	<-ctx.Done()
 	return s.Close()
 }

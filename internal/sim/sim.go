@@ -1,12 +1,15 @@
 // Package sim composes every simulator of changeflow's external systems
 // into one HTTP handler — GitLab under /gitlab/, the approval system under
 // /approval/, the deployment pipeline under /deploy/, the permission
-// service under /permission/ and the OIDC issuer under /oidc/ — as
+// service under /permission/, the OIDC issuer under /oidc/ and the
+// notification receivers (webhooks, chat) under /hooks/, with an SMTP
+// server on a loopback port of its own whose inbox is under /mail/ — as
 // `changeflow serve --local` and `changeflow sim` serve it (README.md, "The local run").
 package sim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,9 +24,12 @@ import (
 	"changeflow/internal/sim/deliver"
 	"changeflow/internal/sim/deploy"
 	"changeflow/internal/sim/gitlab"
+	"changeflow/internal/sim/hooks"
+	simmail "changeflow/internal/sim/mail"
 	"changeflow/internal/sim/oidc"
 	"changeflow/internal/sim/permission"
 	"changeflow/internal/sim/simhttp"
+	"changeflow/internal/sim/simtoken"
 )
 
 // Defaults of the local world (README.md, "The local run").
@@ -32,6 +38,11 @@ const (
 	DefaultCallbackURL   = "http://127.0.0.1:8080"
 	DefaultApprovalDelay = 2 * time.Second
 	DefaultDeployDelay   = 2 * time.Second
+	// DefaultSMTPListen is the SMTP address docs/simulators.md suggests
+	// for a stable port (`changeflow sim --smtp-listen`); the default is a
+	// free loopback port instead (Config.SMTPListen), so tests and several
+	// local runs never fight over one port.
+	DefaultSMTPListen = "127.0.0.1:8025"
 )
 
 // Config configures the simulated world. The zero value (plus tokens) is
@@ -80,6 +91,24 @@ type Config struct {
 	GitLab func(*gitlab.Options)
 	// DeliveryBackoffMax caps the retry backoff of callbacks (default 5 s).
 	DeliveryBackoffMax time.Duration
+	// HookReceivers are the notification webhook receivers, name →
+	// secret (nil → LocalHookReceivers()).
+	HookReceivers map[string]string
+	// SMTPListen is the SMTP server's address, which must be loopback:
+	// it takes mail from anyone who reaches it ("" → "127.0.0.1:0", a
+	// free port; Sim.SMTPAddr tells which after Start).
+	SMTPListen string
+	// SMTPUsers are the SMTP server's accounts (user → password); with
+	// any, AUTH PLAIN is required. SMTPTLS, when set, offers STARTTLS.
+	SMTPUsers map[string]string
+	SMTPTLS   *tls.Config
+}
+
+// LocalHookReceivers is the local world's one webhook receiver, "local"
+// at /hooks/local, with the well-known secret the local profile signs
+// with.
+func LocalHookReceivers() map[string]string {
+	return map[string]string{"local": simtoken.NotifyWebhook}
 }
 
 // Sim is the running simulated world.
@@ -92,6 +121,8 @@ type Sim struct {
 	Deploy     *deploy.Server
 	Permission *permission.Server
 	OIDC       *oidc.Server
+	Hooks      *hooks.Server
+	Mail       *simmail.Server
 	// Webhooks, ApprovalCallbacks and DeployCallbacks are the deliverers,
 	// one per simulator so each has its own faults and log.
 	Webhooks, ApprovalCallbacks, DeployCallbacks *deliver.Deliverer
@@ -105,8 +136,8 @@ type Sim struct {
 	closed bool
 }
 
-// New builds every simulator; nothing listens until Start.
-func New(cfg Config) (_ *Sim, err error) {
+// withDefaults fills in what Config's fields say an empty value means.
+func (cfg Config) withDefaults() Config {
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
 	}
@@ -126,6 +157,15 @@ func New(cfg Config) (_ *Sim, err error) {
 	if cfg.DeployCallbackToken == "" {
 		cfg.DeployCallbackToken = cfg.CallbackToken
 	}
+	if cfg.SMTPListen == "" {
+		cfg.SMTPListen = "127.0.0.1:0"
+	}
+	return cfg
+}
+
+// New builds every simulator; nothing listens until Start.
+func New(cfg Config) (_ *Sim, err error) {
+	cfg = cfg.withDefaults()
 	s := &Sim{cfg: cfg, logger: cfg.Logger}
 	defer func() {
 		if err != nil {
@@ -200,8 +240,27 @@ func New(cfg Config) (_ *Sim, err error) {
 		RedirectURIs: cfg.RedirectURIs, Logger: cfg.Logger.With("sim", "oidc")}); err != nil {
 		return nil, fmt.Errorf("sim: oidc: %w", err)
 	}
+	if err = s.newNotifyReceivers(); err != nil {
+		return nil, err
+	}
 	s.handler = s.guardControl(s.routes())
 	return s, nil
+}
+
+// newNotifyReceivers builds the receivers of changeflow's notifications.
+func (s *Sim) newNotifyReceivers() (err error) {
+	receivers := s.cfg.HookReceivers
+	if receivers == nil {
+		receivers = LocalHookReceivers()
+	}
+	if s.Hooks, err = hooks.New(hooks.Options{Receivers: receivers, Logger: s.logger.With("sim", "hooks")}); err != nil {
+		return fmt.Errorf("sim: hooks: %w", err)
+	}
+	if !hostguard.Loopback(s.cfg.SMTPListen) {
+		return fmt.Errorf("sim: SMTP listen address %q is not loopback: the simulated SMTP server takes mail from anyone who reaches it", s.cfg.SMTPListen)
+	}
+	s.Mail = simmail.New(simmail.Options{Users: s.cfg.SMTPUsers, TLS: s.cfg.SMTPTLS, Logger: s.logger.With("sim", "mail")})
+	return nil
 }
 
 // hookURLs are the simulated GitLab's webhooks: one per changeflow base the
@@ -257,6 +316,8 @@ func (s *Sim) routes() http.Handler {
 	mux.Handle("/deploy/", http.StripPrefix("/deploy", s.Deploy))
 	mux.Handle("/permission/", http.StripPrefix("/permission", s.Permission))
 	mux.Handle("/oidc/", http.StripPrefix("/oidc", s.OIDC))
+	mux.Handle("/hooks/", http.StripPrefix("/hooks", s.Hooks))
+	mux.Handle("/mail/", http.StripPrefix("/mail", s.Mail))
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -269,8 +330,9 @@ func (s *Sim) routes() http.Handler {
 func (s *Sim) handleIndex(w http.ResponseWriter, r *http.Request) {
 	base := s.URL()
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
-		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", s.cfg.CallbackURLs)
+	_, _ = fmt.Fprintf(w, `{"gitlab":%q,"approval":%q,"deploy":%q,"permission":%q,"oidc":%q,"hooks":%q,"mail":%q,"smtp":%q,"callbackURLs":%q,"docs":"docs/simulators.md"}`+"\n",
+		base+"/gitlab/api/v4", base+"/approval/v1", base+"/deploy/_control", base+"/permission/v1/check", base+"/oidc", base+"/hooks/",
+		base+"/mail/", s.SMTPAddr(), s.cfg.CallbackURLs)
 }
 
 // Handler is every simulator on one handler.
@@ -282,6 +344,10 @@ func (s *Sim) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("sim: listen: %w", err)
+	}
+	if err := s.Mail.Listen(s.cfg.SMTPListen); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("sim: %w", err)
 	}
 	s.mu.Lock()
 	if s.closed || s.srv != nil {
@@ -326,6 +392,10 @@ func (s *Sim) Addr() string {
 	}
 	return s.ln.Addr().String()
 }
+
+// SMTPAddr is the SMTP server's address, e.g. 127.0.0.1:8025 ("" before
+// Start).
+func (s *Sim) SMTPAddr() string { return s.Mail.Addr() }
 
 // URL is the public base URL, e.g. http://127.0.0.1:8090.
 func (s *Sim) URL() string {
@@ -380,6 +450,9 @@ func (s *Sim) Close() error {
 	}
 	if s.OIDC != nil {
 		closeIt(s.OIDC)
+	}
+	if s.Mail != nil {
+		closeIt(s.Mail)
 	}
 	return errors.Join(errs...)
 }

@@ -28,13 +28,16 @@ const (
 const (
 	Callback = "local-callback-token"
 	Webhook  = "local-webhook-token"
+	// NotifyWebhook is the secret of the notification receiver "local"
+	// (/hooks/local), which the local profile's webhook signs with.
+	NotifyWebhook = "local-notify-webhook-secret"
 )
 
 // All lists every well-known token. A simulator account or secret added
 // later must be added here: the simulators' tests check that every token
 // they accept is in this list.
 func All() []string {
-	return []string{Maintainer, Committer, Approver1, Approver2, Observer, Developer, Callback, Webhook}
+	return []string{Maintainer, Committer, Approver1, Approver2, Observer, Developer, Callback, Webhook, NotifyWebhook}
 }
 
 // IsWellKnown reports whether tok is one of the simulators' published
