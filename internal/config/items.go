@@ -163,7 +163,7 @@ func itemTable(instanceID string) []item {
 		durItem(KeyBatchInterval, 30*sec, 1*ms, sec, hot, "0 would spin"),
 		durItem(KeyBatchGatherWindow, 2*sec, 10*ms, sec, hot,
 			"an admission runs its project's round this long after the first admission of a burst, so the admissions of the next moments share its MR: longer makes bigger batches (fewer MRs and pipelines) and adds that much latency to each request; the minimum is a round per admission (one MR per request when they trickle in) — not 0, since a claim takes only requests admitted before the database clock's now (millisecond precision) and a round in the admission's own millisecond would miss it. batch.interval stays the safety net (a crash of the admitting instance before its round)"),
-		intItem(KeyBatchMaxRequests, 50, 1, 1000, hot, "0 would claim nothing; a huge batch makes one MR nobody can review"),
+		intItem(KeyBatchMaxRequests, 50, 1, 1000, hot, "the ceiling of the adaptive round bound (halved after a batch whose checks failed, growing back with each merge: docs/flows/batch.md, \"How big a round is\"); 0 would claim nothing; a huge batch makes one MR nobody can review, and GitLab keeps at most 1,000 diff versions per MR"),
 		intItem(KeyBatchMaxSplitDepth, 6, 0, 10, hot, "bounds how often a failed batch is bisected; a batch of several still failing at the bound is BLOCKED for a person — 6 halves the default 50 down to single requests"),
 		durItem(KeyBatchTimeout, 30*minute, 1*sec, sec, hot, "a batch in flight longer than this is settled"),
 		durItem(KeyBatchStrayInterval, 5*minute, 1*sec, sec, hot,

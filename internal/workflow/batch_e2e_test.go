@@ -338,9 +338,11 @@ func TestBatchCulpritIsolationSixteen(t *testing.T) {
 	t.Parallel()
 	// The exact sizes: the sixth — 16 fails, its first half fails, that
 	// half's first half passes, the rest's first half fails, its first
-	// member passes, the culprit fails alone, the other 10 pass in one
-	// batch; the last — every first half passes down to the culprit.
-	want := map[int][]int{5: {16, 8, 4, 2, 1, 1, 10}, 15: {16, 8, 4, 2, 1, 1}}
+	// member passes, the culprit fails alone, and the other 10 pass in
+	// rounds of the adaptive bound, halved to 8 by the failed round of 16
+	// (domain.AdaptiveBatchBound): 8, then 2; the last — every first half
+	// passes down to the culprit.
+	want := map[int][]int{5: {16, 8, 4, 2, 1, 1, 8, 2}, 15: {16, 8, 4, 2, 1, 1}}
 	for _, pos := range []int{5, 15} {
 		t.Run(fmt.Sprintf("culprit=%d", pos), func(t *testing.T) {
 			t.Parallel()
@@ -380,4 +382,45 @@ func TestBatchCulpritIsolationSixteen(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestBatchRoundsShrinkAfterFailedChecksAndGrowBack: the adaptive bound
+// (domain.AdaptiveBatchBound) in a real run. With batch.maxRequests 8,
+// a round of 8 whose checks fail (the culprit last) halves the bound to
+// 4; the 30 requests admitted afterwards go in rounds that grow by one
+// with each merge, 4, 5, 6, 7, then the ceiling 8 — where before every
+// round took 8.
+func TestBatchRoundsShrinkAfterFailedChecksAndGrowBack(t *testing.T) {
+	t.Parallel()
+	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
+		first := make([]string, 8)
+		for i := range first {
+			first[i] = fmt.Sprintf("op-g-%02d", i)
+		}
+		culprit := first[7]
+		w := newBatchWorld(t, st, func(g gitlab.GitLab) gitlab.GitLab { return culpritGitLab{GitLab: g, culprit: culprit} })
+		w.reload(map[string]any{"batch.maxRequests": 8})
+		w.admitted(first...)
+		bisect := w.roundsUntilIdle()
+		require.Equal(t, 8, bisect[0].Members, "the first round takes the ceiling")
+		w.until(culprit, "culprit failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+
+		later := make([]string, 30)
+		for i := range later {
+			later[i] = fmt.Sprintf("op-g-later-%02d", i)
+		}
+		w.admitted(later...)
+		rounds := w.roundsUntilIdle()
+		sizes := make([]int, len(rounds))
+		for i, r := range rounds {
+			sizes[i] = r.Members
+		}
+		require.Equal(t, []int{4, 5, 6, 7, 8}, sizes, "halved by the failed round, then one more per merge up to the ceiling")
+		good := append(first[:7:7], later...)
+		for _, id := range good {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			w.validatedOnce(id)
+		}
+		w.filesExact(append(good, culprit)...)
+	})
 }

@@ -49,6 +49,21 @@ type roundPlan struct {
 	parent int64
 }
 
+// batchRounds is newest-first batches as domain.AdaptiveBatchBound reads
+// them: the finished ones, oldest first.
+func batchRounds(newestFirst []store.Batch) []domain.BatchRound {
+	out := make([]domain.BatchRound, 0, len(newestFirst))
+	for i := len(newestFirst) - 1; i >= 0; i-- {
+		b := newestFirst[i]
+		if b.Status != domain.BatchSucceeded && b.Status != domain.BatchFailed {
+			continue
+		}
+		out = append(out, domain.BatchRound{Depth: b.SplitDepth, Merged: b.Status == domain.BatchSucceeded,
+			ChecksFailed: b.Status == domain.BatchFailed && b.FailureCode == codePipelineFailed})
+	}
+	return out
+}
+
 // planRound decides the project's next claim (culprit isolation, a
 // bisection), from the project's latest batch L — read from the database,
 // so every instance agrees:
@@ -71,10 +86,19 @@ type roundPlan struct {
 // at batch.maxSplitDepth is blocked for a person (batchSettleStep), so the
 // depth stays bounded.
 func (d Flow) planRound(ctx context.Context, projectID int64) (roundPlan, error) {
-	full := roundPlan{size: d.Config().Batch().MaxRequests}
-	page, err := d.Store.BatchList(ctx, store.BatchListParams{ProjectID: projectID, Limit: 1})
-	if err != nil || len(page.Items) == 0 {
-		return full, err
+	ceiling := d.Config().Batch().MaxRequests
+	page, err := d.Store.BatchList(ctx, store.BatchListParams{ProjectID: projectID, Limit: domain.BatchBoundHistory})
+	if err != nil {
+		return roundPlan{size: ceiling}, err
+	}
+	// A full round takes up to the adaptive bound (domain.AdaptiveBatchBound):
+	// the ceiling while batches merge, less after one whose checks failed.
+	full := roundPlan{size: domain.AdaptiveBatchBound(batchRounds(page.Items), ceiling)}
+	if full.size < ceiling {
+		d.Log().Info("batch: round bound below the ceiling after failed checks", "project", projectID, "bound", full.size, "ceiling", ceiling)
+	}
+	if len(page.Items) == 0 {
+		return full, nil
 	}
 	last := page.Items[0]
 	pipelineFailed := func(b store.Batch) bool {
