@@ -1746,9 +1746,9 @@ export interface components {
             approvalId: string | null;
             /** @description The merge request that carried it (a batch member's is its batch's); null when unknown. */
             mrIid: number | null;
-            /** @description The merge commit; for a `repo` period, the commit on the default branch that added the entry (`from` is its committed date); null when unknown (changeflow does not record it for its own periods yet). */
+            /** @description The merge commit on the default branch that put the entry there — for changeflow's periods, the merge commit of the request's MR (a batch member's, its batch MR's), kept by a removal's period; for a `repo` period, the commit that added the entry (`from` is its committed date); null when unknown (requests merged before merge commits were recorded). */
             mergeSha: string | null;
-            /** @description For a `repo` period, the commit on the default branch that removed the entry (`until` is its committed date); null for changeflow's periods and while open. */
+            /** @description The commit that ended the period — for a `repo` period, the commit on the default branch that removed the entry (`until` is its committed date); for changeflow's, the merge commit of the removal (or of the renewal that rewrote the entry); null while open and when unknown. */
             endSha: string | null;
         };
         /** @description One place where changeflow's records and the target's binding file on the default branch disagree, for a person to resolve (docs/api.md, "Access history"). */
