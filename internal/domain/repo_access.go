@@ -177,3 +177,46 @@ func AccessDiscrepancies(onMain []RepoEntry, owned func(RepoEntry) bool, open []
 	})
 	return out
 }
+
+// TargetDiscrepancy is an AccessDiscrepancy with the target whose file
+// it is in: the by-subject answer spans targets.
+type TargetDiscrepancy struct {
+	TargetKey string
+	AccessDiscrepancy
+}
+
+// SubjectOnly keeps, of one target's entries on the default branch and
+// changeflow's open periods, those of subject. AccessDiscrepancies
+// compares each subject on its own (an entry and a period meet only
+// when their subjects are equal), so comparing what SubjectOnly keeps
+// gives exactly subject's part of the whole comparison — at the cost of
+// one subject's ownership and binding reads instead of the whole file's.
+func SubjectOnly(subject string, onMain []RepoEntry, open []OpenAccess) ([]RepoEntry, []OpenAccess) {
+	var es []RepoEntry
+	for _, e := range onMain {
+		if e.Subject == subject {
+			es = append(es, e)
+		}
+	}
+	var ps []OpenAccess
+	for _, p := range open {
+		if p.Subject == subject {
+			ps = append(ps, p)
+		}
+	}
+	return es, ps
+}
+
+// SortTargetDiscrepancies orders a by-subject answer by target, then as
+// AccessDiscrepancies orders one target's (subject, then kind).
+func SortTargetDiscrepancies(ds []TargetDiscrepancy) {
+	slices.SortStableFunc(ds, func(a, b TargetDiscrepancy) int {
+		if c := strings.Compare(a.TargetKey, b.TargetKey); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Subject, b.Subject); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Kind), string(b.Kind))
+	})
+}

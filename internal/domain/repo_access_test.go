@@ -125,3 +125,75 @@ func TestBindingAtRest(t *testing.T) {
 		}
 	}
 }
+
+// TestSubjectOnlyGivesTheSubjectsPartOfTheComparison: for each file and
+// set of open periods, comparing what SubjectOnly keeps for a subject
+// gives exactly that subject's discrepancies of the whole comparison —
+// the by-subject answer's shortcut loses and adds nothing.
+func TestSubjectOnlyGivesTheSubjectsPartOfTheComparison(t *testing.T) {
+	owned := func(e RepoEntry) bool { return len(e.OperationID) > 3 && e.OperationID[:3] == "cf-" }
+	en := func(s, op string) RepoEntry { return RepoEntry{Subject: s, OperationID: op} }
+	op := func(s, id string) OpenAccess { return OpenAccess{Subject: s, OperationID: id} }
+	atRest := func(s string) bool { return s != "busy" }
+	tests := []struct {
+		name    string
+		subject string
+		main    []RepoEntry
+		open    []OpenAccess
+		want    []AccessDiscrepancy
+	}{
+		{"a put-back entry among others", "amy",
+			[]RepoEntry{en("amy", "cf-1"), en("bob", "cf-2"), en("cat", "hand")},
+			[]OpenAccess{op("bob", "cf-2"), op("dan", "cf-4")},
+			[]AccessDiscrepancy{{Subject: "amy", OperationID: "cf-1", Kind: DiscrepancyOnMainNotInEffect}}},
+		{"an entry and a period of the subject meet whatever their ids", "amy",
+			[]RepoEntry{en("amy", "cf-1"), en("bob", "cf-2")}, []OpenAccess{op("amy", "cf-3")},
+			nil},
+		{"agreement for the subject, not for others", "bob",
+			[]RepoEntry{en("amy", "cf-1"), en("bob", "cf-2")}, []OpenAccess{op("bob", "cf-2"), op("dan", "cf-4")}, nil},
+		{"only a period, removed by hand", "dan",
+			[]RepoEntry{en("amy", "cf-1")}, []OpenAccess{op("dan", "cf-4")},
+			[]AccessDiscrepancy{{Subject: "dan", OperationID: "cf-4", Kind: DiscrepancyInEffectNotOnMain}}},
+		{"a hand entry of the subject is not compared", "cat", []RepoEntry{en("cat", "hand")}, nil, nil},
+		{"not at rest", "busy", []RepoEntry{en("busy", "cf-5")}, nil, nil},
+		{"absent from both", "zoe", []RepoEntry{en("amy", "cf-1")}, []OpenAccess{op("dan", "cf-4")}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			es, ps := SubjectOnly(tt.subject, tt.main, tt.open)
+			got := AccessDiscrepancies(es, owned, ps, atRest)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("compared alone = %+v, want %+v", got, tt.want)
+			}
+			var whole []AccessDiscrepancy
+			for _, d := range AccessDiscrepancies(tt.main, owned, tt.open, atRest) {
+				if d.Subject == tt.subject {
+					whole = append(whole, d)
+				}
+			}
+			if !reflect.DeepEqual(got, whole) {
+				t.Fatalf("compared alone = %+v, the whole comparison's part = %+v", got, whole)
+			}
+		})
+	}
+}
+
+func TestSortTargetDiscrepancies(t *testing.T) {
+	d := func(target, subject string, k AccessDiscrepancyKind) TargetDiscrepancy {
+		return TargetDiscrepancy{TargetKey: target, AccessDiscrepancy: AccessDiscrepancy{Subject: subject, Kind: k}}
+	}
+	got := []TargetDiscrepancy{
+		d("t2", "amy", DiscrepancyOnMainNotInEffect),
+		d("t1", "amy", DiscrepancyOnMainNotInEffect),
+		d("t1", "amy", DiscrepancyInEffectNotOnMain),
+	}
+	SortTargetDiscrepancies(got)
+	want := []TargetDiscrepancy{
+		d("t1", "amy", DiscrepancyInEffectNotOnMain),
+		d("t1", "amy", DiscrepancyOnMainNotInEffect),
+		d("t2", "amy", DiscrepancyOnMainNotInEffect),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sorted = %+v, want %+v", got, want)
+	}
+}

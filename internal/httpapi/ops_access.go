@@ -31,8 +31,9 @@ type accessItem struct {
 	ApprovalID  *string    `json:"approvalId"`
 	MRIID       *int64     `json:"mrIid"`
 	MergeSHA    *string    `json:"mergeSha"`
-	// EndSHA is the commit that removed a repo period's entry (null for
-	// changeflow's periods and while open).
+	// EndSHA is the commit that ended the period: the one that removed a
+	// repo period's entry, or the merge commit of changeflow's removal or
+	// renewal that ended it; null while open and when unknown.
 	EndSHA *string `json:"endSha"`
 }
 
@@ -134,6 +135,8 @@ func (s *Server) handleOpsAccess() http.Handler {
 		out := accessAtData{At: at, Items: accessItems(items)}
 		if target != "" {
 			out.accessCheck = s.accessCheckOf(r.Context(), target)
+		} else {
+			out.accessCheck = s.accessCheckOfSubject(r.Context(), subject)
 		}
 		return "", out, nil
 	})

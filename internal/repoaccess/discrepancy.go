@@ -19,6 +19,7 @@ type CheckStore interface {
 	DatabaseNow(ctx context.Context) (time.Time, error)
 	AccessAtTarget(ctx context.Context, target string, at time.Time) ([]store.AccessInterval, error)
 	BindingGet(ctx context.Context, subject, targetKey string) (store.Binding, error)
+	BindingListBySubject(ctx context.Context, subject string) ([]store.Binding, error)
 }
 
 // ErrUnreadable marks a file Discrepancies could not compare: GitLab did
@@ -40,6 +41,43 @@ type Checker struct {
 // a file GitLab will not give, or that does not parse, is an error
 // wrapping ErrUnreadable.
 func (c Checker) Discrepancies(ctx context.Context, target string) ([]domain.AccessDiscrepancy, error) {
+	return c.compare(ctx, target, "")
+}
+
+// SubjectDiscrepancies is Discrepancies for one person across targets:
+// every configured target subject has a binding on (one read), each
+// compared for subject alone (domain.SubjectOnly: one file read and at
+// most one binding read per target). A binding row exists for every
+// target changeflow ever handled for the subject, and a discrepancy
+// needs an entry of changeflow's or a period of its, both of which have
+// one, so no target is missed. A target whose file cannot be compared
+// is named in unreadable and the others are still compared; err is any
+// other failure. Sorted by target (domain.SortTargetDiscrepancies).
+func (c Checker) SubjectDiscrepancies(ctx context.Context, subject string) (found []domain.TargetDiscrepancy, unreadable []string, err error) {
+	bs, err := c.Store.BindingListBySubject(ctx, subject)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, b := range bs {
+		ds, err := c.compare(ctx, b.TargetKey, subject)
+		if errors.Is(err, ErrUnreadable) {
+			unreadable = append(unreadable, b.TargetKey)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, d := range ds {
+			found = append(found, domain.TargetDiscrepancy{TargetKey: b.TargetKey, AccessDiscrepancy: d})
+		}
+	}
+	domain.SortTargetDiscrepancies(found)
+	return found, unreadable, nil
+}
+
+// compare is Discrepancies of target, for only that subject when only
+// is not "" (domain.SubjectOnly).
+func (c Checker) compare(ctx context.Context, target, only string) ([]domain.AccessDiscrepancy, error) {
 	s := c.Settings()
 	var file string
 	for _, t := range s.Targets {
@@ -67,6 +105,9 @@ func (c Checker) Discrepancies(ctx context.Context, target string) ([]domain.Acc
 		if p.Source == store.AccessSourceChangeflow {
 			open = append(open, domain.OpenAccess{Subject: p.Subject, OperationID: p.OperationID})
 		}
+	}
+	if only != "" {
+		onMain, open = domain.SubjectOnly(only, onMain, open)
 	}
 	r := Reader{opts: Options{Store: c.Store}}
 	owned, err := r.ownership(ctx, target, [][]domain.RepoEntry{onMain})

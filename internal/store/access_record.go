@@ -37,9 +37,10 @@ const (
 // of at most InChunkSize operations, a fixed number of statements
 // whatever the chunk's size:
 //
-//  1. one read of the operations (subject, target, approval, MR — a batch
-//     member's MR is its batch's); every period of the chunk starts or
-//     ends at the one instant at, the rows' history time;
+//  1. one read of the operations (subject, target, approval, MR and its
+//     merge commit — a batch member's are its batch's); every period of
+//     the chunk starts or ends at the one instant at, the rows' history
+//     time;
 //  2. one plain read of the open periods of every (target, subject) the
 //     chunk touches, on uk_access_interval_open, and one UPDATE ending
 //     those found — a removal in effect, or the period a renewal (or any
@@ -89,7 +90,7 @@ func txNow(ctx context.Context, tx *sql.Tx, d Dialect) (time.Time, error) {
 // accessOperation is what accessRecordChunk reads of one operation.
 type accessOperation struct {
 	operationID, subject, target string
-	approvalID                   sql.NullString
+	approvalID, mergeSHA         sql.NullString
 	mrIID                        sql.NullInt64
 }
 
@@ -117,13 +118,13 @@ func accessRecordChunk(ctx context.Context, tx *sql.Tx, ids []string, change map
 	if len(opens) == 0 {
 		return nil
 	}
-	const cols = 7
+	const cols = 8
 	ins := make([]any, 0, cols*len(opens))
 	for _, o := range opens {
-		ins = append(ins, o.subject, o.target, at, AccessSourceChangeflow, o.operationID, o.approvalID, o.mrIID)
+		ins = append(ins, o.subject, o.target, at, AccessSourceChangeflow, o.operationID, o.approvalID, o.mrIID, o.mergeSHA)
 	}
 	if _, err := tx.ExecContext(ctx,
-		"INSERT INTO access_interval (subject, target_key, from_at, source, operation_id, approval_id, mr_iid) VALUES "+
+		"INSERT INTO access_interval (subject, target_key, from_at, source, operation_id, approval_id, mr_iid, merge_sha) VALUES "+
 			valuesRows(len(opens), cols), ins...); err != nil {
 		return fmt.Errorf("open periods: %w", translate(err))
 	}
@@ -133,7 +134,7 @@ func accessRecordChunk(ctx context.Context, tx *sql.Tx, ids []string, change map
 // accessOperations reads the operations ids name, in operationId order.
 func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOperation, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT o.operation_id, o.subject, o.target_key, o.approval_id, COALESCE(o.mr_iid, mb.mr_iid)"+
+		"SELECT o.operation_id, o.subject, o.target_key, o.approval_id, COALESCE(o.mr_iid, mb.mr_iid), COALESCE(o.merge_sha, mb.merge_sha)"+
 			" FROM operation o LEFT JOIN merge_batch mb ON mb.id = o.batch_id"+
 			" WHERE o.operation_id IN ("+placeholders(len(ids))+") ORDER BY o.operation_id", args(ids)...)
 	if err != nil {
@@ -143,7 +144,7 @@ func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOp
 	var out []accessOperation
 	for rows.Next() {
 		var o accessOperation
-		if err := rows.Scan(&o.operationID, &o.subject, &o.target, &o.approvalID, &o.mrIID); err != nil {
+		if err := rows.Scan(&o.operationID, &o.subject, &o.target, &o.approvalID, &o.mrIID, &o.mergeSHA); err != nil {
 			return nil, fmt.Errorf("read operations: %w", err)
 		}
 		out = append(out, o)
@@ -155,7 +156,10 @@ func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOp
 }
 
 // accessEndOpen ends the open period of each of ops' (target, subject),
-// naming the operation whose effect ended it: a plain read of the open
+// naming the operation whose effect ended it and that operation's merge
+// commit (end_sha: the removal's, or the renewal's that rewrote the entry;
+// NULL when it merged nothing — a removal that found no entry to remove):
+// a plain read of the open
 // rows through uk_access_interval_open, then one UPDATE of exactly the
 // rows found, by primary key.
 //
@@ -172,10 +176,10 @@ func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOp
 // meanwhile is domain.ErrPreempted, never a silent miss.
 func accessEndOpen(ctx context.Context, tx *sql.Tx, d Dialect, ops []accessOperation, at any) error {
 	keys := make([]any, 0, 4*len(ops))
-	ender := make(map[[2]string]string, len(ops))
+	ender := make(map[[2]string]accessOperation, len(ops))
 	for _, o := range ops {
 		keys = append(keys, o.target, o.subject, AccessSourceChangeflow, 1)
-		ender[[2]string{o.target, o.subject}] = o.operationID
+		ender[[2]string{o.target, o.subject}] = o
 	}
 	rows, err := tx.QueryContext(ctx,
 		"SELECT id, target_key, subject FROM access_interval"+d.forceIndex("uk_access_interval_open")+
@@ -187,6 +191,7 @@ func accessEndOpen(ctx context.Context, tx *sql.Tx, d Dialect, ops []accessOpera
 	var (
 		caseSQL string
 		cases   []any
+		shas    []any
 		ids     []any
 	)
 	for rows.Next() {
@@ -197,8 +202,10 @@ func accessEndOpen(ctx context.Context, tx *sql.Tx, d Dialect, ops []accessOpera
 		if err := rows.Scan(&id, &target, &subject); err != nil {
 			return fmt.Errorf("read open periods: %w", err)
 		}
+		e := ender[[2]string{target, subject}]
 		caseSQL += " WHEN ? THEN ?"
-		cases = append(cases, id, ender[[2]string{target, subject}])
+		cases = append(cases, id, e.operationID)
+		shas = append(shas, id, e.mergeSHA)
 		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
@@ -208,9 +215,10 @@ func accessEndOpen(ctx context.Context, tx *sql.Tx, d Dialect, ops []accessOpera
 	if len(ids) == 0 {
 		return nil
 	}
-	vals := append(append([]any{at}, cases...), ids...)
+	vals := append(append(append([]any{at}, cases...), shas...), ids...)
 	if err := execN(ctx, tx, int64(len(ids)),
-		"UPDATE access_interval "+d.PrimaryKeyHint()+" SET until_at = ?, end_operation_id = CASE id"+caseSQL+" END"+
+		"UPDATE access_interval "+d.PrimaryKeyHint()+" SET until_at = ?, end_operation_id = CASE id"+caseSQL+" END,"+
+			" end_sha = CASE id"+caseSQL+" END"+
 			" WHERE until_at IS NULL AND id IN ("+placeholders(len(ids))+")", vals...); err != nil {
 		return fmt.Errorf("end open periods: %w", err)
 	}

@@ -73,6 +73,12 @@ type BatchApplyParams struct {
 	LinkMR  *BatchMR
 	LinkOps []string
 
+	// MergeSHA, when set, records the batch MR's merge commit on the
+	// batch row (merge_batch.merge_sha) unless one is recorded already:
+	// given with the members' move to MERGED, so the access period each
+	// member opens later names it (accessRecord).
+	MergeSHA string
+
 	Moves []TransitionManyParams
 
 	Readmit   []string
@@ -170,9 +176,27 @@ func batchApplyRow(ctx context.Context, tx *sql.Tx, d Dialect, p BatchApplyParam
 			return nil, fmt.Errorf("record MR: %w", err)
 		}
 	case p.SettleTo != 0:
-		return batchSettleTx(ctx, tx, d, p)
+		released, err := batchSettleTx(ctx, tx, d, p)
+		if err != nil {
+			return nil, err
+		}
+		return released, batchRecordMergeSHA(ctx, tx, p)
 	}
-	return nil, nil
+	return nil, batchRecordMergeSHA(ctx, tx, p)
+}
+
+// batchRecordMergeSHA writes p.MergeSHA on the batch row when it names
+// one and the row has none. After the guarded write, so a pre-empted plan
+// records nothing; a merge commit, once known, does not change.
+func batchRecordMergeSHA(ctx context.Context, tx *sql.Tx, p BatchApplyParams) error {
+	if p.MergeSHA == "" {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE merge_batch SET merge_sha = ? WHERE id = ? AND merge_sha IS NULL",
+		clipRunes(p.MergeSHA, 64), p.BatchID); err != nil {
+		return fmt.Errorf("record merge commit: %w", translate(err))
+	}
+	return nil
 }
 
 // batchSettleTx writes the settlement to p.SettleTo, guarded on From and

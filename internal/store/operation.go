@@ -34,12 +34,17 @@ type Operation struct {
 	// treats it as an opaque int; the transition table lives in the domain.
 	Step int
 	// Version starts at 1 and grows by one with every write of Step (I6).
-	Version        int64
-	BatchID        int64
-	MRIID          int64
-	MRURL          string
-	Branch         string
-	ApprovalID     string
+	Version    int64
+	BatchID    int64
+	MRIID      int64
+	MRURL      string
+	Branch     string
+	ApprovalID string
+	// MergeSHA is the merge commit of the operation's own MR, recorded
+	// when a step found it merged (WorkFields.MergeSHA); "" before, for a
+	// batch member that is not the batch's driver (merge_batch.merge_sha
+	// holds the batch's), and for rows merged before migration 00021.
+	MergeSHA       string
 	Reason         string
 	Days           int
 	ExpiresAt      time.Time
@@ -84,7 +89,7 @@ func kindOf(alias string) string {
 // operationColumns is the select list scanOperation reads, in order.
 const operationColumns = "id, operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, " +
 	"batch_id, mr_iid, mr_url, branch, approval_id, reason, days, expires_at, request_hash, " +
-	"next_action, due_at, lease_owner, lease_expires_at, attempts, last_error, created_at, updated_at"
+	"next_action, due_at, lease_owner, lease_expires_at, attempts, last_error, created_at, updated_at, merge_sha"
 
 // rowScanner is what *sql.Row and *sql.Rows have in common.
 type rowScanner interface {
@@ -97,12 +102,12 @@ func scanOperation(r rowScanner) (Operation, error) {
 		o                                                        Operation
 		batchID, mrIID, days                                     sql.NullInt64
 		mrURL, branch, approvalID, nextAction, leaseOwner, lastE sql.NullString
-		grantOp, revokeReason                                    sql.NullString
+		grantOp, revokeReason, mergeSHA                          sql.NullString
 		expiresAt, dueAt, leaseExpiresAt                         sql.NullTime
 	)
 	err := r.Scan(&o.ID, &o.OperationID, &o.Subject, &o.TargetKey, &o.ProjectID, &o.Flow, &o.Kind, &grantOp, &revokeReason, &o.Step, &o.Version,
 		&batchID, &mrIID, &mrURL, &branch, &approvalID, &o.Reason, &days, &expiresAt, &o.RequestHash,
-		&nextAction, &dueAt, &leaseOwner, &leaseExpiresAt, &o.Attempts, &lastE, &o.CreatedAt, &o.UpdatedAt)
+		&nextAction, &dueAt, &leaseOwner, &leaseExpiresAt, &o.Attempts, &lastE, &o.CreatedAt, &o.UpdatedAt, &mergeSHA)
 	if err != nil {
 		return Operation{}, err
 	}
@@ -111,6 +116,7 @@ func scanOperation(r rowScanner) (Operation, error) {
 	o.NextAction, o.LeaseOwner, o.LastError = nextAction.String, leaseOwner.String, lastE.String
 	o.ExpiresAt, o.DueAt, o.LeaseExpiresAt = expiresAt.Time, dueAt.Time, leaseExpiresAt.Time
 	o.GrantOperationID, o.RevokeReason = grantOp.String, domain.RevokeReason(revokeReason.String)
+	o.MergeSHA = mergeSHA.String
 	if o.Kind == domain.OperationGrant && o.GrantOperationID != "" {
 		o.Kind = domain.OperationRenew // kindOf
 	}

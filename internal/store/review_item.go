@@ -197,7 +197,8 @@ func reviewAudit(ctx context.Context, tx *sql.Tx, key, actor, action, resource, 
 // domain.ReviewActor. Another instance that closed it first, or a
 // campaign not yet due, is domain.ErrPreempted and writes nothing. The
 // close is audited in the same transaction (action review-close, actor
-// review:<id>). defaulted counts the items the default decided.
+// review:<id>), and so is the campaign's report (review-report,
+// reviewReportTx). defaulted counts the items the default decided.
 func (s *Store) ReviewClose(ctx context.Context, id int64) (defaulted int, err error) {
 	d := s.dialect
 	err = s.InTx(ctx, nil, func(tx *sql.Tx) error {
@@ -223,8 +224,11 @@ func (s *Store) ReviewClose(ctx context.Context, id int64) (defaulted int, err e
 			return err
 		}
 		defaulted = int(n)
-		return reviewAudit(ctx, tx, fmt.Sprintf("review-close-%d", id), domain.ReviewActor(id), "review-close",
-			fmt.Sprintf("review:%d", id), fmt.Sprintf(`{"defaulted":%d,"defaultDecision":%q}`, n, def))
+		if err := reviewAudit(ctx, tx, fmt.Sprintf("review-close-%d", id), domain.ReviewActor(id), "review-close",
+			fmt.Sprintf("review:%d", id), fmt.Sprintf(`{"defaulted":%d,"defaultDecision":%q}`, n, def)); err != nil {
+			return err
+		}
+		return reviewReportTx(ctx, tx, id)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("close review %d: %w", id, err)

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -170,10 +171,24 @@ func TestReviewCloseAppliesTheDefaultOnceAcrossInstances(t *testing.T) {
 		require.Equal(t, 2, total, "the two undecided items took the default once")
 		recs, err := s.AuditListByResource(ctx, fmt.Sprintf("review:%d", c.ID), 10)
 		require.NoError(t, err)
-		require.Len(t, recs, 1, "the close is audited once")
+		require.Len(t, recs, 2, "the close and its report are audited once each")
 		require.Equal(t, "review-close", recs[0].Action)
 		require.Equal(t, domain.ReviewActor(c.ID), recs[0].Actor)
 		require.JSONEq(t, `{"defaulted":2,"defaultDecision":"revoke"}`, recs[0].Params)
+		require.Equal(t, domain.ReviewReportAction, recs[1].Action)
+		require.Equal(t, domain.ReviewActor(c.ID), recs[1].Actor)
+		var report struct {
+			domain.ReviewReportHeader
+			Entries []domain.ReviewReportItem `json:"entries"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(recs[1].Params), &report))
+		require.Equal(t, 3, report.Items)
+		require.Equal(t, []int{1, 1}, []int{report.Part, report.Parts})
+		var removals []string
+		for _, e := range report.Entries {
+			removals = append(removals, e.Decision+"/"+e.Removal)
+		}
+		require.Equal(t, []string{"keep/none", "revoke/pending", "revoke/pending"}, removals, "the report as the close left the items")
 
 		got, err := s.ReviewCampaignGet(ctx, c.ID)
 		require.NoError(t, err)

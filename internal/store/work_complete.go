@@ -18,6 +18,10 @@ type WorkFields struct {
 	MRURL      string
 	Branch     string
 	ApprovalID string
+	// MergeSHA is the merge commit of the operation's MR, set with the
+	// outcome that found it merged; the access period the request opens
+	// names it (accessRecord).
+	MergeSHA string
 }
 
 // WorkCompleteParams is the outcome of one step run, written under the
@@ -209,6 +213,7 @@ func applyOutcome(ctx context.Context, tx *sql.Tx, d Dialect, id int64, fromStep
 		{"batch_id", f.BatchID != 0, f.BatchID}, {"mr_iid", f.MRIID != 0, f.MRIID},
 		{"mr_url", f.MRURL != "", clipRunes(f.MRURL, 512)}, {"branch", f.Branch != "", clipRunes(f.Branch, 255)},
 		{"approval_id", f.ApprovalID != "", clipRunes(f.ApprovalID, 128)},
+		{"merge_sha", f.MergeSHA != "", clipRunes(f.MergeSHA, 64)},
 	} {
 		if c.set {
 			set += ", " + c.col + " = ?"

@@ -1,6 +1,8 @@
 package workflow_test
 
 import (
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 
 // period is the access period id opened, checked against what the
 // request's own records say: it starts at the step-history time of its
-// deploy confirmation, and names its approval and MR.
+// deploy confirmation, and names its approval, its MR and that MR's merge
+// commit on main.
 func (w *revokeWorld) period(id string) store.AccessInterval {
 	w.t.Helper()
 	a, err := w.st.AccessOfOperation(w.t.Context(), id)
@@ -25,6 +28,7 @@ func (w *revokeWorld) period(id string) store.AccessInterval {
 	require.Equal(w.t, o.MRIID, a.MRIID)
 	require.NotZero(w.t, a.MRIID)
 	require.Equal(w.t, store.AccessSourceChangeflow, a.Source)
+	require.Equal(w.t, w.mergeCommitOnMain(id), a.MergeSHA, "%s: the period names its MR's merge commit", id)
 	steps, err := w.st.OperationStepList(w.t.Context(), id)
 	require.NoError(w.t, err)
 	var confirmed []time.Time
@@ -36,6 +40,33 @@ func (w *revokeWorld) period(id string) store.AccessInterval {
 	require.Len(w.t, confirmed, 1, "%s confirmed once", id)
 	require.True(w.t, confirmed[0].Equal(a.From), "%s: from %s, confirmed at %s", id, a.From, confirmed[0])
 	return a
+}
+
+// mergeCommitOnMain is the merge commit of id's MR (a batch member's: its
+// batch MR) as the simulated GitLab answers the MR, checked to be in the
+// history of main (git log of the simulator's repository).
+func (w *world) mergeCommitOnMain(id string) string {
+	w.t.Helper()
+	o, err := w.st.OperationGet(w.t.Context(), id)
+	require.NoError(w.t, err)
+	require.NotZero(w.t, o.MRIID, "%s has an MR", id)
+	var mr struct {
+		State          string `json:"state"`
+		MergeCommitSHA string `json:"merge_commit_sha"`
+	}
+	require.Equal(w.t, http.StatusOK, w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/merge_requests/"+itoa(o.MRIID), nil, &mr))
+	require.Equal(w.t, "merged", mr.State, "%s: MR !%d", id, o.MRIID)
+	require.Len(w.t, mr.MergeCommitSHA, 40, "%s: MR !%d's merge commit", id, o.MRIID)
+	var log []struct {
+		ID string `json:"id"`
+	}
+	require.Equal(w.t, http.StatusOK, w.simJSON(http.MethodGet, "/gitlab/api/v4/projects/1/repository/commits?ref_name=main&per_page=100", nil, &log))
+	require.True(w.t, slices.ContainsFunc(log, func(c struct {
+		ID string `json:"id"`
+	}) bool {
+		return c.ID == mr.MergeCommitSHA
+	}), "%s: merge commit %s on main", id, mr.MergeCommitSHA)
+	return mr.MergeCommitSHA
 }
 
 // accessAt is who had access to target at t, as operationIds.
@@ -97,6 +128,7 @@ func TestAccessHistoryOfAGrantRenewedGivenBackAndOneExpired(t *testing.T) {
 		g1, r1 := w.period("acc-g1"), w.period("acc-r1")
 		require.True(t, g1.Until.Equal(r1.From), "the renewal takes over at the instant the grant ends")
 		require.Equal(t, "acc-r1", g1.EndOperationID)
+		require.Equal(t, w.mergeCommitOnMain("acc-r1"), g1.EndSHA, "the grant's period ends with the renewal's merge commit")
 		require.NotEqual(t, g1.ApprovalID, r1.ApprovalID, "each period names who approved it")
 
 		w.pastByTwoSeconds(r1.From)
@@ -108,6 +140,7 @@ func TestAccessHistoryOfAGrantRenewedGivenBackAndOneExpired(t *testing.T) {
 		r1 = w.period("acc-r1")
 		require.False(t, r1.Open())
 		require.Equal(t, domain.RevocationID("acc-r1"), r1.EndOperationID)
+		require.Equal(t, w.mergeCommitOnMain(domain.RevocationID("acc-r1")), r1.EndSHA, "ended by the removal's merge commit")
 
 		w.pastByTwoSeconds(r1.Until)
 		w.granted("acc-g2", "ben", tSingle)
@@ -120,6 +153,8 @@ func TestAccessHistoryOfAGrantRenewedGivenBackAndOneExpired(t *testing.T) {
 		g2 = w.period("acc-g2")
 		require.False(t, g2.Open())
 		require.Equal(t, domain.RevocationID("acc-g2"), g2.EndOperationID)
+		require.Equal(t, w.mergeCommitOnMain(domain.RevocationID("acc-g2")), g2.EndSHA)
+		require.Equal(t, w.mergeCommitOnMain("acc-g2"), g2.MergeSHA, "a removal's period keeps its grant's merge commit")
 
 		none := []string{}
 		w.boundary("amy's grant in effect", tSingle, g1.From, none, []string{"acc-g1"})
@@ -154,5 +189,38 @@ func TestAccessHistoryOfAGrantRenewedGivenBackAndOneExpired(t *testing.T) {
 		require.Empty(t, hist)
 
 		w.filesExact("acc-g1", "acc-r1", "acc-g2")
+	})
+}
+
+// TestAccessPeriodsOfABatchNameTheBatchMerge: two grants merged in one
+// batch MR open periods that both name the batch MR's merge commit on
+// main; one is then revoked, its removal merged in a batch of its own,
+// and its period keeps the grant's merge commit and ends with the
+// removal's. The files on main are what the database says.
+func TestAccessPeriodsOfABatchNameTheBatchMerge(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newRevokeWorld(t, st)
+		w.admitted("bm-1", "bm-2")
+		w.roundsUntilIdle()
+		for _, id := range []string{"bm-1", "bm-2"} {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+		}
+		p1, p2 := w.period("bm-1"), w.period("bm-2")
+		require.NotEmpty(t, p1.MergeSHA)
+		require.Equal(t, p1.MergeSHA, p2.MergeSHA, "one batch MR, one merge commit")
+
+		w.expire("bm-1")
+		require.Equal(t, 1, w.scan().Revoked)
+		storetest.UntilAdmittedBeforeNow(t, st, domain.RevocationID("bm-1"))
+		w.roundsUntilIdle()
+		w.until(domain.RevocationID("bm-1"), "removed", at(domain.StepRevokeCalledBack, domain.BindingRevoked))
+		p1 = w.period("bm-1")
+		require.False(t, p1.Open())
+		require.Equal(t, p2.MergeSHA, p1.MergeSHA, "the removal keeps the grant's merge commit")
+		removal := w.mergeCommitOnMain(domain.RevocationID("bm-1"))
+		require.NotEqual(t, p1.MergeSHA, removal)
+		require.Equal(t, removal, p1.EndSHA, "ended by the removal's merge commit")
+		w.filesExact("bm-1", "bm-2")
 	})
 }

@@ -50,6 +50,16 @@ func (w *revokeWorld) discrepancies(target string) []domain.AccessDiscrepancy {
 	return d
 }
 
+// subjectDiscrepancies is what the check reports for subject now,
+// across its targets; every file must have been compared.
+func (w *revokeWorld) subjectDiscrepancies(subject string) []domain.TargetDiscrepancy {
+	w.t.Helper()
+	d, unreadable, err := w.checker().SubjectDiscrepancies(w.t.Context(), subject)
+	require.NoError(w.t, err)
+	require.Empty(w.t, unreadable, "every file compared")
+	return d
+}
+
 // handCommit writes target's file on main as a maintainer, with edit
 // applied to what is there, and returns the commit and its committed
 // date (GitLab's second).
@@ -167,6 +177,10 @@ func TestAccessHistoryFromTheRepository(t *testing.T) {
 			"the re-added entry is changeflow's: no repo period, changeflow's records say it ended")
 		require.Equal(t, []domain.AccessDiscrepancy{{Subject: "amy", OperationID: "rh-g1", Kind: domain.DiscrepancyOnMainNotInEffect}},
 			w.discrepancies(tSingle))
+		require.Equal(t, []domain.TargetDiscrepancy{{TargetKey: tSingle,
+			AccessDiscrepancy: domain.AccessDiscrepancy{Subject: "amy", OperationID: "rh-g1", Kind: domain.DiscrepancyOnMainNotInEffect}}},
+			w.subjectDiscrepancies("amy"), "by subject: amy's, on the target she had a binding on")
+		require.Empty(t, w.subjectDiscrepancies("nina"), "a hand entry is not compared, by subject either")
 
 		// The end check: the file holds exactly what the database wants
 		// plus the foreign entries — nina's, and amy's put back by hand

@@ -918,9 +918,11 @@ export interface paths {
          *     one of `target` and `subject`. One indexed range read. Periods of
          *     `source` `repo` are entries changeflow did not write, read from the
          *     file's history on the default branch by the periodic reader
-         *     (`access.repoScanInterval`). By `target`, the answer also lists
-         *     where changeflow's records and the file on the default branch
-         *     disagree now (`discrepancies`; one read of the file from GitLab).
+         *     (`access.repoScanInterval`). The answer also lists where
+         *     changeflow's records and the files on the default branch disagree
+         *     now (`discrepancies`): by `target`, in its file (one read of the
+         *     file from GitLab); by `subject`, the person's in the file of every
+         *     target they have a binding on (one file read per such target).
          */
         get: operations["opsAccessAt"];
         put?: never;
@@ -1808,14 +1810,16 @@ export interface components {
             approvalId: string | null;
             /** @description The merge request that carried it (a batch member's is its batch's); null when unknown. */
             mrIid: number | null;
-            /** @description The merge commit; for a `repo` period, the commit on the default branch that added the entry (`from` is its committed date); null when unknown (changeflow does not record it for its own periods yet). */
+            /** @description The merge commit on the default branch that put the entry there — for changeflow's periods, the merge commit of the request's MR (a batch member's, its batch MR's), kept by a removal's period; for a `repo` period, the commit that added the entry (`from` is its committed date); null when unknown (requests merged before merge commits were recorded). */
             mergeSha: string | null;
-            /** @description For a `repo` period, the commit on the default branch that removed the entry (`until` is its committed date); null for changeflow's periods and while open. */
+            /** @description The commit that ended the period — for a `repo` period, the commit on the default branch that removed the entry (`until` is its committed date); for changeflow's, the merge commit of the removal (or of the renewal that rewrote the entry); null while open and when unknown. */
             endSha: string | null;
         };
         /** @description One place where changeflow's records and the target's binding file on the default branch disagree, for a person to resolve (docs/api.md, "Access history"). */
         AccessDiscrepancy: {
             subject: string;
+            /** @description The target whose binding file disagrees: the asked one by target; by subject, each of the person's. */
+            targetKey: string;
             /** @description The entry's operationId (ON_MAIN_NOT_IN_EFFECT) or the open period's request (IN_EFFECT_NOT_ON_MAIN). */
             operationId: string;
             /**
@@ -1837,9 +1841,9 @@ export interface components {
                  */
                 at: string;
                 items: components["schemas"]["AccessInterval"][];
-                /** @description With `target` only — the disagreements between changeflow's records and the target's file on the default branch now (not at the instant asked about); empty when they agree. Absent for the by-subject question, or when no check is wired. */
+                /** @description The disagreements between changeflow's records and the binding files on the default branch now (not at the instant asked about) — with `target`, that target's file; with `subject`, the person's entries and periods in the file of every target they have a binding on — sorted by target, subject, kind; empty when they agree. Absent when no check is wired. */
                 discrepancies?: components["schemas"]["AccessDiscrepancy"][];
-                /** @description Why the file could not be compared just now, in words; `discrepancies` is then empty. */
+                /** @description Why a file could not be compared just now, in words. With `target`, `discrepancies` is then empty; with `subject`, it names the targets not compared, and `discrepancies` holds the other targets'. */
                 discrepanciesProblem?: string;
             };
         };

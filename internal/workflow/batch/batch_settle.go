@@ -55,6 +55,9 @@ type settleOpts struct {
 	// only settles the batch only while it is in this status (the timeout
 	// sweep: RUNNING — a BLOCKED batch waits for a person); 0: any active.
 	only domain.BatchStatus
+	// mergeSHA is the batch MR's merge commit when it read merged,
+	// recorded on the batch row with the members' move to MERGED.
+	mergeSHA string
 }
 
 // settleBatch reads the batch and settles it (settleCore), reading again
@@ -88,10 +91,11 @@ func (d Flow) settleBatch(ctx context.Context, batchID int64, o settleOpts) (Set
 // and the next settlement (the step's retry, the sweep, an operator) finds
 // the MR closed and settles it.
 func (d Flow) settleCore(ctx context.Context, b store.Batch, o settleOpts) (SettleResult, error) {
-	merged, err := d.closeAndRead(ctx, b)
+	merged, sha, err := d.closeAndRead(ctx, b)
 	if err != nil {
 		return SettleResult{BatchID: b.ID}, err
 	}
+	o.mergeSHA = sha
 	states, err := d.Store.BatchMemberStates(ctx, b.ID)
 	if err != nil {
 		return SettleResult{BatchID: b.ID}, err
@@ -146,7 +150,7 @@ func planSettlement(b store.Batch, states []store.BatchMemberState, merged bool,
 		}, o.actor, fmt.Sprintf("batch %d settled: MR !%d merged", b.ID, b.MRIID)); err != nil {
 			return p, res, err
 		}
-		p.SettleTo = domain.BatchSucceeded
+		p.SettleTo, p.MergeSHA = domain.BatchSucceeded, o.mergeSHA
 		return p, res, nil
 	}
 	res.Status = domain.BatchFailed.String()
@@ -186,18 +190,19 @@ func onThePath(m store.BatchMemberState) bool {
 func leaving(m store.BatchMemberState) bool { return m.NextAction == flow.ActionWithdraw }
 
 // closeAndRead closes the batch's MR if it is open and reads it again; it
-// reports whether the MR is merged. No MR recorded → the MR of the batch's
-// branch, if any (a round that died between CreateMR and recording it).
-func (d Flow) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
+// reports whether the MR is merged, and then its merge commit. No MR
+// recorded → the MR of the batch's branch, if any (a round that died
+// between CreateMR and recording it).
+func (d Flow) closeAndRead(ctx context.Context, b store.Batch) (bool, string, error) {
 	project := strconv.FormatInt(b.ProjectID, 10)
 	iid := b.MRIID
 	if iid == 0 {
 		mr, found, err := d.GitLab.FindMRBySourceBranch(ctx, project, flow.BatchBranchName(b.ID), gitlab.StateAll)
 		if err != nil {
-			return false, fmt.Errorf("look up MR: %w", err)
+			return false, "", fmt.Errorf("look up MR: %w", err)
 		}
 		if !found {
-			return false, nil
+			return false, "", nil
 		}
 		iid = mr.IID
 	}
@@ -206,28 +211,32 @@ func (d Flow) closeAndRead(ctx context.Context, b store.Batch) (bool, error) {
 
 // closeAndReadMR closes MR iid if it is open and reads it again; it reports
 // whether the MR is merged ("merged wins": a merge that won the race
-// cannot be closed). An MR still open after the close is errMRWontClose.
-func (d Flow) closeAndReadMR(ctx context.Context, project string, iid int64) (bool, error) {
+// cannot be closed) and then its merge commit. An MR still open after the
+// close is errMRWontClose.
+func (d Flow) closeAndReadMR(ctx context.Context, project string, iid int64) (bool, string, error) {
 	mr, err := d.GitLab.GetMR(ctx, project, iid)
 	if err != nil {
-		return false, fmt.Errorf("read MR !%d: %w", iid, err)
+		return false, "", fmt.Errorf("read MR !%d: %w", iid, err)
 	}
 	if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
 		_, closeErr := d.GitLab.CloseMR(ctx, project, iid)
 		if closeErr != nil && flow.Transient(closeErr) {
-			return false, fmt.Errorf("close MR !%d: %w", iid, closeErr)
+			return false, "", fmt.Errorf("close MR !%d: %w", iid, closeErr)
 		}
 		// Whatever the close answered, the MR's state now decides: a merge
 		// that won the race cannot be closed any more.
 		if mr, err = d.GitLab.GetMR(ctx, project, iid); err != nil {
-			return false, fmt.Errorf("re-read MR !%d: %w", iid, err)
+			return false, "", fmt.Errorf("re-read MR !%d: %w", iid, err)
 		}
 		if mr.State == gitlab.MRStateOpened || mr.State == gitlab.MRStateLocked {
-			return false, fmt.Errorf("MR !%d is still %s after closing it (close answered: %v): %w",
+			return false, "", fmt.Errorf("MR !%d is still %s after closing it (close answered: %v): %w",
 				iid, mr.State, closeErr, errMRWontClose)
 		}
 	}
-	return mr.State == gitlab.MRStateMerged, nil
+	if mr.State != gitlab.MRStateMerged {
+		return false, "", nil
+	}
+	return true, mr.MergeCommitSHA, nil
 }
 
 // validateMembersIfDeployed validates the merged members when the deploy
@@ -282,7 +291,8 @@ func (d Flow) batchFinish(ctx context.Context, w engine.Work) (engine.Outcome, e
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	p := store.BatchApplyParams{BatchID: b.ID, Moves: moves}
+	// The driver's row holds the merge commit its merge step read.
+	p := store.BatchApplyParams{BatchID: b.ID, Moves: moves, MergeSHA: w.Operation.MergeSHA}
 	if b.Status.Active() {
 		p.SettleTo, p.From, p.Version = domain.BatchSucceeded, b.Status, b.Version
 	}

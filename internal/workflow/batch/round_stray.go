@@ -56,7 +56,7 @@ func (d Flow) closeStrayMR(ctx context.Context, b store.Batch, project string, i
 func (d Flow) closeStray(ctx context.Context, who string, b store.Batch, project string, iid int64) (merged bool, err error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), strayCloseTimeout)
 	defer cancel()
-	merged, err = d.closeAndReadMR(cctx, project, iid)
+	merged, _, err = d.closeAndReadMR(cctx, project, iid)
 	if err != nil {
 		return false, fmt.Errorf("close MR !%d of batch %d (%s, MR !%d recorded): %w", iid, b.ID, b.Status, b.MRIID, err)
 	}

@@ -100,7 +100,7 @@ func (d Flow) recoverBatchMembers(ctx context.Context, batchID int64, ids []stri
 	if err != nil {
 		return err
 	}
-	merged, err := d.closeAndRead(ctx, b)
+	merged, sha, err := d.closeAndRead(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -115,6 +115,7 @@ func (d Flow) recoverBatchMembers(ctx context.Context, batchID int64, ids []stri
 	pick := func(m store.BatchMemberState) bool { return want[m.OperationID] && m.Binding != "" }
 	p := store.BatchApplyParams{BatchID: b.ID, OnlyIf: domain.BatchFailed}
 	if merged {
+		p.MergeSHA = sha
 		p.Moves, err = planMoves(states, msMerged, pick, "sweep", fmt.Sprintf("batch %d: MR !%d merged (recovered)", b.ID, b.MRIID))
 	} else {
 		p.Moves, err = planMoves(states, msAdmitted, pick, "sweep",

@@ -67,7 +67,8 @@ func (h *handle) merged(ctx context.Context, mr gitlab.MR) (engine.Outcome, erro
 		}
 	}
 	return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged,
-		Note: fmt.Sprintf("MR !%d merged (%s)", mr.IID, mr.MergeCommitSHA)}).
+		Fields: store.WorkFields{MergeSHA: mr.MergeCommitSHA},
+		Note:   fmt.Sprintf("MR !%d merged (%s)", mr.IID, mr.MergeCommitSHA)}).
 		OnFlip(h.d.applier().ValidateIfDeployed(h.d.ProjectID(h.w.Operation), h.w.Operation.MRIID)), nil
 }
 

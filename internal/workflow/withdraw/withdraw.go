@@ -134,9 +134,9 @@ func (d Flow) withdrawFinish(op store.Operation, plan domain.WithdrawActionPlan,
 		// follows its merge to MERGED and, with the deploy callback or
 		// reconciliation, VALIDATED. The requester hears that it already
 		// took effect.
-		fields := store.WorkFields{}
+		fields := store.WorkFields{MergeSHA: mr.MergeCommitSHA}
 		if op.MRIID == 0 {
-			fields = store.WorkFields{MRIID: mr.IID, MRURL: mr.WebURL}
+			fields.MRIID, fields.MRURL = mr.IID, mr.WebURL
 		}
 		return engine.Done("", engine.Transition{Step: domain.StepHandleMerged, Binding: domain.BindingMerged, Fields: fields,
 			Note: fmt.Sprintf("withdrawal came too late: MR !%d was merged (%s); the request follows its merge", mr.IID, mr.MergeCommitSHA)}).
