@@ -135,6 +135,7 @@ func TestWithdrawStep(t *testing.T) {
 			name: "MR: merged wins, the request follows its merge", binding: domain.BindingMRCreated,
 			gl:   flowtest.GitLab{MR: merged},
 			kind: engine.OutcomeDone, step: domain.StepHandleMerged, bind: domain.BindingMerged, note: "withdrawal came too late: MR !4 was merged (abc)",
+			fields:  store.WorkFields{MergeSHA: "abc"},
 			glCalls: []string{"GetMR 1 !4"},
 		},
 		{
@@ -168,7 +169,7 @@ func TestWithdrawStep(t *testing.T) {
 			name: "MR: none recorded, found merged: merged wins and is recorded", binding: domain.BindingMRCreated, op: []func(*store.Operation){noMR},
 			gl:   flowtest.GitLab{BySource: map[string]gitlab.MR{branch: merged}, MR: merged},
 			kind: engine.OutcomeDone, step: domain.StepHandleMerged, bind: domain.BindingMerged, note: "withdrawal came too late",
-			fields:  store.WorkFields{MRIID: 4, MRURL: "u/4"},
+			fields:  store.WorkFields{MRIID: 4, MRURL: "u/4", MergeSHA: "abc"},
 			glCalls: []string{"FindMRBySourceBranch 1 " + branch, "GetMR 1 !4"},
 		},
 		{
