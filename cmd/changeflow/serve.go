@@ -150,7 +150,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// campaigns opened, due ones closed with their default, revokes'
 	// removals started — each once (docs/reviews.md).
 	revoker := httpapi.WorkflowRevoker{Revoker: lifecycle.Revoker{Env: flowEnv, Store: st}, Engine: engine}
-	reviews := &review.Reviews{Store: st, Revoker: revoker, Config: cfg.Current, Logger: logger}
+	reviews := &review.Reviews{Store: st, Revoker: revoker, Config: cfg.Current, Logger: logger, Wake: engine.Wake}
 	// The audit chain on every instance (docs/audit.md): new records
 	// chained every audit.chainInterval, retention hourly; each round has
 	// one winner however many instances run it.

@@ -40,7 +40,9 @@ const (
 	// VALIDATED) by the transaction that creates the revocation — the
 	// expiry scan, the owner giving access back, an operator — which also
 	// makes the revocation the row's owner, so a late callback of the grant
-	// is stale. The row stays here while the removal's MR is created,
+	// is stale. For the removal of an entry changeflow did not write (an
+	// access review's, StartRepoRemoval) it is the row's first state, or
+	// follows one at rest (REJECTED, CLOSED, REVOKED). The row stays here while the removal's MR is created,
 	// checked, approved and merged; left for REVOKED when the deployment
 	// confirms the merge, or REVOKE_FAILED.
 	BindingRevoking BindingStatus = "REVOKING"

@@ -146,9 +146,13 @@ func (r RevokeReason) Valid() bool {
 // which would otherwise stop that access from ever being removed.
 const revocationSuffix = "~revoke"
 
-// IsRevocationID reports whether id has the shape of a revocation's
-// operationId, reserved for changeflow.
-func IsRevocationID(id string) bool { return strings.HasSuffix(id, revocationSuffix) }
+// IsRevocationID reports whether id has the shape of a removal's
+// operationId, reserved for changeflow: a grant's revocation
+// (RevocationID) or the removal of an entry changeflow did not write
+// (RepoRemovalID).
+func IsRevocationID(id string) bool {
+	return strings.HasSuffix(id, revocationSuffix) || strings.HasSuffix(id, repoRemovalSuffix)
+}
 
 // maxOperationIDLen is operation.operation_id's length.
 const maxOperationIDLen = 64

@@ -42,16 +42,23 @@ func TestRevocationMovesAreInTheTable(t *testing.T) {
 		{domain.BindingRevokeFailed, domain.BindingRevoking},
 		{domain.BindingRevoked, domain.BindingApprovalSending},
 		{domain.BindingRevoked, domain.BindingMRCreating},
+		// The removal of an entry changeflow did not write takes the
+		// subject's row: a new one, or one at rest (StartRepoRemoval).
+		{"", domain.BindingRevoking},
+		{domain.BindingRejected, domain.BindingRevoking},
+		{domain.BindingClosed, domain.BindingRevoking},
+		{domain.BindingRevoked, domain.BindingRevoking},
 	} {
 		if err := domain.CheckBinding(m[0], m[1]); err != nil {
 			t.Error(err)
 		}
 	}
 	for _, m := range [][2]domain.BindingStatus{
-		{domain.BindingMerged, domain.BindingRevoking},      // only an access in effect is revoked
-		{domain.BindingRevoking, domain.BindingClosed},      // a removal under way is not given up silently
-		{domain.BindingRevokeFailed, domain.BindingRevoked}, // confirmed only through REVOKING
-		{"", domain.BindingRevoking},
+		{domain.BindingMerged, domain.BindingRevoking},       // only an access in effect is revoked
+		{domain.BindingRevoking, domain.BindingClosed},       // a removal under way is not given up silently
+		{domain.BindingRevokeFailed, domain.BindingRevoked},  // confirmed only through REVOKING
+		{domain.BindingApprovalSent, domain.BindingRevoking}, // a request under way is not taken by a removal
+		{domain.BindingCreateFailed, domain.BindingRevoking}, // nor one that waits for an operator
 	} {
 		if err := domain.CheckBinding(m[0], m[1]); err == nil {
 			t.Errorf("%s → %s allowed", m[0], m[1])

@@ -18,7 +18,10 @@ import (
 // (legacy flow) and APPROVAL_SENDING (approve-first). REJECTED and CLOSED
 // move to a first state only by a re-application's in-place reset (I5).
 var bindingTransitions = map[BindingStatus][]BindingStatus{
-	"": {BindingApprovalSending, BindingMRCreating},
+	// "" → REVOKING: the removal of an entry changeflow did not write
+	// (an access review revoked it) inserts the subject's first row
+	// (StartRepoRemoval).
+	"": {BindingApprovalSending, BindingMRCreating, BindingRevoking},
 	// Approval pending: the callback decides (an early callback may arrive
 	// before SENT is written); a pool rejection or a submit failure fails it.
 	// → CLOSED: the requester withdrew the request (withdrawnBy below).
@@ -47,8 +50,10 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	// HANDLE_FAILED: a retrigger resumes handling; a read showing the MR
 	// merged finishes it ("merged wins").
 	BindingHandleFailed: {BindingMerging, BindingMerged, BindingClosed, BindingMRCreating},
-	BindingRejected:     {BindingApprovalSending, BindingMRCreating},
-	BindingClosed:       {BindingApprovalSending, BindingMRCreating},
+	// REJECTED, CLOSED, REVOKED → REVOKING: a row at rest taken by the
+	// removal of an entry changeflow did not write (StartRepoRemoval).
+	BindingRejected: {BindingApprovalSending, BindingMRCreating, BindingRevoking},
+	BindingClosed:   {BindingApprovalSending, BindingMRCreating, BindingRevoking},
 	// Revocation (domain.OperationKind): VALIDATED → REVOKING when a
 	// revocation is created (expiry, give back, operator); REVOKING while
 	// the removal's MR runs; REVOKED once deployed (or nothing was left to remove);
@@ -57,7 +62,7 @@ var bindingTransitions = map[BindingStatus][]BindingStatus{
 	// re-appliable like REJECTED and CLOSED.
 	BindingRevoking:     {BindingRevoked, BindingRevokeFailed},
 	BindingRevokeFailed: {BindingRevoking},
-	BindingRevoked:      {BindingApprovalSending, BindingMRCreating},
+	BindingRevoked:      {BindingApprovalSending, BindingMRCreating, BindingRevoking},
 	// Renewal: VALIDATED → RENEWING when a renewal is accepted; RENEWING
 	// while it runs (its failures included: the access is unchanged);
 	// VALIDATED when it is deployed (new expiry) or ends without effect

@@ -112,9 +112,10 @@ func operationIDProblem(id string) string {
 		}
 	}
 	if domain.IsRevocationID(id) {
-		// Reserved: a revocation's id is derived from its grant's, and a
-		// request holding it would block that revocation forever.
-		return "may not end with \"~revoke\": changeflow names revocations so"
+		// Reserved: a revocation's id is derived from its grant's (a repo
+		// entry removal's from its review item), and a request holding it
+		// would block that removal forever.
+		return "may not end with \"~revoke\" or \"~remove\": changeflow names removals so"
 	}
 	return ""
 }

@@ -101,8 +101,9 @@ func TestSubmit(t *testing.T) {
 				"operationId over 64 characters":         {body: submitBodyFor(tOpen, "r", `,"operationId":"`+strings.Repeat("x", 65)+`"`)},
 				// A request squatting a revocation's derived id would stop
 				// that grant's access from ever being removed.
-				"operationId of a revocation":     {body: submitBodyFor(tOpen, "r", `,"operationId":"bob-grant~revoke"`)},
-				"Idempotency-Key of a revocation": {body: submitBodyFor(tOpen, "r", ""), header: map[string]string{"Idempotency-Key": "bob-grant~revoke"}},
+				"operationId of a revocation":         {body: submitBodyFor(tOpen, "r", `,"operationId":"bob-grant~revoke"`)},
+				"Idempotency-Key of a revocation":     {body: submitBodyFor(tOpen, "r", ""), header: map[string]string{"Idempotency-Key": "bob-grant~revoke"}},
+				"operationId of a repo entry removal": {body: submitBodyFor(tOpen, "r", `,"operationId":"review-item-1~remove"`)},
 			} {
 				t.Run(name, func(t *testing.T) {
 					r := w.do(req{method: "POST", path: "/api/requests", user: "alice", body: c.body, header: c.header})

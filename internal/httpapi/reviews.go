@@ -60,7 +60,9 @@ type reviewItemView struct {
 	ID       int64  `json:"id"`
 	ReviewID int64  `json:"reviewId"`
 	Subject  string `json:"subject"`
-	// Source is "changeflow" (a grant changeflow wrote).
+	// Source is "changeflow" (a grant changeflow wrote) or "repo" (an
+	// entry it did not write, read from the repository's history; no
+	// grant, and its revoke removes the entry itself).
 	Source           string                `json:"source"`
 	GrantOperationID string                `json:"grantOperationId,omitempty"`
 	ApprovalID       string                `json:"approvalId,omitempty"`

@@ -92,6 +92,10 @@ type accessOperation struct {
 	operationID, subject, target string
 	approvalID, mergeSHA         sql.NullString
 	mrIID                        sql.NullInt64
+	// repoEntry: the removal of an entry changeflow did not write
+	// (operation.review_item_id): its confirmation ends the entry's repo
+	// period as well.
+	repoEntry bool
 }
 
 // accessRecordChunk applies accessRecord's three statements to ids.
@@ -134,7 +138,8 @@ func accessRecordChunk(ctx context.Context, tx *sql.Tx, ids []string, change map
 // accessOperations reads the operations ids name, in operationId order.
 func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOperation, error) {
 	rows, err := tx.QueryContext(ctx,
-		"SELECT o.operation_id, o.subject, o.target_key, o.approval_id, COALESCE(o.mr_iid, mb.mr_iid), COALESCE(o.merge_sha, mb.merge_sha)"+
+		"SELECT o.operation_id, o.subject, o.target_key, o.approval_id, COALESCE(o.mr_iid, mb.mr_iid), COALESCE(o.merge_sha, mb.merge_sha),"+
+			" o.review_item_id IS NOT NULL"+
 			" FROM operation o LEFT JOIN merge_batch mb ON mb.id = o.batch_id"+
 			" WHERE o.operation_id IN ("+placeholders(len(ids))+") ORDER BY o.operation_id", args(ids)...)
 	if err != nil {
@@ -144,7 +149,7 @@ func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOp
 	var out []accessOperation
 	for rows.Next() {
 		var o accessOperation
-		if err := rows.Scan(&o.operationID, &o.subject, &o.target, &o.approvalID, &o.mrIID, &o.mergeSHA); err != nil {
+		if err := rows.Scan(&o.operationID, &o.subject, &o.target, &o.approvalID, &o.mrIID, &o.mergeSHA, &o.repoEntry); err != nil {
 			return nil, fmt.Errorf("read operations: %w", err)
 		}
 		out = append(out, o)
@@ -177,13 +182,21 @@ func accessOperations(ctx context.Context, tx *sql.Tx, ids []string) ([]accessOp
 func accessEndOpen(ctx context.Context, tx *sql.Tx, d Dialect, ops []accessOperation, at any) error {
 	keys := make([]any, 0, 4*len(ops))
 	ender := make(map[[2]string]accessOperation, len(ops))
+	n := 0
 	for _, o := range ops {
 		keys = append(keys, o.target, o.subject, AccessSourceChangeflow, 1)
+		n++
+		if o.repoEntry {
+			// The removal of a repo entry ends that entry's period, at the
+			// removal's confirmation (the repository reader leaves it).
+			keys = append(keys, o.target, o.subject, AccessSourceRepo, 1)
+			n++
+		}
 		ender[[2]string{o.target, o.subject}] = o
 	}
 	rows, err := tx.QueryContext(ctx,
 		"SELECT id, target_key, subject FROM access_interval"+d.forceIndex("uk_access_interval_open")+
-			" WHERE "+d.keyTuplesIn(len(ops), "target_key", "subject", "source", "open_slot"), keys...)
+			" WHERE "+d.keyTuplesIn(n, "target_key", "subject", "source", "open_slot"), keys...)
 	if err != nil {
 		return fmt.Errorf("read open periods: %w", translate(err))
 	}

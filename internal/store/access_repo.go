@@ -57,7 +57,9 @@ func (s *Store) AccessRepoCursor(ctx context.Context, target, file string) (Repo
 // one applies them; the other gets an error wrapping
 // domain.ErrPreempted and nothing of its writes stays.
 //
-// The periods themselves are written leniently: an opening while the
+// The periods themselves are written leniently (and the ending of an
+// entry whose review removal is under way is left to its confirmation,
+// applyRepoWrite): an opening while the
 // subject's repo period is open, or an ending with none open, changes
 // nothing (the file may have been edited while the reader was off, or a
 // first read start in the middle of an entry's life). An end earlier
@@ -112,8 +114,16 @@ func applyRepoWrite(ctx context.Context, tx *sql.Tx, d Dialect, target string, w
 		}
 		return nil
 	}
+	// A removal of the entry that changeflow carries out for an access
+	// review (operation.review_item_id) ends the period itself, at its
+	// confirmation (accessEndOpen): while it is REVOKING the reader leaves
+	// the period open, so the history does not end the access at the
+	// merge, before it was in effect.
 	if _, err := tx.ExecContext(ctx, "UPDATE access_interval SET until_at = CASE WHEN from_at > ? THEN from_at ELSE ? END, end_sha = ?"+
-		" WHERE target_key = ? AND subject = ? AND source = ? AND open_slot = 1", at, at, w.SHA, target, w.Subject, AccessSourceRepo); err != nil {
+		" WHERE target_key = ? AND subject = ? AND source = ? AND open_slot = 1"+
+		" AND NOT EXISTS (SELECT 1 FROM binding b JOIN operation o ON o.operation_id = b.operation_id"+
+		" WHERE b.subject_id = ? AND b.target_key = ? AND b.status = ? AND o.review_item_id IS NOT NULL)",
+		at, at, w.SHA, target, w.Subject, AccessSourceRepo, w.Subject, target, string(domain.BindingRevoking)); err != nil {
 		return fmt.Errorf("end the repo period of %s: %w", w.Subject, translate(err))
 	}
 	return nil

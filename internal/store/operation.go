@@ -30,6 +30,11 @@ type Operation struct {
 	GrantOperationID string
 	// RevokeReason is a revocation's reason; "" for a grant.
 	RevokeReason domain.RevokeReason
+	// ReviewItemID is, for the removal of an entry changeflow did not
+	// write (domain.StartRepoRemoval), the review item whose revoke it
+	// carries out; its GrantOperationID is then the operationId the entry
+	// carries in the file, maybe "". 0 for every other operation.
+	ReviewItemID int64
 	// Step is the internal step code (docs/workflow.md, "Two layers of state" StepStatus). The store
 	// treats it as an opaque int; the transition table lives in the domain.
 	Step int
@@ -89,7 +94,7 @@ func kindOf(alias string) string {
 // operationColumns is the select list scanOperation reads, in order.
 const operationColumns = "id, operation_id, subject, target_key, project_id, flow, kind, grant_operation_id, revoke_reason, step_status, version, " +
 	"batch_id, mr_iid, mr_url, branch, approval_id, reason, days, expires_at, request_hash, " +
-	"next_action, due_at, lease_owner, lease_expires_at, attempts, last_error, created_at, updated_at, merge_sha"
+	"next_action, due_at, lease_owner, lease_expires_at, attempts, last_error, created_at, updated_at, merge_sha, review_item_id"
 
 // rowScanner is what *sql.Row and *sql.Rows have in common.
 type rowScanner interface {
@@ -100,17 +105,18 @@ type rowScanner interface {
 func scanOperation(r rowScanner) (Operation, error) {
 	var (
 		o                                                        Operation
-		batchID, mrIID, days                                     sql.NullInt64
+		batchID, mrIID, days, reviewItem                         sql.NullInt64
 		mrURL, branch, approvalID, nextAction, leaseOwner, lastE sql.NullString
 		grantOp, revokeReason, mergeSHA                          sql.NullString
 		expiresAt, dueAt, leaseExpiresAt                         sql.NullTime
 	)
 	err := r.Scan(&o.ID, &o.OperationID, &o.Subject, &o.TargetKey, &o.ProjectID, &o.Flow, &o.Kind, &grantOp, &revokeReason, &o.Step, &o.Version,
 		&batchID, &mrIID, &mrURL, &branch, &approvalID, &o.Reason, &days, &expiresAt, &o.RequestHash,
-		&nextAction, &dueAt, &leaseOwner, &leaseExpiresAt, &o.Attempts, &lastE, &o.CreatedAt, &o.UpdatedAt, &mergeSHA)
+		&nextAction, &dueAt, &leaseOwner, &leaseExpiresAt, &o.Attempts, &lastE, &o.CreatedAt, &o.UpdatedAt, &mergeSHA, &reviewItem)
 	if err != nil {
 		return Operation{}, err
 	}
+	o.ReviewItemID = reviewItem.Int64
 	o.BatchID, o.MRIID, o.Days = batchID.Int64, mrIID.Int64, int(days.Int64)
 	o.MRURL, o.Branch, o.ApprovalID = mrURL.String, branch.String, approvalID.String
 	o.NextAction, o.LeaseOwner, o.LastError = nextAction.String, leaseOwner.String, lastE.String

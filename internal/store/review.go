@@ -85,9 +85,11 @@ type ReviewOpenParams struct {
 	ScheduledAfter *int64
 }
 
-// ReviewOpen opens a campaign with one item per changeflow grant in effect
-// on the target (binding VALIDATED, or RENEWING: the grant's access stays
-// in effect while its renewal runs), in one transaction. A target with an
+// ReviewOpen opens a campaign with one item per entry in effect on the
+// target, in one transaction: each changeflow grant in effect (binding
+// VALIDATED, or RENEWING: the grant's access stays in effect while its
+// renewal runs), and each entry changeflow did not write (an open repo
+// period, reviewItemsFromRepo; its item has no grant). A target with an
 // open campaign, or a scheduled campaign that another instance opened
 // first, is ErrReviewOpen and writes nothing. A scheduled opening is
 // audited in the same transaction (action review-open-scheduled).
@@ -119,6 +121,11 @@ func (s *Store) ReviewOpen(ctx context.Context, p ReviewOpenParams) (ReviewCampa
 		}
 		res, err = tx.ExecContext(ctx, reviewItemsInEffect, id, string(domain.BindingValidated), string(domain.BindingRenewing),
 			p.TargetKey, string(domain.BindingValidated), string(domain.BindingRenewing))
+		if err != nil {
+			return translate(err)
+		}
+		repo, err := tx.ExecContext(ctx, reviewItemsFromRepo, id, p.TargetKey, AccessSourceRepo,
+			string(domain.BindingValidated), string(domain.BindingRenewing))
 		if err != nil || p.ScheduledAfter == nil {
 			return translate(err)
 		}
@@ -126,6 +133,11 @@ func (s *Store) ReviewOpen(ctx context.Context, p ReviewOpenParams) (ReviewCampa
 		if err != nil {
 			return err
 		}
+		m, err := repo.RowsAffected()
+		if err != nil {
+			return err
+		}
+		n += m
 		// An operator's opening is audited by its route; the schedule's
 		// here, in its own transaction.
 		return reviewAudit(ctx, tx, fmt.Sprintf("review-open-%d", id), p.OpenedBy, "review-open-scheduled",

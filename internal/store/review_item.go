@@ -243,13 +243,15 @@ type ReviewPendingRemoval struct {
 	TargetKey string
 }
 
-// ReviewPendingRemovals returns up to limit items decided revoke with a
-// changeflow grant and neither a removal nor a note recorded
-// (idx_review_item_revoke): what the review pass still has to start.
+// ReviewPendingRemovals returns up to limit items decided revoke with
+// neither a removal nor a note recorded (idx_review_item_revoke): what
+// the review pass still has to start — a grant's revocation, or for an
+// item without a grant the removal of its repository entry
+// (RepoRemovalCreate).
 func (s *Store) ReviewPendingRemovals(ctx context.Context, limit int) ([]ReviewPendingRemoval, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+reviewItemCols+", c.target_key"+
 		" FROM review_item i JOIN review_campaign c ON c.id = i.campaign_id"+
-		" WHERE i.decision = ? AND i.revocation_operation_id IS NULL AND i.revoke_note IS NULL AND i.grant_operation_id IS NOT NULL"+
+		" WHERE i.decision = ? AND i.revocation_operation_id IS NULL AND i.revoke_note IS NULL"+
 		" ORDER BY i.id LIMIT ?", string(domain.ReviewRevoke), limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending review removals: %w", translate(err))

@@ -87,24 +87,30 @@ func (w *world) filesExact(ids ...string) {
 // effect (VALIDATED; RENEWING, REVOKING, REVOKE_FAILED: a renewal or a
 // removal under way, the access lasting), and that period is the one of
 // the request whose entry is on main: the binding's owner when VALIDATED,
-// else the grant its renewal or revocation names.
+// else the grant its renewal or revocation names (none for the removal of
+// an entry changeflow did not write: that access is the entry's repo
+// period).
 func (w *world) accessMatchesBindings() {
 	w.t.Helper()
 	rows, err := w.st.DB().QueryContext(w.t.Context(),
-		"SELECT b.subject_id, b.target_key, b.status, b.operation_id, COALESCE(o.grant_operation_id, ''), COALESCE(ai.operation_id, '')"+
+		"SELECT b.subject_id, b.target_key, b.status, b.operation_id, COALESCE(o.grant_operation_id, ''), COALESCE(ai.operation_id, ''),"+
+			" o.review_item_id IS NOT NULL"+
 			" FROM binding b JOIN operation o ON o.operation_id = b.operation_id"+
 			" LEFT JOIN access_interval ai ON ai.subject = b.subject_id AND ai.target_key = b.target_key AND ai.source = 'changeflow' AND ai.until_at IS NULL")
 	require.NoError(w.t, err)
 	defer rows.Close()
 	for rows.Next() {
 		var subject, target, status, owner, grant, open string
-		require.NoError(w.t, rows.Scan(&subject, &target, &status, &owner, &grant, &open))
+		var repoEntry bool
+		require.NoError(w.t, rows.Scan(&subject, &target, &status, &owner, &grant, &open, &repoEntry))
 		want := ""
 		switch domain.BindingStatus(status) {
 		case domain.BindingValidated:
 			want = owner
 		case domain.BindingRenewing, domain.BindingRevoking, domain.BindingRevokeFailed:
-			want = grant
+			if !repoEntry { // a review's removal of a repo entry: its period is the repo one
+				want = grant
+			}
 		}
 		require.Equal(w.t, want, open, "%s on %s (%s, owner %s): the open period", subject, target, status, owner)
 	}

@@ -822,7 +822,8 @@ export interface paths {
         put?: never;
         /**
          * Open an access-review campaign for a target (audited).
-         * @description One item per changeflow grant in effect on the target now; at
+         * @description One item per entry in effect on the target now (each changeflow
+         *     grant in effect, and each entry changeflow did not write); at
          *     `dueAt` the undecided items take `defaultDecision` (`revoke` is the
          *     safer default; a `keep` campaign is flagged `keepByDefault` in its
          *     report). One open campaign per target.
@@ -1510,7 +1511,7 @@ export interface components {
             approvalId?: string;
             /**
              * Format: date-time
-             * @description When the grant took effect.
+             * @description When the grant took effect (for a `repo` item, when the entry was added).
              */
             from?: string;
             /** Format: date-time */
@@ -1523,9 +1524,9 @@ export interface components {
             comment?: string;
             /** @description The campaign's default decided it at the due date. */
             byDefault: boolean;
-            /** @description The removal a revoke started (`<operationId>~revoke`); follow it at `GET /ops/requests/{operationId}`. */
+            /** @description The removal a revoke started (`<operationId>~revoke`; for a `repo` item `review-item-<id>~remove`); follow it at `GET /ops/requests/{operationId}`. */
             revocationId?: string;
-            /** @description Why no removal was started (the access had ended already). */
+            /** @description Why no removal was started (the access had ended already; for a `repo` item also: the entry left the file, or changeflow's own grant holds the access now). */
             revokeNote?: string;
             /** @description The removal's deployment confirmed it (or reconciliation inferred it). */
             removalInEffect: boolean;

@@ -157,11 +157,18 @@ func RevokeWhy(r domain.RevokeReason) string {
 }
 
 // RemovalDescription is a single-request removal MR's description; an
-// operator's reason is caller text and appears as an inert code span.
+// operator's reason is caller text and appears as an inert code span. The
+// removal of an entry changeflow did not write (an access review's,
+// ReviewItemID set) names the entry's own operationId instead of a grant.
 func RemovalDescription(op store.Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Removes the access of %s to %s granted by request %s: %s.\n", op.Subject, op.TargetKey,
-		InertCode(op.GrantOperationID), RevokeWhy(op.RevokeReason))
+	if op.ReviewItemID != 0 {
+		fmt.Fprintf(&b, "Removes the access of %s to %s: an entry changeflow did not write (operationId %s in the file), revoked by an access review.\n",
+			op.Subject, op.TargetKey, InertCode(op.GrantOperationID))
+	} else {
+		fmt.Fprintf(&b, "Removes the access of %s to %s granted by request %s: %s.\n", op.Subject, op.TargetKey,
+			InertCode(op.GrantOperationID), RevokeWhy(op.RevokeReason))
+	}
 	if op.RevokeReason == domain.RevokeOperator && op.Reason != "" {
 		fmt.Fprintf(&b, "\nReason: %s\n", InertCode(op.Reason))
 	}

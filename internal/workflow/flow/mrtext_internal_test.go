@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"changeflow/internal/domain"
 	"changeflow/internal/store"
 )
 
@@ -148,4 +149,21 @@ func TestTrailerBlocks(t *testing.T) {
 		before, _, _ := strings.Cut(desc, "```")
 		require.NotContains(t, before, "@all")
 	})
+}
+
+// TestRemovalDescriptionOfARepositoryEntry: a review's removal of an
+// entry changeflow did not write names the entry, not a grant, and
+// carries the review's reason (the campaign and the decider) inert.
+func TestRemovalDescriptionOfARepositoryEntry(t *testing.T) {
+	reason := "access review 7 of t1: revoked by olga (left)"
+	op := store.Operation{OperationID: "review-item-3~remove", Subject: "hank", TargetKey: "t1", Kind: domain.OperationRevoke,
+		GrantOperationID: "hand-1", RevokeReason: domain.RevokeOperator, Reason: reason, ReviewItemID: 3}
+	desc := RemovalDescription(op)
+	require.Contains(t, desc, "Removes the access of hank to t1: an entry changeflow did not write (operationId ` hand-1 ` in the file), revoked by an access review.")
+	require.NotContains(t, desc, "granted by request")
+	require.Contains(t, desc, "Reason: ` "+reason+" `")
+	require.Equal(t, []string{"review-item-3~remove"}, Trailers(desc))
+	grant := op
+	grant.ReviewItemID, grant.GrantOperationID = 0, "g-1"
+	require.Contains(t, RemovalDescription(grant), "granted by request ` g-1 `")
 }

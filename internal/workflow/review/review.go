@@ -17,6 +17,7 @@ import (
 	"changeflow/internal/domain"
 	"changeflow/internal/periodic"
 	"changeflow/internal/store"
+	"changeflow/internal/workflow/flow"
 	"changeflow/internal/workflow/lifecycle"
 )
 
@@ -28,6 +29,7 @@ type Store interface {
 	ReviewClose(ctx context.Context, id int64) (int, error)
 	ReviewPendingRemovals(ctx context.Context, limit int) ([]store.ReviewPendingRemoval, error)
 	ReviewRecordRemoval(ctx context.Context, itemID int64, revocationID, note string) error
+	RepoRemovalCreate(ctx context.Context, p store.RepoRemovalParams) (store.RepoRemovalResult, error)
 }
 
 // Revoker creates a removal; httpapi.WorkflowRevoker (which wakes the
@@ -58,6 +60,11 @@ type Reviews struct {
 	// nil means time.Now. The due date itself is compared with the
 	// database clock (store.ReviewClose).
 	Now func() time.Time
+	// Wake, when set, is called after a repository entry's removal was
+	// created on a target without batching (its create_mr is due now),
+	// so the engine starts it at once; a grant's revocation wakes it
+	// through Revoker.
+	Wake func()
 
 	svc periodic.Service
 }
@@ -179,10 +186,10 @@ func (r *Reviews) startRemovals(ctx context.Context, res *PassResult) error {
 // instead. A renewal under way, or a failure, leaves the item for the
 // next pass. started: a removal is recorded on the item now.
 func (r *Reviews) StartRemoval(ctx context.Context, it store.ReviewPendingRemoval) (started bool, err error) {
-	if it.GrantOperationID == "" {
-		return false, nil
-	}
 	text := domain.ClipRunes(domain.ReviewRevokeText(it.CampaignID, it.TargetKey, it.DecidedBy, it.ByDefault, it.Comment), maxRevokeText)
+	if it.GrantOperationID == "" {
+		return r.startRepoRemoval(ctx, it, text)
+	}
 	rv, err := r.Revoker.Revoke(ctx, it.GrantOperationID, domain.RevokeOperator, text, it.DecidedBy)
 	var under *lifecycle.RenewalUnderWayError
 	switch {
@@ -201,6 +208,50 @@ func (r *Reviews) StartRemoval(ctx context.Context, it store.ReviewPendingRemova
 		return false, nil // another instance recorded it first
 	}
 	return err == nil, err
+}
+
+// startRepoRemoval starts the removal of an entry changeflow did not
+// write (an item without a grant): store.RepoRemovalCreate creates it —
+// or records why none is — and records it on the item in one
+// transaction, once however many instances try. A request of the
+// subject under way on the target leaves the item for a later pass.
+func (r *Reviews) startRepoRemoval(ctx context.Context, it store.ReviewPendingRemoval, text string) (bool, error) {
+	cfg := r.Config()
+	t, ok := cfg.Target(it.TargetKey)
+	res, err := r.Store.RepoRemovalCreate(ctx, store.RepoRemovalParams{
+		ItemID: it.ID, ProjectID: projectID(cfg), Batching: ok && t.Batching, SingleAction: flow.ActionCreateMR,
+		Text: text, Actor: it.DecidedBy,
+	})
+	switch {
+	case errors.Is(err, domain.ErrPreempted):
+		return false, nil // another instance started it, or recorded it, first
+	case err != nil:
+		return false, fmt.Errorf("review %d item %d: %w", it.CampaignID, it.ID, err)
+	case res.Waiting:
+		r.log().Info("review: removal of a repository entry waits for a request of its subject", "review", it.CampaignID, "item", it.ID, "subject", it.Subject)
+		return false, nil
+	case res.Note != "":
+		r.log().Info("review: repository entry not removed", "review", it.CampaignID, "item", it.ID, "note", res.Note)
+		return false, nil
+	}
+	r.log().Info("review: removal of a repository entry started", "review", it.CampaignID, "item", it.ID, "removal", res.OperationID)
+	if !res.Batching && r.Wake != nil {
+		r.Wake()
+	}
+	return true, nil
+}
+
+// projectID is the config repo's project: the first of gitlab.projects
+// (0 when none parses), as a request's submission takes it.
+func projectID(cfg *config.Snapshot) int64 {
+	ps, _ := cfg.List(config.KeyGitLabProjects)
+	for _, p := range ps {
+		var id int64
+		if _, err := fmt.Sscan(p, &id); err == nil && id > 0 {
+			return id
+		}
+	}
+	return 0
 }
 
 // record records a note once; a note another instance recorded first is
