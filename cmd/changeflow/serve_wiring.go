@@ -126,12 +126,15 @@ func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, 
 	}), nil
 }
 
-// storeAuditor adapts the store's AuditInsert to httpapi.Auditor; the two
-// record types have the same fields, so a conversion is the whole adapter.
+// storeAuditor adapts the store's AuditInsert to httpapi.Auditor: an
+// operator's action is recorded as it stands, with no event of its own
+// (the changes it makes write theirs).
 type storeAuditor struct{ st *store.Store }
 
 func (a storeAuditor) Audit(ctx context.Context, e httpapi.AuditEntry) error {
-	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams(e))
+	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams{
+		Key: e.Key, Actor: e.Actor, Action: e.Action, Resource: e.Resource, Params: e.Params, Outcome: e.Outcome,
+	})
 	return err
 }
 

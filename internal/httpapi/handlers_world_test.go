@@ -265,7 +265,9 @@ func (w *bizWorld) load(kv map[string]any) {
 type storeAuditor struct{ st *store.Store }
 
 func (a storeAuditor) Audit(ctx context.Context, e AuditEntry) error {
-	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams(e))
+	_, err := a.st.AuditInsert(ctx, store.AuditInsertParams{
+		Key: e.Key, Actor: e.Actor, Action: e.Action, Resource: e.Resource, Params: e.Params, Outcome: e.Outcome,
+	})
 	return err
 }
 

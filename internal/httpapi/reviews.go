@@ -176,7 +176,9 @@ func (s *Server) reviewOpenParams(body map[string]any, operator identity.Identit
 	}
 	p := store.ReviewOpenParams{OpenedBy: operator.Account}
 	p.TargetKey = str("targetKey")
-	switch _, known := s.target(p.TargetKey); {
+	tgt, known := s.target(p.TargetKey)
+	p.Reviewers = tgt.Owners
+	switch {
 	case f.has("targetKey"):
 	case p.TargetKey == "":
 		f.add("targetKey", "is required")

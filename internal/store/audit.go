@@ -21,6 +21,10 @@ type AuditInsertParams struct {
 	Resource string
 	Params   string
 	Outcome  string
+	// Notify, when set, is the event the record tells of, written in the
+	// same transaction and only with the record's first insert (a
+	// security event's security.foreign_head).
+	Notify *OutboxNew
 }
 
 // AuditRecord is one stored audit record.
@@ -49,10 +53,22 @@ func (s *Store) AuditInsert(ctx context.Context, p AuditInsertParams) (inserted 
 	if p.Actor == "" || p.Action == "" || p.Outcome == "" {
 		return false, errors.New("insert audit record: actor, action and outcome are required")
 	}
-	inserted, err = insertOnce(ctx, s.db,
-		"INSERT INTO audit_log (audit_key, actor, action, resource, params, outcome) VALUES (?, ?, ?, ?, ?, ?)",
-		p.Key, clipRunes(p.Actor, 128), clipRunes(p.Action, 64), clipRunes(p.Resource, 255),
-		nullString(p.Params), clipRunes(p.Outcome, 32))
+	insert := func(q queryer) (bool, error) {
+		return insertOnce(ctx, q,
+			"INSERT INTO audit_log (audit_key, actor, action, resource, params, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+			p.Key, clipRunes(p.Actor, 128), clipRunes(p.Action, 64), clipRunes(p.Resource, 255),
+			nullString(p.Params), clipRunes(p.Outcome, 32))
+	}
+	if p.Notify == nil {
+		inserted, err = insert(s.db)
+	} else {
+		err = s.InTx(ctx, nil, func(tx *sql.Tx) error {
+			if inserted, err = insert(tx); err != nil || !inserted {
+				return err
+			}
+			return outboxAdd(ctx, tx, []OutboxNew{*p.Notify})
+		})
+	}
 	if err != nil {
 		return false, fmt.Errorf("insert audit record %q: %w", p.Key, err)
 	}

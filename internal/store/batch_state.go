@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/notify"
 )
 
 // batchSlot is the answer of batchTakeSlot: the new RUNNING batch, or
@@ -119,7 +122,35 @@ func batchSetState(ctx context.Context, q batchDB, w batchStateWrite) (int64, er
 	if n != 1 {
 		return 0, fmt.Errorf("batch %d is no longer %s at version %d: %w", w.id, w.from, w.version, domain.ErrPreempted)
 	}
+	if w.to == domain.BatchBlocked {
+		// The operators hear of it (batch.blocked), in the transaction of
+		// the block: a blocked batch holds its project's slot until a
+		// person settles it.
+		if err := batchBlockedEvent(ctx, q, w); err != nil {
+			return 0, err
+		}
+	}
 	return w.version + 1, nil
+}
+
+// batchBlockedEvent writes the batch.blocked event of w's batch, keyed
+// by the version that blocked it: one event per block, however often the
+// block's transaction is retried.
+func batchBlockedEvent(ctx context.Context, q batchDB, w batchStateWrite) error {
+	var project int64
+	if err := q.QueryRowContext(ctx, "SELECT project_id FROM merge_batch WHERE id = ?", w.id).Scan(&project); err != nil {
+		return fmt.Errorf("read blocked batch %d: %w", w.id, translate(err))
+	}
+	why := w.failureMessage
+	if why == "" {
+		why = w.failureCode
+	}
+	return outboxAdd(ctx, q, []OutboxNew{{
+		Kind: notify.KindBatchBlocked, OrderKey: "batch:" + strconv.FormatInt(w.id, 10),
+		DedupeKey: fmt.Sprintf("blocked:%d:%d", w.id, w.version+1),
+		Data: OutboxData{Data: notify.Data{BatchID: w.id, Project: strconv.FormatInt(project, 10),
+			WhatToDo: clipRunes(why, 300)}},
+	}})
 }
 
 // BatchBlockParams names the RUNNING batch to block, as read.
@@ -138,8 +169,9 @@ type BatchBlockParams struct {
 // Version any more.
 func (s *Store) BatchBlock(ctx context.Context, p BatchBlockParams) (int64, error) {
 	var v int64
-	err := retryConflict(ctx, func() (err error) {
-		v, err = batchSetState(ctx, s.db, batchStateWrite{
+	// One transaction: the block and its batch.blocked event.
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) (err error) {
+		v, err = batchSetState(ctx, tx, batchStateWrite{
 			id: p.ID, from: domain.BatchRunning, to: domain.BatchBlocked, version: p.Version,
 			failureCode: p.Code, failureMessage: p.Message,
 		})

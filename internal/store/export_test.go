@@ -139,3 +139,21 @@ func (s *Store) AccessAtSubjectQuery() string {
 func (s *Store) AccessHistoryQuery() string {
 	return "SELECT " + accessColumns + s.accessHistoryQuery()
 }
+
+// StepThenRollBack appends a step-history row of operationID moving its
+// binding from → to, in a transaction that then fails: the outbox must
+// keep no event of it.
+func (s *Store) StepThenRollBack(ctx context.Context, operationID string, fromStep, toStep domain.StepStatus, from, to domain.BindingStatus) error {
+	boom := errors.New("the change fails after its history was written")
+	err := s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		if err := operationStepInsert(ctx, tx, s.dialect, []operationStepRow{{operationID: operationID,
+			fromStep: int(fromStep), toStep: int(toStep), fromBinding: from, toBinding: to, actor: "test"}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if errors.Is(err, boom) {
+		return nil
+	}
+	return fmt.Errorf("want the planted failure, got %w", err)
+}

@@ -14,7 +14,7 @@ import (
 )
 
 // wantVersions are the migration versions shipped in migrations/{mysql,sqlite}.
-var wantVersions = []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 24, 25}
+var wantVersions = []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 24, 25, 26}
 
 func TestMigrateAppliesOnceAndReportsStatus(t *testing.T) {
 	t.Parallel()

@@ -309,6 +309,9 @@ type operationStepRow struct {
 	toStep                 int
 	fromBinding, toBinding domain.BindingStatus // "" → NULL
 	actor, note            string
+	// approval: the row records the approval system's decision, which the
+	// outbox tells of as an approval (notify.Move.Approval); not stored.
+	approval bool
 }
 
 // operationStepColumns is the number of values one operationStepRow binds.
@@ -349,12 +352,15 @@ func operationStepInsert(ctx context.Context, tx *sql.Tx, d Dialect, rows []oper
 			return fmt.Errorf("append step history: %w", translate(err))
 		}
 	}
-	if len(change) == 0 {
-		return nil
+	if len(change) > 0 {
+		// The access history follows the binding moves these rows record,
+		// in the same transaction (access_record.go).
+		if err := accessRecord(ctx, tx, d, change, at); err != nil {
+			return err
+		}
 	}
-	// The access history follows the binding moves these rows record, in
-	// the same transaction (access_record.go).
-	return accessRecord(ctx, tx, d, change, at)
+	// So do the notifications: the events these rows tell of (outbox.go).
+	return outboxOfSteps(ctx, tx, rows)
 }
 
 // nonNil returns v as a one-element argument list, or none when v is nil.

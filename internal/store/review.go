@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"changeflow/internal/domain"
+	"changeflow/internal/notify"
 )
 
 // Access reviews (docs/reviews.md): campaigns and their items. The store
@@ -83,6 +85,10 @@ type ReviewOpenParams struct {
 	// target's last campaign (0 when none): the campaign after it exists
 	// once (uk_review_campaign_schedule). nil for an operator's.
 	ScheduledAfter *int64
+	// Reviewers are the target's owners (targets.KEY.owners): the
+	// campaign's review.assigned event, written in the opening's
+	// transaction, asks them to decide.
+	Reviewers []string
 }
 
 // ReviewOpen opens a campaign with one item per entry in effect on the
@@ -126,8 +132,17 @@ func (s *Store) ReviewOpen(ctx context.Context, p ReviewOpenParams) (ReviewCampa
 		}
 		repo, err := tx.ExecContext(ctx, reviewItemsFromRepo, id, p.TargetKey, AccessSourceRepo,
 			string(domain.BindingValidated), string(domain.BindingRenewing))
-		if err != nil || p.ScheduledAfter == nil {
+		if err != nil {
 			return translate(err)
+		}
+		due := p.DueAt.UTC()
+		if err := outboxAdd(ctx, tx, []OutboxNew{{Kind: notify.KindReviewAssigned, OrderKey: fmt.Sprintf("review:%d", id),
+			Data: OutboxData{Data: notify.Data{ReviewID: strconv.FormatInt(id, 10), TargetKey: p.TargetKey,
+				Reviewers: p.Reviewers, Until: &due}}}}); err != nil {
+			return err
+		}
+		if p.ScheduledAfter == nil {
+			return nil
 		}
 		n, err := res.RowsAffected()
 		if err != nil {

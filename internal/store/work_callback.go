@@ -155,7 +155,8 @@ func (s *Store) workCallbackTx(ctx context.Context, tx *sql.Tx, p WorkCallbackPa
 	if err := s.callbackApply(ctx, tx, p, plan, b); err != nil {
 		return WorkCallbackResult{}, err
 	}
-	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: int(plan.Step), actor: p.Actor, note: p.Note}
+	hist := operationStepRow{operationID: p.OperationID, fromStep: step, toStep: int(plan.Step), actor: p.Actor, note: p.Note,
+		approval: p.Approval != nil}
 	if res.Flip != nil {
 		hist.fromBinding, hist.toBinding = res.Flip.From, res.Flip.To
 	}

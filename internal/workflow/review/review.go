@@ -123,6 +123,7 @@ func (r *Reviews) schedule(ctx context.Context, res *PassResult) error {
 		}
 		c, err := r.Store.ReviewOpen(ctx, store.ReviewOpenParams{
 			TargetKey: key, DueAt: now.Add(t.ReviewDueIn), Default: domain.ReviewRevoke, OpenedBy: ScheduleActor, ScheduledAfter: &last,
+			Reviewers: t.Owners,
 		})
 		switch {
 		case err == nil:

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"changeflow/internal/bindingfile"
 	"changeflow/internal/domain"
 	"changeflow/internal/gitlab"
+	"changeflow/internal/notify"
 	"changeflow/internal/store"
 	"changeflow/internal/workflow/flow"
 )
@@ -279,8 +281,18 @@ func (d Steps) RecordSecurityEvent(ctx context.Context, ev SecurityEvent) error 
 		return fmt.Errorf("record security event: %w", err)
 	}
 	params := string(raw)
+	// The operators hear of it (security.foreign_head): content someone
+	// else wrote on changeflow's branches, whichever form it took.
+	notice := store.OutboxNew{Kind: notify.KindForeignHead, OrderKey: "security:" + ev.Resource,
+		Data: store.OutboxData{Data: notify.Data{MRIID: ev.MRIID}}}
+	if id, ok := strings.CutPrefix(ev.Resource, "batch-"); ok {
+		notice.Data.BatchID, _ = strconv.ParseInt(id, 10, 64)
+	} else {
+		notice.Data.OperationID = ev.Resource
+	}
 	inserted, err := d.Store.AuditInsert(ctx, store.AuditInsertParams{
 		Key: key, Actor: "changeflow", Action: securityAction + ev.Kind, Resource: ev.Resource, Params: params, Outcome: "REFUSED",
+		Notify: &notice,
 	})
 	if err != nil {
 		return fmt.Errorf("record security event: %w", err)
