@@ -134,7 +134,7 @@ func notifyItems() []item {
 	return []item{
 		{key: KeyNotifyWebhooks, typ: "list of `{name, url, secret, types}` (YAML list; in env/etcd the same as YAML/JSON flow text); secret and url masked",
 			restart:  true,
-			fallback: "missing/empty → none; with sim.embedded on and missing: the simulators' receiver `local` (http://<sim.listen>/hooks/local, secret `" + simtoken.NotifyWebhook + "`); an explicit [] → none; an entry without a name, with a repeated name, a url that is not http(s), no secret, a `whsec_` secret that is not base64, an unknown field or an unknown kind in types → startup error naming the entry (reload: old snapshot kept)",
+			fallback: "missing/empty → none; with sim.embedded on and missing: the simulators' receiver `local` (http://<sim.listen>/hooks/local, secret `" + simtoken.NotifyWebhook + "`); an explicit [] → none; an entry without a name, with a repeated name, a url that is not http(s), no secret, a `whsec_` secret that is not base64, an unknown field or an unknown kind in types → startup error naming the entry (reload: old snapshot kept); outside --local an entry signed with a simulators' published secret → refused: serve does not start, a reload leaves that webhook out",
 			why:      "an event sent unsigned, to the wrong place, or to nobody because of a typo in types would be a message nobody can trust or nobody gets; types empty = every kind", resolve: resolveNotifyWebhooks},
 		{key: KeyNotifyChat, typ: "list of `{name, url, types}` (Slack/Mattermost incoming webhooks; env/etcd as for notify.webhooks); url masked",
 			restart:  true,

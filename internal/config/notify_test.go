@@ -359,3 +359,38 @@ func requireNoCredential(t *testing.T, text string) {
 		require.NotContains(t, text, c)
 	}
 }
+
+// TestNotifyWebhookWithAPublishedSecretIsRefused: outside the local
+// profile a webhook signed with the simulators' published secret is
+// refused (anyone could forge its events) and the others are kept; the
+// local profile, and the derived receiver of the embedded simulators,
+// keep it.
+func TestNotifyWebhookWithAPublishedSecretIsRefused(t *testing.T) {
+	hooks := []any{
+		map[string]any{"name": "local", "url": "http://127.0.0.1:8090/hooks/local", "secret": simtoken.NotifyWebhook},
+		map[string]any{"name": "audit", "url": "http://h/1", "secret": hookToken},
+	}
+	o := testOptions("")
+	o.RefuseWeakSecrets = true
+	o.Overlay = map[string]any{KeyNotifyWebhooks: hooks}
+	s := mustLoad(t, o).Current()
+	require.Equal(t, []string{"audit"}, webhookNames(s.NotifyWebhooks()))
+	require.Len(t, s.RefusedSecrets(), 1)
+	r := s.RefusedSecrets()[0]
+	require.Equal(t, KeyNotifyWebhooks, r.Key)
+	require.Contains(t, r.Problem, `entry "local" is signed with the simulators' well-known secret`)
+	require.NotContains(t, r.Problem+r.Fix, simtoken.NotifyWebhook)
+	res, _ := s.Resolution(KeyNotifyWebhooks)
+	require.True(t, res.FellBack)
+	require.NotContains(t, res.Value+res.Reason, simtoken.NotifyWebhook)
+
+	o.RefuseWeakSecrets = false
+	require.Equal(t, []string{"local", "audit"}, webhookNames(mustLoad(t, o).Current().NotifyWebhooks()))
+
+	o = testOptions("")
+	o.RefuseWeakSecrets = true
+	o.Overlay = map[string]any{KeySimEmbedded: true}
+	s = mustLoad(t, o).Current()
+	require.Equal(t, []string{"local"}, webhookNames(s.NotifyWebhooks()))
+	require.Empty(t, s.RefusedSecrets())
+}
