@@ -177,11 +177,19 @@ func notifyEntries(key string, r raw, fields entryFields) ([]map[string]any, err
 	if s, ok := v.(string); ok {
 		var parsed any
 		if err := yaml.Unmarshal([]byte(s), &parsed); err != nil {
-			// The text may hold a secret: the parser's message quotes
-			// it, so only the position is kept.
+			// The text may hold a secret and the parser's message
+			// quotes it, so the message is left out.
 			return nil, fmt.Errorf("%w: %s (from %s) is not a YAML or JSON list of entries", ErrInvalid, key, r.source)
 		}
 		v = parsed
+	}
+	// A program's overlay may hold the Go type rather than YAML's.
+	if ms, ok := v.([]map[string]any); ok {
+		l := make([]any, len(ms))
+		for i, m := range ms {
+			l[i] = m
+		}
+		v = l
 	}
 	list, ok := v.([]any)
 	if !ok {

@@ -386,6 +386,10 @@ func TestNotifyWebhookWithAPublishedSecretIsRefused(t *testing.T) {
 
 	o.RefuseWeakSecrets = false
 	require.Equal(t, []string{"local", "audit"}, webhookNames(mustLoad(t, o).Current().NotifyWebhooks()))
+	// The same entries as Go's own type, as a program's overlay may
+	// hold them.
+	o.Overlay = map[string]any{KeyNotifyWebhooks: []map[string]any{hooks[1].(map[string]any)}}
+	require.Equal(t, []string{"audit"}, webhookNames(mustLoad(t, o).Current().NotifyWebhooks()))
 
 	o = testOptions("")
 	o.RefuseWeakSecrets = true
