@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 
 	"changeflow/internal/config"
@@ -111,6 +114,7 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 	callbackToken, _, _ := snap.CallbackToken(config.CallbackApproval)
 	deployToken, _, _ := snap.CallbackToken(config.CallbackDeploy)
 	webhookToken, _, _ := snap.CallbackToken(config.CallbackGitLab)
+	smtpListen := embeddedSMTPListen(snap)
 	s, err := sim.New(sim.Config{
 		Listen:       snap.Endpoints().SimListen,
 		CallbackURLs: []string{selfURL},
@@ -127,6 +131,7 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 		// The local run's GitLab is set up as docs/deploy.md says, so its
 		// deployment checks are green until someone removes the rule.
 		ProtectChangeflow: true,
+		SMTPListen:        smtpListen,
 		Logger:            logger.With("component", "sim"),
 	})
 	if err != nil {
@@ -134,9 +139,32 @@ func startEmbeddedSim(ctx context.Context, snap *config.Snapshot, selfURL string
 	}
 	if err := s.Start(ctx); err != nil {
 		_ = s.Close()
+		var op *net.OpError
+		if smtpListen != "" && errors.As(err, &op) && op.Op == "listen" && op.Addr != nil && op.Addr.String() == smtpListen {
+			return nil, fmt.Errorf("the simulated SMTP server cannot listen on %s, where %s and %s point: stop what holds the port, or move both: %w",
+				smtpListen, config.KeyNotifySMTPHost, config.KeyNotifySMTPPort, err)
+		}
 		return nil, busyPortError(err, snap.Endpoints().SimListen, "--sim-listen", config.KeySimListen)
 	}
 	return s, nil
+}
+
+// embeddedSMTPListen is where the embedded simulators' SMTP server
+// listens: where notify.smtp points while its host is loopback, so the
+// local run's mail lands in the simulators' inbox (/mail/) without
+// naming a port twice; "" (a free port) when e-mail is off or goes to a
+// real relay. The port cannot follow sim.listen as the URLs do: it is a
+// listener of its own, and the configuration must name it before the
+// simulators start.
+func embeddedSMTPListen(snap *config.Snapshot) string {
+	s := snap.NotifySMTP()
+	if s.Host == "" {
+		return ""
+	}
+	if ip := net.ParseIP(s.Host); !strings.EqualFold(s.Host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return ""
+	}
+	return net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
 }
 
 func gitlabToken(snap *config.Snapshot, name string) string {

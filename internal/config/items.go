@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 )
 
@@ -217,6 +218,10 @@ func itemTable(instanceID string) []item {
 		stringItem(KeyUIContact, DefaultUIContact, hot, "missing/empty → "+DefaultUIContact,
 			"a failed request's page must name whom to ask (a team, a chat channel, an address); the fallback still says who, in general words"),
 	}
+	// The rest of notify.* follows notify.allowSafetyOptOut, so the guide
+	// lists the notification items together.
+	at := slices.IndexFunc(it, func(i item) bool { return i.key == KeyNotifyAllowSafetyOptOut })
+	it = slices.Insert(it, at+1, notifyItems()...)
 	it = append(it, pollingItems(PollingPipeline, 5*sec, 12, 30*sec, 1*hr)...)
 	it = append(it, pollingItems(PollingRebase, 2*sec, 10, 10*sec, 10*minute)...)
 	// The approval poll only covers a lost callback: a person decides, so

@@ -131,6 +131,21 @@ const (
 	// messages (access.expiring, access.removed) on their preferences
 	// page (docs/notifications.md, "Preferences").
 	KeyNotifyAllowSafetyOptOut = "notify.allowSafetyOptOut"
+	// The notification channels and the outbox's delivery
+	// (docs/notifications_channels.md): webhooks, chat incoming webhooks,
+	// the SMTP server and the operators' addresses; how often a delivery
+	// is tried, and when the expiry reminders go out.
+	KeyNotifyWebhooks        = "notify.webhooks"
+	KeyNotifyChat            = "notify.chat"
+	KeyNotifySMTPHost        = "notify.smtp.host"
+	KeyNotifySMTPPort        = "notify.smtp.port"
+	KeyNotifySMTPUsername    = "notify.smtp.username"
+	KeyNotifySMTPPassword    = "notify.smtp.password"
+	KeyNotifySMTPFrom        = "notify.smtp.from"
+	KeyNotifySMTPStartTLS    = "notify.smtp.startTLS"
+	KeyNotifyOperators       = "notify.operators"
+	KeyNotifyMaxAttempts     = "notify.maxAttempts"
+	KeyNotifyExpiryReminders = "notify.expiryReminders"
 
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"

@@ -59,6 +59,7 @@ func (s *Snapshot) RefusedSecrets() []RefusedSecret {
 // falls back. callbacks.tokens.*Previous obey the same rules as the
 // current tokens: whoever sends the retired value is trusted as much.
 func (b *builder) refuseWeakSecrets(s *Snapshot) {
+	refuseWellKnownWebhookSecrets(s)
 	toks := configuredTokens(s)
 	byVal := map[string][]string{}
 	for _, t := range toks {
@@ -172,4 +173,37 @@ func minTokenBytes(callback bool) int {
 		return MinCallbackTokenBytes
 	}
 	return MinGitLabTokenBytes
+}
+
+// refuseWellKnownWebhookSecrets drops every notify.webhooks entry signed
+// with a simulators' published secret: anyone can sign with it, so a
+// receiver could not tell changeflow's events from forged ones. The entry
+// falls back to absent (serve does not start on it; a reload leaves that
+// webhook out). The receiver the embedded simulators stand in with is
+// derived, not configured, and is the simulators' own: it is kept.
+func refuseWellKnownWebhookSecrets(s *Snapshot) {
+	res := s.res[KeyNotifyWebhooks]
+	if res.Source == SourceDefault {
+		return
+	}
+	hooks, _ := s.vals[KeyNotifyWebhooks].([]NotifyWebhook)
+	kept := make([]NotifyWebhook, 0, len(hooks))
+	var dropped []string
+	for _, h := range hooks {
+		if !simtoken.IsWellKnown(h.Secret) {
+			kept = append(kept, h)
+			continue
+		}
+		dropped = append(dropped, h.Name)
+		s.refused = append(s.refused, RefusedSecret{Key: KeyNotifyWebhooks,
+			Problem: fmt.Sprintf("entry %q is signed with the simulators' well-known secret, published with changeflow: anyone can sign with it", h.Name),
+			Fix:     "give the webhook a secret of its own, e.g. `echo \"whsec_$(head -c 32 /dev/urandom | base64)\"`, and the same to its receiver"})
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	s.vals[KeyNotifyWebhooks] = kept
+	res.Value, res.FellBack = webhooksText(kept), true
+	res.Reason = fellBack("dropped %s: signed with a published secret → not sent", strings.Join(dropped, ", "))
+	s.res[KeyNotifyWebhooks] = res
 }
