@@ -157,7 +157,6 @@ func startLocalProfile(t *testing.T) (*instance, int) {
 	for old, repl := range map[string]string{
 		"listen: 127.0.0.1:8080": "listen: 127.0.0.1:0",
 		"127.0.0.1:8090":         fmt.Sprintf("127.0.0.1:%d", simPort),
-		"port: 8025":             fmt.Sprintf("port: %d", freePort(t)),
 		"file:var/changeflow.db": "file:" + filepath.Join(dir, "cf.db"),
 		"var/directory.yaml":     filepath.Join(dir, "directory.yaml"),
 		"level: info":            "level: warn",

@@ -3,21 +3,28 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"changeflow/internal/config"
 	"changeflow/internal/identity"
 	"changeflow/internal/notify"
 	"changeflow/internal/notify/chat"
 	"changeflow/internal/notify/mail"
+	"changeflow/internal/notify/outbox"
 	"changeflow/internal/notify/webhook"
+	"changeflow/internal/periodic"
 	"changeflow/internal/store"
 )
 
 // This file builds the notification channels from notify.* and adapts
 // what serve already has — the identity directory, the store's
-// preferences — to what the e-mail channel asks of them. The outbox's
-// deliverer takes the channels; serve wires it in when it exists.
+// preferences — to what the e-mail channel asks of them, and runs the
+// outbox's deliverer over them as a background part.
 
 // emailLookup is mail.Options.Lookup: an account's e-mail address.
 type emailLookup = func(ctx context.Context, account string) (email string, ok bool, err error)
@@ -35,7 +42,12 @@ type kindAllowed = func(ctx context.Context, account string, k notify.Kind) (boo
 // constructors check again, so an error here (a name two channels share
 // included, which the outbox could not tell apart) names the item and
 // the channel and never a URL or secret.
-func buildChannels(cfg *config.Snapshot, lookup emailLookup, allowed kindAllowed, client *http.Client) ([]notify.Channel, error) {
+//
+// simSMTP is the embedded simulators' SMTP server ("" when they are not
+// embedded): with notify.smtp.host unset, e-mail goes there, as webhooks
+// go to their receiver, so the local run's mail shows in the simulators'
+// inbox on whatever port that server got.
+func buildChannels(cfg *config.Snapshot, simSMTP string, lookup emailLookup, allowed kindAllowed, client *http.Client) ([]notify.Channel, error) {
 	var out []notify.Channel
 	names := map[string]bool{}
 	add := func(key string, c notify.Channel) error {
@@ -64,7 +76,18 @@ func buildChannels(cfg *config.Snapshot, lookup emailLookup, allowed kindAllowed
 			return nil, err
 		}
 	}
-	if s := cfg.NotifySMTP(); s.Host != "" {
+	s := cfg.NotifySMTP()
+	if s.Host == "" && simSMTP != "" {
+		host, port, err := net.SplitHostPort(simSMTP)
+		if err != nil {
+			return nil, fmt.Errorf("the simulators' SMTP server %q: %w", simSMTP, err)
+		}
+		s.Host, s.Port, s.Username, s.Password, s.StartTLS = host, atoiOr(port, 0), "", "", false
+		if s.From == "" {
+			s.From = "changeflow <changeflow@localhost>"
+		}
+	}
+	if s.Host != "" {
 		m, err := mail.New(mail.Settings{
 			Host: s.Host, Port: s.Port, Username: s.Username, Password: s.Password, From: s.From, StartTLS: s.StartTLS,
 		}, mail.Options{Lookup: lookup, Allowed: allowed, Operators: cfg.NotifyOperators()})
@@ -122,3 +145,55 @@ func storePreferences(ps preferenceReader, cfg func() *config.Snapshot) kindAllo
 		return notify.Allowed(k, chosen, cfg().NotifyAllowSafetyOptOut()), nil
 	}
 }
+
+// atoiOr is s as a number, or or when it is none.
+func atoiOr(s string, or int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return or
+	}
+	return n
+}
+
+// notifications is the outbox's deliverer as a part of serve: one pass
+// every second on every instance (each event goes to one of them, under
+// its lease). The channels are built once, at start: their keys take
+// effect on restart; notify.maxAttempts and notify.expiryReminders are
+// read at every pass.
+type notifications struct {
+	d   *outbox.Deliverer
+	log *slog.Logger
+	svc periodic.Service
+}
+
+// newNotifications builds the deliverer over channels for this instance;
+// publicURL is where messages link (server.publicURL, else the address
+// serve listens on).
+func newNotifications(cfg *config.Manager, st *store.Store, channels []notify.Channel, publicURL string, m *outbox.Metrics, logger *slog.Logger) *notifications {
+	log := logger.With("component", "notify")
+	return &notifications{log: log, d: &outbox.Deliverer{
+		Store: st, Owner: cfg.Current().Instance().ID, Log: log, Metrics: m,
+		Source: strings.TrimRight(publicURL, "/"),
+		Settings: func() outbox.Settings {
+			c := cfg.Current()
+			base := c.Endpoints().PublicURL
+			if base == "" {
+				base = publicURL
+			}
+			return outbox.Settings{Channels: channels, MaxAttempts: c.NotifyMaxAttempts(),
+				Reminders: c.NotifyExpiryReminders(), PublicURL: base}
+		},
+	}}
+}
+
+// Start runs the deliverer's passes until Stop.
+func (n *notifications) Start(ctx context.Context) error {
+	n.svc.Start(ctx, periodic.Every{Fallback: time.Second, Now: true, Pass: func(ctx context.Context) {
+		k, err := n.d.Pass(ctx)
+		periodic.LogPass(ctx, n.log, err, "notification delivery pass failed", k > 0, "notifications delivered", "events", k)
+	}}.Loop)
+	return nil
+}
+
+// Stop waits for the pass in progress.
+func (n *notifications) Stop() { n.svc.Stop() }

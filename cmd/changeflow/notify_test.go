@@ -66,7 +66,7 @@ func TestBuildChannels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			chs, err := buildChannels(notifySnapshot(t, tc.doc), nil, nil, nil)
+			chs, err := buildChannels(notifySnapshot(t, tc.doc), "", nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestBuildChannelsPostThroughTheGivenClient(t *testing.T) {
 	})}
 	snap := notifySnapshot(t, "notify:\n  webhooks:\n    - {name: a, url: 'http://hook.invalid/in', secret: s}\n"+
 		"  chat:\n    - {name: a, url: 'https://chat.invalid/T/B/X'}\n")
-	chs, err := buildChannels(snap, nil, nil, client)
+	chs, err := buildChannels(snap, "", nil, nil, client)
 	if err != nil {
 		t.Fatal(err)
 	}

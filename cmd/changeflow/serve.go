@@ -18,6 +18,7 @@ import (
 	"changeflow/internal/gitlab"
 	"changeflow/internal/httpapi"
 	"changeflow/internal/metrics"
+	"changeflow/internal/notify/outbox"
 	"changeflow/internal/permission"
 	"changeflow/internal/ratelimit"
 	"changeflow/internal/store"
@@ -64,6 +65,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer ln.Close() // after Serve this is a no-op; before it, it frees the port
+	simSMTP := ""    // the embedded simulators' SMTP server, when they run
 	if cfg.Current().Endpoints().SimEmbedded {
 		warnSimURLs(cfg.Current(), logger)
 		sims, err := startEmbeddedSim(ctx, cfg.Current(), "http://"+ln.Addr().String(), logger)
@@ -71,6 +73,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		defer sims.Close()
+		simSMTP = sims.SMTPAddr()
 		fmt.Fprintf(stdout, "changeflow: simulators on %s\n", sims.URL())
 	}
 
@@ -82,7 +85,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("watch configuration: %w", err)
 	}
 
-	resolver, err := newResolver(cfg, logger)
+	resolver, directory, err := newResolver(cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -159,6 +162,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// instance every access.repoScanInterval; each commit is applied by
 	// one of them.
 	repoAccess, accessCheck := newRepoAccess(cfg, st, glPreview, logger)
+	// Notifications (docs/notifications.md): the outbox's events, written
+	// by the transactions above, delivered by every instance through the
+	// channels notify.* configures.
+	channels, err := buildChannels(cfg.Current(), simSMTP, directoryEmails(directory), storePreferences(st, cfg.Current), nil)
+	if err != nil {
+		return err
+	}
+	notifyMetrics := outbox.NewMetrics()
+	if err := m.Register(notifyMetrics.Collectors()...); err != nil {
+		return err
+	}
+	notifier := newNotifications(cfg, st, channels, "http://"+ln.Addr().String(), notifyMetrics, logger)
 	// Every background part starts here, in this order, and stops in the
 	// reverse order before the store closes (the defers run before
 	// env.close); each Stop waits for its pass in progress.
@@ -168,6 +183,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		{"audit chain", auditChain},
 		{"review pass", reviews},
 		{"repository access history", repoAccess},
+		{"notifications", notifier},
 	})
 	if err != nil {
 		return err
@@ -199,7 +215,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			Audit:        auditChain,
 			AccessCheck:  accessCheck,
 			Revoker:      revoker,
-			Reviews:      st, ReviewRemovals: reviews, Preferences: st,
+			Reviews:      st, ReviewRemovals: reviews, Preferences: st, Notifications: st,
 			Checks: deploymentChecks(cfg, flags.local, logger),
 		},
 	})

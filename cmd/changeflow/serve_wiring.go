@@ -97,12 +97,15 @@ func newEngine(cfg *config.Manager, st *store.Store, logger *slog.Logger) (*engi
 // file when configured, auth-proxy headers from identity.trustedProxies
 // (read per request, so a reload applies), and OIDC bearer tokens when
 // oidc.issuer is set.
-func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, error) {
+//
+// It returns the directory too (nil when none is configured): the e-mail
+// channel finds people's addresses in it.
+func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, identity.DirectorySource, error) {
 	var dir identity.DirectorySource // nil: no directory configured
 	if path := cfg.Current().Endpoints().DirectoryFile; path != "" {
 		fd, err := identity.OpenDirectory(path, identity.FileDirectoryOptions{Logger: logger})
 		if err != nil {
-			return nil, fmt.Errorf("identity directory: %w", err)
+			return nil, nil, fmt.Errorf("identity directory: %w", err)
 		}
 		dir = fd
 	}
@@ -123,7 +126,7 @@ func newResolver(cfg *config.Manager, logger *slog.Logger) (*identity.Resolver, 
 		},
 		OIDC:   verifier,
 		Logger: logger,
-	}), nil
+	}), dir, nil
 }
 
 // storeAuditor adapts the store's AuditInsert to httpapi.Auditor: an

@@ -132,7 +132,7 @@ const (
 	// page (docs/notifications.md, "Preferences").
 	KeyNotifyAllowSafetyOptOut = "notify.allowSafetyOptOut"
 	// The notification channels and the outbox's delivery
-	// (docs/notifications_channels.md): webhooks, chat incoming webhooks,
+	// (docs/notifications.md): webhooks, chat incoming webhooks,
 	// the SMTP server and the operators' addresses; how often a delivery
 	// is tried, and when the expiry reminders go out.
 	KeyNotifyWebhooks        = "notify.webhooks"

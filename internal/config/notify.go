@@ -18,7 +18,7 @@ import (
 )
 
 // This file holds notify.*: the channels the outbox delivers through
-// (docs/notifications_channels.md) and how often it tries. A channel that
+// (docs/notifications.md) and how often it tries. A channel that
 // is configured wrongly would send to the wrong place, unsigned, or not at
 // all without a word, so unlike most items a bad entry is not dropped: it
 // stops the start (and a reload keeps the snapshot in force), with the
@@ -428,7 +428,7 @@ func resolveNotifySMTPFrom(it *item, r raw, done map[string]any) result {
 		if s == "" {
 			return result{val: "", reason: reasonBuiltin + " (unset; e-mail is off)"}
 		}
-		return result{val: s, text: s, reason: "ignored: notify.smtp.host is empty, e-mail is off"}
+		return result{val: s, text: s, reason: "notify.smtp.host is empty: used only for the embedded simulators' SMTP server (sim.embedded), else e-mail is off"}
 	}
 	if s == "" {
 		return result{err: fmt.Errorf("%w: %s is empty but notify.smtp.host is set: e-mail needs a sender address", ErrInvalid, it.key)}

@@ -126,6 +126,9 @@ type Business struct {
 	// Preferences backs a person's notification preferences
 	// (preferences.go); nil answers them with 500.
 	Preferences PreferenceStore
+	// Notifications backs the console's view of the notification outbox
+	// (ops_notifications.go); nil answers it with 500.
+	Notifications NotificationStore
 	// ReviewRemovals starts a revoke's removal as it is decided
 	// (*review.Reviews); nil leaves it to the review pass.
 	ReviewRemovals ReviewRemovals

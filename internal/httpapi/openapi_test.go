@@ -525,7 +525,7 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		var feed *EventFeed
 		w := newBizWorld(t, st, withOpsActions(), withBatchActions(), withSink(sink), withWithdraw(), withRevoker(), withChecks(),
 			withEventFeed(&feed, func(st *store.Store) VersionReader { return st }),
-			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))), withReviews(), withPreferences())
+			withAuditChain(st, ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))), withReviews(), withPreferences(), withNotifications())
 		ctx := t.Context()
 		stoppedFixture(t, st, "oa-stopped", "alice")
 		submitApproveFirst(t, st, "oa-withdraw", "alice", tRace)
@@ -668,6 +668,16 @@ func TestOpenAPIConformanceTable(t *testing.T) {
 		call("GET /ops/requests", 400, req{method: "GET", path: "/ops/requests?status=DONE", user: "olivia"})
 		call("GET /ops/security-events", 200, req{method: "GET", path: "/ops/security-events?limit=5", user: "olivia"})
 		call("GET /ops/security-events", 400, req{method: "GET", path: "/ops/security-events?limit=0", user: "olivia"})
+		deadID := deadLetter(t, st, "oa-dead")
+		if err := st.OutboxDisableChannel(ctx, "webhook:oa", "410 Gone"); err != nil {
+			t.Fatal(err)
+		}
+		call("GET /ops/notifications", 200, req{method: "GET", path: "/ops/notifications", user: "olivia"})
+		call("GET /ops/notifications", 400, req{method: "GET", path: "/ops/notifications?limit=0", user: "olivia"})
+		call("POST /ops/notifications/{eventId}/replay", 200, req{method: "POST", path: "/ops/notifications/" + deadID + "/replay", user: "olivia"})
+		call("POST /ops/notifications/{eventId}/replay", 404, req{method: "POST", path: "/ops/notifications/" + deadID + "/replay", user: "olivia"})
+		call("POST /ops/notifications/channels/{channel}/enable", 200, req{method: "POST", path: "/ops/notifications/channels/webhook:oa/enable", user: "olivia"})
+		call("POST /ops/notifications/channels/{channel}/enable", 404, req{method: "POST", path: "/ops/notifications/channels/webhook:oa/enable", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 200, req{method: "GET", path: "/ops/targets/unowned-expired", user: "olivia"})
 		call("GET /ops/targets/unowned-expired", 403, req{method: "GET", path: "/ops/targets/unowned-expired", user: "alice"})
 		call("GET /ops/audit/export", 200, req{method: "GET", path: exportQuery("jsonl"), user: "olivia"})

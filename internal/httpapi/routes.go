@@ -115,6 +115,12 @@ func (s *Server) routes() {
 		{pattern: "GET /ops/requests/{operationId}", handler: s.handleOpsRequest(), metrics: true, rules: config.RouteOpsRequestGet},
 		{pattern: "GET /ops/batches", handler: s.handleOpsBatches(), metrics: true, rules: config.RouteOpsBatchesGet},
 		{pattern: "GET /ops/security-events", handler: s.handleOpsSecurityEvents(), metrics: true, rules: config.RouteOpsRequestGet},
+		// The notification outbox (ops_notifications.go): its depth, dead
+		// letters and gone channels, read like a request; a replay and a
+		// channel turned back on are writes of the retrigger class.
+		{pattern: "GET /ops/notifications", handler: s.handleOpsNotifications(), metrics: true, rules: config.RouteOpsRequestGet},
+		{pattern: "POST /ops/notifications/{eventId}/replay", handler: s.handleOpsNotificationReplay(), metrics: true, rules: config.RouteOpsRequestRetrigger},
+		{pattern: "POST /ops/notifications/channels/{channel}/enable", handler: s.handleOpsNotificationChannelEnable(), metrics: true, rules: config.RouteOpsRequestRetrigger},
 		// The tamper-evident audit export and the key that verifies it
 		// (ops_audit.go, docs/audit.md): reads of a request's class.
 		{pattern: "GET /ops/audit/export", handler: s.handleOpsAuditExport(), metrics: true, rules: config.RouteOpsRequestGet},

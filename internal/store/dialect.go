@@ -80,6 +80,15 @@ func (d Dialect) NowAdd(offset time.Duration) (expr string, arg any) {
 	return "strftime('%Y-%m-%d %H:%M:%f','now',?)", fmt.Sprintf("%+.3f seconds", offset.Seconds())
 }
 
+// TimeAdd returns an SQL expression for "the time in column col + offset"
+// with one "?" placeholder, and the argument to bind to it, like NowAdd.
+func (d Dialect) TimeAdd(col string, offset time.Duration) (expr string, arg any) {
+	if d.IsMySQL() {
+		return "(" + col + " + INTERVAL ? MICROSECOND)", offset.Microseconds()
+	}
+	return "strftime('%Y-%m-%d %H:%M:%f'," + col + ",?)", fmt.Sprintf("%+.3f seconds", offset.Seconds())
+}
+
 // NowMinus is NowAdd(-ago): the expression for "ago before the database
 // clock" and its argument.
 func (d Dialect) NowMinus(ago time.Duration) (expr string, arg any) {

@@ -217,7 +217,10 @@ func rejectionComment(ctx context.Context, tx *sql.Tx, operationID string) (stri
 // its own expiry, so it is reminded afresh; an access that ended (or is
 // being removed or renewed) is not VALIDATED and gets none. An access that
 // ends within the smaller threshold when first seen gets that one only:
-// the larger one is past. It returns the number written.
+// the larger one is past; and a threshold longer than the access was in
+// effect before its end (its open period in access_interval) is skipped,
+// so a short grant is not reminded of its end as it starts. It returns
+// the number written.
 func (s *Store) OutboxRemindExpiring(ctx context.Context, thresholds []time.Duration, limit int) (int, error) {
 	d := s.dialect
 	written := 0
@@ -232,11 +235,16 @@ func (s *Store) OutboxRemindExpiring(ctx context.Context, thresholds []time.Dura
 			cond += " AND b.expires_at > " + expr
 			condArgs = append(condArgs, a)
 		}
+		// Only an access that was in effect for more than th before its
+		// end: a grant of three days does not hear "less than 72 hours
+		// left" the moment it takes effect.
+		startedBy, startedArg := d.TimeAdd("b.expires_at", -th)
 		rows, err := s.db.QueryContext(ctx,
 			"SELECT b.operation_id FROM binding b"+
 				" WHERE b.status = 'VALIDATED' AND b.expires_at > "+d.Now()+" AND "+cond+
+				" AND EXISTS (SELECT 1 FROM access_interval a WHERE a.operation_id = b.operation_id AND a.until_at IS NULL AND a.from_at <= "+startedBy+")"+
 				" AND NOT EXISTS (SELECT 1 FROM outbox_event e WHERE e.dedupe_key = "+concat(d, "'expiring:'", "b.operation_id", "':"+thresholdName(th)+"'")+")"+
-				" ORDER BY b.expires_at LIMIT ?", append(condArgs, max(limit, 1))...)
+				" ORDER BY b.expires_at LIMIT ?", append(condArgs, startedArg, max(limit, 1))...)
 		if err != nil {
 			return written, fmt.Errorf("find accesses to remind of: %w", translate(err))
 		}

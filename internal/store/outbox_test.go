@@ -212,20 +212,34 @@ func TestOutboxClaimsWithALeaseInOrderPerRequest(t *testing.T) {
 // TestOutboxRemindsOnceAThreshold: an access in effect that ends within a
 // threshold gets that threshold's reminder once however many instances
 // scan at once, and only the smallest threshold it is inside; an access
-// being removed or not ending soon gets none.
+// being removed, not ending soon, or in effect for less than the
+// threshold before its end gets none.
 func TestOutboxRemindsOnceAThreshold(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
 		now := time.Now()
-		mustSubmit(t, s, "rm-soon", "alice", "rm-t", domain.BindingValidated)
-		mustSetBinding(t, s, "alice", "rm-t", domain.BindingValidated, now.Add(10*time.Hour))
-		mustSubmit(t, s, "rm-two-days", "bob", "rm-t", domain.BindingValidated)
-		mustSetBinding(t, s, "bob", "rm-t", domain.BindingValidated, now.Add(48*time.Hour))
-		mustSubmit(t, s, "rm-later", "carol", "rm-t", domain.BindingValidated)
-		mustSetBinding(t, s, "carol", "rm-t", domain.BindingValidated, now.Add(30*24*time.Hour))
-		mustSubmit(t, s, "rm-going", "dave", "rm-t", domain.BindingValidated)
+		// inEffect confirms a grant as the deployment does (its period
+		// opens), as if a week ago, ending at until.
+		inEffect := func(op, subject string, until time.Time) {
+			mustSubmit(t, s, op, subject, "rm-t", domain.BindingMerged)
+			atStep(t, s, op, domain.StepHandleMerged)
+			confirm(t, s, op)
+			mustSetBinding(t, s, subject, "rm-t", domain.BindingValidated, until)
+			mustExec(t, s.DB(), "UPDATE access_interval SET from_at = ? WHERE operation_id = ?", s.Dialect().Time(now.Add(-7*24*time.Hour)), op)
+		}
+		inEffect("rm-soon", "alice", now.Add(10*time.Hour))
+		inEffect("rm-two-days", "bob", now.Add(48*time.Hour))
+		inEffect("rm-later", "carol", now.Add(30*24*time.Hour))
+		inEffect("rm-going", "dave", now.Add(time.Hour))
 		mustSetBinding(t, s, "dave", "rm-t", domain.BindingRevoking, now.Add(time.Hour))
+		// A grant of 20 hours that has just taken effect: it was in effect
+		// for less than either threshold before its end, so neither
+		// reminds it as it starts.
+		mustSubmit(t, s, "rm-short", "erin", "rm-t", domain.BindingMerged)
+		atStep(t, s, "rm-short", domain.StepHandleMerged)
+		confirm(t, s, "rm-short")
+		mustSetBinding(t, s, "erin", "rm-t", domain.BindingValidated, now.Add(20*time.Hour))
 
 		thresholds := []time.Duration{72 * time.Hour, 24 * time.Hour}
 		var (
@@ -264,6 +278,7 @@ func TestOutboxRemindsOnceAThreshold(t *testing.T) {
 		require.Equal(t, []string{"72h"}, threshold("rm-two-days"))
 		require.Empty(t, threshold("rm-later"))
 		require.Empty(t, threshold("rm-going"), "an access being removed is not reminded of")
+		require.Empty(t, threshold("rm-short"), "in effect for less than 24h before its end: no reminder as it starts")
 	})
 }
 

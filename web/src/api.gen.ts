@@ -645,6 +645,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/ops/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The notification outbox at a glance — what waits, the dead letters and the channels turned off.
+         * @description pending and oldestPendingSeconds say how many events wait to be delivered and for how long the oldest has; deadLetters are the events that ran out of attempts (notify.maxAttempts), newest first, with what the failing channels answered; disabledChannels are the destinations that answered 410 Gone. See docs/notifications.md.
+         */
+        get: operations["opsNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/notifications/{eventId}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Deliver a dead letter again (its attempts start over; channels that took it are not sent it twice). */
+        post: operations["opsReplayNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ops/notifications/channels/{channel}/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Turn a channel a 410 Gone turned off back on, for the events written from now on. */
+        post: operations["opsEnableNotificationChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/ops/audit/export": {
         parameters: {
             query?: never;
@@ -1952,6 +2006,55 @@ export interface components {
                 }[];
                 /** @description The cursor of the next page; empty on the last. */
                 nextCursor: string;
+            };
+        };
+        NotificationsAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                /** @description events not yet delivered */
+                pending: number;
+                /** @description dead letters */
+                dead: number;
+                /** @description age of the oldest undelivered event; 0 when none */
+                oldestPendingSeconds: number;
+                deadLetters: {
+                    eventId: string;
+                    kind: string;
+                    operationId?: string;
+                    /** @description what the event tells */
+                    summary: string;
+                    attempts: number;
+                    /** @description what the failing channels answered, "<channel>: <error>; …" */
+                    lastError: string;
+                    /** Format: date-time */
+                    createdAt: string;
+                }[];
+                disabledChannels: {
+                    channel: string;
+                    /** Format: date-time */
+                    disabledAt: string;
+                    reason: string;
+                }[];
+            };
+        };
+        NotificationReplayAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                eventId: string;
+                replayed: boolean;
+            };
+        };
+        NotificationChannelAnswer: {
+            /** @constant */
+            code: "OK";
+            message: string;
+            data: {
+                channel: string;
+                enabled: boolean;
             };
         };
         SecurityEventListAnswer: {
@@ -3336,6 +3439,106 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsNotifications: {
+        parameters: {
+            query?: {
+                /** @description How many dead letters, newest first. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The outbox. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationsAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsReplayNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The event's id (its CloudEvents id), as GET /ops/notifications lists it. */
+                eventId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OptionalObjectBody"];
+            };
+        };
+        responses: {
+            /** @description The event is due again. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationReplayAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            404: components["responses"]["NotFound"];
+            421: components["responses"]["Misdirected"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["RetryLater"];
+        };
+    };
+    opsEnableNotificationChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The channel's name, e.g. webhook:audit. */
+                channel: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["OptionalObjectBody"];
+            };
+        };
+        responses: {
+            /** @description The channel is on. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationChannelAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["AccessDenied"];
+            404: components["responses"]["NotFound"];
             421: components["responses"]["Misdirected"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];

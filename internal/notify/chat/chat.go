@@ -1,7 +1,7 @@
 // Package chat is the chat channel: one line per event, with its link,
 // posted to a Slack or Mattermost incoming webhook as {"text": "…"}
 // (Mattermost takes Slack's payload and link syntax as they are;
-// docs/notifications_channels.md, "Chat").
+// docs/notifications.md, "Chat").
 package chat
 
 import (

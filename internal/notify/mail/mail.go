@@ -1,7 +1,7 @@
 // Package mail is the e-mail channel: a message in words, plain text and
 // HTML, to the people an event concerns — the requester (and the person
 // the access is for), an access review's reviewers, the operators — sent
-// over SMTP with github.com/wneessen/go-mail (docs/notifications_channels.md,
+// over SMTP with github.com/wneessen/go-mail (docs/notifications.md,
 // "E-mail").
 package mail
 

@@ -73,17 +73,30 @@ type Deliverer struct {
 	BackoffBase, BackoffMax time.Duration
 	// Metrics, when set, counts the deliveries (NewMetrics).
 	Metrics *Metrics
+	// RemindEvery is how often a pass also scans for the expiry reminders
+	// due (≤ 0: 30 s): a reminder is about hours, and the scan reads the
+	// bindings of every target.
+	RemindEvery time.Duration
+
+	lastRemind time.Time
 }
 
-// Pass is one run of the loop: write the reminders that are due, then
-// claim and deliver what is due. It returns the number of events it
+// Pass is one run of the loop: write the reminders that are due (every
+// RemindEvery), then claim and deliver what is due. Passes of one
+// Deliverer must not overlap (periodic.Every runs them one by one). It returns the number of events it
 // finished (delivered, skipped or dead-lettered).
 func (d *Deliverer) Pass(ctx context.Context) (int, error) {
 	set := d.Settings()
 	var errs []error
-	if len(set.Reminders) > 0 {
+	every := d.RemindEvery
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	if len(set.Reminders) > 0 && time.Since(d.lastRemind) >= every {
 		if _, err := d.Store.OutboxRemindExpiring(ctx, set.Reminders, 500); err != nil {
 			errs = append(errs, err)
+		} else {
+			d.lastRemind = time.Now()
 		}
 	}
 	evs, err := d.Store.OutboxClaim(ctx, d.Owner, d.lease(), d.batch())

@@ -1,6 +1,6 @@
 // Package webhook is the webhook channel: each event is POSTed to an
 // endpoint as its CloudEvents 1.0 structured JSON document, signed as the
-// Standard Webhooks specification says (docs/notifications_channels.md,
+// Standard Webhooks specification says (docs/notifications.md,
 // "Webhooks"), through the endpoint's own circuit breaker and deadline.
 package webhook
 

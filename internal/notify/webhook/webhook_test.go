@@ -315,17 +315,11 @@ func waitDeliveries(t *testing.T, recv *hooks.Server, n int) []hooks.Delivery {
 // TestTheDocumentedExampleVerifies: the signed example of the
 // notifications page is real — the sender signs its body to its
 // signature, and the independent verification accepts it — so a reader
-// can test a verifier against the page. The page is
-// docs/notifications.md, or docs/notifications_channels.md until the
-// channels' part is folded into it.
+// can test a verifier against the page, docs/notifications.md.
 func TestTheDocumentedExampleVerifies(t *testing.T) {
 	var doc string
-	for _, page := range []string{"notifications.md", "notifications_channels.md"} {
-		raw, err := os.ReadFile("../../../docs/" + page)
-		if err == nil && strings.Contains(string(raw), "```http\nPOST ") {
-			doc = string(raw)
-			break
-		}
+	if raw, err := os.ReadFile("../../../docs/notifications.md"); err == nil && strings.Contains(string(raw), "```http\nPOST ") {
+		doc = string(raw)
 	}
 	if doc == "" {
 		t.Fatal("no notifications page in docs/ shows a signed webhook delivery")
