@@ -156,14 +156,15 @@ func atoiOr(s string, or int) int {
 }
 
 // notifications is the outbox's deliverer as a part of serve: one pass
-// every second on every instance (each event goes to one of them, under
-// its lease). The channels are built once, at start: their keys take
-// effect on restart; notify.maxAttempts and notify.expiryReminders are
-// read at every pass.
+// every notify.interval on every instance (each event goes to one of
+// them, under its lease). The channels are built once, at start: their
+// keys take effect on restart; the intervals, notify.maxAttempts and
+// notify.expiryReminders are read at every pass.
 type notifications struct {
-	d   *outbox.Deliverer
-	log *slog.Logger
-	svc periodic.Service
+	d        *outbox.Deliverer
+	log      *slog.Logger
+	interval func() time.Duration
+	svc      periodic.Service
 }
 
 // newNotifications builds the deliverer over channels for this instance;
@@ -171,7 +172,7 @@ type notifications struct {
 // serve listens on).
 func newNotifications(cfg *config.Manager, st *store.Store, channels []notify.Channel, publicURL string, m *outbox.Metrics, logger *slog.Logger) *notifications {
 	log := logger.With("component", "notify")
-	return &notifications{log: log, d: &outbox.Deliverer{
+	return &notifications{log: log, interval: func() time.Duration { return cfg.Current().NotifyInterval() }, d: &outbox.Deliverer{
 		Store: st, Owner: cfg.Current().Instance().ID, Log: log, Metrics: m,
 		Source: strings.TrimRight(publicURL, "/"),
 		Settings: func() outbox.Settings {
@@ -181,14 +182,14 @@ func newNotifications(cfg *config.Manager, st *store.Store, channels []notify.Ch
 				base = publicURL
 			}
 			return outbox.Settings{Channels: channels, MaxAttempts: c.NotifyMaxAttempts(),
-				Reminders: c.NotifyExpiryReminders(), PublicURL: base}
+				Reminders: c.NotifyExpiryReminders(), RemindEvery: c.NotifyReminderScanInterval(), PublicURL: base}
 		},
 	}}
 }
 
 // Start runs the deliverer's passes until Stop.
 func (n *notifications) Start(ctx context.Context) error {
-	n.svc.Start(ctx, periodic.Every{Fallback: time.Second, Now: true, Pass: func(ctx context.Context) {
+	n.svc.Start(ctx, periodic.Every{Interval: n.interval, Fallback: time.Second, Now: true, Pass: func(ctx context.Context) {
 		k, err := n.d.Pass(ctx)
 		periodic.LogPass(ctx, n.log, err, "notification delivery pass failed", k > 0, "notifications delivered", "events", k)
 	}}.Loop)

@@ -146,6 +146,11 @@ const (
 	KeyNotifyOperators       = "notify.operators"
 	KeyNotifyMaxAttempts     = "notify.maxAttempts"
 	KeyNotifyExpiryReminders = "notify.expiryReminders"
+	// KeyNotifyInterval: how often each instance's deliverer looks for due
+	// events; KeyNotifyReminderScanInterval: how often it also scans for
+	// the expiry reminders due.
+	KeyNotifyInterval             = "notify.interval"
+	KeyNotifyReminderScanInterval = "notify.reminderScanInterval"
 
 	KeyIdempotencyTTL             = "idempotency.ttl"
 	KeyIdempotencyCleanupInterval = "idempotency.cleanupInterval"

@@ -119,6 +119,14 @@ func (s *Snapshot) NotifyOperators() []string {
 // tries one delivery before it dead-letters it (at least 1).
 func (s *Snapshot) NotifyMaxAttempts() int { return s.num(KeyNotifyMaxAttempts) }
 
+// NotifyInterval returns notify.interval: the pause between two delivery
+// passes of an instance.
+func (s *Snapshot) NotifyInterval() time.Duration { return s.dur(KeyNotifyInterval) }
+
+// NotifyReminderScanInterval returns notify.reminderScanInterval: how
+// often a delivery pass also scans for the expiry reminders due.
+func (s *Snapshot) NotifyReminderScanInterval() time.Duration { return s.dur(KeyNotifyReminderScanInterval) }
+
 // NotifyExpiryReminders returns notify.expiryReminders: how long before a
 // grant expires each access.expiring reminder goes out, longest first.
 func (s *Snapshot) NotifyExpiryReminders() []time.Duration {
@@ -157,6 +165,10 @@ func notifyItems() []item {
 			why:      "the operators are who must act on a blocked batch or a commit changeflow did not write; a misspelt address would lose those messages without a word", resolve: resolveNotifyOperators},
 		intItem(KeyNotifyMaxAttempts, DefaultNotifyMaxAttempts, 1, 100, hot,
 			"how often one delivery is tried (with backoff) before it is dead-lettered for an operator; 0 would never try"),
+		durItem(KeyNotifyInterval, time.Second, 50*time.Millisecond, time.Millisecond, hot,
+			"how soon after its change an event goes out (a pass claims what is due, then waits this long); each pass is one indexed read when nothing is due"),
+		durItem(KeyNotifyReminderScanInterval, 30*time.Second, time.Second, time.Second, hot,
+			"a reminder is about hours, and the scan reads every access in effect that ends within the largest threshold"),
 		{key: KeyNotifyExpiryReminders, typ: "list of durations (72h, 3d; bare integer = seconds)", def: defaultExpiryReminders,
 			fallback: "missing/empty → 72h, 24h; an entry that is malformed, ≤ 0 or the same as another (72h and 3d) → startup error naming it (reload: old snapshot kept); sorted longest first",
 			why:      "how long before a grant expires each access.expiring reminder goes out; a reminder read wrongly would tell people at the wrong time or never", resolve: resolveNotifyExpiryReminders},

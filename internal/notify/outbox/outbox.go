@@ -47,6 +47,9 @@ type Settings struct {
 	Reminders []time.Duration
 	// PublicURL (server.publicURL) is where the links of a message point.
 	PublicURL string
+	// RemindEvery (notify.reminderScanInterval) is how often a pass also
+	// scans for the expiry reminders due (≤ 0: 30 s).
+	RemindEvery time.Duration
 }
 
 // Deliverer is one instance's delivery loop.
@@ -73,22 +76,17 @@ type Deliverer struct {
 	BackoffBase, BackoffMax time.Duration
 	// Metrics, when set, counts the deliveries (NewMetrics).
 	Metrics *Metrics
-	// RemindEvery is how often a pass also scans for the expiry reminders
-	// due (≤ 0: 30 s): a reminder is about hours, and the scan reads the
-	// bindings of every target.
-	RemindEvery time.Duration
-
 	lastRemind time.Time
 }
 
 // Pass is one run of the loop: write the reminders that are due (every
-// RemindEvery), then claim and deliver what is due. Passes of one
+// Settings.RemindEvery), then claim and deliver what is due. Passes of one
 // Deliverer must not overlap (periodic.Every runs them one by one). It returns the number of events it
 // finished (delivered, skipped or dead-lettered).
 func (d *Deliverer) Pass(ctx context.Context) (int, error) {
 	set := d.Settings()
 	var errs []error
-	every := d.RemindEvery
+	every := set.RemindEvery
 	if every <= 0 {
 		every = 30 * time.Second
 	}

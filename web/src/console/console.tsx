@@ -15,6 +15,7 @@ import { Find } from './find';
 import { Lookup } from './request';
 import { ReviewReport, Reviews } from './reviews';
 import { Runbook } from './runbook';
+import { Notifications } from './notifications';
 import { SecurityEvents } from './security';
 import { Unowned } from './unowned';
 
@@ -58,6 +59,9 @@ export default function Console({ path }: { path: string }) {
         <a href="/console/security" class={path === '/console/security' ? 'active' : ''}>
           Security events
         </a>
+        <a href="/console/notifications" class={path === '/console/notifications' ? 'active' : ''}>
+          Notifications
+        </a>
         <a href="/console/runbook" class={path === '/console/runbook' ? 'active' : ''} data-testid="runbook-tab">
           Runbook
         </a>
@@ -84,6 +88,8 @@ export default function Console({ path }: { path: string }) {
         <Checks />
       ) : path === '/console/security' ? (
         <SecurityEvents />
+      ) : path === '/console/notifications' ? (
+        <Notifications />
       ) : path === '/console/runbook' ? (
         <Runbook />
       ) : (
