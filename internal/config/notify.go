@@ -125,7 +125,9 @@ func (s *Snapshot) NotifyInterval() time.Duration { return s.dur(KeyNotifyInterv
 
 // NotifyReminderScanInterval returns notify.reminderScanInterval: how
 // often a delivery pass also scans for the expiry reminders due.
-func (s *Snapshot) NotifyReminderScanInterval() time.Duration { return s.dur(KeyNotifyReminderScanInterval) }
+func (s *Snapshot) NotifyReminderScanInterval() time.Duration {
+	return s.dur(KeyNotifyReminderScanInterval)
+}
 
 // NotifyExpiryReminders returns notify.expiryReminders: how long before a
 // grant expires each access.expiring reminder goes out, longest first.

@@ -75,7 +75,7 @@ type Deliverer struct {
 	// of it taken off at random so the retries of many events spread out.
 	BackoffBase, BackoffMax time.Duration
 	// Metrics, when set, counts the deliveries (NewMetrics).
-	Metrics *Metrics
+	Metrics    *Metrics
 	lastRemind time.Time
 }
 
