@@ -16,6 +16,18 @@ type Move struct {
 	// an approval leads to are reached by other paths too (a batch's
 	// members, a retrigger).
 	Approval bool
+	// Batched: the request is a member of a batch. A batch's failures are
+	// its own business: the driver's row stands for the whole batch (it
+	// moves to HANDLE_FAILED while the others wait in MERGING), the batch
+	// blocks or is settled, and its members are re-admitted to the next
+	// round; the operators hear of it (batch.blocked), and a member is
+	// told nothing it cannot act on.
+	Batched bool
+}
+
+// failedBindings are the binding states that stop a request on a failure.
+var failedBindings = map[domain.BindingStatus]bool{
+	domain.BindingCreateFailed: true, domain.BindingHandleFailed: true, domain.BindingRevokeFailed: true,
 }
 
 // KindOf is the event move m tells of, or "" when it tells of none (most
@@ -30,8 +42,11 @@ type Move struct {
 //     renewal's: "renewal in effect"), one that ends a period is
 //     "removed";
 //   - the approval callback's row that does not reject is the approval;
-//   - entering a failed step from one that was not is a failure, which
-//     stops the request until a person acts.
+//   - a row that moves into a failure state (CREATE_FAILED, HANDLE_FAILED,
+//     REVOKE_FAILED) is a failure, which stops the request until a person
+//     acts; so is a renewal's step that fails (its row stays RENEWING);
+//     but not a batch member's: a batch's failure is told to the
+//     operators as batch.blocked, and its members go to the next round.
 func KindOf(m Move) Kind {
 	switch {
 	case m.FromStep == domain.StepNone:
@@ -56,7 +71,14 @@ func KindOf(m Move) Kind {
 	switch {
 	case m.Approval:
 		return KindRequestApproved
-	case m.ToStep.Kind() == domain.KindFailed && m.FromStep.Kind() != domain.KindFailed:
+	case m.Batched:
+		return ""
+	case failedBindings[m.To] && !failedBindings[m.From]:
+		return KindRequestFailed
+	case m.From == "" && m.To == "" && m.Op == domain.OperationRenew &&
+		m.ToStep.Kind() == domain.KindFailed && m.FromStep.Kind() != domain.KindFailed:
+		// A renewal's row stays RENEWING (the grant's access lasts): its
+		// step alone says it stopped.
 		return KindRequestFailed
 	}
 	return ""

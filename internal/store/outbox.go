@@ -144,7 +144,9 @@ func outboxOfSteps(ctx context.Context, tx *sql.Tx, rows []operationStepRow) err
 		if !ok {
 			continue
 		}
-		k := notify.KindOf(r.move(f.Request))
+		m := r.move(f.Request)
+		m.Batched = f.BatchID != 0
+		k := notify.KindOf(m)
 		if k == "" {
 			continue
 		}

@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -140,5 +141,72 @@ func TestNotificationsOfEachJourney(t *testing.T) {
 		require.Len(t, order, want, "no other delivery")
 
 		w.filesExact("nt-g1", "nt-r1", "nt-g2")
+	})
+}
+
+// kindsByOrder are the kinds of the events of order key k, in order.
+func kindsByOrder(t *testing.T, st *store.Store, k string) []notify.Kind {
+	t.Helper()
+	rows, err := st.DB().QueryContext(t.Context(), "SELECT kind FROM outbox_event WHERE order_key = ? ORDER BY id", k)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []notify.Kind
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, notify.Kind(s))
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestNotificationsOfAFailureAndABlockedBatch: a request whose check
+// pipeline fails tells its requester it failed, with what to do, once; a
+// batch a bot may not approve tells the operators it is blocked, once
+// (its members hear nothing of the batch's mechanics); once settled and
+// re-run they are in effect, each told once. The files on main are what the database says.
+func TestNotificationsOfAFailureAndABlockedBatch(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newWorld(t, st)
+		w.simJSON(http.MethodPost, "/gitlab/_control/pipelines", map[string]any{"outcome": "fail", "count": 1}, nil)
+		w.submit("nt-pf", "carol", tSingle, false)
+		w.until("nt-pf", "pipeline failed", at(domain.StepCreatePipelineFailed, domain.BindingCreateFailed))
+		require.Equal(t, []notify.Kind{notify.KindRequestSubmitted, notify.KindRequestFailed}, kindsByOrder(t, st, "nt-pf"))
+		evs, err := st.OutboxEventsOf(t.Context(), "nt-pf")
+		require.NoError(t, err)
+		d := notify.Describe(evs[1].Data.Data, evs[1].Data.Request, "")
+		require.Contains(t, d.WhatToDo, "withdraw it on its page and ask again")
+	})
+	storetest.Each(t, func(t *testing.T, st *store.Store) {
+		w := newBatchWorld(t, st)
+		ids := []string{"nt-k1", "nt-k2"}
+		w.admitted(ids...)
+		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
+		r, err := w.rounds.RunRound(t.Context(), 1)
+		require.NoError(t, err)
+		require.Equal(t, "CLAIMED", r.Outcome)
+		require.Eventually(t, func() bool {
+			_, _ = w.eng.RunDue(t.Context())
+			b, err := st.BatchGet(t.Context(), r.BatchID)
+			return err == nil && b.Status == domain.BatchBlocked
+		}, 20*time.Second, 5*time.Millisecond)
+		require.Equal(t, []notify.Kind{notify.KindBatchBlocked}, kindsByOrder(t, st, "batch:"+itoa(r.BatchID)))
+		for _, id := range ids {
+			require.Equal(t, []notify.Kind{notify.KindRequestSubmitted, notify.KindRequestApproved}, kindsByOrder(t, st, id),
+				"%s: the batch's block is the operators' to hear of, not each member's", id)
+		}
+
+		w.reload(nil)
+		_, err = batchFlow(w.deps).SettleBatch(t.Context(), r.BatchID, "OPS", "bot fixed", "olivia")
+		require.NoError(t, err)
+		w.roundsUntilIdle()
+		for _, id := range ids {
+			w.until(id, "validated", at(domain.StepCalledBack, domain.BindingValidated))
+			require.Equal(t, []notify.Kind{notify.KindRequestSubmitted, notify.KindRequestApproved, notify.KindRequestInEffect},
+				kindsByOrder(t, st, id), "%s: in effect once, after the settlement", id)
+		}
+		require.Equal(t, []notify.Kind{notify.KindBatchBlocked}, kindsByOrder(t, st, "batch:"+itoa(r.BatchID)), "one block, one event")
+		w.filesExact(ids...)
 	})
 }
