@@ -109,7 +109,9 @@ func TestMailRefusedThenAcceptedLosesNothing(t *testing.T) {
 		p, err := strconv.Atoi(port)
 		require.NoError(t, err)
 		m, err := mail.New(mail.Settings{Host: host, Port: p, From: "changeflow <changeflow@corp.example>"}, mail.Options{
-			Lookup: func(_ context.Context, account string) (string, bool, error) { return account + "@corp.example", true, nil },
+			Lookup: func(_ context.Context, account string) (string, bool, error) {
+				return account + "@corp.example", true, nil
+			},
 		})
 		require.NoError(t, err)
 		d := deliverer(s, "i1", outbox.Settings{Channels: []notify.Channel{m}, MaxAttempts: 5})
