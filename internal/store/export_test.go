@@ -157,3 +157,13 @@ func (s *Store) StepThenRollBack(ctx context.Context, operationID string, fromSt
 	}
 	return fmt.Errorf("want the planted failure, got %w", err)
 }
+
+// OutboxOfStepsAlone runs the outbox's part of a step-history append —
+// what outboxOfSteps adds to the transaction of a move — in a transaction
+// of its own, for the benchmark that prices it.
+func (s *Store) OutboxOfStepsAlone(ctx context.Context, operationID string, fromStep, toStep domain.StepStatus, from, to domain.BindingStatus) error {
+	return s.InTx(ctx, nil, func(tx *sql.Tx) error {
+		return outboxOfSteps(ctx, tx, []operationStepRow{{operationID: operationID,
+			fromStep: int(fromStep), toStep: int(toStep), fromBinding: from, toBinding: to, actor: "bench"}})
+	})
+}
