@@ -424,3 +424,22 @@ func TestBatchRoundsShrinkAfterFailedChecksAndGrowBack(t *testing.T) {
 		w.filesExact(append(good, culprit)...)
 	})
 }
+
+// blockedOnAForbiddenBot admits ids, makes the first bot one that may not
+// approve (403), runs a round and waits until its batch is BLOCKED —
+// every next batch would fail the same way, so the batch needs a person.
+// It returns the round.
+func (w *batchWorld) blockedOnAForbiddenBot(ids ...string) batch.RoundResult {
+	w.t.Helper()
+	w.admitted(ids...)
+	w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
+	r, err := w.rounds.RunRound(w.t.Context(), 1)
+	require.NoError(w.t, err)
+	require.Equal(w.t, "CLAIMED", r.Outcome)
+	require.Eventually(w.t, func() bool {
+		_, _ = w.eng.RunDue(w.t.Context())
+		b, err := w.st.BatchGet(w.t.Context(), r.BatchID)
+		return err == nil && b.Status == domain.BatchBlocked
+	}, 20*time.Second, 5*time.Millisecond)
+	return r
+}

@@ -121,16 +121,7 @@ func TestBatchBlockedUntilAPersonSettlesIt(t *testing.T) {
 	storetest.OnSQLite(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-k1", "op-k2"}
-		w.admitted(ids...)
-		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		require.Eventually(t, func() bool {
-			_, _ = w.eng.RunDue(t.Context())
-			b, err := st.BatchGet(t.Context(), r.BatchID)
-			return err == nil && b.Status == domain.BatchBlocked
-		}, 20*time.Second, 5*time.Millisecond)
+		r := w.blockedOnAForbiddenBot(ids...)
 
 		w.admitted("op-k3")
 		again, err := w.rounds.RunRound(t.Context(), 1)

@@ -181,16 +181,7 @@ func TestNotificationsOfAFailureAndABlockedBatch(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"nt-k1", "nt-k2"}
-		w.admitted(ids...)
-		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		require.Eventually(t, func() bool {
-			_, _ = w.eng.RunDue(t.Context())
-			b, err := st.BatchGet(t.Context(), r.BatchID)
-			return err == nil && b.Status == domain.BatchBlocked
-		}, 20*time.Second, 5*time.Millisecond)
+		r := w.blockedOnAForbiddenBot(ids...)
 		require.Equal(t, []notify.Kind{notify.KindBatchBlocked}, kindsByOrder(t, st, "batch:"+itoa(r.BatchID)))
 		for _, id := range ids {
 			require.Equal(t, []notify.Kind{notify.KindRequestSubmitted, notify.KindRequestApproved}, kindsByOrder(t, st, id),
@@ -198,7 +189,7 @@ func TestNotificationsOfAFailureAndABlockedBatch(t *testing.T) {
 		}
 
 		w.reload(nil)
-		_, err = batchFlow(w.deps).SettleBatch(t.Context(), r.BatchID, "OPS", "bot fixed", "olivia")
+		_, err := batchFlow(w.deps).SettleBatch(t.Context(), r.BatchID, "OPS", "bot fixed", "olivia")
 		require.NoError(t, err)
 		w.roundsUntilIdle()
 		for _, id := range ids {

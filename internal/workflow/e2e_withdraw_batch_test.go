@@ -199,16 +199,7 @@ func TestOperatorClosesTheStoppedDriverOfABlockedBatch(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st *store.Store) {
 		w := newBatchWorld(t, st)
 		ids := []string{"op-cd1", "op-cd2"}
-		w.admitted(ids...)
-		w.reload(map[string]any{"gitlab.tokens.approver1": "local-observer-token"})
-		r, err := w.rounds.RunRound(t.Context(), 1)
-		require.NoError(t, err)
-		require.Equal(t, "CLAIMED", r.Outcome)
-		require.Eventually(t, func() bool {
-			_, _ = w.eng.RunDue(t.Context())
-			b, err := st.BatchGet(t.Context(), r.BatchID)
-			return err == nil && b.Status == domain.BatchBlocked
-		}, 20*time.Second, 5*time.Millisecond)
+		r := w.blockedOnAForbiddenBot(ids...)
 		o, _ := w.state("op-cd1")
 		require.Equal(t, domain.StepHandleApproveForbidden, domain.StepStatus(o.Step), "the driver shows the failure")
 
